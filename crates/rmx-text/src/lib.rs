@@ -1,0 +1,11 @@
+//! The text side of rmx: everything between bytes and token ids that needs no MLX.
+//!
+//! Kept apart from `rmx-engine` so it builds and tests without the MLX runtime, and so the
+//! server can parse and render without touching the engine thread.
+
+pub mod detok;
+pub mod reasoning;
+pub mod stop;
+pub mod template;
+pub mod tokenizer;
+pub mod toolcall;
