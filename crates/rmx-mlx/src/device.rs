@@ -1,0 +1,84 @@
+//! Devices and the live backend. MLX picks the backend when it is built (the runtime rmx links
+//! against: CPU, CUDA or Metal); rmx only asks which one it got.
+
+use crate::error::{check, Result};
+use crate::ffi::bridge;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Metal,
+    Cuda,
+    Cpu,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Metal => "metal",
+            Backend::Cuda => "cuda",
+            Backend::Cpu => "cpu",
+        }
+    }
+}
+
+/// The backend this process runs on: the GPU one when the linked runtime has a usable GPU.
+pub fn backend() -> Backend {
+    if bridge::metal_available() {
+        Backend::Metal
+    } else if bridge::cuda_available() {
+        Backend::Cuda
+    } else {
+        Backend::Cpu
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceType {
+    Cpu,
+    Gpu,
+}
+
+pub fn default_device() -> DeviceType {
+    if bridge::default_device_type() == 1 {
+        DeviceType::Gpu
+    } else {
+        DeviceType::Cpu
+    }
+}
+
+/// Makes `d` the device new ops run on (for the whole process).
+pub fn set_default_device(d: DeviceType) -> Result<()> {
+    check(
+        "set_default_device",
+        bridge::set_default_device(matches!(d, DeviceType::Gpu) as u8),
+    )
+}
+
+pub fn gpu_available() -> bool {
+    bridge::gpu_available()
+}
+
+/// Waits for all queued work on every stream.
+pub fn synchronize() -> Result<()> {
+    let _g = crate::eval::lock();
+    check("synchronize", bridge::synchronize())
+}
+
+/// MLX's description of a device as a JSON object (device name, memory size, ...).
+pub fn device_info_json(d: DeviceType) -> Result<String> {
+    check(
+        "device_info",
+        bridge::device_info_json(matches!(d, DeviceType::Gpu) as u8),
+    )
+}
+
+/// The version of the libmlx this process runs against.
+pub fn mlx_version() -> String {
+    bridge::version()
+}
+
+/// The version whose headers this crate was built with.
+pub const BUILD_MLX_VERSION: &str = env!("RMX_MLX_BUILD_VERSION");
+
+/// Where the build found libmlx (the rpath binaries carry).
+pub const BUILD_MLX_LIBDIR: &str = env!("RMX_MLX_LIBDIR");

@@ -1,0 +1,42 @@
+//! rmx's bridge to MLX: the only crate that touches MLX, C++ or `unsafe`.
+//!
+//! * MLX is bound through `cxx` against MLX's own runtime (libmlx + headers from the PyPI
+//!   wheels, Homebrew, or `MLX_DIR`); `build/` finds it and docs/mlx-bridge.md says how.
+//! * Every C++ exception becomes an [`Error`] naming the operation; nothing aborts.
+//! * Thread safety is enforced by types: [`Array`], [`Compiled`] and [`Kernel`] are neither
+//!   `Send` nor `Sync`, so the arrays of a model live and die on its engine thread. Evaluation
+//!   takes a process-wide lock because MLX's scheduler is global (see [`eval`]).
+
+mod array;
+mod compile;
+mod device;
+mod dtype;
+mod error;
+mod eval;
+mod ffi;
+mod kernel;
+mod memory;
+mod ops;
+
+pub mod fast;
+pub mod io;
+pub mod quant;
+pub mod random;
+
+pub use array::Array;
+pub use compile::{compile, Compiled};
+pub use device::{
+    backend, default_device, device_info_json, gpu_available, mlx_version, set_default_device,
+    synchronize, Backend, DeviceType, BUILD_MLX_LIBDIR, BUILD_MLX_VERSION,
+};
+pub use dtype::{Dtype, Element};
+pub use error::{Error, Result};
+pub use eval::{async_eval, eval};
+pub use kernel::{Kernel, KernelLang, Launch, TemplateArg};
+pub use memory::{
+    active_memory, cache_memory, clear_cache, peak_memory, reset_peak_memory, set_cache_limit,
+    set_memory_limit,
+};
+pub use ops::{addmm, concatenate, gather_mm, r#where, stack};
+
+pub use half::{bf16, f16};
