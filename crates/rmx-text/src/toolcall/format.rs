@@ -1,0 +1,136 @@
+//! Which tool-call format a model writes, and what each one means to the streaming parser.
+
+use super::call::ParsedBody;
+use super::schema::ToolSchemas;
+use super::{gemma, hermes, llama3, mistral, qwen3_coder};
+
+/// The tool-call syntax of a model family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ToolCallFormat {
+    /// `<tool_call>{json}</tool_call>`: Qwen2.5, Qwen3, Hermes and many fine-tunes.
+    Hermes,
+    /// `<tool_call><function=name><parameter=p>value</parameter></function></tool_call>`.
+    Qwen3Coder,
+    /// `{"name": .., "parameters": {..}}`, maybe after `<|python_tag|>`, `;`-separated.
+    Llama3Json,
+    /// `[TOOL_CALLS][{..}]` or `[TOOL_CALLS]name[ARGS]{..}`.
+    Mistral,
+    /// ```` ```tool_code\nf(a=1)\n``` ```` or a bare `{"name": .., "parameters": ..}`.
+    Gemma,
+}
+
+/// How a call's text ends.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Close {
+    /// At this closing tag.
+    Tag(&'static str),
+    /// Where its own syntax ends (balanced JSON): the format's `body_end` says.
+    SelfDelimited,
+}
+
+/// Text that opens a call in the middle of the output.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Trigger {
+    pub open: &'static str,
+    pub close: Close,
+}
+
+impl ToolCallFormat {
+    pub const ALL: [ToolCallFormat; 5] = [
+        ToolCallFormat::Hermes,
+        ToolCallFormat::Qwen3Coder,
+        ToolCallFormat::Llama3Json,
+        ToolCallFormat::Mistral,
+        ToolCallFormat::Gemma,
+    ];
+
+    /// The format by its name in model configs and on the command line: `hermes`,
+    /// `qwen3_coder`, `llama3_json`, `mistral`, `gemma` (the names vLLM uses where it has one;
+    /// a few obvious spellings are accepted too).
+    pub fn from_name(name: &str) -> Option<Self> {
+        let norm = name.trim().to_ascii_lowercase().replace('-', "_");
+        Some(match norm.as_str() {
+            "hermes" | "qwen" | "qwen2.5" | "qwen3" => ToolCallFormat::Hermes,
+            "qwen3_coder" | "qwen3coder" | "qwen3_xml" => ToolCallFormat::Qwen3Coder,
+            "llama3_json" | "llama3" | "llama" | "llama3.1" | "llama3.2" => {
+                ToolCallFormat::Llama3Json
+            }
+            "mistral" => ToolCallFormat::Mistral,
+            "gemma" | "gemma3" | "gemma2" => ToolCallFormat::Gemma,
+            _ => return None,
+        })
+    }
+
+    /// The canonical name, accepted by [`ToolCallFormat::from_name`].
+    pub fn name(self) -> &'static str {
+        match self {
+            ToolCallFormat::Hermes => "hermes",
+            ToolCallFormat::Qwen3Coder => "qwen3_coder",
+            ToolCallFormat::Llama3Json => "llama3_json",
+            ToolCallFormat::Mistral => "mistral",
+            ToolCallFormat::Gemma => "gemma",
+        }
+    }
+
+    /// The format a chat template teaches, from the markers it prints when it renders tool
+    /// calls. Qwen3-Coder's template also contains `<tool_call>`, so its `<function=` is looked
+    /// for first. None when the template shows no tool calls at all.
+    pub fn detect_from_template(template: &str) -> Option<Self> {
+        if template.contains("<function=") && template.contains("<parameter=") {
+            Some(ToolCallFormat::Qwen3Coder)
+        } else if template.contains("<tool_call>") {
+            Some(ToolCallFormat::Hermes)
+        } else if template.contains("[TOOL_CALLS]") {
+            Some(ToolCallFormat::Mistral)
+        } else if template.contains("<|python_tag|>") {
+            Some(ToolCallFormat::Llama3Json)
+        } else if template.contains("tool_code") {
+            Some(ToolCallFormat::Gemma)
+        } else {
+            None
+        }
+    }
+
+    pub(crate) fn triggers(self) -> &'static [Trigger] {
+        match self {
+            ToolCallFormat::Hermes => hermes::TRIGGERS,
+            ToolCallFormat::Qwen3Coder => qwen3_coder::TRIGGERS,
+            ToolCallFormat::Llama3Json => llama3::TRIGGERS,
+            ToolCallFormat::Mistral => mistral::TRIGGERS,
+            ToolCallFormat::Gemma => gemma::TRIGGERS,
+        }
+    }
+
+    /// Whether a reply that opens with JSON may be a call with no marker before it.
+    pub(crate) fn bare_json_at_start(self) -> bool {
+        matches!(self, ToolCallFormat::Llama3Json | ToolCallFormat::Gemma)
+    }
+
+    /// For [`Close::SelfDelimited`] triggers: the length of the call's text in `body`, once
+    /// known.
+    pub(crate) fn body_end(self, body: &str) -> Option<usize> {
+        match self {
+            ToolCallFormat::Mistral => mistral::body_end(body),
+            _ => llama3::json_run_end(body),
+        }
+    }
+
+    /// The calls in the text of trigger `trigger` (None: the bare JSON at the start).
+    pub(crate) fn parse_body(
+        self,
+        trigger: Option<usize>,
+        body: &str,
+        tools: &ToolSchemas,
+    ) -> Option<ParsedBody> {
+        let Some(trigger) = trigger else {
+            return llama3::parse_body(body, true);
+        };
+        match self {
+            ToolCallFormat::Hermes => hermes::parse_block(body, tools),
+            ToolCallFormat::Qwen3Coder => qwen3_coder::parse_body(trigger, body, tools),
+            ToolCallFormat::Llama3Json => llama3::parse_body(body, false),
+            ToolCallFormat::Mistral => mistral::parse_body(body),
+            ToolCallFormat::Gemma => gemma::parse_fence(body),
+        }
+    }
+}
