@@ -100,7 +100,12 @@ ArrayPtr from_bytes(rust::Slice<const uint8_t> data, rust::Slice<const int32_t> 
 
 ArrayPtr full(rust::Slice<const int32_t> shape, double value, uint8_t dtype) {
   auto dt = to_dtype(dtype);
-  return wrap(mx::full(to_shape(shape), mx::astype(mx::array(value, mx::float64), dt, mx::Device::cpu), dt));
+  // Python MLX turns a Python float into a C++ float first, then into the target type; doing
+  // the same keeps scalars bit-identical (double -> bf16 directly could round differently).
+  mx::array v = mx::issubdtype(dt, mx::floating)
+                    ? mx::array(static_cast<float>(value), dt)
+                    : mx::astype(mx::array(static_cast<int64_t>(value), mx::int64), dt);
+  return wrap(mx::full(to_shape(shape), v, dt));
 }
 
 ArrayPtr arange(double start, double stop, double step, uint8_t dtype) {

@@ -1,0 +1,145 @@
+//! The attention block the decoder families share: projections, optional q/k norms, rotary
+//! embedding at the cache's offset, the cache update, and MLX's fused attention.
+
+use rmx_mlx::{fast, Array};
+
+use crate::cache::{AttnMask, LayerCache};
+use crate::config::QuantConfig;
+use crate::error::Result;
+use crate::layers::{Linear, RmsNorm};
+use crate::rope::Rope;
+use crate::weights::Weights;
+
+/// Where the q/k norms sit: Qwen3 normalizes `[B, L, H, D]` before the head transpose, Gemma 3
+/// after it; the same per-row op, but kept as in the reference.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum QkNorm {
+    None,
+    BeforeTranspose,
+    AfterTranspose,
+}
+
+pub struct AttentionShape {
+    pub hidden: i32,
+    pub heads: i32,
+    pub kv_heads: i32,
+    pub head_dim: i32,
+    pub qkv_bias: bool,
+    pub o_bias: bool,
+    pub scale: f32,
+}
+
+pub struct Attention {
+    q: Linear,
+    k: Linear,
+    v: Linear,
+    o: Linear,
+    q_norm: Option<RmsNorm>,
+    k_norm: Option<RmsNorm>,
+    qk_norm: QkNorm,
+    heads: i32,
+    kv_heads: i32,
+    scale: f32,
+    rope: Rope,
+}
+
+impl Attention {
+    /// `norm` builds a q/k norm layer (plain or Gemma's 1 + w) for the given path.
+    pub fn load(
+        w: &mut Weights,
+        q: &QuantConfig,
+        path: &str,
+        s: &AttentionShape,
+        rope: Rope,
+        qk_norm: QkNorm,
+        norm: &dyn Fn(&mut Weights, &str, i32) -> Result<RmsNorm>,
+    ) -> Result<Attention> {
+        let (qd, kvd) = (s.heads * s.head_dim, s.kv_heads * s.head_dim);
+        let (q_norm, k_norm) = if qk_norm == QkNorm::None {
+            (None, None)
+        } else {
+            (
+                Some(norm(w, &format!("{path}.q_norm"), s.head_dim)?),
+                Some(norm(w, &format!("{path}.k_norm"), s.head_dim)?),
+            )
+        };
+        Ok(Attention {
+            q: Linear::load(w, q, &format!("{path}.q_proj"), s.hidden, qd, s.qkv_bias)?,
+            k: Linear::load(w, q, &format!("{path}.k_proj"), s.hidden, kvd, s.qkv_bias)?,
+            v: Linear::load(w, q, &format!("{path}.v_proj"), s.hidden, kvd, s.qkv_bias)?,
+            o: Linear::load(w, q, &format!("{path}.o_proj"), qd, s.hidden, s.o_bias)?,
+            q_norm,
+            k_norm,
+            qk_norm,
+            heads: s.heads,
+            kv_heads: s.kv_heads,
+            scale: s.scale,
+            rope,
+        })
+    }
+
+    fn heads_first(&self, x: &Array, heads: i32, norm: Option<&RmsNorm>) -> Result<Array> {
+        let s = x.shape();
+        let mut x = x.reshape(&[s[0], s[1], heads, -1])?;
+        if let (QkNorm::BeforeTranspose, Some(n)) = (self.qk_norm, norm) {
+            x = n.forward(&x)?;
+        }
+        let mut x = x.transpose(&[0, 2, 1, 3])?;
+        if let (QkNorm::AfterTranspose, Some(n)) = (self.qk_norm, norm) {
+            x = n.forward(&x)?;
+        }
+        Ok(x)
+    }
+
+    pub fn forward(&self, x: &Array, mask: &AttnMask, cache: &mut LayerCache) -> Result<Array> {
+        let s = x.shape();
+        let q = self.heads_first(&self.q.forward(x)?, self.heads, self.q_norm.as_ref())?;
+        let k = self.heads_first(&self.k.forward(x)?, self.kv_heads, self.k_norm.as_ref())?;
+        let v = self.heads_first(&self.v.forward(x)?, self.kv_heads, None)?;
+        let offset = cache.offset();
+        let q = self.rope.forward(&q, offset)?;
+        let k = self.rope.forward(&k, offset)?;
+        let (k, v) = cache.update_and_fetch(&k, &v)?;
+        let out = fast::scaled_dot_product_attention(&q, &k, &v, self.scale, mask.as_fast(), None)?;
+        let out = out.transpose(&[0, 2, 1, 3])?.reshape(&[s[0], s[1], -1])?;
+        self.o.forward(&out)
+    }
+}
+
+/// Gated MLP: `down(act(gate(x)) * up(x))`.
+pub struct Mlp {
+    gate: Linear,
+    up: Linear,
+    down: Linear,
+    gelu: bool,
+}
+
+impl Mlp {
+    pub fn load(
+        w: &mut Weights,
+        q: &QuantConfig,
+        path: &str,
+        dim: i32,
+        hidden: i32,
+        bias: bool,
+        gelu: bool,
+    ) -> Result<Mlp> {
+        Ok(Mlp {
+            gate: Linear::load(w, q, &format!("{path}.gate_proj"), dim, hidden, bias)?,
+            up: Linear::load(w, q, &format!("{path}.up_proj"), dim, hidden, bias)?,
+            down: Linear::load(w, q, &format!("{path}.down_proj"), hidden, dim, bias)?,
+            gelu,
+        })
+    }
+
+    pub fn forward(&self, x: &Array) -> Result<Array> {
+        let g = self.gate.forward(x)?;
+        let u = self.up.forward(x)?;
+        let h = if self.gelu {
+            crate::layers::gelu_approx(&g)?.multiply(&u)?
+        } else {
+            crate::layers::swiglu(&g, &u)?
+        };
+        self.down.forward(&h)
+    }
+}

@@ -1,0 +1,333 @@
+//! Per-sequence key/value caches, ported from mlx-lm's `KVCache` and `RotatingKVCache`
+//! (step-wise preallocation, the rotating buffer's order, its masks) because the order in which
+//! attention sums its keys decides the low bits of the logits.
+
+use rmx_mlx::{concatenate, Array};
+
+use crate::error::Result;
+
+const STEP: i32 = 256;
+
+/// The mask an attention call uses, as mlx-lm passes it to `scaled_dot_product_attention`.
+pub enum AttnMask {
+    None,
+    Causal,
+    Array(Array),
+}
+
+impl AttnMask {
+    pub fn as_fast(&self) -> rmx_mlx::fast::Mask<'_> {
+        match self {
+            AttnMask::None => rmx_mlx::fast::Mask::None,
+            AttnMask::Causal => rmx_mlx::fast::Mask::Causal,
+            AttnMask::Array(a) => rmx_mlx::fast::Mask::Array(a),
+        }
+    }
+}
+
+/// mlx-lm's `create_causal_mask`: query rows at `offset..offset+n` against keys `0..offset+n`.
+pub fn causal_mask(n: i32, offset: i32, window: Option<i32>) -> Result<Array> {
+    let cols = offset + n;
+    let mut m = Vec::with_capacity((n * cols) as usize);
+    for i in 0..n {
+        let l = offset + i;
+        for r in 0..cols {
+            m.push(l >= r && window.is_none_or(|w| l < r + w));
+        }
+    }
+    Ok(Array::from_slice(&m, &[n, cols])?)
+}
+
+fn seq_slice(a: &Array, start: i32, stop: i32) -> Result<Array> {
+    Ok(a.slice_axis(2, start, stop)?)
+}
+
+fn write_at(dst: &Array, src: &Array, at: i32) -> Result<Array> {
+    let s = src.shape();
+    let start = [0, 0, at, 0];
+    let stop = [s[0], s[1], at + s[2], s[3]];
+    Ok(dst.slice_update(src, &start, &stop, &[1, 1, 1, 1])?)
+}
+
+fn zeros_like_steps(like: &Array, len: i32) -> Result<Array> {
+    let s = like.shape();
+    Ok(Array::zeros(&[s[0], s[1], len, s[3]], like.dtype())?)
+}
+
+#[derive(Default)]
+pub struct KvCache {
+    keys: Option<Array>,
+    values: Option<Array>,
+    pub offset: i32,
+}
+
+impl KvCache {
+    pub fn update_and_fetch(&mut self, k: &Array, v: &Array) -> Result<(Array, Array)> {
+        let prev = self.offset;
+        let n = k.dim(2);
+        let cap = self.keys.as_ref().map_or(0, |a| a.dim(2));
+        if self.keys.is_none() || prev + n > cap {
+            let steps = (STEP + n - 1) / STEP;
+            let new_k = zeros_like_steps(k, steps * STEP)?;
+            let new_v = zeros_like_steps(v, steps * STEP)?;
+            match (self.keys.take(), self.values.take()) {
+                (Some(mut ok), Some(mut ov)) => {
+                    if prev % STEP != 0 {
+                        ok = seq_slice(&ok, 0, prev)?;
+                        ov = seq_slice(&ov, 0, prev)?;
+                    }
+                    self.keys = Some(concatenate(&[&ok, &new_k], 2)?);
+                    self.values = Some(concatenate(&[&ov, &new_v], 2)?);
+                }
+                _ => {
+                    self.keys = Some(new_k);
+                    self.values = Some(new_v);
+                }
+            }
+        }
+        self.offset += n;
+        let (keys, values) = (self.keys.take(), self.values.take());
+        let (Some(keys), Some(values)) = (keys, values) else {
+            unreachable!("allocated above")
+        };
+        let keys = write_at(&keys, k, prev)?;
+        let values = write_at(&values, v, prev)?;
+        let out = if self.offset < keys.dim(2) {
+            (
+                seq_slice(&keys, 0, self.offset)?,
+                seq_slice(&values, 0, self.offset)?,
+            )
+        } else {
+            (keys.clone(), values.clone())
+        };
+        self.keys = Some(keys);
+        self.values = Some(values);
+        Ok(out)
+    }
+
+    /// mlx-lm's `KVCache.make_mask` (no window): "causal" for several queries, none for one.
+    pub fn mask(&self, n: i32) -> AttnMask {
+        if n == 1 {
+            AttnMask::None
+        } else {
+            AttnMask::Causal
+        }
+    }
+
+    pub fn state(&self) -> Vec<&Array> {
+        self.keys.iter().chain(self.values.iter()).collect()
+    }
+}
+
+/// A sliding-window cache holding at most `max_size` positions (keep = 0).
+pub struct RotatingKvCache {
+    keys: Option<Array>,
+    values: Option<Array>,
+    pub offset: i32,
+    max_size: i32,
+    idx: i32,
+}
+
+impl RotatingKvCache {
+    pub fn new(max_size: i32) -> RotatingKvCache {
+        RotatingKvCache {
+            keys: None,
+            values: None,
+            offset: 0,
+            max_size,
+            idx: 0,
+        }
+    }
+
+    fn temporal_order(&self, v: &Array) -> Result<Array> {
+        let len = v.dim(2);
+        if self.idx == len {
+            Ok(v.clone())
+        } else if self.idx < self.offset {
+            Ok(concatenate(
+                &[&seq_slice(v, self.idx, len)?, &seq_slice(v, 0, self.idx)?],
+                2,
+            )?)
+        } else {
+            seq_slice(v, 0, self.idx)
+        }
+    }
+
+    fn trim(trim_size: i32, v: &Array, append: Option<&Array>) -> Result<Array> {
+        let len = v.dim(2);
+        let kept = if trim_size > 0 {
+            seq_slice(v, trim_size, len)?
+        } else {
+            v.clone()
+        };
+        Ok(match append {
+            Some(a) => concatenate(&[&kept, a], 2)?,
+            None => kept,
+        })
+    }
+
+    fn update_concat(&mut self, k: &Array, v: &Array) -> Result<(Array, Array)> {
+        match (self.keys.take(), self.values.take()) {
+            (Some(ok), Some(ov)) => {
+                let ok = self.temporal_order(&ok)?;
+                let ov = self.temporal_order(&ov)?;
+                self.idx = ok.dim(2);
+                let trim_size = self.idx - self.max_size + 1;
+                self.keys = Some(Self::trim(trim_size, &ok, Some(k))?);
+                self.values = Some(Self::trim(trim_size, &ov, Some(v))?);
+            }
+            _ => {
+                self.keys = Some(k.clone());
+                self.values = Some(v.clone());
+            }
+        }
+        self.offset += k.dim(2);
+        let keys = self.keys.clone().unwrap_or_else(|| k.clone());
+        let values = self.values.clone().unwrap_or_else(|| v.clone());
+        self.idx = keys.dim(2);
+        Ok((keys, values))
+    }
+
+    fn update_in_place(&mut self, k: &Array, v: &Array) -> Result<(Array, Array)> {
+        let s = k.dim(2);
+        let prev = self.offset;
+        let cap = self.keys.as_ref().map_or(0, |a| a.dim(2));
+        if self.keys.is_none() || (prev >= cap && cap < self.max_size) {
+            let new_size = STEP.min(self.max_size - prev);
+            let new_k = zeros_like_steps(k, new_size)?;
+            let new_v = zeros_like_steps(v, new_size)?;
+            match (self.keys.take(), self.values.take()) {
+                (Some(ok), Some(ov)) => {
+                    self.keys = Some(concatenate(&[&ok, &new_k], 2)?);
+                    self.values = Some(concatenate(&[&ov, &new_v], 2)?);
+                }
+                _ => {
+                    self.keys = Some(new_k);
+                    self.values = Some(new_v);
+                }
+            }
+            self.idx = prev;
+        }
+        let (Some(mut keys), Some(mut values)) = (self.keys.take(), self.values.take()) else {
+            unreachable!("allocated above")
+        };
+        let trim_size = keys.dim(2) - self.max_size;
+        if trim_size > 0 {
+            keys = Self::trim(trim_size, &keys, None)?;
+            values = Self::trim(trim_size, &values, None)?;
+            self.idx = self.max_size;
+        }
+        if self.idx == self.max_size {
+            self.idx = 0;
+        }
+        keys = write_at(&keys, k, self.idx)?;
+        values = write_at(&values, v, self.idx)?;
+        self.offset += s;
+        self.idx += s;
+        let out = if self.offset < keys.dim(2) {
+            (
+                seq_slice(&keys, 0, self.offset)?,
+                seq_slice(&values, 0, self.offset)?,
+            )
+        } else {
+            (keys.clone(), values.clone())
+        };
+        self.keys = Some(keys);
+        self.values = Some(values);
+        Ok(out)
+    }
+
+    pub fn update_and_fetch(&mut self, k: &Array, v: &Array) -> Result<(Array, Array)> {
+        if k.dim(2) == 1 {
+            self.update_in_place(k, v)
+        } else {
+            self.update_concat(k, v)
+        }
+    }
+
+    /// mlx-lm's `RotatingKVCache.make_mask` for `n` new queries.
+    pub fn mask(&self, n: i32, window: Option<i32>) -> Result<AttnMask> {
+        if n > 1 {
+            let window = window.unwrap_or(self.max_size);
+            let offset = (self.max_size - 1).min(self.offset);
+            if offset + n > window {
+                return Ok(AttnMask::Array(causal_mask(n, offset, Some(window))?));
+            }
+            return Ok(AttnMask::Causal);
+        }
+        let Some(window) = window else {
+            return Ok(AttnMask::None);
+        };
+        if self.offset >= window && self.max_size > window {
+            let idx = if self.idx >= self.max_size {
+                0
+            } else {
+                self.idx
+            };
+            let size = if self.offset < self.max_size {
+                self.offset + 1
+            } else {
+                self.max_size
+            };
+            // arange(size) >= size - window, rolled by idx + 1.
+            let base: Vec<bool> = (0..size).map(|i| i >= size - window).collect();
+            let shift = ((idx + 1) % size) as usize;
+            let mut rolled = vec![false; size as usize];
+            for (i, b) in base.iter().enumerate() {
+                rolled[(i + shift) % size as usize] = *b;
+            }
+            return Ok(AttnMask::Array(Array::from_slice(&rolled, &[size])?));
+        }
+        Ok(AttnMask::None)
+    }
+
+    pub fn state(&self) -> Vec<&Array> {
+        self.keys.iter().chain(self.values.iter()).collect()
+    }
+}
+
+/// One layer's cache.
+pub enum LayerCache {
+    Full(KvCache),
+    Rotating(RotatingKvCache),
+}
+
+impl LayerCache {
+    pub fn offset(&self) -> i32 {
+        match self {
+            LayerCache::Full(c) => c.offset,
+            LayerCache::Rotating(c) => c.offset,
+        }
+    }
+
+    pub fn update_and_fetch(&mut self, k: &Array, v: &Array) -> Result<(Array, Array)> {
+        match self {
+            LayerCache::Full(c) => c.update_and_fetch(k, v),
+            LayerCache::Rotating(c) => c.update_and_fetch(k, v),
+        }
+    }
+
+    /// The mask for `n` new queries (`window` for sliding-attention layers).
+    pub fn mask(&self, n: i32, window: Option<i32>) -> Result<AttnMask> {
+        match self {
+            LayerCache::Full(c) => match window {
+                Some(w) => Ok(AttnMask::Array(causal_mask(n, c.offset, Some(w))?)),
+                None => Ok(c.mask(n)),
+            },
+            LayerCache::Rotating(c) => c.mask(n, window),
+        }
+    }
+
+    /// The arrays to evaluate so the cache holds values, not graphs.
+    pub fn state(&self) -> Vec<&Array> {
+        match self {
+            LayerCache::Full(c) => c.state(),
+            LayerCache::Rotating(c) => c.state(),
+        }
+    }
+
+    /// Bytes held by this layer's keys and values.
+    pub fn nbytes(&self) -> usize {
+        self.state().iter().map(|a| a.nbytes()).sum()
+    }
+}

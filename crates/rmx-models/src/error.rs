@@ -1,0 +1,43 @@
+//! Loading errors name the file and tensor, so a broken download reads as such.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Config { path: PathBuf, message: String },
+    #[error("model type {model_type:?} is not supported (rmx knows: {supported})")]
+    Unsupported {
+        model_type: String,
+        supported: String,
+    },
+    #[error("{dir}: no *.safetensors weight files")]
+    NoWeights { dir: PathBuf },
+    #[error("tensor {name} is missing from the weights ({files})")]
+    MissingTensor { name: String, files: String },
+    #[error("tensor {name} in {file} has shape {got:?}, expected {want:?}")]
+    Shape {
+        name: String,
+        file: PathBuf,
+        got: Vec<i32>,
+        want: Vec<i32>,
+    },
+    #[error("tensor {name} in {file} is not used by this model (wrong config or files from another model?)")]
+    Extra { name: String, file: PathBuf },
+    #[error("loading {file}: {source}")]
+    Load {
+        file: PathBuf,
+        #[source]
+        source: rmx_mlx::Error,
+    },
+    #[error(transparent)]
+    Mlx(#[from] rmx_mlx::Error),
+}
+
+pub type Result<T> = std::result::Result<T, ModelError>;

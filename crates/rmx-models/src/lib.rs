@@ -1,0 +1,22 @@
+//! Model families for rmx: one module per family, each a serde `Config` and a forward pass
+//! written to match mlx-lm's op for op, and a registry that picks the family from config.json.
+
+mod attention;
+pub mod cache;
+mod config;
+mod error;
+mod gemma3;
+mod layers;
+mod llama;
+mod model;
+mod qwen2;
+mod qwen3;
+mod registry;
+mod rope;
+mod weights;
+
+pub use cache::LayerCache;
+pub use config::QuantConfig;
+pub use error::{ModelError, Result};
+pub use model::{CausalLm, ModelInfo};
+pub use registry::{is_supported, load, supported};

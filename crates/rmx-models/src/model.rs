@@ -1,0 +1,36 @@
+//! What the engine sees of a loaded model, whatever its family.
+
+use rmx_mlx::Array;
+
+use crate::cache::LayerCache;
+use crate::error::Result;
+
+/// Facts about a loaded model for the engine, `rmx ps` and `rmx info`.
+#[derive(Debug, Clone)]
+pub struct ModelInfo {
+    pub model_type: String,
+    pub vocab_size: i32,
+    pub hidden_size: i32,
+    pub num_layers: i32,
+    /// `max_position_embeddings`, when the config gives one.
+    pub context_length: Option<i32>,
+    /// Bits of the default quantization, if any.
+    pub quant_bits: Option<i32>,
+    pub tied_embeddings: bool,
+}
+
+/// A decoder-only language model. Caches live outside it (one set per sequence), so several
+/// sequences can share one model.
+pub trait CausalLm {
+    /// Runs `tokens` (`[B, L]` integer ids) through the layers, appending to `cache`, and
+    /// returns the final-normed hidden states `[B, L, hidden]`.
+    fn forward_hidden(&self, tokens: &Array, cache: &mut [LayerCache]) -> Result<Array>;
+
+    /// Projects hidden states onto the vocabulary: `[..., hidden] -> [..., vocab]`.
+    fn lm_head(&self, hidden: &Array) -> Result<Array>;
+
+    /// A fresh cache for one sequence.
+    fn make_cache(&self) -> Vec<LayerCache>;
+
+    fn info(&self) -> &ModelInfo;
+}

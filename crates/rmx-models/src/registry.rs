@@ -1,0 +1,72 @@
+//! The families rmx runs, keyed by the names HF configs use. To add a family: write its module
+//! (serde `Config` + forward) and add one row here.
+
+use std::path::Path;
+
+use crate::config::RawConfig;
+use crate::error::{ModelError, Result};
+use crate::model::CausalLm;
+use crate::weights::Weights;
+
+type Loader = fn(&RawConfig, &mut Weights) -> Result<Box<dyn CausalLm>>;
+
+/// (`model_type`s, `architectures`, loader). mlx-lm reads `mistral` as `llama`; so do we.
+const FAMILIES: &[(&[&str], &[&str], Loader)] = &[
+    (
+        &["llama", "mistral"],
+        &["LlamaForCausalLM", "MistralForCausalLM"],
+        crate::llama::load,
+    ),
+    (&["qwen2"], &["Qwen2ForCausalLM"], crate::qwen2::load),
+    (&["qwen3"], &["Qwen3ForCausalLM"], crate::qwen3::load),
+    (
+        &["gemma3_text"],
+        &["Gemma3ForCausalLM"],
+        crate::gemma3::load,
+    ),
+];
+
+/// Model types rmx can load, for messages and `rmx info`.
+pub fn supported() -> Vec<&'static str> {
+    FAMILIES
+        .iter()
+        .flat_map(|(t, _, _)| t.iter().copied())
+        .collect()
+}
+
+fn loader_for(cfg: &RawConfig) -> Option<Loader> {
+    FAMILIES
+        .iter()
+        .find(|(types, _, _)| types.contains(&cfg.model_type.as_str()))
+        .or_else(|| {
+            FAMILIES.iter().find(|(_, archs, _)| {
+                cfg.architectures
+                    .iter()
+                    .any(|a| archs.contains(&a.as_str()))
+            })
+        })
+        .map(|(_, _, l)| *l)
+}
+
+/// Whether a config names a family rmx supports (no weights are read).
+pub fn is_supported(dir: &Path) -> Result<bool> {
+    Ok(loader_for(&RawConfig::read(dir)?).is_some())
+}
+
+/// Loads the model in `dir` (config.json + *.safetensors). Weights stay lazily mapped until the
+/// first evaluation; every tensor is checked against the config's shapes.
+pub fn load(dir: &Path) -> Result<Box<dyn CausalLm>> {
+    let cfg = RawConfig::read(dir)?;
+    let loader = loader_for(&cfg).ok_or_else(|| ModelError::Unsupported {
+        model_type: if cfg.model_type.is_empty() {
+            cfg.architectures.join(",")
+        } else {
+            cfg.model_type.clone()
+        },
+        supported: supported().join(", "),
+    })?;
+    let mut w = Weights::load(dir)?;
+    let model = loader(&cfg, &mut w)?;
+    w.finish()?;
+    Ok(model)
+}
