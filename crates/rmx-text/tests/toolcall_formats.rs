@@ -288,9 +288,9 @@ fn mistral_args_format_several_calls() {
     check(
         Mistral,
         &[],
-        "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]get_time[ARGS]{\"tz\": \"CET\", \"list\": [\"a]\", \"{b\"]}",
+        "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]get_time[ARGS]{\"tz\": \"CET\", \"list\": [\"a]\", \"{b\", \"say \\\"}\\\" \\\\\"]}",
         "",
-        &[("get_weather", json!({"city": "Paris"})), ("get_time", json!({"tz": "CET", "list": ["a]", "{b"]}))],
+        &[("get_weather", json!({"city": "Paris"})), ("get_time", json!({"tz": "CET", "list": ["a]", "{b", "say \"}\" \\"]}))],
     );
 }
 

@@ -117,3 +117,52 @@ fn random_outputs_stream_consistently_and_lose_nothing() {
         }
     }
 }
+
+/// A file written through a tool call is tens of kilobytes; each delta must cost time for
+/// itself only, not for the call so far (a rescan per delta took seconds here).
+#[test]
+fn long_calls_stream_in_linear_time() {
+    let file: String = (0..4000)
+        .map(|i| format!("line {i}: {{\"k\": [{i}]}}\n"))
+        .collect();
+    let quoted = serde_json::to_string(&file).expect("string to JSON");
+    let cases = [
+        (
+            ToolCallFormat::Qwen3Coder,
+            format!("<tool_call>\n<function=write_file>\n<parameter=content>\n{file}</parameter>\n</function>\n</tool_call>"),
+        ),
+        (
+            ToolCallFormat::Hermes,
+            format!("<tool_call>\n{{\"name\": \"write_file\", \"arguments\": {{\"content\": {quoted}}}}}\n</tool_call>"),
+        ),
+        (ToolCallFormat::Mistral, format!("[TOOL_CALLS]write_file[ARGS]{{\"content\": {quoted}}}")),
+        (ToolCallFormat::Llama3Json, format!("{{\"name\": \"write_file\", \"parameters\": {{\"content\": {quoted}}}}}")),
+    ];
+    for (format, text) in cases {
+        let pieces: Vec<&str> = text
+            .char_indices()
+            .step_by(4)
+            .map(|(i, _)| i)
+            .chain([text.len()])
+            .collect::<Vec<_>>()
+            .windows(2)
+            .map(|w| &text[w[0]..w[1]])
+            .collect();
+        let started = std::time::Instant::now();
+        let (content, calls) = collect_events(&run_pieces(format, &[], &pieces));
+        let took = started.elapsed();
+        assert_eq!(content, "", "{format:?}");
+        let args: serde_json::Value = serde_json::from_str(&calls[0].arguments).expect("JSON");
+        // Qwen3-Coder's value sits on lines of its own; the last newline is the layout's.
+        let want = match format {
+            ToolCallFormat::Qwen3Coder => file.strip_suffix('\n').expect("ends with a newline"),
+            _ => file.as_str(),
+        };
+        assert_eq!(args["content"].as_str(), Some(want), "{format:?}");
+        assert!(
+            took.as_secs_f64() < 5.0,
+            "{format:?}: {} pieces took {took:?}",
+            pieces.len()
+        );
+    }
+}

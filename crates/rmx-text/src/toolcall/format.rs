@@ -1,6 +1,7 @@
 //! Which tool-call format a model writes, and what each one means to the streaming parser.
 
 use super::call::ParsedBody;
+use super::scan::BodyScan;
 use super::schema::ToolSchemas;
 use super::{gemma, hermes, llama3, mistral, qwen3_coder};
 
@@ -107,11 +108,11 @@ impl ToolCallFormat {
     }
 
     /// For [`Close::SelfDelimited`] triggers: the length of the call's text in `body`, once
-    /// known.
-    pub(crate) fn body_end(self, body: &str) -> Option<usize> {
+    /// known. `scan` carries the progress made on the earlier, shorter text.
+    pub(crate) fn body_end(self, body: &str, scan: &mut BodyScan) -> Option<usize> {
         match self {
-            ToolCallFormat::Mistral => mistral::body_end(body),
-            _ => llama3::json_run_end(body),
+            ToolCallFormat::Mistral => mistral::body_end(body, scan),
+            _ => llama3::json_run_end(body, scan),
         }
     }
 

@@ -395,49 +395,66 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// Where the bracketed value (or string) starting at `src[start..]` ends, counting brackets
-/// outside strings; None while it is still open. Used to find the end of a call that has no
-/// closing tag (Mistral, Llama 3) without parsing it.
-pub(crate) fn value_end(src: &str, start: usize) -> Option<usize> {
-    let bytes = src.as_bytes();
-    let first = *bytes.get(start)?;
-    if first == b'"' || first == b'\'' {
-        let mut i = start + 1;
-        while i < bytes.len() {
-            match bytes[i] {
-                b'\\' => i += 2,
-                b if b == first => return Some(i + 1),
-                _ => i += 1,
-            }
+/// Finds where the bracketed value (or string) starting at `start` ends, counting brackets
+/// outside strings, without parsing it: the end of a call that has no closing tag (Mistral,
+/// Llama 3). The text only grows while a call streams in, so the scan resumes where it
+/// stopped instead of starting over on every delta.
+#[derive(Debug, Clone)]
+pub(crate) struct ValueScan {
+    pos: usize,
+    depth: usize,
+    /// The quote of the string the scan is in.
+    quote: Option<u8>,
+    /// The value is a string: it ends at its closing quote.
+    string: bool,
+}
+
+impl ValueScan {
+    pub(crate) fn new(src: &str, start: usize) -> Self {
+        let first = src.as_bytes().get(start).copied();
+        let string = matches!(first, Some(b'"' | b'\''));
+        ValueScan {
+            pos: if string { start + 1 } else { start },
+            depth: 0,
+            quote: if string { first } else { None },
+            string,
         }
-        return None;
     }
-    let mut depth = 0usize;
-    let mut quote: Option<u8> = None;
-    let mut i = start;
-    while i < bytes.len() {
-        let b = bytes[i];
-        match quote {
-            Some(q) => {
-                if b == b'\\' {
-                    i += 1;
-                } else if b == q {
-                    quote = None;
-                }
-            }
-            None => match b {
-                b'"' | b'\'' => quote = Some(b),
-                b'{' | b'[' | b'(' => depth += 1,
-                b'}' | b']' | b')' => {
-                    depth = depth.saturating_sub(1);
-                    if depth == 0 {
-                        return Some(i + 1);
+
+    /// The end of the value in `src` (which extends the text of earlier calls), once known.
+    pub(crate) fn end(&mut self, src: &str) -> Option<usize> {
+        let bytes = src.as_bytes();
+        while self.pos < bytes.len() {
+            let b = bytes[self.pos];
+            match self.quote {
+                Some(q) => {
+                    if b == b'\\' {
+                        if self.pos + 1 >= bytes.len() {
+                            // The escaped character has not arrived: look again next time.
+                            return None;
+                        }
+                        self.pos += 1;
+                    } else if b == q {
+                        self.quote = None;
+                        if self.string {
+                            return Some(self.pos + 1);
+                        }
                     }
                 }
-                _ => {}
-            },
+                None => match b {
+                    b'"' | b'\'' => self.quote = Some(b),
+                    b'{' | b'[' | b'(' => self.depth += 1,
+                    b'}' | b']' | b')' => {
+                        self.depth = self.depth.saturating_sub(1);
+                        if self.depth == 0 {
+                            return Some(self.pos + 1);
+                        }
+                    }
+                    _ => {}
+                },
+            }
+            self.pos += 1;
         }
-        i += 1;
+        None
     }
-    None
 }

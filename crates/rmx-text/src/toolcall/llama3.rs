@@ -4,8 +4,9 @@
 
 use super::call::{parse_json_calls, ParsedBody};
 use super::format::{Close, Trigger};
-use super::lenient_json::value_end;
+use super::lenient_json::ValueScan;
 use super::pycall::parse_py_calls;
+use super::scan::BodyScan;
 
 pub(crate) const TRIGGERS: &[Trigger] = &[Trigger {
     open: "<|python_tag|>",
@@ -15,23 +16,23 @@ pub(crate) const TRIGGERS: &[Trigger] = &[Trigger {
 /// Where a run of JSON values separated by `;` ends: at the first thing after a complete value
 /// that is neither whitespace, `;` nor another value. None while that cannot be known yet, and
 /// for a body that is not JSON (a Python call runs to the end of the reply).
-pub(crate) fn json_run_end(body: &str) -> Option<usize> {
-    let mut pos = 0;
-    let mut last_end = None;
+pub(crate) fn json_run_end(body: &str, scan: &mut BodyScan) -> Option<usize> {
     loop {
-        let at = pos + (body[pos..].len() - body[pos..].trim_start().len());
-        let next = body[at..].chars().next()?;
-        match next {
-            '{' | '[' => {
-                let end = value_end(body, at)?;
-                last_end = Some(end);
-                pos = end;
+        if let Some(value) = &mut scan.value {
+            let end = value.end(body)?;
+            scan.value = None;
+            scan.last_end = Some(end);
+            scan.pos = end;
+        }
+        let rest = &body[scan.pos..];
+        let at = scan.pos + (rest.len() - rest.trim_start().len());
+        match body[at..].chars().next()? {
+            '{' | '[' => scan.value = Some(ValueScan::new(body, at)),
+            ';' if scan.last_end.is_some() => {
+                scan.last_end = Some(at + 1);
+                scan.pos = at + 1;
             }
-            ';' if last_end.is_some() => {
-                last_end = Some(at + 1);
-                pos = at + 1;
-            }
-            _ => return last_end,
+            _ => return scan.last_end,
         }
     }
 }

@@ -4,7 +4,8 @@
 
 use super::call::{arguments_text, parse_json_calls, ParsedBody, RawCall};
 use super::format::{Close, Trigger};
-use super::lenient_json::{parse_prefix, value_end};
+use super::lenient_json::{parse_prefix, ValueScan};
+use super::scan::BodyScan;
 
 const ARGS: &str = "[ARGS]";
 const CALL_ID: &str = "[CALL_ID]";
@@ -21,7 +22,14 @@ fn name_char(c: char) -> bool {
 
 /// Where the call after `[TOOL_CALLS]` ends: at the end of its JSON. A name that runs into
 /// something no name holds ends the body there, so that it is kept as text.
-pub(crate) fn body_end(body: &str) -> Option<usize> {
+pub(crate) fn body_end(body: &str, scan: &mut BodyScan) -> Option<usize> {
+    if let Some(value) = &mut scan.value {
+        return value.end(body);
+    }
+    let mut value_end = |body: &str, at: usize| {
+        let value = scan.value.insert(ValueScan::new(body, at));
+        value.end(body)
+    };
     let at = body.len() - body.trim_start().len();
     let first = body[at..].chars().next()?;
     if first == '[' && !body[at..].starts_with(ARGS) && !ARGS.starts_with(&body[at..]) {

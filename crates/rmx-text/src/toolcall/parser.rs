@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::format::{Close, ToolCallFormat};
 use super::ids::{random_ids, IdGenerator};
-use super::scan::{find_first, partial_marker_len, trailing_ws_start};
+use super::scan::{find_first, partial_marker_len, trailing_ws_start, BodyScan};
 use super::schema::ToolSchemas;
 use super::ToolCallEvent;
 
@@ -44,6 +44,7 @@ enum Mode {
         trigger: Option<usize>,
         body: String,
         gap: String,
+        scan: BodyScan,
     },
 }
 
@@ -135,6 +136,7 @@ impl ToolCallParser {
                             trigger: None,
                             body,
                             gap: String::new(),
+                            scan: BodyScan::default(),
                         };
                     } else if t.is_empty() && !eof {
                         return;
@@ -154,6 +156,7 @@ impl ToolCallParser {
                             trigger: Some(t),
                             body,
                             gap,
+                            scan: BodyScan::default(),
                         };
                         continue;
                     }
@@ -168,15 +171,26 @@ impl ToolCallParser {
                     self.emit_content(&ready, out);
                     return;
                 }
-                Mode::Call { trigger, body, gap } => {
+                Mode::Call {
+                    trigger,
+                    body,
+                    gap,
+                    scan,
+                } => {
                     body.push_str(&self.pending);
                     self.pending.clear();
                     let trigger = *trigger;
                     let body = mem::take(body);
                     let gap = mem::take(gap);
-                    match self.split_call(trigger, &body, eof) {
+                    let mut scan = mem::take(scan);
+                    match self.split_call(trigger, &body, &mut scan, eof) {
                         Split::Wait => {
-                            self.mode = Mode::Call { trigger, body, gap };
+                            self.mode = Mode::Call {
+                                trigger,
+                                body,
+                                gap,
+                                scan,
+                            };
                             return;
                         }
                         Split::NotACall => {
@@ -198,12 +212,18 @@ impl ToolCallParser {
     }
 
     /// Where the call in `body` ends, if that is known yet.
-    fn split_call(&self, trigger: Option<usize>, body: &str, eof: bool) -> Split {
+    fn split_call(
+        &self,
+        trigger: Option<usize>,
+        body: &str,
+        scan: &mut BodyScan,
+        eof: bool,
+    ) -> Split {
         let Some(t) = trigger else {
             if !bare_json_may_be_call(body) {
                 return Split::NotACall;
             }
-            return match self.format.body_end(body) {
+            return match self.format.body_end(body, scan) {
                 Some(end) => Split::done(0..end, body[..end].to_string(), end),
                 None if eof => Split::done(0..body.len(), body.to_string(), body.len()),
                 None => Split::Wait,
@@ -213,9 +233,11 @@ impl ToolCallParser {
         let open = trigger.open;
         match trigger.close {
             Close::Tag(close) => {
-                let close_at = body.find(close);
+                let from = scan.search_from(body, open.len().max(close.len()));
+                let find = |marker: &str| body[from..].find(marker).map(|i| from + i);
+                let close_at = find(close);
                 // A new call opening before this one closed: the closing tag was forgotten.
-                let reopen_at = body.find(open).filter(|&r| close_at.is_none_or(|c| r < c));
+                let reopen_at = find(open).filter(|&r| close_at.is_none_or(|c| r < c));
                 if let Some(r) = reopen_at {
                     return Split::done(0..r, format!("{open}{}", &body[..r]), r);
                 }
@@ -228,9 +250,10 @@ impl ToolCallParser {
                     let inner = body.len() - partial_marker_len(body, [close]);
                     return Split::done(0..inner, format!("{open}{body}"), body.len());
                 }
+                scan.pos = body.len();
                 Split::Wait
             }
-            Close::SelfDelimited => match self.format.body_end(body) {
+            Close::SelfDelimited => match self.format.body_end(body, scan) {
                 Some(end) => Split::done(0..end, format!("{open}{}", &body[..end]), end),
                 None if eof => Split::done(0..body.len(), format!("{open}{body}"), body.len()),
                 None => Split::Wait,

@@ -1,5 +1,7 @@
 //! Finding markers in text that arrives in pieces.
 
+use super::lenient_json::ValueScan;
+
 /// The earliest occurrence of any of `markers` in `text`: (position, marker index). At equal
 /// positions the longer marker wins.
 pub(crate) fn find_first<'m>(
@@ -47,4 +49,28 @@ pub(crate) fn partial_marker_len<'m>(
 /// Where the whitespace at the end of `text` starts.
 pub(crate) fn trailing_ws_start(text: &str) -> usize {
     text.trim_end().len()
+}
+
+/// How far the text of a call being received has been looked at, kept between deltas so that
+/// each delta costs time in proportion to itself, not to the call so far.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct BodyScan {
+    /// Where to go on looking from.
+    pub pos: usize,
+    /// The end of the last complete JSON value of a run (Llama 3's `{..}; {..}`).
+    pub last_end: Option<usize>,
+    /// The value being read, if its start has been seen.
+    pub value: Option<ValueScan>,
+}
+
+impl BodyScan {
+    /// Where a search for markers of up to `longest` bytes must restart in `text` so that
+    /// none straddling the old end is missed; bytes before it were searched already.
+    pub fn search_from(&self, text: &str, longest: usize) -> usize {
+        let mut from = self.pos.saturating_sub(longest).min(text.len());
+        while !text.is_char_boundary(from) {
+            from -= 1;
+        }
+        from
+    }
 }
