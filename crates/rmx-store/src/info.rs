@@ -1,0 +1,138 @@
+//! `rmx info`: what a model is, from its files (config.json, safetensors headers, tokenizer
+//! config) plus the alias hints.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::aliases::ModelHints;
+use crate::error::{IoContext, StoreError};
+use crate::list::{status, weight_files, ModelStatus};
+use crate::model_config::{ModelConfig, Quantization};
+use crate::params::{count_parameters, read_header};
+use crate::repo_id::RepoId;
+use crate::resolve::ModelRef;
+use crate::store::Store;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FileEntry {
+    pub name: String,
+    pub size: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ModelInfo {
+    pub name: String,
+    /// `None` for a local directory.
+    pub repo: Option<RepoId>,
+    pub commit: Option<String>,
+    /// The folder the engine loads: a snapshot in the cache, or the local directory.
+    pub path: PathBuf,
+    /// config.json `architectures[0]`, the key rmx-models dispatches on.
+    pub architecture: Option<String>,
+    pub model_type: Option<String>,
+    /// Counted from safetensors headers (packed quantized weights unpacked).
+    pub parameters: Option<u64>,
+    pub quantization: Option<Quantization>,
+    pub dtype: Option<String>,
+    /// config.json `max_position_embeddings`, else the alias hint.
+    pub context_length: Option<u64>,
+    pub hints: ModelHints,
+    pub chat_template: bool,
+    pub files: Vec<FileEntry>,
+    /// Sum of the file sizes.
+    pub size: u64,
+    pub status: ModelStatus,
+}
+
+pub(crate) fn info(store: &Store, name: &str) -> Result<ModelInfo, StoreError> {
+    let model = store.resolve(name)?;
+    let alias_hints = model.hints();
+    let (repo, commit, path, model_status) = match model {
+        ModelRef::Local { path, .. } => {
+            let complete = crate::list::weights_complete(&path);
+            let model_status = if complete {
+                ModelStatus::Complete
+            } else {
+                ModelStatus::Partial
+            };
+            (None, None, path, model_status)
+        }
+        ModelRef::Hub { repo, .. } => {
+            let cache = store.cache();
+            let Some((commit, dir)) = cache.current_snapshot(&repo)? else {
+                return Err(StoreError::NotInStore {
+                    name: name.to_string(),
+                    repo: repo.to_string(),
+                    cache: cache.root().to_path_buf(),
+                });
+            };
+            let model_status = status(&cache.repo_dir(&repo), Some(&dir));
+            (Some(repo), Some(commit), dir, model_status)
+        }
+    };
+    let config_path = path.join("config.json");
+    let config = if config_path.is_file() {
+        ModelConfig::read(&config_path)?
+    } else {
+        ModelConfig::default()
+    };
+    let model_type = config.model_type();
+    let hints = alias_hints.unwrap_or_else(|| ModelHints::guess(model_type.as_deref()));
+
+    let mut parameters = None;
+    let weights = weight_files(&path)?;
+    if !weights.is_empty() && model_status == ModelStatus::Complete {
+        let mut tensors = std::collections::BTreeMap::new();
+        for file in &weights {
+            tensors.append(&mut read_header(file)?);
+        }
+        parameters = Some(count_parameters(&tensors, &config));
+    }
+
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(&path).at("list", &path)? {
+        let entry = entry.at("list", &path)?;
+        // Follows the snapshot symlink: the size is the blob's. A dangling link (partial
+        // snapshot) is skipped.
+        let Ok(meta) = std::fs::metadata(entry.path()) else {
+            continue;
+        };
+        if meta.is_file() {
+            files.push(FileEntry {
+                name: entry.file_name().to_string_lossy().into_owned(),
+                size: meta.len(),
+            });
+        }
+    }
+    files.sort_by(|a, b| a.name.cmp(&b.name));
+
+    Ok(ModelInfo {
+        name: name.to_string(),
+        architecture: config.architecture(),
+        context_length: config.context_length().or(hints.context_length),
+        quantization: config.quantization(),
+        dtype: config.dtype(),
+        model_type,
+        parameters,
+        hints,
+        chat_template: has_chat_template(&path),
+        size: files.iter().map(|f| f.size).sum(),
+        files,
+        repo,
+        commit,
+        path,
+        status: model_status,
+    })
+}
+
+/// A template in its own file (newer transformers) or inside tokenizer_config.json (older).
+fn has_chat_template(dir: &std::path::Path) -> bool {
+    if dir.join("chat_template.jinja").is_file() || dir.join("chat_template.json").is_file() {
+        return true;
+    }
+    std::fs::read(dir.join("tokenizer_config.json"))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+        .is_some_and(|json| json.get("chat_template").is_some_and(|t| !t.is_null()))
+}

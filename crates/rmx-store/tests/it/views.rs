@@ -1,0 +1,146 @@
+//! `list`, `info`, `remove`: the structs the CLI prints, snapshotted as JSON (the CLI's
+//! `--json` output), with the temporary paths and clock times masked.
+
+use rmx_store::{ModelHints, ModelStatus, NoProgress, ReasoningParser, StoreError, ToolParser};
+
+use crate::fixtures::{Env, COMMIT, REPO, TINY_PARAMS};
+
+fn masked(mut value: serde_json::Value, env: &Env) -> serde_json::Value {
+    fn walk(v: &mut serde_json::Value, root: &str) {
+        match v {
+            serde_json::Value::String(s) if s.starts_with(root) => {
+                *s = s.replacen(root, "[TMP]", 1);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(|i| walk(i, root)),
+            serde_json::Value::Object(map) => {
+                for (k, item) in map.iter_mut() {
+                    if k == "modified" {
+                        *item = serde_json::json!("[TIME]");
+                    } else {
+                        walk(item, root);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    walk(&mut value, &env.dir.path().display().to_string());
+    value
+}
+
+#[tokio::test]
+async fn list_info_remove() -> Result<(), StoreError> {
+    let env = Env::new().await;
+    let store = env.store();
+    assert!(store.list()?.is_empty(), "an empty cache lists nothing");
+    store.add_alias(
+        "tiny",
+        REPO,
+        ModelHints {
+            tool_parser: ToolParser::Hermes,
+            reasoning_parser: ReasoningParser::Think,
+            context_length: Some(4096),
+        },
+    )?;
+    store.pull("tiny", &NoProgress).await?;
+
+    let listed = store.list()?;
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].status, ModelStatus::Complete);
+    assert!(listed[0].modified > 1_700_000_000);
+    insta::assert_json_snapshot!(
+        "list",
+        masked(serde_json::to_value(&listed).expect("json"), &env)
+    );
+
+    let info = store.info("tiny")?;
+    assert_eq!(info.parameters, Some(TINY_PARAMS));
+    assert_eq!(info.commit.as_deref(), Some(COMMIT));
+    insta::assert_json_snapshot!(
+        "info",
+        masked(serde_json::to_value(&info).expect("json"), &env)
+    );
+
+    // The same model by repo id finds the alias's hints; by path it is a local model.
+    assert_eq!(store.info(REPO)?.hints.tool_parser, ToolParser::Hermes);
+    let local = store.info(&info.path.display().to_string())?;
+    assert_eq!(local.repo, None);
+    assert_eq!(local.parameters, Some(TINY_PARAMS));
+    assert_eq!(
+        local.hints.tool_parser,
+        ToolParser::Llama3Json,
+        "guessed from model_type"
+    );
+
+    let removed = store.remove("tiny")?;
+    assert_eq!(removed.freed, listed[0].size);
+    assert!(store.list()?.is_empty());
+    assert!(!env
+        .cache()
+        .join(".locks/models--test-org--tiny-llama-4bit")
+        .exists());
+    let again = store.remove("tiny");
+    let Err(err) = again else {
+        panic!("second remove succeeded")
+    };
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "`tiny` ({REPO}) is not in the store at `{}`; run `rmx pull tiny`",
+            env.cache().display()
+        )
+    );
+    assert!(matches!(
+        store.info("tiny"),
+        Err(StoreError::NotInStore { .. })
+    ));
+    Ok(())
+}
+
+#[tokio::test]
+async fn remove_refuses_local_directories() -> Result<(), StoreError> {
+    let env = Env::new().await;
+    let dir = env.dir.path().join("my-model");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(dir.join("config.json"), "{}").expect("write");
+    let err = env.store().remove(&dir.display().to_string());
+    assert!(matches!(err, Err(StoreError::LocalModel { .. })), "{err:?}");
+    assert!(dir.join("config.json").exists());
+    Ok(())
+}
+
+#[tokio::test]
+async fn sharded_snapshot_missing_a_shard_is_partial() -> Result<(), StoreError> {
+    // A cache written by someone else: snapshot files present, but the index names a shard
+    // that never arrived.
+    let env = Env::new().await;
+    let snap = env
+        .cache()
+        .join("models--other--sharded/snapshots")
+        .join(COMMIT);
+    std::fs::create_dir_all(&snap).expect("mkdir");
+    std::fs::write(snap.join("config.json"), crate::fixtures::config_json()).expect("write");
+    std::fs::write(
+        snap.join("model.safetensors.index.json"),
+        r#"{"weight_map":{"a":"model-00001-of-00002.safetensors","b":"model-00002-of-00002.safetensors"}}"#,
+    )
+    .expect("write");
+    std::fs::write(
+        snap.join("model-00001-of-00002.safetensors"),
+        crate::fixtures::tiny_safetensors(),
+    )
+    .expect("write");
+    let listed = env.store().list()?;
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].repo.as_str(), "other/sharded");
+    assert_eq!(listed[0].status, ModelStatus::Partial);
+    assert_eq!(listed[0].quantization.as_ref().map(|q| q.bits), Some(4));
+
+    std::fs::write(
+        snap.join("model-00002-of-00002.safetensors"),
+        crate::fixtures::tiny_safetensors(),
+    )
+    .expect("write");
+    assert_eq!(env.store().list()?[0].status, ModelStatus::Complete);
+    Ok(())
+}
