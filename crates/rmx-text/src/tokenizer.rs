@@ -80,7 +80,7 @@ impl Tokenizer {
     pub fn from_dir(dir: impl AsRef<Path>) -> Result<Self, TokenizerError> {
         let dir = dir.as_ref();
         let tokenizer_path = dir.join("tokenizer.json");
-        let inner = tokenizers::Tokenizer::from_file(&tokenizer_path).map_err(|source| {
+        let mut inner = tokenizers::Tokenizer::from_file(&tokenizer_path).map_err(|source| {
             TokenizerError::Load {
                 path: tokenizer_path.clone(),
                 source,
@@ -90,6 +90,10 @@ impl Tokenizer {
         let config = read_json_if_present(&config_path)?.unwrap_or(Value::Null);
         let generation_path = dir.join("generation_config.json");
         let generation = read_json_if_present(&generation_path)?.unwrap_or(Value::Null);
+
+        if uses_llama_sentencepiece_class(&config, &inner) {
+            apply_llama_pre_tokenizer(&mut inner, &config);
+        }
 
         let mut special_tokens = BTreeMap::new();
         for name in SPECIAL_TOKEN_NAMES {
@@ -251,6 +255,51 @@ impl Tokenizer {
     pub fn inner(&self) -> &tokenizers::Tokenizer {
         &self.inner
     }
+}
+
+/// transformers 5 does not run the SentencePiece normalizer that Llama-2-era `tokenizer.json`
+/// files carry (prepend "▁", spaces to "▁"): its `LlamaTokenizer` class swaps in a Metaspace
+/// pre-tokenizer, which adds no second "▁" before text that starts with a space, and with
+/// `legacy: false` none after special tokens. mlx-lm tokenizes through transformers, so
+/// prompts must be split the same way here.
+fn uses_llama_sentencepiece_class(config: &Value, inner: &tokenizers::Tokenizer) -> bool {
+    let class = config.get("tokenizer_class").and_then(Value::as_str);
+    if !matches!(class, Some("LlamaTokenizer" | "LlamaTokenizerFast")) {
+        return false;
+    }
+    let Some(normalizer) = inner
+        .get_normalizer()
+        .and_then(|n| serde_json::to_value(n).ok())
+    else {
+        return false;
+    };
+    let steps = match normalizer.get("normalizers").and_then(Value::as_array) {
+        Some(steps) => steps.clone(),
+        None => vec![normalizer],
+    };
+    steps.iter().any(|step| {
+        step.get("type").and_then(Value::as_str) == Some("Prepend")
+            && step.get("prepend").and_then(Value::as_str) == Some("\u{2581}")
+    })
+}
+
+fn apply_llama_pre_tokenizer(inner: &mut tokenizers::Tokenizer, config: &Value) {
+    use tokenizers::pre_tokenizers::metaspace::{Metaspace, PrependScheme};
+    let add_prefix_space = config
+        .get("add_prefix_space")
+        .and_then(Value::as_bool)
+        .unwrap_or(true);
+    let legacy = config
+        .get("legacy")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let scheme = match (add_prefix_space, legacy) {
+        (false, _) => PrependScheme::Never,
+        (true, true) => PrependScheme::Always,
+        (true, false) => PrependScheme::First,
+    };
+    inner.with_normalizer(None::<tokenizers::NormalizerWrapper>);
+    inner.with_pre_tokenizer(Some(Metaspace::new('\u{2581}', scheme, false)));
 }
 
 fn read_json_if_present(path: &Path) -> Result<Option<Value>, TokenizerError> {
