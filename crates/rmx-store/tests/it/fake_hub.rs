@@ -66,6 +66,8 @@ pub struct HubState {
     drop_after: Mutex<HashMap<String, u64>>,
     /// One-shot: file names whose next body is corrupted.
     corrupt_once: Mutex<HashSet<String>>,
+    /// One-shot: file name -> bytes to send before the body stalls forever.
+    stall_after: Mutex<HashMap<String, u64>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -120,6 +122,10 @@ impl FakeHub {
 
     pub fn drop_after(&self, file: &str, bytes: u64) {
         lock(&self.state.drop_after).insert(file.to_string(), bytes);
+    }
+
+    pub fn stall_after(&self, file: &str, bytes: u64) {
+        lock(&self.state.stall_after).insert(file.to_string(), bytes);
     }
 
     pub fn corrupt_once(&self, file: &str) {
@@ -346,11 +352,13 @@ fn serve_bytes(
     }
     let body = bytes.split_off(start as usize);
     let cut = lock(&state.drop_after).remove(file);
+    let stall = lock(&state.stall_after).remove(file);
     let state = state.clone();
     let file = file.to_string();
     let chunks: Vec<Result<Bytes, std::io::Error>> = {
         let mut out = Vec::new();
         let limit = cut
+            .or(stall)
             .map(|c| c.min(body.len() as u64) as usize)
             .unwrap_or(body.len());
         for chunk in body[..limit].chunks(16 * 1024) {
@@ -362,6 +370,9 @@ fn serve_bytes(
                 "fake hub drops the connection",
             )));
         }
+        if stall.is_some() {
+            out.push(Err(std::io::Error::other(STALL)));
+        }
         out
     };
     let stream = futures_util::stream::iter(chunks).then(move |chunk| {
@@ -372,6 +383,7 @@ fn serve_bytes(
                 Ok(bytes) => {
                     *lock(&state.served).entry(file).or_insert(0) += bytes.len() as u64;
                 }
+                Err(e) if e.to_string() == STALL => std::future::pending::<()>().await,
                 // Let the bytes already written reach the client before the connection goes:
                 // hyper discards what it still buffers when a body fails.
                 Err(_) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
@@ -381,6 +393,8 @@ fn serve_bytes(
     });
     builder.body(Body::from_stream(stream)).unwrap_or_default()
 }
+
+const STALL: &str = "fake hub stalls";
 
 fn parse_range_start(range: &str) -> Option<u64> {
     let spec = range.strip_prefix("bytes=")?;

@@ -142,6 +142,38 @@ async fn interrupted_pull_resumes_from_the_incomplete_blob() -> Result<(), Store
 }
 
 #[tokio::test]
+async fn cancelled_pull_leaves_a_resumable_state() -> Result<(), StoreError> {
+    let env = Env::new().await;
+    env.hub.stall_after(WEIGHTS, 120_000);
+    let store = env.store();
+    // Dropping the future is how a caller cancels (Ctrl-C in the CLI, a client hanging up).
+    let cancelled = tokio::time::timeout(
+        std::time::Duration::from_millis(1500),
+        store.pull(REPO, &NoProgress),
+    )
+    .await;
+    assert!(
+        cancelled.is_err(),
+        "the pull should still be waiting: {cancelled:?}"
+    );
+    let sha = crate::fixtures::tiny_model_files()[5].sha256();
+    let part = env
+        .repo_dir()
+        .join("blobs")
+        .join(format!("{sha}.incomplete"));
+    let kept = std::fs::metadata(&part).map(|m| m.len()).unwrap_or(0);
+    assert!(kept > 0 && kept <= 120_000, "kept {kept} bytes");
+    assert!(!env.repo_dir().join("refs/main").exists());
+    assert_eq!(store.list()?[0].status, ModelStatus::Partial);
+
+    env.hub.reset_counters();
+    let pulled = store.pull(REPO, &NoProgress).await?;
+    assert_eq!(env.hub.served(WEIGHTS), weights_len() - kept);
+    assert_eq!(sha256_hex(&pulled.snapshot.join(WEIGHTS)), sha);
+    Ok(())
+}
+
+#[tokio::test]
 async fn lost_connection_is_retried_within_one_pull() -> Result<(), StoreError> {
     let env = Env::new().await;
     env.hub.drop_after(WEIGHTS, 50_000);
