@@ -1,0 +1,9 @@
+//! `rmx`: run large language models locally on MLX.
+
+mod cli;
+mod commands;
+mod output;
+
+fn main() -> std::process::ExitCode {
+    commands::dispatch(<cli::Cli as clap::Parser>::parse())
+}

@@ -1,0 +1,164 @@
+//! The engine actor: one thread per loaded model owns the model's arrays and every sequence's
+//! cache; callers hold an [`Engine`] handle (cheap, `Send + Sync`) and talk to the thread
+//! through channels. Dropping a request's event receiver cancels it; dropping the last handle
+//! stops the thread and frees the model.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Arc;
+use std::time::Instant;
+
+use rmx_models::{CausalLm, ModelInfo};
+use rmx_text::template::ChatTemplate;
+use rmx_text::tokenizer::Tokenizer;
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+
+use crate::error::{EngineError, Result};
+use crate::request::{Event, GenerateRequest};
+use crate::sequence::{Progress, Sequence};
+
+enum Command {
+    Generate(GenerateRequest, UnboundedSender<Event>, Instant),
+}
+
+/// A handle to a loaded model's engine thread.
+pub struct Engine {
+    tx: Sender<Command>,
+    pub(crate) dir: PathBuf,
+    pub(crate) tokenizer: Arc<Tokenizer>,
+    pub(crate) template: Option<ChatTemplate>,
+    info: ModelInfo,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").field("dir", &self.dir).finish()
+    }
+}
+
+impl Engine {
+    /// Loads the model in `dir` on a new engine thread and returns once it is ready.
+    pub fn load(dir: &Path) -> Result<Engine> {
+        let tokenizer = Arc::new(Tokenizer::from_dir(dir).map_err(|source| EngineError::Tokenizer {
+            dir: dir.to_path_buf(),
+            source,
+        })?);
+        let template = match tokenizer.chat_template() {
+            Some(src) => Some(ChatTemplate::new(src)?),
+            None => None,
+        };
+        let (tx, rx) = mpsc::channel::<Command>();
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<ModelInfo>>();
+        let thread_dir = dir.to_path_buf();
+        let thread_tok = tokenizer.clone();
+        let name = dir.file_name().map_or("model".into(), |n| n.to_string_lossy().to_string());
+        std::thread::Builder::new()
+            .name(format!("rmx-engine:{name}"))
+            .spawn(move || match rmx_models::load(&thread_dir) {
+                Ok(model) => {
+                    let _ = ready_tx.send(Ok(model.info().clone()));
+                    run(model.as_ref(), &thread_tok, rx);
+                }
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e.into()));
+                }
+            })
+            .map_err(|e| EngineError::Invalid(format!("cannot start the engine thread: {e}")))?;
+        let info = ready_rx.recv().map_err(|_| EngineError::Stopped)??;
+        Ok(Engine {
+            tx,
+            dir: dir.to_path_buf(),
+            tokenizer,
+            template,
+            info,
+        })
+    }
+
+    pub fn info(&self) -> &ModelInfo {
+        &self.info
+    }
+
+    pub fn tokenizer(&self) -> &Arc<Tokenizer> {
+        &self.tokenizer
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Starts a generation; its events arrive on the returned receiver. Dropping the receiver
+    /// cancels the generation and frees its cache.
+    pub fn generate(&self, req: GenerateRequest) -> Result<UnboundedReceiver<Event>> {
+        if req.prompt.is_empty() {
+            return Err(EngineError::EmptyPrompt);
+        }
+        if let Some(ctx) = self.info.context_length {
+            if req.prompt.len() > ctx as usize {
+                return Err(EngineError::PromptTooLong {
+                    prompt: req.prompt.len(),
+                    context: ctx as usize,
+                });
+            }
+        }
+        let vocab = self.info.vocab_size as u32;
+        if let Some(bad) = req.prompt.iter().find(|&&t| t >= vocab) {
+            return Err(EngineError::Invalid(format!(
+                "token id {bad} is outside the vocabulary ({vocab})"
+            )));
+        }
+        let (tx, rx) = unbounded_channel();
+        self.tx
+            .send(Command::Generate(req, tx, Instant::now()))
+            .map_err(|_| EngineError::Stopped)?;
+        Ok(rx)
+    }
+}
+
+/// The scheduler loop: admit new requests, then give every live sequence one unit of work,
+/// round robin, until none is left; then sleep on the channel.
+fn run(model: &dyn CausalLm, tokenizer: &Arc<Tokenizer>, rx: Receiver<Command>) {
+    let mut active: Vec<Sequence> = Vec::new();
+    loop {
+        let next = if active.is_empty() {
+            match rx.recv() {
+                Ok(c) => Some(c),
+                Err(_) => return,
+            }
+        } else {
+            rx.try_recv().ok()
+        };
+        if let Some(cmd) = next {
+            admit(cmd, model, tokenizer, &mut active);
+            while let Ok(cmd) = rx.try_recv() {
+                admit(cmd, model, tokenizer, &mut active);
+            }
+        }
+        active.retain(|s| !s.is_cancelled());
+        let mut i = 0;
+        while i < active.len() {
+            match active[i].advance(model) {
+                Ok(Progress::Working) => i += 1,
+                Ok(Progress::Finished) => {
+                    active.swap_remove(i);
+                }
+                Err(e) => {
+                    active[i].fail(e.to_string());
+                    active.swap_remove(i);
+                }
+            }
+        }
+        if active.is_empty() {
+            rmx_mlx::clear_cache();
+        }
+    }
+}
+
+fn admit(cmd: Command, model: &dyn CausalLm, tokenizer: &Arc<Tokenizer>, active: &mut Vec<Sequence>) {
+    let Command::Generate(req, tx, at) = cmd;
+    match Sequence::new(req, tx.clone(), model, tokenizer, at) {
+        Ok(s) => active.push(s),
+        Err(e) => {
+            let _ = tx.send(Event::Error(e.to_string()));
+        }
+    }
+}

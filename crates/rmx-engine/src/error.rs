@@ -1,0 +1,33 @@
+//! Engine errors: what failed to load, or why a request was refused.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Model(#[from] rmx_models::ModelError),
+    #[error("{dir}: {source}")]
+    Tokenizer {
+        dir: PathBuf,
+        #[source]
+        source: rmx_text::tokenizer::TokenizerError,
+    },
+    #[error("chat template: {0}")]
+    Template(#[from] rmx_text::template::TemplateError),
+    #[error("{0} has no chat template; send a raw prompt instead")]
+    NoTemplate(PathBuf),
+    #[error("tokenizing the prompt: {0}")]
+    Encode(#[source] rmx_text::tokenizer::TokenizerError),
+    #[error("the prompt is empty")]
+    EmptyPrompt,
+    #[error("the prompt has {prompt} tokens but the model's context is {context}")]
+    PromptTooLong { prompt: usize, context: usize },
+    #[error("invalid request: {0}")]
+    Invalid(String),
+    #[error("the engine thread has stopped")]
+    Stopped,
+    #[error(transparent)]
+    Mlx(#[from] rmx_mlx::Error),
+}
+
+pub type Result<T> = std::result::Result<T, EngineError>;

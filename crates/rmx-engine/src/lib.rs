@@ -1,0 +1,16 @@
+//! rmx's inference engine: an actor thread per model that owns its MLX arrays, runs the
+//! sequences submitted to it (prefill in chunks, decode with the next step always queued),
+//! samples on the device, and streams text, token ids, logprobs and usage back.
+
+mod engine;
+mod error;
+mod prompt;
+mod request;
+mod sampler;
+mod sequence;
+
+pub use engine::Engine;
+pub use error::{EngineError, Result};
+pub use prompt::ChatPrompt;
+pub use request::{Event, FinishReason, GenerateRequest, SamplingParams, Timings, TokenLogprob, Usage};
+pub use sequence::PREFILL_CHUNK;

@@ -1,0 +1,237 @@
+//! One request's generation: its cache, sampler and text state, advanced one unit of work at a
+//! time (a prefill chunk or a token) so the scheduler can interleave sequences.
+//!
+//! The step order is mlx-lm's `generate_step`: prefill `prompt[:-1]` in chunks, run the last
+//! prompt token as the first decode step, and always queue step n+1 (async) before reading
+//! token n, so the device never waits for the host.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Instant;
+
+use rmx_mlx::Array;
+use rmx_models::{CausalLm, LayerCache};
+use rmx_text::detok::Detokenizer;
+use rmx_text::stop::StopMatcher;
+use rmx_text::tokenizer::Tokenizer;
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::error::Result;
+use crate::request::{Event, FinishReason, GenerateRequest, Timings, TokenLogprob, Usage};
+use crate::sampler::{Choice, Sampler};
+
+/// mlx-lm's default prefill chunk.
+pub const PREFILL_CHUNK: usize = 2048;
+
+pub enum Progress {
+    Working,
+    Finished,
+}
+
+struct Pending {
+    choice: Choice,
+    /// `(ids, logprobs)` of the top alternatives, `[n]` each.
+    top: Option<(Array, Array)>,
+    chosen_lp: Option<Array>,
+}
+
+pub struct Sequence {
+    req: GenerateRequest,
+    tx: UnboundedSender<Event>,
+    cache: Vec<LayerCache>,
+    sampler: Sampler,
+    detok: Detokenizer,
+    stop: StopMatcher,
+    stop_ids: HashSet<u32>,
+    prefilled: usize,
+    pending: Option<Pending>,
+    generated: usize,
+    submitted: Instant,
+    first_token: Option<Instant>,
+}
+
+impl Sequence {
+    pub fn new(
+        req: GenerateRequest,
+        tx: UnboundedSender<Event>,
+        model: &dyn CausalLm,
+        tokenizer: &Arc<Tokenizer>,
+        submitted: Instant,
+    ) -> Result<Sequence> {
+        let sampler = Sampler::new(&req.sampling, model.info().vocab_size, &req.prompt)?;
+        let mut stop_ids: HashSet<u32> = tokenizer.eos_token_ids().iter().copied().collect();
+        stop_ids.extend(req.stop_token_ids.iter().copied());
+        Ok(Sequence {
+            detok: Detokenizer::new(tokenizer.clone()).with_special_tokens(req.keep_special_tokens),
+            stop: StopMatcher::new(req.stop.clone()),
+            cache: model.make_cache(),
+            sampler,
+            stop_ids,
+            prefilled: 0,
+            pending: None,
+            generated: 0,
+            submitted,
+            first_token: None,
+            req,
+            tx,
+        })
+    }
+
+    /// The client went away: drop everything (the cache goes with `self`).
+    pub fn is_cancelled(&self) -> bool {
+        self.tx.is_closed()
+    }
+
+    pub fn fail(&self, message: String) {
+        let _ = self.tx.send(Event::Error(message));
+    }
+
+    /// Does one unit of work.
+    pub fn advance(&mut self, model: &dyn CausalLm) -> Result<Progress> {
+        let total = self.req.prompt.len();
+        if self.pending.is_none() {
+            if total - self.prefilled > 1 {
+                self.prefill_chunk(model)?;
+                return Ok(Progress::Working);
+            }
+            let last = self.req.prompt[total - 1];
+            let first = self.step(model, &Array::from_slice(&[last], &[1, 1])?)?;
+            self.pending = Some(first);
+        }
+        // Queue the next step before reading this one, unless this is the last token.
+        let Some(current) = self.pending.take() else {
+            return Ok(Progress::Working);
+        };
+        let next = if self.generated + 1 < self.req.max_tokens {
+            let t = current.choice.token.reshape(&[1, 1])?;
+            Some(self.step(model, &t)?)
+        } else {
+            None
+        };
+        let done = self.emit(&current)?;
+        if done {
+            return Ok(Progress::Finished);
+        }
+        self.pending = next;
+        Ok(Progress::Working)
+    }
+
+    fn prefill_chunk(&mut self, model: &dyn CausalLm) -> Result<()> {
+        let remaining = self.req.prompt.len() - self.prefilled - 1;
+        let n = remaining.min(PREFILL_CHUNK);
+        let chunk = &self.req.prompt[self.prefilled..self.prefilled + n];
+        let tokens = Array::from_slice(chunk, &[1, n as i32])?;
+        // Only the cache matters here: the hidden states are never evaluated.
+        model.forward_hidden(&tokens, &mut self.cache)?;
+        let state: Vec<&Array> = self.cache.iter().flat_map(|c| c.state()).collect();
+        rmx_mlx::eval(&state)?;
+        self.prefilled += n;
+        rmx_mlx::clear_cache();
+        Ok(())
+    }
+
+    fn step(&mut self, model: &dyn CausalLm, tokens: &Array) -> Result<Pending> {
+        let hidden = model.forward_hidden(tokens, &mut self.cache)?;
+        let logits = model.lm_head(&hidden)?;
+        let l = logits.dim(1);
+        let logits = logits.slice_axis(1, l - 1, l)?.squeeze(&[1])?;
+        let choice = self.sampler.choose(&logits)?;
+        let (top, chosen_lp) = match self.req.top_logprobs {
+            Some(n) => {
+                let lp = choice.logprobs.reshape(&[-1])?;
+                let chosen = lp.take(&choice.token, 0)?;
+                let n = n.clamp(1, lp.size()) as i32;
+                let top = if n > 0 {
+                    let idx = lp.negative()?.argpartition(n - 1, -1)?.slice_axis(0, 0, n)?;
+                    Some((idx.clone(), lp.take(&idx, 0)?))
+                } else {
+                    None
+                };
+                (top, Some(chosen))
+            }
+            None => (None, None),
+        };
+        let mut outs: Vec<&Array> = vec![&choice.token, &choice.logprobs];
+        outs.extend(self.sampler.state());
+        if let Some((a, b)) = &top {
+            outs.push(a);
+            outs.push(b);
+        }
+        outs.extend(chosen_lp.iter());
+        rmx_mlx::async_eval(&outs)?;
+        Ok(Pending { choice, top, chosen_lp })
+    }
+
+    /// Reads the pending token and sends it; true when the generation is over.
+    fn emit(&mut self, p: &Pending) -> Result<bool> {
+        let id = p.choice.token.item::<u32>()?;
+        if self.first_token.is_none() {
+            self.first_token = Some(Instant::now());
+        }
+        self.generated += 1;
+        if self.stop_ids.contains(&id) {
+            self.finish(FinishReason::Stop, String::new());
+            return Ok(true);
+        }
+        let logprob = match (&p.chosen_lp, &p.top) {
+            (Some(c), top) => {
+                let mut alts = Vec::new();
+                if let Some((ids, lps)) = top {
+                    let ids = ids.to_vec::<u32>()?;
+                    let lps = lps.to_vec::<f32>()?;
+                    alts = ids.into_iter().zip(lps).collect();
+                    alts.sort_by(|a, b| b.1.total_cmp(&a.1));
+                }
+                Some(TokenLogprob {
+                    id,
+                    logprob: c.item::<f32>()?,
+                    top: alts,
+                })
+            }
+            _ => None,
+        };
+        let text = self.detok.push(id).unwrap_or_default();
+        let out = self.stop.push(&text);
+        let _ = self.tx.send(Event::Token {
+            id,
+            text: out.text,
+            logprob,
+        });
+        if out.stop.is_some() {
+            self.finish(FinishReason::Stop, String::new());
+            return Ok(true);
+        }
+        if self.generated >= self.req.max_tokens {
+            let rest = self.detok.finish().unwrap_or_default();
+            let mut tail = self.stop.push(&rest);
+            if tail.stop.is_none() {
+                tail.text.push_str(&self.stop.finish());
+            }
+            self.finish(FinishReason::Length, tail.text);
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    fn finish(&mut self, finish: FinishReason, text: String) {
+        let now = Instant::now();
+        let first = self.first_token.unwrap_or(now);
+        let timings = Timings {
+            time_to_first_token: first - self.submitted,
+            prefill: first - self.submitted,
+            decode: now - first,
+            peak_memory: rmx_mlx::peak_memory(),
+        };
+        let usage = Usage {
+            prompt_tokens: self.req.prompt.len(),
+            completion_tokens: self.generated,
+            cached_tokens: 0,
+        };
+        let _ = self.tx.send(Event::Done {
+            finish,
+            text,
+            usage,
+            timings,
+        });
+    }
+}
