@@ -120,11 +120,12 @@ impl Vocab {
 
     /// Control, unknown and user-defined tokens are matched whole before the model runs,
     /// as llama.cpp does; control and unknown ones are also "special" (skipped on decode).
-    fn added_tokens(&self) -> Vec<Value> {
+    /// `tokens` is the vocabulary as the tokenizer.json spells it.
+    fn added_tokens(&self, tokens: &[String]) -> Vec<Value> {
         let Some(types) = &self.types else {
             return Vec::new();
         };
-        self.tokens
+        tokens
             .iter()
             .zip(types)
             .enumerate()
@@ -309,7 +310,7 @@ fn byte_level(v: &Vocab) -> Value {
         "version": "1.0",
         "truncation": null,
         "padding": null,
-        "added_tokens": v.added_tokens(),
+        "added_tokens": v.added_tokens(&v.tokens),
         "normalizer": normalizer,
         "pre_tokenizer": pre_tokenizer,
         "post_processor": post_processor,
@@ -337,11 +338,26 @@ fn sentencepiece(v: &Vocab, arch: Arch) -> Value {
         })
         .collect();
     let (vocab, index) = Vocab::vocab_map(&tokens);
-    // Gemma's scores do not follow its merge order; the order of the vocabulary does
-    // (transformers' GGUF `gemma_tokenizer` makes the same choice).
-    let priority: Vec<f64> = match (&v.scores, arch) {
-        (Some(scores), a) if a != Arch::Gemma3 => scores.clone(),
-        _ => (0..tokens.len()).map(|i| -(i as f64)).collect(),
+    // SentencePiece's BPE merges the pair whose result scores best; files without scores
+    // fall back to vocabulary order. llama.cpp's converter writes -1000 for user-defined
+    // pieces, whose SentencePiece score is 0: restoring that puts Gemma's whitespace-run merges
+    // first, exactly as in Google's own tokenizer.json.
+    let priority: Vec<f64> = match &v.scores {
+        Some(scores) => scores
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| {
+                let user_defined =
+                    v.types.as_ref().and_then(|t| t.get(i)) == Some(&TYPE_USER_DEFINED);
+                if user_defined {
+                    0.0
+                } else {
+                    // -0.0 must tie with 0.0 (as in Python's sort), which total_cmp does not do.
+                    s + 0.0
+                }
+            })
+            .collect(),
+        None => (0..tokens.len()).map(|i| -(i as f64)).collect(),
     };
     let merges: Vec<Value> = generate_merges(&tokens, &index, &priority)
         .into_iter()
@@ -376,7 +392,7 @@ fn sentencepiece(v: &Vocab, arch: Arch) -> Value {
         "version": "1.0",
         "truncation": null,
         "padding": null,
-        "added_tokens": v.added_tokens(),
+        "added_tokens": v.added_tokens(&tokens),
         "normalizer": normalizer,
         "pre_tokenizer": pre_tokenizer,
         "post_processor": v.template_processor(),
