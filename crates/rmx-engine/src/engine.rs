@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -28,6 +29,7 @@ pub struct Engine {
     pub(crate) tokenizer: Arc<Tokenizer>,
     pub(crate) template: Option<ChatTemplate>,
     info: ModelInfo,
+    active: Arc<AtomicUsize>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -51,13 +53,15 @@ impl Engine {
         let (ready_tx, ready_rx) = mpsc::channel::<Result<ModelInfo>>();
         let thread_dir = dir.to_path_buf();
         let thread_tok = tokenizer.clone();
+        let active = Arc::new(AtomicUsize::new(0));
+        let thread_active = active.clone();
         let name = dir.file_name().map_or("model".into(), |n| n.to_string_lossy().to_string());
         std::thread::Builder::new()
             .name(format!("rmx-engine:{name}"))
             .spawn(move || match rmx_models::load(&thread_dir) {
                 Ok(model) => {
                     let _ = ready_tx.send(Ok(model.info().clone()));
-                    run(model.as_ref(), &thread_tok, rx);
+                    run(model.as_ref(), &thread_tok, rx, &thread_active);
                 }
                 Err(e) => {
                     let _ = ready_tx.send(Err(e.into()));
@@ -71,7 +75,13 @@ impl Engine {
             tokenizer,
             template,
             info,
+            active,
         })
+    }
+
+    /// Sequences the engine thread is working on now (cancelled ones leave within one step).
+    pub fn active_sequences(&self) -> usize {
+        self.active.load(Ordering::Relaxed)
     }
 
     pub fn info(&self) -> &ModelInfo {
@@ -116,7 +126,7 @@ impl Engine {
 
 /// The scheduler loop: admit new requests, then give every live sequence one unit of work,
 /// round robin, until none is left; then sleep on the channel.
-fn run(model: &dyn CausalLm, tokenizer: &Arc<Tokenizer>, rx: Receiver<Command>) {
+fn run(model: &dyn CausalLm, tokenizer: &Arc<Tokenizer>, rx: Receiver<Command>, count: &AtomicUsize) {
     let mut active: Vec<Sequence> = Vec::new();
     loop {
         let next = if active.is_empty() {
@@ -134,6 +144,7 @@ fn run(model: &dyn CausalLm, tokenizer: &Arc<Tokenizer>, rx: Receiver<Command>) 
             }
         }
         active.retain(|s| !s.is_cancelled());
+        count.store(active.len(), Ordering::Relaxed);
         let mut i = 0;
         while i < active.len() {
             match active[i].advance(model) {
@@ -147,6 +158,7 @@ fn run(model: &dyn CausalLm, tokenizer: &Arc<Tokenizer>, rx: Receiver<Command>) 
                 }
             }
         }
+        count.store(active.len(), Ordering::Relaxed);
         if active.is_empty() {
             rmx_mlx::clear_cache();
         }

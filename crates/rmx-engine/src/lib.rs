@@ -6,7 +6,7 @@ mod engine;
 mod error;
 mod prompt;
 mod request;
-mod sampler;
+pub mod sampler;
 mod sequence;
 
 pub use engine::Engine;

@@ -68,6 +68,8 @@ pub struct GenerateRequest {
     pub top_logprobs: Option<usize>,
     /// Keep special tokens in the text.
     pub keep_special_tokens: bool,
+    /// Generate through EOS tokens (benchmarks and reference comparisons).
+    pub ignore_eos: bool,
 }
 
 impl GenerateRequest {
@@ -80,6 +82,7 @@ impl GenerateRequest {
             stop_token_ids: Vec::new(),
             top_logprobs: None,
             keep_special_tokens: false,
+            ignore_eos: false,
         }
     }
 }

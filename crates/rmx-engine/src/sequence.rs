@@ -59,7 +59,11 @@ impl Sequence {
         submitted: Instant,
     ) -> Result<Sequence> {
         let sampler = Sampler::new(&req.sampling, model.info().vocab_size, &req.prompt)?;
-        let mut stop_ids: HashSet<u32> = tokenizer.eos_token_ids().iter().copied().collect();
+        let mut stop_ids: HashSet<u32> = if req.ignore_eos {
+            HashSet::new()
+        } else {
+            tokenizer.eos_token_ids().iter().copied().collect()
+        };
         stop_ids.extend(req.stop_token_ids.iter().copied());
         Ok(Sequence {
             detok: Detokenizer::new(tokenizer.clone()).with_special_tokens(req.keep_special_tokens),
