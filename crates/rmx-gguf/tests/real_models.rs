@@ -11,9 +11,12 @@ use common::{real_gguf, run_python, script};
 use rmx_gguf::{convert, Progress, Quant};
 use serde_json::Value;
 
+/// Conversions done so far in this test binary: (model variable, format, directory).
+type Converted = Mutex<Vec<(&'static str, Quant, PathBuf)>>;
+
 /// Converts `var`'s model at `quant` into this test binary's scratch folder, once.
 fn converted(var: &'static str, quant: Quant) -> PathBuf {
-    static DONE: OnceLock<Mutex<Vec<(&'static str, Quant, PathBuf)>>> = OnceLock::new();
+    static DONE: OnceLock<Converted> = OnceLock::new();
     // One lock for all conversions: on two cores, converting two models at once gains nothing.
     let mut done = DONE
         .get_or_init(Default::default)
