@@ -7,7 +7,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::arch::Arch;
-use crate::error::Result;
+use crate::error::{GgufError, Result};
 use crate::reader::GgufFile;
 
 /// Quantization settings to record in config.json, if the weights are quantized.
@@ -86,6 +86,13 @@ pub fn build_config(gguf: &GgufFile, arch: Arch, quant: Option<QuantConfig>) -> 
     );
     if let Some(scaling) = rope_scaling(gguf, p) {
         c.insert("rope_scaling".into(), scaling);
+    } else if gguf.tensor("rope_freqs.weight").is_some() {
+        let theta = opt_f64("rope.freq_base").unwrap_or(10_000.0);
+        let dims = opt_u64("rope.dimension_count").unwrap_or(head_dim);
+        c.insert(
+            "rope_scaling".into(),
+            llama3_rope_scaling(gguf, theta, dims)?,
+        );
     }
     for (field, k) in [
         ("bos_token_id", "bos_token_id"),
@@ -192,4 +199,52 @@ fn rope_scaling(gguf: &GgufFile, p: &str) -> Option<Value> {
         m.insert("original_max_position_embeddings".into(), json!(n));
     }
     Some(Value::Object(m))
+}
+
+/// Llama 3.1+'s `rope_scaling`, recovered from the `rope_freqs` factors llama.cpp precomputed
+/// from it (convert_hf_to_gguf.py, LlamaModel.generate_extra_tensors). The factor is the largest
+/// entry; the other parameters are the ones every Llama 3.x release uses, and the factors they
+/// imply must reproduce the stored ones, or the conversion stops rather than guess.
+fn llama3_rope_scaling(gguf: &GgufFile, theta: f64, dims: u64) -> Result<Value> {
+    const LOW_FREQ_FACTOR: f64 = 1.0;
+    const HIGH_FREQ_FACTOR: f64 = 4.0;
+    const OLD_CONTEXT: f64 = 8192.0;
+    let stored = gguf.tensor_f32("rope_freqs.weight")?;
+    let factor = stored.iter().copied().fold(f32::MIN, f32::max) as f64;
+    let expected: Vec<f64> = (0..dims / 2)
+        .map(|i| {
+            let freq = 1.0 / theta.powf((2 * i) as f64 / dims as f64);
+            let wavelen = 2.0 * std::f64::consts::PI / freq;
+            if wavelen < OLD_CONTEXT / HIGH_FREQ_FACTOR {
+                1.0
+            } else if wavelen > OLD_CONTEXT / LOW_FREQ_FACTOR {
+                factor
+            } else {
+                let smooth = (OLD_CONTEXT / wavelen - LOW_FREQ_FACTOR)
+                    / (HIGH_FREQ_FACTOR - LOW_FREQ_FACTOR);
+                1.0 / ((1.0 - smooth) / factor + smooth)
+            }
+        })
+        .collect();
+    let matches = expected.len() == stored.len()
+        && expected
+            .iter()
+            .zip(&stored)
+            .all(|(&e, &s)| (e - s as f64).abs() <= 1e-4 * e.abs().max(1.0));
+    if !matches {
+        return Err(GgufError::BadTensor {
+            path: gguf.path().to_path_buf(),
+            tensor: "rope_freqs.weight".into(),
+            detail: "these rope frequency factors are not Llama 3's (factor, low 1, high 4, context 8192); \
+                     the model's rope scaling cannot be expressed in config.json"
+                .into(),
+        });
+    }
+    Ok(json!({
+        "rope_type": "llama3",
+        "factor": clean_f64(factor),
+        "low_freq_factor": LOW_FREQ_FACTOR,
+        "high_freq_factor": HIGH_FREQ_FACTOR,
+        "original_max_position_embeddings": OLD_CONTEXT as u64,
+    }))
 }

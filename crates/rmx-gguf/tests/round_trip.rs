@@ -20,7 +20,13 @@ fn round_trip(arch: &str, tokenizer: &str) {
         dir.path().as_os_str(),
     ]);
     let ours = dir.path().join("converted");
-    let summary = convert(&dir.path().join("model.gguf"), &ours, Quant::Bf16, &mut NoProgress).unwrap();
+    let summary = convert(
+        &dir.path().join("model.gguf"),
+        &ours,
+        Quant::Bf16,
+        &mut NoProgress,
+    )
+    .unwrap();
     assert_eq!(summary.model_type, arch);
 
     let out = run_python(&[

@@ -46,6 +46,10 @@ cfg = {
     "rms_norm_eps": 1e-6, "rope_theta": 500000.0, "vocab_size": n_vocab, "max_position_embeddings": 4096,
     "tie_word_embeddings": arch != "llama",
 }
+if arch == "llama":
+    # As Llama 3.1's config has it; llama.cpp turns it into a `rope_freqs` tensor.
+    cfg["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                           "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
 
 
 def rand(*shape, scale=0.05, offset=0.0):
@@ -130,6 +134,21 @@ for name, v in hf.items():
         if arch == "llama" and module == "self_attn.k_proj":
             v = permute(v, kv_heads)
     w.add_tensor(g, v)
+if arch == "llama":
+    # llama.cpp convert_hf_to_gguf.py LlamaModel.generate_extra_tensors
+    import math
+    rs = cfg["rope_scaling"]
+    factors = []
+    for freq in 1.0 / (cfg["rope_theta"] ** (np.arange(0, head_dim, 2, dtype=np.float32) / head_dim)):
+        wavelen = 2 * math.pi / freq
+        if wavelen < 8192 / rs["high_freq_factor"]:
+            factors.append(1)
+        elif wavelen > 8192 / rs["low_freq_factor"]:
+            factors.append(rs["factor"])
+        else:
+            smooth = (8192 / wavelen - rs["low_freq_factor"]) / (rs["high_freq_factor"] - rs["low_freq_factor"])
+            factors.append(1 / ((1 - smooth) / rs["factor"] + smooth))
+    w.add_tensor("rope_freqs.weight", np.array(factors, dtype=np.float32))
 w.write_header_to_file()
 w.write_kv_data_to_file()
 w.write_tensors_to_file()
