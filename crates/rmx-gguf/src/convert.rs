@@ -112,6 +112,9 @@ struct Job<'a> {
     quantized: bool,
 }
 
+/// The weights file's name while it is being written.
+const PARTIAL_WEIGHTS: &str = "model.safetensors.partial";
+
 /// Elements dequantized at once when converting a large tensor a slab of rows at a time.
 const SLAB_ELEMENTS: usize = 1 << 24;
 
@@ -166,8 +169,7 @@ pub fn convert(
         planned.extend(planned_tensors(job, quant));
     }
     let metadata = BTreeMap::from([("format".to_owned(), "mlx".to_owned())]);
-    let mut writer =
-        SafetensorsWriter::create(&out_dir.join("model.safetensors"), planned, &metadata)?;
+    let mut writer = SafetensorsWriter::create(&out_dir.join(PARTIAL_WEIGHTS), planned, &metadata)?;
     let mut read = 0u64;
     for (i, job) in jobs.iter().enumerate() {
         convert_tensor(&gguf, arch, job, quant, heads, &mut writer)?;
@@ -180,6 +182,16 @@ pub fn convert(
         });
     }
     let bytes_written = writer.finish()?;
+    // Only a finished conversion leaves a model.safetensors: an interrupted one cannot be
+    // mistaken for a model.
+    let (partial, weights) = (
+        out_dir.join(PARTIAL_WEIGHTS),
+        out_dir.join("model.safetensors"),
+    );
+    fs::rename(&partial, &weights).map_err(|source| GgufError::Write {
+        path: weights,
+        source,
+    })?;
     reporter.report(Progress::Finished { bytes_written });
     Ok(ConvertSummary {
         architecture: arch_name,
