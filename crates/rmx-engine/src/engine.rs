@@ -4,8 +4,8 @@
 //! stops the thread and frees the model.
 
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -41,10 +41,13 @@ impl std::fmt::Debug for Engine {
 impl Engine {
     /// Loads the model in `dir` on a new engine thread and returns once it is ready.
     pub fn load(dir: &Path) -> Result<Engine> {
-        let tokenizer = Arc::new(Tokenizer::from_dir(dir).map_err(|source| EngineError::Tokenizer {
-            dir: dir.to_path_buf(),
-            source,
-        })?);
+        let tokenizer =
+            Arc::new(
+                Tokenizer::from_dir(dir).map_err(|source| EngineError::Tokenizer {
+                    dir: dir.to_path_buf(),
+                    source,
+                })?,
+            );
         let template = match tokenizer.chat_template() {
             Some(src) => Some(ChatTemplate::new(src)?),
             None => None,
@@ -55,7 +58,9 @@ impl Engine {
         let thread_tok = tokenizer.clone();
         let active = Arc::new(AtomicUsize::new(0));
         let thread_active = active.clone();
-        let name = dir.file_name().map_or("model".into(), |n| n.to_string_lossy().to_string());
+        let name = dir
+            .file_name()
+            .map_or("model".into(), |n| n.to_string_lossy().to_string());
         std::thread::Builder::new()
             .name(format!("rmx-engine:{name}"))
             .spawn(move || match rmx_models::load(&thread_dir) {
@@ -126,7 +131,12 @@ impl Engine {
 
 /// The scheduler loop: admit new requests, then give every live sequence one unit of work,
 /// round robin, until none is left; then sleep on the channel.
-fn run(model: &dyn CausalLm, tokenizer: &Arc<Tokenizer>, rx: Receiver<Command>, count: &AtomicUsize) {
+fn run(
+    model: &dyn CausalLm,
+    tokenizer: &Arc<Tokenizer>,
+    rx: Receiver<Command>,
+    count: &AtomicUsize,
+) {
     let mut active: Vec<Sequence> = Vec::new();
     loop {
         let next = if active.is_empty() {
@@ -165,7 +175,12 @@ fn run(model: &dyn CausalLm, tokenizer: &Arc<Tokenizer>, rx: Receiver<Command>, 
     }
 }
 
-fn admit(cmd: Command, model: &dyn CausalLm, tokenizer: &Arc<Tokenizer>, active: &mut Vec<Sequence>) {
+fn admit(
+    cmd: Command,
+    model: &dyn CausalLm,
+    tokenizer: &Arc<Tokenizer>,
+    active: &mut Vec<Sequence>,
+) {
     let Command::Generate(req, tx, at) = cmd;
     match Sequence::new(req, tx.clone(), model, tokenizer, at) {
         Ok(s) => active.push(s),

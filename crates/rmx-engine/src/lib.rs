@@ -12,5 +12,7 @@ mod sequence;
 pub use engine::Engine;
 pub use error::{EngineError, Result};
 pub use prompt::ChatPrompt;
-pub use request::{Event, FinishReason, GenerateRequest, SamplingParams, Timings, TokenLogprob, Usage};
+pub use request::{
+    Event, FinishReason, GenerateRequest, SamplingParams, Timings, TokenLogprob, Usage,
+};
 pub use sequence::PREFILL_CHUNK;

@@ -29,7 +29,8 @@ impl Engine {
             .template
             .as_ref()
             .ok_or_else(|| EngineError::NoTemplate(self.dir.clone()))?;
-        let mut input = RenderInput::new(&chat.messages).with_special_tokens(self.tokenizer.special_tokens());
+        let mut input =
+            RenderInput::new(&chat.messages).with_special_tokens(self.tokenizer.special_tokens());
         input.tools = chat.tools.as_ref();
         input.add_generation_prompt = chat.add_generation_prompt;
         input.kwargs = chat.kwargs.clone();
@@ -39,11 +40,15 @@ impl Engine {
     /// Prompt tokens for a chat.
     pub fn chat_tokens(&self, chat: &ChatPrompt) -> Result<Vec<u32>> {
         let text = self.render_chat(chat)?;
-        self.tokenizer.encode(&text, false).map_err(EngineError::Encode)
+        self.tokenizer
+            .encode(&text, false)
+            .map_err(EngineError::Encode)
     }
 
     /// Prompt tokens for raw text.
     pub fn raw_tokens(&self, text: &str) -> Result<Vec<u32>> {
-        self.tokenizer.encode(text, true).map_err(EngineError::Encode)
+        self.tokenizer
+            .encode(text, true)
+            .map_err(EngineError::Encode)
     }
 }

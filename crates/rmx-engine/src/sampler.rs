@@ -38,7 +38,11 @@ impl Sampler {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64)
         });
-        let key = if params.is_greedy() { None } else { Some(random::key(seed)?) };
+        let key = if params.is_greedy() {
+            None
+        } else {
+            Some(random::key(seed)?)
+        };
         let bias = if params.logit_bias.is_empty() {
             None
         } else {
@@ -86,7 +90,11 @@ impl Sampler {
         if p.repetition_penalty != 1.0 {
             if let Some(seen) = &self.seen {
                 let r = p.repetition_penalty as f64;
-                let pen = r#where(&l.greater_scalar(0.0)?, &l.divide_scalar(r)?, &l.multiply_scalar(r)?)?;
+                let pen = r#where(
+                    &l.greater_scalar(0.0)?,
+                    &l.divide_scalar(r)?,
+                    &l.multiply_scalar(r)?,
+                )?;
                 l = r#where(seen, &pen, &l)?;
             }
         }
@@ -137,7 +145,8 @@ impl Sampler {
             let sorted = lp.take_along_axis(&order, -1)?.astype(Dtype::F32)?.exp()?;
             let before = sorted.cumsum(-1, false, false)?;
             let keep_sorted = before.less_scalar(p.top_p as f64)?;
-            let keep = Array::zeros(&lp.shape(), Dtype::Bool)?.put_along_axis(&order, &keep_sorted, -1)?;
+            let keep =
+                Array::zeros(&lp.shape(), Dtype::Bool)?.put_along_axis(&order, &keep_sorted, -1)?;
             lp = r#where(&keep, &lp, &neg_inf)?;
         }
         if p.min_p > 0.0 {
@@ -161,6 +170,10 @@ impl Sampler {
 
     /// Arrays that carry state across steps (evaluate them with the step).
     pub fn state(&self) -> Vec<&Array> {
-        self.key.iter().chain(self.counts.iter()).chain(self.seen.iter()).collect()
+        self.key
+            .iter()
+            .chain(self.counts.iter())
+            .chain(self.seen.iter())
+            .collect()
     }
 }

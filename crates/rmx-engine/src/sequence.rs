@@ -146,7 +146,10 @@ impl Sequence {
                 let chosen = lp.take(&choice.token, 0)?;
                 let n = n.clamp(1, lp.size()) as i32;
                 let top = if n > 0 {
-                    let idx = lp.negative()?.argpartition(n - 1, -1)?.slice_axis(0, 0, n)?;
+                    let idx = lp
+                        .negative()?
+                        .argpartition(n - 1, -1)?
+                        .slice_axis(0, 0, n)?;
                     Some((idx.clone(), lp.take(&idx, 0)?))
                 } else {
                     None
@@ -163,7 +166,11 @@ impl Sequence {
         }
         outs.extend(chosen_lp.iter());
         rmx_mlx::async_eval(&outs)?;
-        Ok(Pending { choice, top, chosen_lp })
+        Ok(Pending {
+            choice,
+            top,
+            chosen_lp,
+        })
     }
 
     /// Reads the pending token and sends it; true when the generation is over.

@@ -24,7 +24,11 @@ fn generate(engine: &Engine, prompt: Vec<u32>) -> Run {
     req.ignore_eos = true;
     req.top_logprobs = Some(TOP);
     let mut rx = engine.generate(req).unwrap();
-    let mut run = Run { tokens: vec![], text: String::new(), top: vec![] };
+    let mut run = Run {
+        tokens: vec![],
+        text: String::new(),
+        top: vec![],
+    };
     while let Some(ev) = rx.blocking_recv() {
         match ev {
             Event::Token { id, text, logprob } => {
@@ -58,7 +62,10 @@ fn tolerance(quant: &str) -> f32 {
 fn check(family: &str, quant: &str) {
     let dir = common::model(family, quant);
     let engine = Engine::load(&dir).unwrap_or_else(|e| panic!("{family}-{quant}: load: {e}"));
-    let prompts = [("The capital of France is a city", false), ("Write a haiku about the sea.", true)];
+    let prompts = [
+        ("The capital of France is a city", false),
+        ("Write a haiku about the sea.", true),
+    ];
     for (prompt, chat) in prompts {
         let want = common::reference(&dir, prompt, chat, MAX_TOKENS);
         let ids = if chat {
@@ -72,11 +79,26 @@ fn check(family: &str, quant: &str) {
             engine.raw_tokens(prompt).unwrap()
         };
         let what = format!("{family}-{quant} ({})", if chat { "chat" } else { "raw" });
-        assert_eq!(ids, want.prompt_ids, "{what}: prompt tokens differ from mlx-lm's");
+        assert_eq!(
+            ids, want.prompt_ids,
+            "{what}: prompt tokens differ from mlx-lm's"
+        );
         let got = generate(&engine, ids);
-        let distinct = got.tokens.iter().collect::<std::collections::HashSet<_>>().len();
-        assert!(distinct > 8, "{what}: degenerate test model ({distinct} distinct tokens)");
-        if let Some(i) = got.tokens.iter().zip(&want.tokens).position(|(a, b)| a != b) {
+        let distinct = got
+            .tokens
+            .iter()
+            .collect::<std::collections::HashSet<_>>()
+            .len();
+        assert!(
+            distinct > 8,
+            "{what}: degenerate test model ({distinct} distinct tokens)"
+        );
+        if let Some(i) = got
+            .tokens
+            .iter()
+            .zip(&want.tokens)
+            .position(|(a, b)| a != b)
+        {
             panic!(
                 "{what}: token {i} differs: rmx {:?} vs mlx-lm {:?}",
                 &got.tokens[i..(i + 5).min(MAX_TOKENS)],
@@ -95,7 +117,10 @@ fn check(family: &str, quant: &str) {
             }
         }
         let decoded = engine.tokenizer().decode(&got.tokens, true).unwrap();
-        assert_eq!(got.text, decoded, "{what}: streamed text differs from decode(tokens)");
+        assert_eq!(
+            got.text, decoded,
+            "{what}: streamed text differs from decode(tokens)"
+        );
     }
 }
 

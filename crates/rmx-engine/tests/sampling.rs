@@ -91,7 +91,10 @@ fn top_p_keeps_the_smallest_set_reaching_p() {
         top_p: 0.01,
         ..sampled(1.0, 4)
     };
-    assert_eq!(draws(p, &l, 50).into_iter().collect::<HashSet<_>>(), HashSet::from([0]));
+    assert_eq!(
+        draws(p, &l, 50).into_iter().collect::<HashSet<_>>(),
+        HashSet::from([0])
+    );
 }
 
 #[test]

@@ -26,11 +26,21 @@ pub fn script() -> PathBuf {
 /// makes new models.
 pub fn model(family: &str, quant: &str) -> PathBuf {
     let src = std::fs::read(script()).expect("read tiny_models.py");
-    let hash = src.iter().fold(0xcbf29ce484222325u64, |h, b| (h ^ *b as u64).wrapping_mul(0x100000001b3));
+    let hash = src.iter().fold(0xcbf29ce484222325u64, |h, b| {
+        (h ^ *b as u64).wrapping_mul(0x100000001b3)
+    });
     let dir = root().join(format!("target/test-models/{hash:016x}/{family}-{quant}"));
     if !dir.join("config.json").exists() {
         std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
-        run(&["make", "--family", family, "--quant", quant, "--out", dir.to_str().unwrap()]);
+        run(&[
+            "make",
+            "--family",
+            family,
+            "--quant",
+            quant,
+            "--out",
+            dir.to_str().unwrap(),
+        ]);
     }
     dir
 }
@@ -79,12 +89,20 @@ pub fn reference(model: &Path, prompt: &str, chat: bool, max_tokens: usize) -> R
         args.push("--chat");
     }
     run(&args);
-    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let ids = |k: &str| -> Vec<u32> {
-        v[k].as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
+        v[k].as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap() as u32)
+            .collect()
     };
     let raw = std::fs::read(&logits).unwrap();
-    let floats: Vec<f32> = raw.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    let floats: Vec<f32> = raw
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
     let vocab = floats.len() / 2;
     Reference {
         prompt_ids: ids("prompt_ids"),
