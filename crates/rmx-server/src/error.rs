@@ -1,0 +1,86 @@
+//! What the service core refuses or fails with. Each API surface maps these to its own status
+//! codes and error shape; [`ServiceError::status`] is the mapping they share by default.
+
+use axum::http::StatusCode;
+use rmx_store::human_bytes;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// The name is no alias, repo id or model folder. `available` lists what is stored and
+    /// loaded, for the message and for surfaces that return the list.
+    #[error("model `{name}` not found{}", list_text(available))]
+    UnknownModel {
+        name: String,
+        available: Vec<String>,
+        /// Why the store refused it, for the message.
+        reason: String,
+    },
+    /// A Hub model that is not downloaded yet.
+    #[error("model `{name}` is not downloaded yet; run `rmx pull {name}`")]
+    NotDownloaded { name: String },
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("the prompt has {prompt} tokens but the model's context is {context}")]
+    PromptTooLong { prompt: usize, context: usize },
+    /// The model alone is bigger than the whole memory budget.
+    #[error(
+        "model `{name}` needs about {} but the memory budget is {} (set RMX_MAX_MEMORY to change it)",
+        human_bytes(*size), human_bytes(*budget)
+    )]
+    TooLarge {
+        name: String,
+        size: u64,
+        budget: u64,
+    },
+    /// It would fit, but the models in use now leave no room (or no slot); try again later.
+    #[error("{0}")]
+    Busy(String),
+    #[error("loading model `{name}` failed: {message}")]
+    Load { name: String, message: String },
+    #[error("the daemon is shutting down")]
+    ShuttingDown,
+    #[error("{0}")]
+    Internal(String),
+}
+
+fn list_text(available: &[String]) -> String {
+    if available.is_empty() {
+        "; no models are downloaded yet (rmx pull <name>)".to_string()
+    } else {
+        format!("; available: {}", available.join(", "))
+    }
+}
+
+impl ServiceError {
+    /// The HTTP status every surface uses unless its API says otherwise: unknown model 404,
+    /// bad input 400, over the memory budget 507, busy or shutting down 503.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ServiceError::UnknownModel { .. } | ServiceError::NotDownloaded { .. } => {
+                StatusCode::NOT_FOUND
+            }
+            ServiceError::BadRequest(_) | ServiceError::PromptTooLong { .. } => {
+                StatusCode::BAD_REQUEST
+            }
+            ServiceError::TooLarge { .. } => StatusCode::INSUFFICIENT_STORAGE,
+            ServiceError::Busy(_) | ServiceError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            ServiceError::Load { .. } | ServiceError::Internal(_) => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
+        }
+    }
+}
+
+impl From<rmx_engine::EngineError> for ServiceError {
+    fn from(e: rmx_engine::EngineError) -> Self {
+        use rmx_engine::EngineError as E;
+        match e {
+            E::PromptTooLong { prompt, context } => ServiceError::PromptTooLong { prompt, context },
+            E::EmptyPrompt | E::Invalid(_) | E::NoTemplate(_) | E::Template(_) | E::Encode(_) => {
+                ServiceError::BadRequest(e.to_string())
+            }
+            E::Stopped => ServiceError::Internal("the model's engine thread stopped".into()),
+            other => ServiceError::Internal(other.to_string()),
+        }
+    }
+}

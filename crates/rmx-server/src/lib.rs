@@ -1,0 +1,29 @@
+//! The rmx daemon.
+//!
+//! - [`service`]: the core every API surface goes through (model names, lifecycle, prompt
+//!   building, output parsing). Start reading there.
+//! - [`router`]: the HTTP surfaces assembled into one axum `Router`.
+//! - `native`: the `/api/...` routes (Ollama-shaped) the CLI uses.
+//! - [`daemon`]: serving the router on TCP and on the Unix socket, the one-daemon lock, and
+//!   graceful shutdown.
+//!
+//! Never names MLX types; the engine does.
+
+pub mod daemon;
+pub mod error;
+mod lifecycle;
+mod native;
+pub mod router;
+pub mod service;
+
+pub use error::ServiceError;
+pub use router::router;
+pub use service::{Service, ServiceConfig};
+
+/// What `rmx ps` shows under PROCESSOR: the GPU when MLX runs on Metal or CUDA.
+pub(crate) fn processor() -> &'static str {
+    match rmx_mlx::backend() {
+        rmx_mlx::Backend::Cpu => "cpu",
+        _ => "gpu",
+    }
+}

@@ -1,0 +1,130 @@
+//! `POST /api/chat`: a conversation answered; tool calls come whole (Ollama sends a call once
+//! its arguments are complete, as an object).
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use rmx_api::{ChatRequest, ChatResponse, DoneStats, FunctionCall, Message, ToolCall};
+use serde_json::{json, Map, Value};
+
+use super::{ndjson, now_rfc3339, parse, sampling, stats, NativeError};
+use crate::service::{InternalRequest, PromptInput, Service, ServiceEvent};
+
+pub async fn chat(State(svc): State<Arc<Service>>, body: Bytes) -> Result<Response, NativeError> {
+    let req: ChatRequest = parse(&body)?;
+    let (sampling, max_tokens, stop) = sampling(req.options.as_ref());
+    let internal = InternalRequest {
+        model: req.model.clone(),
+        prompt: PromptInput::Chat {
+            messages: Value::Array(req.messages.iter().map(to_template).collect()),
+            tools: (!req.tools.is_empty()).then(|| Value::Array(req.tools.clone())),
+            template_kwargs: Map::new(),
+        },
+        sampling,
+        max_tokens,
+        stop,
+        logprobs: None,
+        keep_alive: req.keep_alive,
+        think: req.think,
+    };
+    let mut stream = svc.generate(internal).await?;
+    let hide_reasoning = req.think == Some(false);
+    let model = req.model;
+    let chunk = move |message: Message, stats: Option<DoneStats>| ChatResponse {
+        model: model.clone(),
+        created_at: now_rfc3339(),
+        message,
+        done: stats.is_some(),
+        stats,
+    };
+    if req.stream == Some(false) {
+        let c = stream.collect_all().await?;
+        let mut m = Message::new("assistant", c.content);
+        m.thinking = (!hide_reasoning && !c.reasoning.is_empty()).then_some(c.reasoning);
+        m.tool_calls = c
+            .tool_calls
+            .iter()
+            .map(|t| call(&t.name, &t.arguments))
+            .collect();
+        let done = c.done.as_ref().map(stats).unwrap_or_default();
+        return Ok(Json(chunk(m, Some(done))).into_response());
+    }
+    let (lines, rx) = ndjson::channel();
+    tokio::spawn(async move {
+        let mut pending: Option<(String, String)> = None;
+        while let Some(ev) = stream.next_event().await {
+            let ok = match ev {
+                ServiceEvent::Content(t) => lines.send(&chunk(Message::new("assistant", t), None)),
+                ServiceEvent::Reasoning(t) if !hide_reasoning => {
+                    let mut m = Message::new("assistant", "");
+                    m.thinking = Some(t);
+                    lines.send(&chunk(m, None))
+                }
+                ServiceEvent::ToolCallStart { name, .. } => {
+                    pending = Some((name, String::new()));
+                    true
+                }
+                ServiceEvent::ToolCallArgs { delta, .. } => {
+                    if let Some((_, args)) = pending.as_mut() {
+                        args.push_str(&delta);
+                    }
+                    true
+                }
+                ServiceEvent::ToolCallEnd { .. } => match pending.take() {
+                    Some((name, args)) => {
+                        let mut m = Message::new("assistant", "");
+                        m.tool_calls = vec![call(&name, &args)];
+                        lines.send(&chunk(m, None))
+                    }
+                    None => true,
+                },
+                ServiceEvent::Done(f) => {
+                    lines.send(&chunk(Message::new("assistant", ""), Some(stats(&f))));
+                    return;
+                }
+                ServiceEvent::Error(e) => {
+                    lines.send(&rmx_api::ErrorResponse { error: e });
+                    return;
+                }
+                _ => true,
+            };
+            if !ok {
+                return;
+            }
+        }
+    });
+    Ok(ndjson::response(rx))
+}
+
+fn call(name: &str, arguments: &str) -> ToolCall {
+    ToolCall {
+        function: FunctionCall {
+            name: name.to_string(),
+            arguments: serde_json::from_str(arguments)
+                .unwrap_or_else(|_| Value::String(arguments.to_string())),
+        },
+    }
+}
+
+/// A message as chat templates read it (OpenAI-shaped; reasoning as `reasoning_content`, the
+/// name Qwen's and DeepSeek's templates use).
+fn to_template(m: &Message) -> Value {
+    let mut v = json!({"role": m.role, "content": m.content});
+    if let Some(t) = &m.thinking {
+        v["reasoning_content"] = Value::String(t.clone());
+    }
+    if !m.tool_calls.is_empty() {
+        v["tool_calls"] = m
+            .tool_calls
+            .iter()
+            .map(|c| json!({"type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}))
+            .collect();
+    }
+    if let Some(n) = &m.tool_name {
+        v["name"] = Value::String(n.clone());
+    }
+    v
+}

@@ -1,0 +1,90 @@
+//! rmx's native API, `/api/...`, shaped like Ollama's so its clients work: the routes the CLI
+//! itself uses, over the Unix socket and over TCP alike.
+
+mod chat;
+mod error;
+mod generate;
+mod models;
+mod ndjson;
+
+use std::sync::Arc;
+
+use axum::routing::{delete, get, post};
+use axum::Router;
+use serde::de::DeserializeOwned;
+
+pub use error::NativeError;
+
+use crate::error::ServiceError;
+use crate::service::Service;
+
+pub fn routes() -> Router<Arc<Service>> {
+    Router::new()
+        .route("/api/generate", post(generate::generate))
+        .route("/api/chat", post(chat::chat))
+        .route("/api/ps", get(models::ps))
+        .route("/api/tags", get(models::tags))
+        .route("/api/show", post(models::show))
+        .route("/api/delete", delete(models::delete))
+        .route("/api/version", get(models::version))
+}
+
+/// Parses a JSON body, answering bad JSON in this API's error shape (axum's `Json` answers
+/// plain text).
+fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, NativeError> {
+    serde_json::from_slice(body).map_err(|e| {
+        NativeError(ServiceError::BadRequest(format!(
+            "invalid request body: {e}"
+        )))
+    })
+}
+
+fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// Ollama's options onto the core's sampling parameters.
+fn sampling(
+    options: Option<&rmx_api::Options>,
+) -> (crate::service::SamplingParams, Option<usize>, Vec<String>) {
+    let mut s = crate::service::SamplingParams::default();
+    let Some(o) = options else {
+        return (s, None, Vec::new());
+    };
+    if let Some(t) = o.temperature {
+        s.temperature = t;
+    }
+    if let Some(p) = o.top_p {
+        s.top_p = p;
+    }
+    if let Some(k) = o.top_k {
+        s.top_k = k;
+    }
+    if let Some(p) = o.min_p {
+        s.min_p = p;
+    }
+    if let Some(p) = o.repeat_penalty {
+        s.repetition_penalty = p;
+    }
+    if let Some(p) = o.presence_penalty {
+        s.presence_penalty = p;
+    }
+    if let Some(p) = o.frequency_penalty {
+        s.frequency_penalty = p;
+    }
+    s.seed = o.seed;
+    let max = o.num_predict.filter(|n| *n >= 0).map(|n| n as usize);
+    (s, max, o.stop.clone())
+}
+
+fn stats(f: &crate::service::Final) -> rmx_api::DoneStats {
+    rmx_api::DoneStats {
+        done_reason: f.finish.as_str().to_string(),
+        total_duration: f.total_duration.as_nanos() as u64,
+        load_duration: f.load_duration.as_nanos() as u64,
+        prompt_eval_count: f.usage.prompt_tokens,
+        prompt_eval_duration: f.timings.prefill.as_nanos() as u64,
+        eval_count: f.usage.completion_tokens,
+        eval_duration: f.timings.decode.as_nanos() as u64,
+    }
+}

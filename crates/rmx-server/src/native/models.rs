@@ -1,0 +1,139 @@
+//! `/api/ps`, `/api/tags`, `/api/show`, `/api/delete`, `/api/version`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::Json;
+use rmx_api::{
+    ModelRequest, PsResponse, RunningModel, ShowResponse, StoredModel, TagsResponse,
+    VersionResponse,
+};
+use rmx_store::{StoreError, ToolParser};
+
+use super::{parse, NativeError};
+use crate::error::ServiceError;
+use crate::service::Service;
+
+pub async fn ps(State(svc): State<Arc<Service>>) -> Json<PsResponse> {
+    let processor = crate::processor();
+    let models = svc
+        .models()
+        .running()
+        .into_iter()
+        .map(|r| RunningModel {
+            model: r.name.clone(),
+            name: r.name,
+            path: r.path.display().to_string(),
+            size: r.size,
+            processor: processor.to_string(),
+            expires_at: r
+                .expires
+                .map(|(_, wall)| chrono::DateTime::<chrono::Utc>::from(wall).to_rfc3339()),
+            until: if !r.loaded {
+                "loading".into()
+            } else if r.active > 0 {
+                "in use".into()
+            } else if r.forever {
+                "forever".into()
+            } else {
+                r.expires
+                    .map(|(d, _)| from_now(d))
+                    .unwrap_or_else(|| "stopping".into())
+            },
+            context_length: r.context_length,
+            active: r.active,
+        })
+        .collect();
+    Json(PsResponse { models })
+}
+
+fn from_now(d: Duration) -> String {
+    let s = d.as_secs();
+    let (n, unit) = match s {
+        0..=89 => (s, "second"),
+        90..=5399 => ((s + 30) / 60, "minute"),
+        _ => ((s + 1800) / 3600, "hour"),
+    };
+    format!("{n} {unit}{} from now", if n == 1 { "" } else { "s" })
+}
+
+pub async fn tags(State(svc): State<Arc<Service>>) -> Result<Json<TagsResponse>, NativeError> {
+    let list = svc.store().list().map_err(store_error)?;
+    let models = list
+        .into_iter()
+        .map(|m| StoredModel {
+            name: m.name,
+            model: m.repo.to_string(),
+            modified_at: chrono::DateTime::<chrono::Utc>::from_timestamp(m.modified as i64, 0)
+                .map(|t| t.to_rfc3339())
+                .unwrap_or_default(),
+            size: m.size,
+            complete: m.status == rmx_store::ModelStatus::Complete,
+        })
+        .collect();
+    Ok(Json(TagsResponse { models }))
+}
+
+pub async fn show(
+    State(svc): State<Arc<Service>>,
+    body: Bytes,
+) -> Result<Json<ShowResponse>, NativeError> {
+    let req: ModelRequest = parse(&body)?;
+    let resolved = svc.resolve(&req.model)?;
+    let info = svc.store().info(&req.model).map_err(store_error)?;
+    let mut capabilities = vec!["completion".to_string()];
+    if info.chat_template {
+        capabilities.push("chat".into());
+    }
+    if info.hints.tool_parser != ToolParser::None {
+        capabilities.push("tools".into());
+    }
+    if info.hints.reasoning_parser != rmx_store::ReasoningParser::None {
+        capabilities.push("thinking".into());
+    }
+    Ok(Json(ShowResponse {
+        model: req.model,
+        info: serde_json::to_value(&info).unwrap_or_default(),
+        template: None,
+        capabilities,
+        loaded: svc.models().is_loaded(&resolved.path),
+    }))
+}
+
+pub async fn delete(
+    State(svc): State<Arc<Service>>,
+    body: Bytes,
+) -> Result<Json<serde_json::Value>, NativeError> {
+    let req: ModelRequest = parse(&body)?;
+    if let Ok(resolved) = svc.resolve(&req.model) {
+        svc.models().unload(&resolved.path);
+    }
+    let removed = svc.store().remove(&req.model).map_err(store_error)?;
+    Ok(Json(
+        serde_json::json!({"repo": removed.repo.to_string(), "freed": removed.freed}),
+    ))
+}
+
+pub async fn version() -> Json<VersionResponse> {
+    Json(VersionResponse {
+        version: rmx_api::VERSION.to_string(),
+    })
+}
+
+fn store_error(e: StoreError) -> NativeError {
+    let message = e.to_string();
+    NativeError(match e {
+        StoreError::UnknownModel { name, .. } => ServiceError::UnknownModel {
+            name,
+            available: Vec::new(),
+            reason: message,
+        },
+        StoreError::NotInStore { name, .. } => ServiceError::NotDownloaded { name },
+        StoreError::LocalModel { .. }
+        | StoreError::NotAModelDir { .. }
+        | StoreError::InvalidRepoId { .. } => ServiceError::BadRequest(message),
+        _ => ServiceError::Internal(message),
+    })
+}

@@ -1,0 +1,686 @@
+//! The service core: the ONE path every API surface takes into the models.
+//!
+//! Each surface (native `/api`, OpenAI `/v1`, Anthropic `/v1/messages`, ...) only translates:
+//! its request into an [`InternalRequest`], then the [`ServiceStream`] of [`ServiceEvent`]s
+//! into its own wire format, and [`ServiceError`] into its own status codes and error shape
+//! ([`ServiceError::status`] is the shared default). How to build on it:
+//!
+//! ```ignore
+//! async fn handler(State(svc): State<Arc<Service>>, Json(body): Json<MyRequest>) -> Response {
+//!     let req = InternalRequest {
+//!         model: body.model,
+//!         prompt: PromptInput::Chat { messages, tools, template_kwargs },
+//!         sampling: SamplingParams { temperature, top_p, seed, ..Default::default() },
+//!         max_tokens: body.max_tokens,
+//!         stop: body.stop,
+//!         ..InternalRequest::default()
+//!     };
+//!     let stream = match svc.generate(req).await { Ok(s) => s, Err(e) => return my_error(e) };
+//!     // streaming: map each ServiceEvent to an SSE event (futures_util::StreamExt::map);
+//!     // whole answer: `stream.collect_all().await` -> Completion.
+//! }
+//! ```
+//!
+//! What the core does for every surface, so none of them does it again:
+//! - resolves the model name through rmx-store (alias, repo id, local folder) and loads the
+//!   model on first use, with keep-alive, LRU eviction and the memory budget (`lifecycle`);
+//! - renders chat messages with the model's template (OpenAI-shaped `messages`, `tools`,
+//!   template kwargs; `think` sets `enable_thinking`), or encodes a raw prompt;
+//! - splits the output into reasoning (when the template knows `<think>`), content and tool
+//!   calls (when the request has tools; the format from the alias hints, else detected from
+//!   the template);
+//! - ends every stream with exactly one [`ServiceEvent::Done`] or [`ServiceEvent::Error`],
+//!   also when the daemon shuts down (`Done` with [`FinishReason::Cancelled`]).
+//!
+//! Dropping the stream cancels the generation and frees its cache.
+//! Reasoning is always reported as [`ServiceEvent::Reasoning`], also with `think: Some(false)`
+//! (a model may think anyway); a surface that must hide it drops those events.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant, SystemTime};
+
+use futures_util::Stream;
+use rmx_api::KeepAlive;
+use rmx_engine::{ChatPrompt, Engine, Event, GenerateRequest};
+use rmx_store::{ModelRef, Store, ToolParser};
+use rmx_text::reasoning::{ReasoningEvent, ReasoningParser};
+use rmx_text::toolcall::{ToolCallEvent, ToolCallFormat, ToolCallParser};
+use serde_json::{Map, Value};
+use tokio::sync::{mpsc, watch};
+
+pub use crate::error::ServiceError;
+use crate::lifecycle::{Lease, Models, Resolved};
+pub use rmx_engine::{SamplingParams, Timings, Usage};
+
+/// What to complete.
+#[derive(Debug, Clone)]
+pub enum PromptInput {
+    /// Rendered with the model's chat template (with the generation prompt added).
+    Chat {
+        /// OpenAI-shaped messages: `[{"role": "user", "content": "..."}, ...]`.
+        messages: Value,
+        /// OpenAI-shaped tool definitions (`[{"type": "function", "function": {...}}]`).
+        tools: Option<Value>,
+        /// Extra template variables (`enable_thinking`, `reasoning_effort`, ...).
+        template_kwargs: Map<String, Value>,
+    },
+    /// Encoded as-is (with the tokenizer's BOS); no template, no reasoning split.
+    Raw(String),
+}
+
+impl Default for PromptInput {
+    fn default() -> Self {
+        PromptInput::Raw(String::new())
+    }
+}
+
+/// One request, whatever API it came from.
+#[derive(Debug, Clone, Default)]
+pub struct InternalRequest {
+    /// Alias, `owner/name` repo id, or model folder.
+    pub model: String,
+    pub prompt: PromptInput,
+    pub sampling: SamplingParams,
+    /// None: until the context is full.
+    pub max_tokens: Option<usize>,
+    /// Strings that end the answer (not included in it).
+    pub stop: Vec<String>,
+    /// Some(n): report each token's logprob and the n most likely alternatives.
+    pub logprobs: Option<usize>,
+    /// None: the daemon's default (`RMX_KEEP_ALIVE`, 5 minutes).
+    pub keep_alive: Option<KeepAlive>,
+    /// Some(b): sets the template's `enable_thinking` (unless `template_kwargs` has it).
+    pub think: Option<bool>,
+}
+
+/// Why an answer ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishReason {
+    /// EOS or a stop string.
+    Stop,
+    /// `max_tokens` reached (or the context is full).
+    Length,
+    /// The answer holds tool calls.
+    ToolCalls,
+    /// The daemon is shutting down; the text so far is all there is.
+    Cancelled,
+}
+
+impl FinishReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+            FinishReason::ToolCalls => "tool_calls",
+            FinishReason::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// The chosen token's logprob and the alternatives, with their text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenLogprob {
+    pub id: u32,
+    pub token: String,
+    pub logprob: f32,
+    /// (id, text, logprob), most likely first.
+    pub top: Vec<(u32, String, f32)>,
+}
+
+/// The last event of a successful answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Final {
+    pub finish: FinishReason,
+    /// Prompt, completion and cached (prefix-cache) tokens.
+    pub usage: Usage,
+    pub timings: Timings,
+    /// Time spent loading the model for this request (zero when it was loaded already).
+    pub load_duration: Duration,
+    /// From the call to [`Service::generate`] to the end.
+    pub total_duration: Duration,
+    /// The output stopped inside the reasoning block (length limit while thinking).
+    pub ended_in_reasoning: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ServiceEvent {
+    Content(String),
+    Reasoning(String),
+    /// A tool call begins; `index` counts calls from 0.
+    ToolCallStart {
+        index: usize,
+        id: String,
+        name: String,
+    },
+    /// A piece of the call's JSON arguments; the pieces concatenate to the arguments.
+    ToolCallArgs {
+        index: usize,
+        delta: String,
+    },
+    ToolCallEnd {
+        index: usize,
+    },
+    /// Sent before the text of the token it describes (only when `logprobs` was asked).
+    Logprob(TokenLogprob),
+    Done(Final),
+    /// The generation failed after it started; nothing follows.
+    Error(String),
+}
+
+/// The events of one answer, plus what is known before the first one.
+pub struct ServiceStream {
+    rx: mpsc::UnboundedReceiver<ServiceEvent>,
+    /// The model name as the request gave it.
+    pub model: String,
+    pub prompt_tokens: usize,
+    pub created: SystemTime,
+}
+
+impl ServiceStream {
+    pub async fn next_event(&mut self) -> Option<ServiceEvent> {
+        self.rx.recv().await
+    }
+
+    /// Reads the whole answer (for `stream: false`).
+    pub async fn collect_all(mut self) -> Result<Completion, ServiceError> {
+        let mut c = Completion::default();
+        while let Some(ev) = self.rx.recv().await {
+            match ev {
+                ServiceEvent::Content(t) => c.content.push_str(&t),
+                ServiceEvent::Reasoning(t) => c.reasoning.push_str(&t),
+                ServiceEvent::ToolCallStart { id, name, .. } => c.tool_calls.push(CollectedCall {
+                    id,
+                    name,
+                    arguments: String::new(),
+                }),
+                ServiceEvent::ToolCallArgs { delta, .. } => {
+                    if let Some(call) = c.tool_calls.last_mut() {
+                        call.arguments.push_str(&delta);
+                    }
+                }
+                ServiceEvent::ToolCallEnd { .. } => {}
+                ServiceEvent::Logprob(l) => c.logprobs.push(l),
+                ServiceEvent::Done(f) => {
+                    c.done = Some(f);
+                    return Ok(c);
+                }
+                ServiceEvent::Error(e) => return Err(ServiceError::Internal(e)),
+            }
+        }
+        Err(ServiceError::Internal(
+            "the answer ended without a final event".into(),
+        ))
+    }
+}
+
+impl Stream for ServiceStream {
+    type Item = ServiceEvent;
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<ServiceEvent>> {
+        self.rx.poll_recv(cx)
+    }
+}
+
+/// A whole answer.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Completion {
+    pub content: String,
+    pub reasoning: String,
+    pub tool_calls: Vec<CollectedCall>,
+    pub logprobs: Vec<TokenLogprob>,
+    /// Always Some when returned by [`ServiceStream::collect_all`].
+    pub done: Option<Final>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CollectedCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// How the daemon is set up; [`ServiceConfig::from_env`] reads the `RMX_*` variables.
+#[derive(Debug, Clone)]
+pub struct ServiceConfig {
+    pub store: Store,
+    pub default_keep_alive: KeepAlive,
+    /// `RMX_MAX_LOADED_MODELS` (default 3).
+    pub max_loaded_models: usize,
+    /// Bytes of weights loaded models may take (`RMX_MAX_MEMORY`, default 75% of RAM).
+    pub memory_budget: u64,
+}
+
+impl ServiceConfig {
+    pub fn from_env() -> Result<ServiceConfig, ServiceError> {
+        let store = Store::from_env().map_err(|e| ServiceError::Internal(e.to_string()))?;
+        let max_loaded_models = match std::env::var("RMX_MAX_LOADED_MODELS") {
+            Ok(v) if !v.trim().is_empty() => v.trim().parse().map_err(|_| {
+                ServiceError::BadRequest(format!("RMX_MAX_LOADED_MODELS=`{v}` is not a number"))
+            })?,
+            _ => 3,
+        };
+        let memory_budget = crate::lifecycle::budget::budget_from(
+            std::env::var("RMX_MAX_MEMORY").ok().as_deref(),
+            crate::lifecycle::budget::system_ram(),
+        )
+        .map_err(ServiceError::BadRequest)?;
+        Ok(ServiceConfig {
+            store,
+            default_keep_alive: KeepAlive::from_env(),
+            max_loaded_models,
+            memory_budget,
+        })
+    }
+}
+
+pub struct Service {
+    store: Store,
+    models: Arc<Models>,
+    default_keep_alive: KeepAlive,
+    shutdown: watch::Sender<bool>,
+}
+
+impl Service {
+    pub fn new(config: ServiceConfig) -> Arc<Service> {
+        Arc::new(Service {
+            store: config.store,
+            models: Models::new(config.max_loaded_models, config.memory_budget),
+            default_keep_alive: config.default_keep_alive,
+            shutdown: watch::channel(false).0,
+        })
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub(crate) fn models(&self) -> &Arc<Models> {
+        &self.models
+    }
+
+    pub fn default_keep_alive(&self) -> KeepAlive {
+        self.default_keep_alive
+    }
+
+    /// Ends every running answer with `Done(Cancelled)` and refuses new ones.
+    pub fn shutdown(&self) {
+        self.shutdown.send_replace(true);
+        self.models.unload_all();
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+
+    /// From a name to a model folder, with the errors a user can act on.
+    pub fn resolve(&self, name: &str) -> Result<Resolved, ServiceError> {
+        let model = self
+            .store
+            .resolve(name)
+            .map_err(|e| ServiceError::UnknownModel {
+                name: name.to_string(),
+                available: self.available_names(),
+                reason: e.to_string(),
+            })?;
+        let hints = model.hints();
+        let path = match model {
+            ModelRef::Local { path, .. } => path,
+            ModelRef::Hub { repo, .. } => match self.store.cache().current_snapshot(&repo) {
+                Ok(Some((_, dir))) => dir,
+                _ => {
+                    return Err(ServiceError::NotDownloaded {
+                        name: name.to_string(),
+                    })
+                }
+            },
+        };
+        let path = std::fs::canonicalize(&path).unwrap_or(path);
+        Ok(Resolved {
+            name: name.to_string(),
+            path,
+            hints,
+        })
+    }
+
+    /// Stored models' names and the names loaded models were asked by.
+    pub fn available_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .store
+            .list()
+            .map(|l| l.into_iter().map(|m| m.name).collect())
+            .unwrap_or_default();
+        names.extend(self.models.running().into_iter().map(|r| r.name));
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    /// Loads a model without generating (keeps it per `keep_alive`).
+    pub async fn load(
+        &self,
+        model: &str,
+        keep_alive: Option<KeepAlive>,
+    ) -> Result<Duration, ServiceError> {
+        if self.is_shutting_down() {
+            return Err(ServiceError::ShuttingDown);
+        }
+        let resolved = self.resolve(model)?;
+        let lease = self
+            .models
+            .acquire(resolved, keep_alive.unwrap_or(self.default_keep_alive))
+            .await?;
+        Ok(lease.loaded()?.load_duration)
+    }
+
+    /// Unloads a model (after its running requests). Returns whether it was loaded.
+    pub fn unload(&self, model: &str) -> Result<bool, ServiceError> {
+        let resolved = self.resolve(model)?;
+        Ok(self.models.unload(&resolved.path))
+    }
+
+    /// How many prompt tokens the request would take (loads the model: the tokenizer and the
+    /// template come with it).
+    pub async fn count_tokens(&self, req: InternalRequest) -> Result<usize, ServiceError> {
+        if self.is_shutting_down() {
+            return Err(ServiceError::ShuttingDown);
+        }
+        let resolved = self.resolve(&req.model)?;
+        let keep_alive = req.keep_alive.unwrap_or(self.default_keep_alive);
+        let lease = self.models.acquire(resolved, keep_alive).await?;
+        let loaded = lease.loaded()?.clone();
+        Ok(build_prompt(&loaded.engine, &lease, &req)?.tokens.len())
+    }
+
+    /// Starts an answer. Errors before the first token (unknown model, bad input, prompt too
+    /// long, over budget) come back here; later ones as [`ServiceEvent::Error`].
+    pub async fn generate(&self, req: InternalRequest) -> Result<ServiceStream, ServiceError> {
+        let started = Instant::now();
+        if self.is_shutting_down() {
+            return Err(ServiceError::ShuttingDown);
+        }
+        let resolved = self.resolve(&req.model)?;
+        let keep_alive = req.keep_alive.unwrap_or(self.default_keep_alive);
+        let lease = self.models.acquire(resolved, keep_alive).await?;
+        let loaded = lease.loaded()?.clone();
+        let load_duration = if started.elapsed() >= loaded.load_duration {
+            loaded.load_duration
+        } else {
+            Duration::ZERO
+        };
+        let engine = &loaded.engine;
+        let built = build_prompt(engine, &lease, &req)?;
+        let prompt_tokens = built.tokens.len();
+        let context = engine.info().context_length.map(|c| c as usize);
+        let max_tokens = match (req.max_tokens, context) {
+            (Some(n), _) => n,
+            (None, Some(ctx)) => ctx.saturating_sub(prompt_tokens).max(1),
+            (None, None) => 4096,
+        };
+        let mut greq = GenerateRequest::new(built.tokens, max_tokens);
+        greq.sampling = req.sampling.clone();
+        greq.stop = req.stop.clone();
+        greq.top_logprobs = req.logprobs;
+        let engine_rx = engine.generate(greq)?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let pump = Pump {
+            tx,
+            reasoning: built.reasoning,
+            tools: built.tools,
+            calls: 0,
+            load_duration,
+            started,
+            lease,
+        };
+        tokio::spawn(pump.run(engine_rx, self.shutdown.subscribe()));
+        Ok(ServiceStream {
+            rx,
+            model: req.model,
+            prompt_tokens,
+            created: SystemTime::now(),
+        })
+    }
+}
+
+struct BuiltPrompt {
+    tokens: Vec<u32>,
+    reasoning: ReasoningParser,
+    tools: Option<ToolCallParser>,
+}
+
+fn build_prompt(
+    engine: &Engine,
+    lease: &Lease,
+    req: &InternalRequest,
+) -> Result<BuiltPrompt, ServiceError> {
+    let template = engine
+        .tokenizer()
+        .chat_template()
+        .unwrap_or_default()
+        .to_string();
+    match &req.prompt {
+        PromptInput::Raw(text) => Ok(BuiltPrompt {
+            tokens: engine.raw_tokens(text)?,
+            reasoning: ReasoningParser::disabled(),
+            tools: None,
+        }),
+        PromptInput::Chat {
+            messages,
+            tools,
+            template_kwargs,
+        } => {
+            let Some(list) = messages.as_array() else {
+                return Err(ServiceError::BadRequest(
+                    "`messages` must be an array".into(),
+                ));
+            };
+            if !engine.has_chat_template() {
+                // A base model has no chat format: complete the messages' text as it stands.
+                let text: Vec<&str> = list.iter().filter_map(|m| m["content"].as_str()).collect();
+                return Ok(BuiltPrompt {
+                    tokens: engine.raw_tokens(&text.join("\n\n"))?,
+                    reasoning: ReasoningParser::disabled(),
+                    tools: None,
+                });
+            }
+            let mut kwargs = template_kwargs.clone();
+            if let Some(think) = req.think {
+                kwargs
+                    .entry("enable_thinking")
+                    .or_insert(Value::Bool(think));
+            }
+            let tools = tools
+                .clone()
+                .filter(|t| t.as_array().is_some_and(|a| !a.is_empty()));
+            let chat = ChatPrompt {
+                messages: messages.clone(),
+                tools: tools.clone(),
+                add_generation_prompt: true,
+                kwargs,
+            };
+            let rendered = engine.render_chat(&chat)?;
+            let tokens = engine
+                .tokenizer()
+                .encode(&rendered, false)
+                .map_err(|e| ServiceError::BadRequest(format!("tokenizing the prompt: {e}")))?;
+            let hints = lease.slot().hints;
+            let thinks = template.contains("<think>")
+                || hints.is_some_and(|h| h.reasoning_parser == rmx_store::ReasoningParser::Think);
+            let reasoning = if thinks {
+                ReasoningParser::think_tags(rendered.trim_end().ends_with("<think>"))
+            } else {
+                ReasoningParser::disabled()
+            };
+            let tools = tools.and_then(|t| {
+                let format = hints
+                    .and_then(|h| tool_format(h.tool_parser))
+                    .or_else(|| ToolCallFormat::detect_from_template(&template))?;
+                let list = t.as_array().cloned().unwrap_or_default();
+                Some(ToolCallParser::new(format).with_tools(&list))
+            });
+            Ok(BuiltPrompt {
+                tokens,
+                reasoning,
+                tools,
+            })
+        }
+    }
+}
+
+fn tool_format(p: ToolParser) -> Option<ToolCallFormat> {
+    match p {
+        ToolParser::Hermes => Some(ToolCallFormat::Hermes),
+        ToolParser::Qwen3Coder => Some(ToolCallFormat::Qwen3Coder),
+        ToolParser::Llama3Json => Some(ToolCallFormat::Llama3Json),
+        ToolParser::Mistral => Some(ToolCallFormat::Mistral),
+        ToolParser::Gemma => Some(ToolCallFormat::Gemma),
+        ToolParser::Harmony | ToolParser::None => None,
+    }
+}
+
+/// Carries engine events to the client through the parsers; holds the model's lease until the
+/// answer ends, so keep-alive counts from the end of the reply.
+struct Pump {
+    tx: mpsc::UnboundedSender<ServiceEvent>,
+    reasoning: ReasoningParser,
+    tools: Option<ToolCallParser>,
+    calls: usize,
+    load_duration: Duration,
+    started: Instant,
+    lease: Lease,
+}
+
+impl Pump {
+    async fn run(
+        mut self,
+        mut engine_rx: mpsc::UnboundedReceiver<Event>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        loop {
+            let event = tokio::select! {
+                ev = engine_rx.recv() => ev,
+                // The client went away: dropping `engine_rx` cancels the generation.
+                _ = self.tx.closed() => return,
+                _ = shutdown.wait_for(|s| *s) => {
+                    drop(engine_rx);
+                    self.finish(FinishReason::Cancelled, Usage::default(), Timings::default());
+                    return;
+                }
+            };
+            match event {
+                Some(Event::Token { id, text, logprob }) => {
+                    if let Some(lp) = logprob {
+                        let tok = self
+                            .lease
+                            .loaded()
+                            .ok()
+                            .map(|l| l.engine.tokenizer().clone());
+                        let decode = |id: u32| {
+                            tok.as_ref()
+                                .and_then(|t| t.decode(&[id], false).ok())
+                                .unwrap_or_default()
+                        };
+                        let ev = TokenLogprob {
+                            id,
+                            token: decode(id),
+                            logprob: lp.logprob,
+                            top: lp.top.iter().map(|&(i, p)| (i, decode(i), p)).collect(),
+                        };
+                        let _ = self.tx.send(ServiceEvent::Logprob(ev));
+                    }
+                    self.text(&text);
+                }
+                Some(Event::Done {
+                    finish,
+                    text,
+                    usage,
+                    timings,
+                }) => {
+                    self.text(&text);
+                    let finish = match finish {
+                        rmx_engine::FinishReason::Stop => FinishReason::Stop,
+                        rmx_engine::FinishReason::Length => FinishReason::Length,
+                    };
+                    self.finish(finish, usage, timings);
+                    return;
+                }
+                Some(Event::Error(e)) => {
+                    let _ = self.tx.send(ServiceEvent::Error(e));
+                    return;
+                }
+                None => {
+                    let _ = self.tx.send(ServiceEvent::Error(
+                        "the engine stopped before the answer ended".into(),
+                    ));
+                    return;
+                }
+            }
+        }
+    }
+
+    fn text(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        let events = self.reasoning.feed(text);
+        self.reasoning_events(events);
+    }
+
+    fn reasoning_events(&mut self, events: Vec<ReasoningEvent>) {
+        for e in events {
+            match e {
+                ReasoningEvent::Reasoning(t) => {
+                    let _ = self.tx.send(ServiceEvent::Reasoning(t));
+                }
+                ReasoningEvent::Content(t) => match self.tools.as_mut() {
+                    Some(p) => {
+                        let evs = p.feed(&t);
+                        self.tool_events(evs);
+                    }
+                    None => {
+                        let _ = self.tx.send(ServiceEvent::Content(t));
+                    }
+                },
+            }
+        }
+    }
+
+    fn tool_events(&mut self, events: Vec<ToolCallEvent>) {
+        for e in events {
+            let ev = match e {
+                ToolCallEvent::Content(t) => ServiceEvent::Content(t),
+                ToolCallEvent::ToolCallStart { index, id, name } => {
+                    self.calls += 1;
+                    ServiceEvent::ToolCallStart { index, id, name }
+                }
+                ToolCallEvent::ToolCallArgsDelta { index, delta } => {
+                    ServiceEvent::ToolCallArgs { index, delta }
+                }
+                ToolCallEvent::ToolCallEnd { index } => ServiceEvent::ToolCallEnd { index },
+            };
+            let _ = self.tx.send(ev);
+        }
+    }
+
+    fn finish(&mut self, finish: FinishReason, usage: Usage, timings: Timings) {
+        let end = self.reasoning.finish();
+        self.reasoning_events(end.events);
+        if let Some(p) = self.tools.as_mut() {
+            let evs = p.finish();
+            self.tool_events(evs);
+        }
+        let finish = if self.calls > 0 && finish == FinishReason::Stop {
+            FinishReason::ToolCalls
+        } else {
+            finish
+        };
+        let _ = self.tx.send(ServiceEvent::Done(Final {
+            finish,
+            usage,
+            timings,
+            load_duration: self.load_duration,
+            total_duration: self.started.elapsed(),
+            ended_in_reasoning: end.ended_in_reasoning,
+        }));
+    }
+}
