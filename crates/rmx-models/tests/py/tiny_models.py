@@ -1,0 +1,629 @@
+#!/usr/bin/env python3
+"""Tiny random-weight models in MLX format, and mlx-lm reference outputs for them.
+
+The Rust parity tests call this with the reference python ($RMX_TEST_PYTHON, see
+scripts/test-env.sh). Everything is written and read by mlx-lm 0.32.2 itself, so the files are
+exactly what `mlx_lm convert` would produce and the outputs exactly what `mlx_lm generate` does.
+
+  make      --family F --quant Q --out DIR
+  reference --model DIR (--prompt-ids IDS.json | --prompt TEXT [--chat])
+            [--max-tokens 64] --out OUT.json [--logits OUT.f32]
+  bench     --model DIR --prompt-len N --max-tokens M
+  check     --model DIR [--max-tokens 64]   (self test: reference == mlx_lm.generate)
+
+Families: llama llama_tied mistral qwen2 qwen3 qwen3_tied gemma3
+Quants:   f32 bf16 8bit 4bit 4bit-mixed
+"""
+
+import argparse
+import copy
+import itertools
+import json
+import os
+import shutil
+import sys
+import time
+import zlib
+from pathlib import Path
+
+FAMILIES = ["llama", "llama_tied", "mistral", "qwen2", "qwen3", "qwen3_tied", "gemma3"]
+QUANTS = ["f32", "bf16", "8bit", "4bit", "4bit-mixed"]
+
+# Llama-2-chat's template (the llama2 npm tokenizer ships none).
+LLAMA2_CHAT_TEMPLATE = (
+    "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}"
+    "{% set system_message = messages[0]['content'] %}{% else %}"
+    "{% set loop_messages = messages %}{% set system_message = false %}{% endif %}"
+    "{% for message in loop_messages %}"
+    "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+    "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}"
+    "{% endif %}"
+    "{% if loop.index0 == 0 and system_message != false %}"
+    "{% set content = '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + message['content'] %}"
+    "{% else %}{% set content = message['content'] %}{% endif %}"
+    "{% if message['role'] == 'user' %}"
+    "{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}"
+    "{% elif message['role'] == 'assistant' %}"
+    "{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %}"
+)
+
+# Mistral-7B-Instruct-v0.1/v0.2's template.
+MISTRAL_CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}"
+    "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+    "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}"
+    "{% endif %}"
+    "{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}"
+    "{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token}}"
+    "{% else %}{{ raise_exception('Only user and assistant roles are supported!') }}"
+    "{% endif %}{% endfor %}"
+)
+
+# Tiny but real-shaped configs. Deliberately awkward: explicit head_dim != hidden/heads where
+# the family reads it, GQA everywhere, odd layer counts, the real vocab sizes (qwen pads past
+# its tokenizer, as the real checkpoints do).
+FAMILY_SPECS = {
+    "llama": dict(
+        tokenizer_size=128256,
+        tokenizer="llama3_1",
+        template=None,
+        generation={"bos_token_id": 128000, "eos_token_id": [128001, 128008, 128009]},
+        config={
+            "architectures": ["LlamaForCausalLM"],
+            "model_type": "llama",
+            "hidden_size": 128,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 48,
+            "num_hidden_layers": 3,
+            "intermediate_size": 192,
+            "vocab_size": 128256,
+            "rms_norm_eps": 1e-5,
+            "rope_theta": 500000.0,
+            "rope_scaling": {
+                "rope_type": "llama3",
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 8192,
+            },
+            "max_position_embeddings": 131072,
+            "tie_word_embeddings": False,
+            "attention_bias": False,
+            "mlp_bias": False,
+            "hidden_act": "silu",
+            "bos_token_id": 128000,
+            "eos_token_id": [128001, 128008, 128009],
+        },
+        shards=2,
+    ),
+    "llama_tied": dict(
+        tokenizer_size=32000,
+        tokenizer="llama2",
+        template=LLAMA2_CHAT_TEMPLATE,
+        generation={"bos_token_id": 1, "eos_token_id": 2},
+        config={
+            "architectures": ["LlamaForCausalLM"],
+            "model_type": "llama",
+            "hidden_size": 64,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 1,
+            "num_hidden_layers": 3,
+            "intermediate_size": 192,
+            "vocab_size": 32000,
+            "rms_norm_eps": 1e-5,
+            "rope_theta": 100000.0,
+            "rope_scaling": None,
+            "max_position_embeddings": 2048,
+            "tie_word_embeddings": True,
+            "hidden_act": "silu",
+            "bos_token_id": 1,
+            "eos_token_id": 2,
+        },
+    ),
+    "mistral": dict(
+        tokenizer_size=32000,
+        tokenizer="llama2",
+        template=MISTRAL_CHAT_TEMPLATE,
+        generation={"bos_token_id": 1, "eos_token_id": 2},
+        config={
+            "architectures": ["MistralForCausalLM"],
+            "model_type": "mistral",
+            "hidden_size": 64,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 32,
+            "num_hidden_layers": 2,
+            # not a multiple of 64: mlx-lm leaves down_proj unquantized at group size 64
+            "intermediate_size": 160,
+            "vocab_size": 32000,
+            "rms_norm_eps": 1e-5,
+            "rope_theta": 1000000.0,
+            "sliding_window": None,
+            "max_position_embeddings": 32768,
+            "tie_word_embeddings": False,
+            "hidden_act": "silu",
+            "bos_token_id": 1,
+            "eos_token_id": 2,
+        },
+    ),
+    "qwen2": dict(
+        tokenizer_size=151669,
+        tokenizer="qwen3",
+        template=None,
+        generation={"bos_token_id": 151643, "eos_token_id": [151645, 151643], "pad_token_id": 151643},
+        config={
+            "architectures": ["Qwen2ForCausalLM"],
+            "model_type": "qwen2",
+            "hidden_size": 64,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "num_hidden_layers": 3,
+            "intermediate_size": 192,
+            "vocab_size": 151936,
+            "rms_norm_eps": 1e-6,
+            "rope_theta": 1000000.0,
+            "max_position_embeddings": 32768,
+            "max_window_layers": 21,
+            "use_sliding_window": False,
+            "sliding_window": 32768,
+            "tie_word_embeddings": True,
+            "hidden_act": "silu",
+            "bos_token_id": 151643,
+            "eos_token_id": 151645,
+        },
+    ),
+    "qwen3": dict(
+        tokenizer_size=151669,
+        tokenizer="qwen3",
+        template=None,
+        generation={"bos_token_id": 151643, "eos_token_id": [151645, 151643], "pad_token_id": 151643},
+        config={
+            "architectures": ["Qwen3ForCausalLM"],
+            "model_type": "qwen3",
+            "hidden_size": 64,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 32,
+            "num_hidden_layers": 3,
+            "intermediate_size": 192,
+            "vocab_size": 151936,
+            "rms_norm_eps": 1e-6,
+            "rope_theta": 1000000.0,
+            "rope_scaling": None,
+            "max_position_embeddings": 40960,
+            "attention_bias": False,
+            "tie_word_embeddings": False,
+            "hidden_act": "silu",
+            "bos_token_id": 151643,
+            "eos_token_id": 151645,
+        },
+    ),
+    "qwen3_tied": dict(
+        tokenizer_size=151669,
+        tokenizer="qwen3",
+        template=None,
+        generation={"bos_token_id": 151643, "eos_token_id": [151645, 151643], "pad_token_id": 151643},
+        config={
+            "architectures": ["Qwen3ForCausalLM"],
+            "model_type": "qwen3",
+            "hidden_size": 64,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+            "head_dim": 64,
+            "num_hidden_layers": 2,
+            "intermediate_size": 192,
+            "vocab_size": 151936,
+            "rms_norm_eps": 1e-6,
+            "rope_theta": 1000000.0,
+            "rope_scaling": None,
+            "max_position_embeddings": 40960,
+            "attention_bias": False,
+            "tie_word_embeddings": True,
+            "hidden_act": "silu",
+            "bos_token_id": 151643,
+            "eos_token_id": 151645,
+        },
+    ),
+    "gemma3": dict(
+        tokenizer_size=262145,
+        tokenizer="gemma3",
+        template=None,
+        generation={"bos_token_id": 2, "eos_token_id": [1, 106], "pad_token_id": 0},
+        config={
+            "architectures": ["Gemma3ForCausalLM"],
+            "model_type": "gemma3_text",
+            "hidden_size": 64,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 1,
+            "head_dim": 32,
+            "query_pre_attn_scalar": 24,
+            "num_hidden_layers": 5,
+            "intermediate_size": 192,
+            "vocab_size": 262144,
+            "rms_norm_eps": 1e-6,
+            "rope_theta": 1000000.0,
+            "rope_local_base_freq": 10000.0,
+            "rope_scaling": None,
+            "sliding_window": 8,
+            "sliding_window_pattern": 3,
+            "layer_types": [
+                "sliding_attention",
+                "sliding_attention",
+                "full_attention",
+                "sliding_attention",
+                "sliding_attention",
+            ],
+            "max_position_embeddings": 32768,
+            "final_logit_softcapping": None,
+            "attn_logit_softcapping": None,
+            "hidden_activation": "gelu_pytorch_tanh",
+            "tie_word_embeddings": True,
+            "bos_token_id": 2,
+            "eos_token_id": [1, 106],
+            "pad_token_id": 0,
+        },
+    ),
+}
+
+
+def fixtures_dir():
+    f = os.environ.get("RMX_TEST_FIXTURES")
+    if not f:
+        sys.exit("RMX_TEST_FIXTURES is not set (source scripts/test-env.sh)")
+    return Path(f) / "npm"
+
+
+def seed_for(family, quant):
+    return zlib.crc32(f"{family}/{quant}".encode())
+
+
+LOGIT_STD = 4.0
+
+
+def read_added_tokens(path):
+    """The tokenizer.json's added_tokens, without parsing its (large) vocabulary."""
+    text = Path(path).read_text(encoding="utf-8")
+    at = text.index('"added_tokens"')
+    at = text.index("[", at)
+    tokens, _ = json.JSONDecoder().raw_decode(text, at)
+    return tokens
+
+
+def randomize(model, cfg, seed, added_tokens, tokenizer_size):
+    """Random weights that keep greedy generation going: O(1) activations, no EOS, no loops."""
+    import mlx.core as mx
+    from mlx.utils import tree_flatten, tree_unflatten
+
+    hidden = cfg["hidden_size"]
+    vocab = cfg["vocab_size"]
+    tied = cfg.get("tie_word_embeddings", False)
+    gemma = cfg["model_type"].startswith("gemma")
+
+    # Output rows to push down: special tokens (EOS, BOS, reserved, ...) and the padded ids
+    # past the tokenizer's vocabulary.
+    down = [False] * vocab
+    for t in added_tokens:
+        if t.get("special") and t["id"] < vocab:
+            down[t["id"]] = True
+    for i in range(min(tokenizer_size, vocab), vocab):
+        down[i] = True
+    row_scale = mx.where(mx.array(down)[:, None], 0.05, 1.0)
+
+    # Logits get a std of about LOGIT_STD (a wide spread keeps exact bf16 ties rare). Tied
+    # models: logits = E . (g * rmsnorm(h)) is a symmetric form in (input token, output token)
+    # when h is dominated by the input embedding, and greedy decoding then falls into 2-cycles.
+    # So the tied embedding is small next to what the layers add (gemma multiplies it by
+    # sqrt(hidden) first), and the zero-mean final norm gain g carries the logit scale.
+    emb_std = 0.5 / hidden**0.5 if gemma else (0.5 if tied else 1.0)
+    gain_std = LOGIT_STD / (emb_std * hidden**0.5)
+
+    params = tree_flatten(model.parameters())
+    keys = mx.random.split(mx.random.key(seed), len(params))
+    new = []
+    for (name, p), key in zip(params, keys):
+        shape = p.shape
+        normal = lambda std, mean=0.0: mean + std * mx.random.normal(shape, key=key)
+        if name.endswith("norm.weight"):
+            if name == "model.norm.weight" and tied:
+                w = normal(gain_std)
+                w = w - w.mean()
+                if gemma:
+                    w = w - 1.0  # gemma's RMSNorm scales by (1 + weight)
+            else:
+                w = normal(0.1, 0.0 if gemma else 1.0)
+        elif name.endswith("embed_tokens.weight"):
+            w = normal(emb_std)
+            if tied:
+                w = w * row_scale
+        elif name == "lm_head.weight":
+            w = normal(LOGIT_STD / hidden**0.5) * row_scale
+        elif name.endswith(".bias"):
+            w = normal(0.1)
+        elif name.endswith(".weight") and len(shape) == 2:
+            w = normal(1.0 / shape[1] ** 0.5)
+        else:
+            raise ValueError(f"don't know how to initialise {name} {shape}")
+        new.append((name, w.astype(mx.float32)))
+    model.update(tree_unflatten(new))
+    mx.eval(model.parameters())
+
+
+def mixed_predicate(cfg):
+    """Per-layer overrides in the style of mlx-lm's mixed recipes, plus some less usual ones.
+
+    - v_proj of layer 0: 6 bits, group 32
+    - down_proj of the first and last layer: 8 bits
+    - lm_head (when present): 6 bits
+    - every linear of layer 1: left unquantized
+    - everything else: the default (4 bits, group 64)
+    """
+    n = cfg["num_hidden_layers"]
+
+    def pred(path, module):
+        if path.startswith("model.layers.1."):
+            return False
+        if path == "model.layers.0.self_attn.v_proj":
+            return {"group_size": 32, "bits": 6, "mode": "affine"}
+        if path.endswith("mlp.down_proj") and path.split(".")[2] in ("0", str(n - 1)):
+            return {"group_size": 64, "bits": 8, "mode": "affine"}
+        if path == "lm_head":
+            return {"group_size": 64, "bits": 6, "mode": "affine"}
+        return True
+
+    return pred
+
+
+def two_shards(weights, max_file_size_gb=None):
+    """make_shards replacement: split the weights into two files of about equal size."""
+    total = sum(v.nbytes for v in weights.values())
+    shards, size = [{}], 0
+    for k, v in weights.items():
+        if len(shards) == 1 and shards[0] and size + v.nbytes / 2 > total / 2:
+            shards.append({})
+        shards[-1][k] = v
+        size += v.nbytes
+    return shards
+
+
+def link_or_copy(src, dst):
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
+
+
+def cmd_make(args):
+    import mlx.core as mx
+    import mlx.nn as nn
+    import mlx_lm.utils as mu
+    from mlx.utils import tree_map
+
+    family, quant = args.family, args.quant
+    spec = FAMILY_SPECS[family]
+    out = Path(args.out)
+    tmp = Path(str(out) + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+
+    tok_dir = fixtures_dir() / f"tokenizer-{spec['tokenizer']}" / "models"
+    added_tokens = read_added_tokens(tok_dir / "tokenizer.json")
+
+    cfg = copy.deepcopy(spec["config"])
+    cfg["torch_dtype"] = "float32" if quant == "f32" else "bfloat16"
+    cfg["transformers_version"] = "4.57.0"
+
+    model_class, args_class = mu._get_classes(cfg)
+    model = model_class(args_class.from_dict(cfg))
+    if cfg["model_type"] == "gemma3_text" and cfg.get("tie_word_embeddings"):
+        # gemma3_text always builds an lm_head; tying is decided on load by its absence
+        model.pop("lm_head")
+        model.tie_word_embeddings = True
+    randomize(model, cfg, seed_for(family, quant), added_tokens, spec["tokenizer_size"])
+
+    dtype = mx.float32 if quant == "f32" else mx.bfloat16
+    model.update(
+        tree_map(
+            lambda v: v.astype(dtype) if mx.issubdtype(v.dtype, mx.floating) else v,
+            model.parameters(),
+        )
+    )
+
+    if quant in ("8bit", "4bit", "4bit-mixed"):
+        bits = 8 if quant == "8bit" else 4
+        pred = mixed_predicate(cfg) if quant == "4bit-mixed" else None
+        import contextlib
+        import io
+
+        with contextlib.redirect_stdout(io.StringIO()):
+            model, cfg = mu.quantize_model(model, cfg, 64, bits, quant_predicate=pred)
+        if quant == "4bit-mixed":
+            # mlx-lm writes nothing for a layer its predicate skipped (the loader then finds it
+            # has no .scales); record one skip explicitly as `false`, which the loader also reads.
+            cfg["quantization"]["model.layers.1.mlp.down_proj"] = False
+    mx.eval(model.parameters())
+
+    orig_make_shards = mu.make_shards
+    if spec.get("shards", 1) == 2:
+        mu.make_shards = two_shards
+    try:
+        mu.save_model(tmp, model)
+    finally:
+        mu.make_shards = orig_make_shards
+    mu.save_config(cfg, tmp / "config.json")
+
+    # The tokenizer files are the fixture's own, byte for byte (hard-linked where possible:
+    # gemma3's tokenizer.json is 33 MB); only a missing chat template is added.
+    link_or_copy(tok_dir / "tokenizer.json", tmp / "tokenizer.json")
+    if spec["template"] is None:
+        link_or_copy(tok_dir / "tokenizer_config.json", tmp / "tokenizer_config.json")
+    else:
+        tok_cfg = json.loads((tok_dir / "tokenizer_config.json").read_text(encoding="utf-8"))
+        tok_cfg["chat_template"] = spec["template"]
+        (tmp / "tokenizer_config.json").write_text(
+            json.dumps(tok_cfg, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
+    (tmp / "generation_config.json").write_text(
+        json.dumps({**spec["generation"], "transformers_version": "4.57.0"}, indent=2) + "\n"
+    )
+
+    if out.exists():
+        shutil.rmtree(out)
+    os.rename(tmp, out)
+
+
+def load(path):
+    from mlx_lm import load as mlx_load
+
+    return mlx_load(path)
+
+
+def prompt_ids_from_args(args, tokenizer):
+    if args.prompt_ids is not None:
+        ids = json.loads(Path(args.prompt_ids).read_text())
+        if isinstance(ids, dict):
+            ids = ids["prompt_ids"]
+        return [int(i) for i in ids]
+    if args.prompt is None:
+        sys.exit("give --prompt-ids or --prompt")
+    if args.chat:
+        # as mlx_lm.generate's CLI does: render to text, then encode without special tokens
+        text = tokenizer.apply_chat_template(
+            [{"role": "user", "content": args.prompt}],
+            tokenize=False,
+            add_generation_prompt=True,
+        )
+        return list(tokenizer.encode(text, add_special_tokens=False))
+    return list(tokenizer.encode(args.prompt, add_special_tokens=True))
+
+
+def run_reference(model, prompt_ids, max_tokens, stats=None):
+    """Greedy generation exactly as mlx_lm.generate.generate_step does it, no stop on EOS.
+
+    Returns the tokens and the log-probabilities of the first two steps (as float32)."""
+    import mlx.core as mx
+    from mlx_lm.generate import generate_step
+
+    tokens, logprobs = [], []
+    for tok, lp in generate_step(mx.array(prompt_ids), model, max_tokens=max_tokens):
+        tokens.append(int(tok))
+        if len(logprobs) < 2:
+            logprobs.append(lp.astype(mx.float32))
+        if stats is not None:
+            # exact ties for the greedy pick, and the gap to the runner-up
+            top2 = mx.topk(lp.astype(mx.float32), 2)
+            gap = (mx.max(top2) - mx.min(top2)).item()
+            stats["ties"] = stats.get("ties", 0) + (gap == 0.0)
+            stats["min_gap"] = min(stats.get("min_gap", float("inf")), gap)
+    return tokens, logprobs
+
+
+def cmd_reference(args):
+    import mlx.core as mx
+    import numpy as np
+
+    model, tokenizer = load(args.model)
+    prompt_ids = prompt_ids_from_args(args, tokenizer)
+    tokens, logprobs = run_reference(model, prompt_ids, args.max_tokens)
+    out = {
+        "prompt_ids": prompt_ids,
+        "tokens": tokens,
+        "text": tokenizer.decode(tokens),
+    }
+    Path(args.out).write_text(json.dumps(out, ensure_ascii=False) + "\n", encoding="utf-8")
+    if args.logits:
+        arr = np.concatenate([np.array(lp, dtype="<f4").reshape(-1) for lp in logprobs])
+        arr.astype("<f4").tofile(args.logits)
+
+
+def cmd_bench(args):
+    import mlx.core as mx
+    import numpy as np
+    from mlx_lm.generate import stream_generate
+
+    model, tokenizer = load(args.model)
+    tokenizer.eos_token_ids = []  # run all max-tokens
+    rng = np.random.default_rng(0)
+    vocab = len(tokenizer.vocab) if hasattr(tokenizer, "vocab") else 1000
+    prompt = rng.integers(100, min(vocab, 30000), size=args.prompt_len).tolist()
+    last = None
+    for last in stream_generate(model, tokenizer, prompt, max_tokens=args.max_tokens):
+        pass
+    print(
+        json.dumps(
+            {
+                "prefill_tps": last.prompt_tps,
+                "decode_tps": last.generation_tps,
+                "peak_mem": last.peak_memory,
+                "prompt_tokens": last.prompt_tokens,
+                "generation_tokens": last.generation_tokens,
+            }
+        )
+    )
+
+
+def cmd_check(args):
+    """Self test: reference tokens == mlx_lm.generate's, and the output is varied."""
+    import mlx.core as mx
+    from mlx_lm.generate import generate, stream_generate
+
+    model, tokenizer = load(args.model)
+    prompt = tokenizer.encode("The quick brown fox jumps over the lazy dog", add_special_tokens=True)
+    stats = {}
+    ref, _ = run_reference(model, prompt, args.max_tokens, stats)
+    # mlx-lm's own path, with EOS disabled so it runs all max-tokens
+    eos = set(tokenizer.eos_token_ids)
+    tokenizer.eos_token_ids = []
+    got = [r.token for r in stream_generate(model, tokenizer, prompt, max_tokens=args.max_tokens)]
+    text = generate(model, tokenizer, prompt, max_tokens=args.max_tokens)
+    tokenizer.eos_token_ids = eos
+    first_eos = next((i for i, t in enumerate(ref) if t in eos), None)
+    # Does the context matter, or only the last token? Change the first prompt token.
+    alt, _ = run_reference(model, [prompt[1]] + prompt[1:], args.max_tokens)
+    diverge = next((i for i, (a, b) in enumerate(zip(ref, alt)) if a != b), None)
+    res = {
+        "model": args.model,
+        "match": got == ref,
+        "distinct": len(set(ref)),
+        "first_eos": first_eos,
+        "ctx_diverge_at": diverge,
+        "ties": stats["ties"],
+        "min_gap": stats["min_gap"],
+        "longest_run": max(sum(1 for _ in g) for _, g in itertools.groupby(ref)),
+        "generate_text_eq_decode": text == tokenizer.decode(ref),
+        "text": tokenizer.decode(ref)[:120],
+    }
+    print(json.dumps(res), flush=True)
+    if got != ref:
+        sys.exit(1)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("make")
+    m.add_argument("--family", required=True, choices=FAMILIES)
+    m.add_argument("--quant", required=True, choices=QUANTS)
+    m.add_argument("--out", required=True)
+    r = sub.add_parser("reference")
+    r.add_argument("--model", required=True)
+    r.add_argument("--prompt-ids")
+    r.add_argument("--prompt")
+    r.add_argument("--chat", action="store_true")
+    r.add_argument("--max-tokens", type=int, default=64)
+    r.add_argument("--out", required=True)
+    r.add_argument("--logits")
+    b = sub.add_parser("bench")
+    b.add_argument("--model", required=True)
+    b.add_argument("--prompt-len", type=int, required=True)
+    b.add_argument("--max-tokens", type=int, required=True)
+    c = sub.add_parser("check")
+    c.add_argument("--model", required=True)
+    c.add_argument("--max-tokens", type=int, default=64)
+    args = ap.parse_args()
+    {"make": cmd_make, "reference": cmd_reference, "bench": cmd_bench, "check": cmd_check}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    main()
