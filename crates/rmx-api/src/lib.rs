@@ -4,12 +4,14 @@
 //!
 //! No MLX here: the client side stays light.
 
+pub mod anthropic;
 pub mod chat;
 pub mod client;
 pub mod generate;
 pub mod home;
 pub mod keep_alive;
 pub mod models;
+pub mod openai;
 pub mod options;
 
 pub use client::{Client, ClientError, Endpoint, Ndjson};
