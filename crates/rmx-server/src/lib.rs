@@ -9,11 +9,15 @@
 //!
 //! Never names MLX types; the engine does.
 
+pub mod anthropic;
 pub mod daemon;
 pub mod error;
 mod lifecycle;
 mod native;
+pub mod openai;
+pub mod openapi;
 pub mod router;
+pub mod security;
 pub mod service;
 
 pub use error::ServiceError;

@@ -18,7 +18,9 @@ pub const BODY_LIMIT: usize = 32 * 1024 * 1024;
 pub fn router(service: Arc<Service>) -> Router {
     Router::new()
         .merge(crate::native::routes())
-        // .merge(crate::openai::routes()) and the other surfaces go here
+        .merge(crate::openai::routes())
+        .merge(crate::anthropic::routes())
+        .merge(crate::openapi::routes())
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .with_state(service)
 }

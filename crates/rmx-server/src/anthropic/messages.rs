@@ -1,0 +1,272 @@
+//! Anthropic messages into the core's OpenAI-shaped chat, and the whole answer back as a
+//! `message` with content blocks.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use rmx_api::anthropic::{
+    tool_input, ContentBlock, CountTokensRequest, CountTokensResponse, MessagesRequest,
+    MessagesResponse, Role, StopReason, Thinking, ToolChoice, Usage,
+};
+use serde_json::{json, Map, Value};
+
+use super::error::AnthropicError;
+use super::stream::MessageStream;
+use crate::openai::body::{parse, BodyError};
+use crate::openai::chat::arguments_value;
+use crate::openai::sse;
+use crate::service::{
+    Completion, FinishReason, InternalRequest, PromptInput, SamplingParams, Service,
+};
+
+pub async fn handler(
+    State(service): State<Arc<Service>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    match run(service, body).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn run(
+    service: Arc<Service>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, AnthropicError> {
+    let body = body.map_err(BodyError::from)?;
+    let req: MessagesRequest = parse(&body)?;
+    let internal = to_internal(&req)?;
+    let answer = service.generate(internal).await?;
+    let id = new_message_id();
+    let prompt_tokens = answer.prompt_tokens;
+    if req.stream.unwrap_or(false) {
+        let stream = MessageStream::new(id, req.model.clone(), prompt_tokens);
+        return Ok(sse::response(answer, stream));
+    }
+    let completion = answer.collect_all().await?;
+    Ok(Json(message_body(id, req.model, completion)).into_response())
+}
+
+pub async fn count_tokens(
+    State(service): State<Arc<Service>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let run = async {
+        let body = body.map_err(BodyError::from)?;
+        let req: CountTokensRequest = parse(&body)?;
+        let internal = to_internal(&MessagesRequest::from(req))?;
+        let input_tokens = service.count_tokens(internal).await?;
+        Ok::<_, AnthropicError>(Json(CountTokensResponse { input_tokens }).into_response())
+    };
+    match run.await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+pub fn new_message_id() -> String {
+    let call = rmx_text::toolcall::random_call_id();
+    format!("msg_{}", call.trim_start_matches("call_"))
+}
+
+pub fn to_internal(req: &MessagesRequest) -> Result<InternalRequest, AnthropicError> {
+    if req.max_tokens == 0 {
+        return Err(AnthropicError::Invalid(
+            "max_tokens: must be at least 1".into(),
+        ));
+    }
+    if let Some(t) = req.temperature.filter(|t| !(0.0..=1.0).contains(t)) {
+        return Err(AnthropicError::Invalid(format!(
+            "temperature: must be between 0 and 1, got {t}"
+        )));
+    }
+    if let Some(p) = req.top_p.filter(|p| !(0.0..=1.0).contains(p)) {
+        return Err(AnthropicError::Invalid(format!(
+            "top_p: must be between 0 and 1, got {p}"
+        )));
+    }
+    let messages = messages_value(req)?;
+    let tools: Vec<Value> = match &req.tool_choice {
+        Some(ToolChoice::None) => Vec::new(),
+        choice => {
+            let named = match choice {
+                Some(ToolChoice::Tool { name, .. }) => Some(name.as_str()),
+                _ => None,
+            };
+            req.tools
+                .iter()
+                .flatten()
+                // Anthropic's server tools (web search, ...) have no schema and never run here.
+                .filter(|t| t.input_schema.is_some())
+                .filter(|t| named.is_none_or(|n| n == t.name))
+                .map(|t| {
+                    json!({"type": "function", "function": {
+                        "name": t.name,
+                        "description": t.description.clone().unwrap_or_default(),
+                        "parameters": t.input_schema,
+                    }})
+                })
+                .collect()
+        }
+    };
+    if let (Some(ToolChoice::Tool { name, .. }), true) = (&req.tool_choice, tools.is_empty()) {
+        return Err(AnthropicError::Invalid(format!(
+            "tool_choice: names `{name}`, which is not in `tools`"
+        )));
+    }
+    let think = match req.thinking {
+        Some(Thinking::Enabled { .. }) => Some(true),
+        Some(Thinking::Disabled) => Some(false),
+        Some(Thinking::Adaptive) | None => None,
+    };
+    let sampling = SamplingParams {
+        // Anthropic's default is 1.
+        temperature: req.temperature.unwrap_or(1.0),
+        top_p: req.top_p.unwrap_or(1.0),
+        top_k: req.top_k.unwrap_or(0),
+        ..SamplingParams::default()
+    };
+    Ok(InternalRequest {
+        model: req.model.clone(),
+        prompt: PromptInput::Chat {
+            messages,
+            tools: (!tools.is_empty()).then_some(Value::Array(tools)),
+            template_kwargs: Map::new(),
+        },
+        sampling,
+        max_tokens: Some(req.max_tokens as usize),
+        stop: req.stop_sequences.clone().unwrap_or_default(),
+        logprobs: None,
+        keep_alive: None,
+        think,
+    })
+}
+
+/// Anthropic turns → OpenAI-shaped messages: `system` first, `tool_result` blocks as `tool`
+/// messages (before the user's text of the same turn, since they answer the turn before),
+/// `tool_use` as `tool_calls`, `thinking` as `reasoning_content`.
+pub fn messages_value(req: &MessagesRequest) -> Result<Value, AnthropicError> {
+    let mut out = Vec::new();
+    if let Some(system) = &req.system {
+        let text = system.text();
+        if !text.is_empty() {
+            out.push(json!({"role": "system", "content": text}));
+        }
+    }
+    for (i, m) in req.messages.iter().enumerate() {
+        let mut text = String::new();
+        let mut reasoning = String::new();
+        let mut calls = Vec::new();
+        for (j, block) in m.content.blocks().into_iter().enumerate() {
+            match block {
+                ContentBlock::Text { text: t } => {
+                    if !text.is_empty() {
+                        text.push('\n');
+                    }
+                    text.push_str(&t);
+                }
+                ContentBlock::Thinking { thinking, .. } => reasoning.push_str(&thinking),
+                ContentBlock::RedactedThinking { .. } => {}
+                ContentBlock::ToolUse { id, name, input } => {
+                    let arguments = match input {
+                        Value::String(s) => arguments_value(&s),
+                        v => v,
+                    };
+                    calls.push(json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}}));
+                }
+                ContentBlock::ToolResult {
+                    tool_use_id,
+                    content,
+                    is_error,
+                } => {
+                    let mut result = content.map(|c| c.text()).unwrap_or_default();
+                    if is_error == Some(true) {
+                        result = format!("Error: {result}");
+                    }
+                    out.push(
+                        json!({"role": "tool", "tool_call_id": tool_use_id, "content": result}),
+                    );
+                }
+                ContentBlock::Image { .. } | ContentBlock::Document { .. } => {
+                    return Err(AnthropicError::Invalid(format!(
+                        "messages.{i}.content.{j}: image and document blocks are not supported by this server (text only)"
+                    )));
+                }
+            }
+        }
+        let role = match m.role {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        };
+        if role == "user" && text.is_empty() && calls.is_empty() {
+            // A turn of only tool results.
+            continue;
+        }
+        let mut msg = json!({"role": role, "content": text});
+        if !reasoning.is_empty() {
+            msg["reasoning_content"] = Value::String(reasoning);
+        }
+        if !calls.is_empty() {
+            msg["tool_calls"] = Value::Array(calls);
+        }
+        out.push(msg);
+    }
+    Ok(Value::Array(out))
+}
+
+pub fn stop_reason(f: FinishReason) -> StopReason {
+    match f {
+        FinishReason::Stop | FinishReason::Cancelled => StopReason::EndTurn,
+        FinishReason::Length => StopReason::MaxTokens,
+        FinishReason::ToolCalls => StopReason::ToolUse,
+    }
+}
+
+pub fn usage(u: &rmx_engine::Usage) -> Usage {
+    Usage {
+        // Anthropic counts cached tokens apart from the rest of the input.
+        input_tokens: u.prompt_tokens.saturating_sub(u.cached_tokens),
+        output_tokens: u.completion_tokens,
+        cache_creation_input_tokens: 0,
+        cache_read_input_tokens: u.cached_tokens,
+    }
+}
+
+/// The whole answer as one message: thinking, then text, then tool_use blocks.
+pub fn message_body(id: String, model: String, c: Completion) -> MessagesResponse {
+    let mut content = Vec::new();
+    if !c.reasoning.is_empty() {
+        content.push(ContentBlock::Thinking {
+            thinking: c.reasoning,
+            signature: String::new(),
+        });
+    }
+    if !c.content.is_empty() || c.tool_calls.is_empty() {
+        content.push(ContentBlock::Text { text: c.content });
+    }
+    for call in c.tool_calls {
+        content.push(ContentBlock::ToolUse {
+            id: call.id,
+            name: call.name,
+            input: tool_input(&call.arguments),
+        });
+    }
+    let (stop, u) = match &c.done {
+        Some(f) => (stop_reason(f.finish), usage(&f.usage)),
+        None => (StopReason::EndTurn, Usage::default()),
+    };
+    MessagesResponse {
+        id,
+        kind: "message".into(),
+        role: Role::Assistant,
+        content,
+        model,
+        stop_reason: Some(stop),
+        stop_sequence: None,
+        usage: u,
+    }
+}

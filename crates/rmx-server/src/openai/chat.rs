@@ -1,0 +1,496 @@
+//! `POST /v1/chat/completions`: OpenAI chat requests into the core, and its events back out as
+//! a `chat.completion` or as `chat.completion.chunk` SSE ending in `data: [DONE]`.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::response::sse::Event;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use rmx_api::openai::{
+    AssistantMessage, ChatChoice, ChatCompletion, ChatCompletionChunk, ChatCompletionRequest,
+    ChatMessage, ChoiceLogprobs, ChunkChoice, ChunkDelta, ErrorResponse, FunctionCall,
+    FunctionCallDelta, LogprobContent, ResponseFormat, Role, ToolCall, ToolCallDelta, ToolChoice,
+    ToolChoiceMode, TopLogprob,
+};
+use serde_json::{json, Map, Value};
+
+use super::error::OpenAiError;
+use super::sse::{self, data_event, Translator};
+use super::{json_instruction, new_id, template_kwargs, unix_time, usage, Knobs};
+use crate::service::{
+    Completion, FinishReason, InternalRequest, PromptInput, Service, ServiceEvent, TokenLogprob,
+};
+
+pub async fn handler(
+    State(service): State<Arc<Service>>,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Response {
+    match run(service, body).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn run(
+    service: Arc<Service>,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Result<Response, OpenAiError> {
+    let body = body.map_err(super::body::BodyError::from)?;
+    let req: ChatCompletionRequest = super::body::parse(&body)?;
+    let stream = req.stream.unwrap_or(false);
+    let include_usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
+    let want_logprobs = req.logprobs.unwrap_or(false);
+    let internal = to_internal(&req)?;
+    let answer = service.generate(internal).await?;
+    let id = new_id("chatcmpl");
+    let created = unix_time(answer.created);
+    let model = req.model.clone();
+    if stream {
+        let translator = ChatStream::new(id, created, model, include_usage, want_logprobs);
+        Ok(sse::response(answer, translator))
+    } else {
+        let completion = answer.collect_all().await?;
+        Ok(Json(completion_body(
+            id,
+            created,
+            model,
+            completion,
+            want_logprobs,
+        ))
+        .into_response())
+    }
+}
+
+/// The core's request for an OpenAI chat request; the checks OpenAI makes are made here.
+pub fn to_internal(req: &ChatCompletionRequest) -> Result<InternalRequest, OpenAiError> {
+    if req.n.is_some_and(|n| n != 1) {
+        return Err(OpenAiError::invalid("n", "only `n: 1` is supported"));
+    }
+    if req.messages.is_empty() {
+        return Err(OpenAiError::invalid(
+            "messages",
+            "`messages` must not be empty",
+        ));
+    }
+    if req.top_logprobs.is_some() && !req.logprobs.unwrap_or(false) {
+        return Err(OpenAiError::invalid(
+            "top_logprobs",
+            "`top_logprobs` needs `logprobs: true`",
+        ));
+    }
+    if let Some(n) = req.top_logprobs.filter(|&n| n > 20) {
+        return Err(OpenAiError::invalid(
+            "top_logprobs",
+            format!("`top_logprobs` must be at most 20, got {n}"),
+        ));
+    }
+    if req.max_output_tokens() == Some(0) {
+        let param = if req.max_completion_tokens.is_some() {
+            "max_completion_tokens"
+        } else {
+            "max_tokens"
+        };
+        return Err(OpenAiError::invalid(
+            param,
+            format!("`{param}` must be at least 1"),
+        ));
+    }
+    let sampling = Knobs {
+        temperature: req.temperature,
+        top_p: req.top_p,
+        top_k: req.top_k,
+        min_p: req.min_p,
+        repetition_penalty: req.repetition_penalty,
+        presence_penalty: req.presence_penalty,
+        frequency_penalty: req.frequency_penalty,
+        seed: req.seed,
+    }
+    .sampling()?;
+    let mut messages = messages_value(&req.messages)?;
+    match &req.response_format {
+        Some(ResponseFormat::JsonObject) => add_system(&mut messages, &json_instruction(None)),
+        Some(ResponseFormat::JsonSchema { json_schema }) => {
+            let schema = json_schema.get("schema").unwrap_or(json_schema);
+            add_system(&mut messages, &json_instruction(Some(schema)));
+        }
+        Some(ResponseFormat::Text) | None => {}
+    }
+    let tools = match &req.tools {
+        Some(tools) if !tools.is_empty() => {
+            let chosen: Vec<Value> = match &req.tool_choice {
+                Some(ToolChoice::Mode(ToolChoiceMode::None)) => Vec::new(),
+                Some(ToolChoice::Named(named)) => {
+                    let picked: Vec<Value> = tools
+                        .iter()
+                        .filter(|t| t.function.name == named.function.name)
+                        .map(|t| json!({"type": "function", "function": t.function}))
+                        .collect();
+                    if picked.is_empty() {
+                        return Err(OpenAiError::invalid(
+                            "tool_choice",
+                            format!(
+                                "`tool_choice` names `{}`, which is not in `tools`",
+                                named.function.name
+                            ),
+                        ));
+                    }
+                    picked
+                }
+                _ => tools
+                    .iter()
+                    .map(|t| json!({"type": "function", "function": t.function}))
+                    .collect(),
+            };
+            (!chosen.is_empty()).then_some(Value::Array(chosen))
+        }
+        _ => None,
+    };
+    if let (Some(ToolChoice::Named(_) | ToolChoice::Mode(ToolChoiceMode::Required)), None) =
+        (&req.tool_choice, &tools)
+    {
+        return Err(OpenAiError::invalid(
+            "tool_choice",
+            "`tool_choice` asks for a tool call but `tools` is empty",
+        ));
+    }
+    let (kwargs, think) = template_kwargs(
+        req.chat_template_kwargs.as_ref(),
+        req.reasoning_effort.as_deref(),
+    );
+    Ok(InternalRequest {
+        model: req.model.clone(),
+        prompt: PromptInput::Chat {
+            messages,
+            tools,
+            template_kwargs: kwargs,
+        },
+        sampling,
+        max_tokens: req.max_output_tokens().map(|n| n as usize),
+        stop: req.stop.clone().map(|s| s.into_vec()).unwrap_or_default(),
+        logprobs: req
+            .logprobs
+            .unwrap_or(false)
+            .then(|| req.top_logprobs.unwrap_or(0) as usize),
+        keep_alive: None,
+        think,
+    })
+}
+
+/// OpenAI messages as the chat templates read them: text content, `developer` as `system`,
+/// tool-call arguments as objects (templates `tojson` them; a string would be quoted twice).
+pub fn messages_value(messages: &[ChatMessage]) -> Result<Value, OpenAiError> {
+    let mut out = Vec::with_capacity(messages.len());
+    for (i, m) in messages.iter().enumerate() {
+        let mut obj = Map::new();
+        let role = match m.role {
+            Role::Developer => Role::System,
+            r => r,
+        };
+        obj.insert("role".into(), Value::String(role.as_str().into()));
+        let text = match &m.content {
+            Some(c) => c.text().map_err(|kind| {
+                OpenAiError::invalid(
+                    &format!("messages[{i}].content"),
+                    format!("content parts of type `{kind}` are not supported by this server (text only)"),
+                )
+            })?,
+            None => String::new(),
+        };
+        obj.insert("content".into(), Value::String(text));
+        if let Some(r) = m.reasoning_content.as_ref().filter(|r| !r.is_empty()) {
+            obj.insert("reasoning_content".into(), Value::String(r.clone()));
+        }
+        if let Some(calls) = m.tool_calls.as_ref().filter(|c| !c.is_empty()) {
+            let calls: Vec<Value> = calls
+                .iter()
+                .map(|c| {
+                    json!({"id": c.id, "type": "function",
+                           "function": {"name": c.function.name, "arguments": arguments_value(&c.function.arguments)}})
+                })
+                .collect();
+            obj.insert("tool_calls".into(), Value::Array(calls));
+        }
+        if let Some(id) = &m.tool_call_id {
+            obj.insert("tool_call_id".into(), Value::String(id.clone()));
+        }
+        if let Some(name) = &m.name {
+            obj.insert("name".into(), Value::String(name.clone()));
+        }
+        out.push(Value::Object(obj));
+    }
+    Ok(Value::Array(out))
+}
+
+/// Tool-call arguments as an object where they parse, else the text as sent.
+pub fn arguments_value(arguments: &str) -> Value {
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(v @ Value::Object(_)) => v,
+        _ => Value::String(arguments.to_string()),
+    }
+}
+
+/// Appends an instruction to the system message, or adds one first.
+pub fn add_system(messages: &mut Value, text: &str) {
+    let Some(list) = messages.as_array_mut() else {
+        return;
+    };
+    match list.first_mut() {
+        Some(Value::Object(first))
+            if first.get("role").and_then(Value::as_str) == Some("system") =>
+        {
+            let old = first
+                .get("content")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            let joined = if old.is_empty() {
+                text.to_string()
+            } else {
+                format!("{old}\n\n{text}")
+            };
+            first.insert("content".into(), Value::String(joined));
+        }
+        _ => list.insert(0, json!({"role": "system", "content": text})),
+    }
+}
+
+pub fn finish_reason(f: FinishReason) -> &'static str {
+    match f {
+        FinishReason::Stop | FinishReason::Cancelled => "stop",
+        FinishReason::Length => "length",
+        FinishReason::ToolCalls => "tool_calls",
+    }
+}
+
+pub fn logprob_content(l: &TokenLogprob) -> LogprobContent {
+    LogprobContent {
+        token: l.token.clone(),
+        logprob: l.logprob,
+        bytes: Some(l.token.as_bytes().to_vec()),
+        top_logprobs: l
+            .top
+            .iter()
+            .map(|(_, token, logprob)| TopLogprob {
+                token: token.clone(),
+                logprob: *logprob,
+                bytes: Some(token.as_bytes().to_vec()),
+            })
+            .collect(),
+    }
+}
+
+/// The whole answer as a `chat.completion`.
+pub fn completion_body(
+    id: String,
+    created: u64,
+    model: String,
+    c: Completion,
+    logprobs: bool,
+) -> ChatCompletion {
+    let done = c.done.clone().unwrap_or_else(|| crate::service::Final {
+        finish: FinishReason::Stop,
+        usage: Default::default(),
+        timings: Default::default(),
+        load_duration: Default::default(),
+        total_duration: Default::default(),
+        ended_in_reasoning: false,
+    });
+    let tool_calls: Vec<ToolCall> = c
+        .tool_calls
+        .iter()
+        .map(|t| ToolCall {
+            id: t.id.clone(),
+            kind: "function".into(),
+            function: FunctionCall {
+                name: t.name.clone(),
+                arguments: t.arguments.clone(),
+            },
+        })
+        .collect();
+    let content = if c.content.is_empty() && !tool_calls.is_empty() {
+        None
+    } else {
+        Some(c.content)
+    };
+    ChatCompletion {
+        id,
+        object: "chat.completion".into(),
+        created,
+        model,
+        choices: vec![ChatChoice {
+            index: 0,
+            message: AssistantMessage {
+                role: "assistant".into(),
+                content,
+                reasoning_content: (!c.reasoning.is_empty()).then_some(c.reasoning),
+                tool_calls,
+            },
+            logprobs: logprobs.then(|| ChoiceLogprobs {
+                content: c.logprobs.iter().map(logprob_content).collect(),
+            }),
+            finish_reason: Some(finish_reason(done.finish).into()),
+        }],
+        usage: usage(&done.usage),
+        system_fingerprint: None,
+    }
+}
+
+/// Service events → `chat.completion.chunk`s. Logprobs arrive before the text of their token
+/// and ride on the next chunk that carries text.
+pub struct ChatStream {
+    id: String,
+    created: u64,
+    model: String,
+    include_usage: bool,
+    logprobs: bool,
+    pending_logprobs: Vec<LogprobContent>,
+}
+
+impl ChatStream {
+    pub fn new(
+        id: String,
+        created: u64,
+        model: String,
+        include_usage: bool,
+        logprobs: bool,
+    ) -> ChatStream {
+        ChatStream {
+            id,
+            created,
+            model,
+            include_usage,
+            logprobs,
+            pending_logprobs: Vec::new(),
+        }
+    }
+
+    fn chunk(
+        &self,
+        choices: Vec<ChunkChoice>,
+        usage: Option<rmx_api::openai::Usage>,
+    ) -> ChatCompletionChunk {
+        ChatCompletionChunk {
+            id: self.id.clone(),
+            object: "chat.completion.chunk".into(),
+            created: self.created,
+            model: self.model.clone(),
+            choices,
+            usage,
+        }
+    }
+
+    fn delta(&mut self, delta: ChunkDelta, finish: Option<&str>) -> ChatCompletionChunk {
+        let logprobs =
+            (self.logprobs && !self.pending_logprobs.is_empty()).then(|| ChoiceLogprobs {
+                content: std::mem::take(&mut self.pending_logprobs),
+            });
+        self.chunk(
+            vec![ChunkChoice {
+                index: 0,
+                delta,
+                logprobs,
+                finish_reason: finish.map(str::to_string),
+            }],
+            None,
+        )
+    }
+
+    /// The chunks for one service event (the unit tests read these directly).
+    pub fn chunks(
+        &mut self,
+        event: ServiceEvent,
+    ) -> Result<Vec<ChatCompletionChunk>, ErrorResponse> {
+        let delta = match event {
+            ServiceEvent::Content(t) => ChunkDelta {
+                content: Some(t),
+                ..ChunkDelta::default()
+            },
+            ServiceEvent::Reasoning(t) => ChunkDelta {
+                reasoning_content: Some(t),
+                ..ChunkDelta::default()
+            },
+            ServiceEvent::ToolCallStart { index, id, name } => ChunkDelta {
+                tool_calls: Some(vec![ToolCallDelta {
+                    index,
+                    id: Some(id),
+                    kind: Some("function".into()),
+                    function: FunctionCallDelta {
+                        name: Some(name),
+                        arguments: Some(String::new()),
+                    },
+                }]),
+                ..ChunkDelta::default()
+            },
+            ServiceEvent::ToolCallArgs { index, delta } => ChunkDelta {
+                tool_calls: Some(vec![ToolCallDelta {
+                    index,
+                    id: None,
+                    kind: None,
+                    function: FunctionCallDelta {
+                        name: None,
+                        arguments: Some(delta),
+                    },
+                }]),
+                ..ChunkDelta::default()
+            },
+            ServiceEvent::ToolCallEnd { .. } => return Ok(Vec::new()),
+            ServiceEvent::Logprob(l) => {
+                self.pending_logprobs.push(logprob_content(&l));
+                return Ok(Vec::new());
+            }
+            ServiceEvent::Done(f) => {
+                let mut out =
+                    vec![self.delta(ChunkDelta::default(), Some(finish_reason(f.finish)))];
+                if self.include_usage {
+                    out.push(self.chunk(Vec::new(), Some(usage(&f.usage))));
+                }
+                return Ok(out);
+            }
+            ServiceEvent::Error(message) => {
+                return Err(
+                    OpenAiError::Service(crate::error::ServiceError::Internal(message)).into_body(),
+                );
+            }
+        };
+        Ok(vec![self.delta(delta, None)])
+    }
+}
+
+impl OpenAiError {
+    pub fn into_body(self) -> ErrorResponse {
+        ErrorResponse { error: self.body() }
+    }
+}
+
+impl Translator for ChatStream {
+    fn start(&mut self) -> Vec<Event> {
+        let first = self.delta(
+            ChunkDelta {
+                role: Some("assistant".into()),
+                content: Some(String::new()),
+                ..ChunkDelta::default()
+            },
+            None,
+        );
+        vec![data_event(&first)]
+    }
+
+    fn event(&mut self, event: ServiceEvent) -> Vec<Event> {
+        let last = matches!(event, ServiceEvent::Done(_) | ServiceEvent::Error(_));
+        let mut out: Vec<Event> = match self.chunks(event) {
+            Ok(chunks) => chunks.iter().map(data_event).collect(),
+            // The SDKs raise on a chunk with an `error` key.
+            Err(err) => vec![data_event(&err)],
+        };
+        if last {
+            out.push(Event::default().data("[DONE]"));
+        }
+        out
+    }
+
+    fn idle(&mut self) -> Vec<Event> {
+        vec![Event::default().comment("keep-alive")]
+    }
+}

@@ -1,0 +1,141 @@
+//! The OpenAI surface: `/v1/chat/completions`, `/v1/completions`, `/v1/responses` and
+//! `/v1/models`, each a translation into the service core and back.
+//!
+//! Only what the wire format needs lives here; prompt building, reasoning and tool-call
+//! parsing are the core's. Streaming goes through [`sse`], errors through [`OpenAiError`].
+
+pub mod body;
+pub mod chat;
+pub mod completions;
+pub mod error;
+pub mod models;
+pub mod responses;
+pub mod sse;
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::routing::{get, post};
+use axum::Router;
+use rmx_engine::Usage as EngineUsage;
+use serde_json::{Map, Value};
+
+pub use error::OpenAiError;
+
+use crate::service::{SamplingParams, Service};
+
+pub fn routes() -> Router<Arc<Service>> {
+    Router::new()
+        .route("/v1/chat/completions", post(chat::handler))
+        .route("/v1/completions", post(completions::handler))
+        .route("/v1/responses", post(responses::handler))
+        .route("/v1/models", get(models::list))
+        .route("/v1/models/{*id}", get(models::get))
+}
+
+/// Seconds since the Unix epoch.
+pub fn unix_time(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// A fresh id with OpenAI's prefix for its kind (`chatcmpl`, `cmpl`, `resp`, `msg`, ...).
+pub fn new_id(prefix: &str) -> String {
+    let call = rmx_text::toolcall::random_call_id();
+    format!("{prefix}-{}", call.trim_start_matches("call_"))
+}
+
+pub fn usage(u: &EngineUsage) -> rmx_api::openai::Usage {
+    rmx_api::openai::Usage {
+        prompt_tokens: u.prompt_tokens,
+        completion_tokens: u.completion_tokens,
+        total_tokens: u.prompt_tokens + u.completion_tokens,
+        prompt_tokens_details: Some(rmx_api::openai::PromptTokensDetails {
+            cached_tokens: u.cached_tokens,
+        }),
+        completion_tokens_details: None,
+    }
+}
+
+/// The sampling knobs every OpenAI endpoint shares, checked against OpenAI's ranges so a bad
+/// value is a 400 naming it, not a silent clamp.
+#[derive(Debug, Default, Clone)]
+pub struct Knobs {
+    pub temperature: Option<f32>,
+    pub top_p: Option<f32>,
+    pub top_k: Option<u32>,
+    pub min_p: Option<f32>,
+    pub repetition_penalty: Option<f32>,
+    pub presence_penalty: Option<f32>,
+    pub frequency_penalty: Option<f32>,
+    pub seed: Option<u64>,
+}
+
+impl Knobs {
+    pub fn sampling(&self) -> Result<SamplingParams, OpenAiError> {
+        let in_range = |name: &str, v: Option<f32>, lo: f32, hi: f32| -> Result<(), OpenAiError> {
+            match v {
+                Some(x) if !(lo..=hi).contains(&x) || x.is_nan() => Err(OpenAiError::invalid(
+                    name,
+                    format!("`{name}` must be between {lo} and {hi}, got {x}"),
+                )),
+                _ => Ok(()),
+            }
+        };
+        in_range("temperature", self.temperature, 0.0, 2.0)?;
+        in_range("top_p", self.top_p, 0.0, 1.0)?;
+        in_range("min_p", self.min_p, 0.0, 1.0)?;
+        in_range("presence_penalty", self.presence_penalty, -2.0, 2.0)?;
+        in_range("frequency_penalty", self.frequency_penalty, -2.0, 2.0)?;
+        in_range("repetition_penalty", self.repetition_penalty, 0.0, 10.0)?;
+        let d = SamplingParams::default();
+        Ok(SamplingParams {
+            // OpenAI's default is 1; clients that want greedy output send 0.
+            temperature: self.temperature.unwrap_or(1.0),
+            top_p: self.top_p.unwrap_or(d.top_p),
+            top_k: self.top_k.unwrap_or(d.top_k),
+            min_p: self.min_p.unwrap_or(d.min_p),
+            repetition_penalty: self.repetition_penalty.unwrap_or(d.repetition_penalty),
+            presence_penalty: self.presence_penalty.unwrap_or(d.presence_penalty),
+            frequency_penalty: self.frequency_penalty.unwrap_or(d.frequency_penalty),
+            seed: self.seed,
+            ..d
+        })
+    }
+}
+
+/// Template variables from `chat_template_kwargs` and `reasoning_effort`, and whether
+/// thinking was turned off.
+pub fn template_kwargs(
+    kwargs: Option<&Map<String, Value>>,
+    reasoning_effort: Option<&str>,
+) -> (Map<String, Value>, Option<bool>) {
+    let mut out = kwargs.cloned().unwrap_or_default();
+    let mut think = None;
+    if let Some(effort) = reasoning_effort {
+        out.entry("reasoning_effort")
+            .or_insert_with(|| Value::String(effort.to_string()));
+        if matches!(effort, "none" | "minimal") {
+            think = Some(false);
+        }
+    }
+    if let Some(Value::Bool(b)) = out.get("enable_thinking") {
+        think = Some(*b);
+    }
+    (out, think)
+}
+
+/// The instruction that stands in for `response_format`: the core has no constrained
+/// decoding yet, so the model is told, as llama.cpp's server does without a grammar.
+pub fn json_instruction(schema: Option<&Value>) -> String {
+    match schema {
+        Some(s) => format!(
+            "Respond only with a JSON object that matches this JSON schema, and nothing else:\n{s}"
+        ),
+        None => "Respond only with a valid JSON object, and nothing else.".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

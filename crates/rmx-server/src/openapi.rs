@@ -1,0 +1,374 @@
+//! `GET /openapi.json`: an OpenAPI 3.1 description of every route the daemon serves, written
+//! by hand (the wire types are the SDKs', documented by OpenAI, Anthropic and Ollama; this
+//! says which of them are here and what the request bodies take).
+//!
+//! A test checks that every route the router serves is described and that every described
+//! route is served, so the two cannot drift.
+
+use std::sync::Arc;
+
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::{json, Map, Value};
+
+use crate::service::Service;
+
+pub fn routes() -> Router<Arc<Service>> {
+    Router::new().route("/openapi.json", get(|| async { Json(spec()) }))
+}
+
+/// One described route: method, path, tag, summary, request schema, whether it streams.
+type RouteDoc = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    Option<&'static str>,
+    bool,
+);
+
+const ROUTES: &[RouteDoc] = &[
+    (
+        "post",
+        "/v1/chat/completions",
+        "openai",
+        "Chat completion (OpenAI)",
+        Some("ChatCompletionRequest"),
+        true,
+    ),
+    (
+        "post",
+        "/v1/completions",
+        "openai",
+        "Text completion (OpenAI, legacy)",
+        Some("CompletionRequest"),
+        true,
+    ),
+    (
+        "post",
+        "/v1/responses",
+        "openai",
+        "Response (OpenAI Responses API, stateless)",
+        Some("ResponsesRequest"),
+        true,
+    ),
+    (
+        "get",
+        "/v1/models",
+        "openai",
+        "List models (OpenAI)",
+        None,
+        false,
+    ),
+    (
+        "get",
+        "/v1/models/{id}",
+        "openai",
+        "One model (OpenAI)",
+        None,
+        false,
+    ),
+    (
+        "post",
+        "/v1/messages",
+        "anthropic",
+        "Message (Anthropic)",
+        Some("MessagesRequest"),
+        true,
+    ),
+    (
+        "post",
+        "/messages",
+        "anthropic",
+        "Message (Anthropic, base URL without /v1)",
+        Some("MessagesRequest"),
+        true,
+    ),
+    (
+        "post",
+        "/v1/messages/count_tokens",
+        "anthropic",
+        "Count prompt tokens (Anthropic)",
+        Some("CountTokensRequest"),
+        false,
+    ),
+    (
+        "post",
+        "/messages/count_tokens",
+        "anthropic",
+        "Count prompt tokens (Anthropic, without /v1)",
+        Some("CountTokensRequest"),
+        false,
+    ),
+    (
+        "post",
+        "/api/generate",
+        "native",
+        "Generate from a raw prompt (Ollama-shaped)",
+        Some("NativeRequest"),
+        true,
+    ),
+    (
+        "post",
+        "/api/chat",
+        "native",
+        "Chat (Ollama-shaped)",
+        Some("NativeRequest"),
+        true,
+    ),
+    ("get", "/api/ps", "native", "Loaded models", None, false),
+    ("get", "/api/tags", "native", "Stored models", None, false),
+    (
+        "post",
+        "/api/show",
+        "native",
+        "Model details",
+        Some("NativeRequest"),
+        false,
+    ),
+    (
+        "delete",
+        "/api/delete",
+        "native",
+        "Remove a model",
+        Some("NativeRequest"),
+        false,
+    ),
+    (
+        "get",
+        "/api/version",
+        "native",
+        "Daemon version",
+        None,
+        false,
+    ),
+    (
+        "get",
+        "/openapi.json",
+        "meta",
+        "This description",
+        None,
+        false,
+    ),
+];
+
+/// Every (method, path) described, for the test that compares them with the router.
+pub fn described_routes() -> Vec<(&'static str, &'static str)> {
+    ROUTES.iter().map(|r| (r.0, r.1)).collect()
+}
+
+pub fn spec() -> Value {
+    let mut paths = Map::new();
+    for &(method, path, tag, summary, body, streams) in ROUTES {
+        let error_ref = match tag {
+            "anthropic" => "#/components/schemas/AnthropicError",
+            "native" => "#/components/schemas/NativeError",
+            _ => "#/components/schemas/OpenAIError",
+        };
+        let mut ok_content = Map::new();
+        ok_content.insert(
+            "application/json".into(),
+            json!({"schema": {"type": "object"}}),
+        );
+        if streams {
+            let media = if tag == "native" {
+                "application/x-ndjson"
+            } else {
+                "text/event-stream"
+            };
+            ok_content.insert(media.into(), json!({"schema": {"type": "string"}}));
+        }
+        let mut op = json!({
+            "tags": [tag],
+            "summary": summary,
+            "operationId": operation_id(method, path),
+            "responses": {
+                "200": {"description": "Success", "content": ok_content},
+                "400": {"description": "Malformed JSON, a wrong type (the field is named), or a prompt longer than the context",
+                        "content": {"application/json": {"schema": {"$ref": error_ref}}}},
+                "401": {"description": "Missing or wrong API key (when one is set)",
+                        "content": {"application/json": {"schema": {"$ref": error_ref}}}},
+                "404": {"description": "Unknown model; the message lists the models there are",
+                        "content": {"application/json": {"schema": {"$ref": error_ref}}}},
+                "413": {"description": "Request body too large",
+                        "content": {"application/json": {"schema": {"$ref": error_ref}}}},
+                "429": {"description": "Rate limit reached (when one is set)",
+                        "content": {"application/json": {"schema": {"$ref": error_ref}}}}
+            }
+        });
+        if let Some(schema) = body {
+            op["requestBody"] = json!({
+                "required": true,
+                "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{schema}")}}}
+            });
+        }
+        if path.contains("{id}") {
+            op["parameters"] = json!([{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}]);
+        }
+        let entry = paths.entry(path.to_string()).or_insert_with(|| json!({}));
+        entry[method] = op;
+    }
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "rmx",
+            "version": rmx_api::VERSION,
+            "description": "A local LLM runner on MLX. Speaks the OpenAI, Anthropic and Ollama wire formats.",
+            "license": {"name": "MIT OR Apache-2.0", "identifier": "MIT OR Apache-2.0"}
+        },
+        "servers": [{"url": "http://localhost:8000"}],
+        "tags": [
+            {"name": "openai", "description": "OpenAI-compatible"},
+            {"name": "anthropic", "description": "Anthropic-compatible"},
+            {"name": "native", "description": "Native, Ollama-shaped"},
+            {"name": "meta"}
+        ],
+        "security": [{}, {"bearer": []}, {"apiKey": []}],
+        "paths": paths,
+        "components": {
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer"},
+                "apiKey": {"type": "apiKey", "in": "header", "name": "x-api-key"}
+            },
+            "schemas": schemas()
+        }
+    })
+}
+
+fn operation_id(method: &str, path: &str) -> String {
+    let mut id = method.to_string();
+    for part in path.split('/').filter(|p| !p.is_empty()) {
+        id.push('_');
+        id.push_str(&part.replace(['{', '}'], "").replace('.', "_"));
+    }
+    id
+}
+
+fn schemas() -> Value {
+    let sampling = json!({
+        "temperature": {"type": "number", "minimum": 0, "maximum": 2},
+        "top_p": {"type": "number", "minimum": 0, "maximum": 1},
+        "top_k": {"type": "integer", "minimum": 0},
+        "min_p": {"type": "number"},
+        "seed": {"type": "integer"},
+        "presence_penalty": {"type": "number", "minimum": -2, "maximum": 2},
+        "frequency_penalty": {"type": "number", "minimum": -2, "maximum": 2},
+        "stop": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
+        "stream": {"type": "boolean"},
+        "stream_options": {"type": "object", "properties": {"include_usage": {"type": "boolean"}}}
+    });
+    let with = |extra: Value| -> Value {
+        let mut props = sampling.as_object().cloned().unwrap_or_default();
+        if let Value::Object(e) = extra {
+            props.extend(e);
+        }
+        Value::Object(props)
+    };
+    json!({
+        "OpenAIError": {
+            "type": "object", "required": ["error"],
+            "properties": {"error": {"type": "object", "required": ["message", "type"], "properties": {
+                "message": {"type": "string"}, "type": {"type": "string"},
+                "param": {"type": ["string", "null"]}, "code": {"type": ["string", "null"]}}}}
+        },
+        "AnthropicError": {
+            "type": "object", "required": ["type", "error"],
+            "properties": {"type": {"const": "error"}, "error": {"type": "object", "required": ["type", "message"],
+                "properties": {"type": {"type": "string"}, "message": {"type": "string"}}}}
+        },
+        "NativeError": {"type": "object", "properties": {"error": {"type": "string"}}},
+        "ChatMessage": {
+            "type": "object", "required": ["role"],
+            "properties": {
+                "role": {"enum": ["system", "developer", "user", "assistant", "tool"]},
+                "content": {"oneOf": [{"type": "string"}, {"type": "null"},
+                    {"type": "array", "items": {"type": "object", "properties": {"type": {"const": "text"}, "text": {"type": "string"}}}}]},
+                "reasoning_content": {"type": "string"},
+                "tool_calls": {"type": "array", "items": {"type": "object"}},
+                "tool_call_id": {"type": "string"}
+            }
+        },
+        "ChatCompletionRequest": {
+            "type": "object", "required": ["model", "messages"],
+            "properties": with(json!({
+                "model": {"type": "string"},
+                "messages": {"type": "array", "items": {"$ref": "#/components/schemas/ChatMessage"}},
+                "max_tokens": {"type": "integer", "minimum": 1},
+                "max_completion_tokens": {"type": "integer", "minimum": 1},
+                "tools": {"type": "array", "items": {"type": "object"}},
+                "tool_choice": {"oneOf": [{"enum": ["auto", "none", "required"]}, {"type": "object"}]},
+                "response_format": {"type": "object", "properties": {"type": {"enum": ["text", "json_object", "json_schema"]}}},
+                "logprobs": {"type": "boolean"},
+                "top_logprobs": {"type": "integer", "minimum": 0, "maximum": 20},
+                "chat_template_kwargs": {"type": "object"},
+                "reasoning_effort": {"type": "string"},
+                "n": {"const": 1}
+            }))
+        },
+        "CompletionRequest": {
+            "type": "object", "required": ["model", "prompt"],
+            "properties": with(json!({
+                "model": {"type": "string"},
+                "prompt": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "maxItems": 1}]},
+                "max_tokens": {"type": "integer", "minimum": 1},
+                "logprobs": {"type": "integer", "minimum": 0, "maximum": 5},
+                "echo": {"type": "boolean"}
+            }))
+        },
+        "ResponsesRequest": {
+            "type": "object", "required": ["model", "input"],
+            "properties": {
+                "model": {"type": "string"},
+                "input": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "object"}}]},
+                "instructions": {"type": "string"},
+                "tools": {"type": "array", "items": {"type": "object"}},
+                "tool_choice": {},
+                "stream": {"type": "boolean"},
+                "max_output_tokens": {"type": "integer", "minimum": 1},
+                "temperature": {"type": "number"},
+                "top_p": {"type": "number"},
+                "reasoning": {"type": "object", "properties": {"effort": {"type": "string"}}},
+                "store": {"type": "boolean", "description": "Accepted and ignored: the server keeps no state."},
+                "previous_response_id": {"type": "null", "description": "Refused: the server keeps no state."}
+            }
+        },
+        "AnthropicMessage": {
+            "type": "object", "required": ["role", "content"],
+            "properties": {
+                "role": {"enum": ["user", "assistant"]},
+                "content": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "object", "required": ["type"],
+                    "properties": {"type": {"enum": ["text", "thinking", "redacted_thinking", "tool_use", "tool_result"]}}}}]}
+            }
+        },
+        "MessagesRequest": {
+            "type": "object", "required": ["model", "messages", "max_tokens"],
+            "properties": {
+                "model": {"type": "string"},
+                "messages": {"type": "array", "items": {"$ref": "#/components/schemas/AnthropicMessage"}},
+                "max_tokens": {"type": "integer", "minimum": 1},
+                "system": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "object"}}]},
+                "stop_sequences": {"type": "array", "items": {"type": "string"}},
+                "stream": {"type": "boolean"},
+                "temperature": {"type": "number", "minimum": 0, "maximum": 1},
+                "top_p": {"type": "number"},
+                "top_k": {"type": "integer"},
+                "tools": {"type": "array", "items": {"type": "object"}},
+                "tool_choice": {"type": "object"},
+                "thinking": {"type": "object"}
+            }
+        },
+        "CountTokensRequest": {
+            "type": "object", "required": ["model", "messages"],
+            "properties": {
+                "model": {"type": "string"},
+                "messages": {"type": "array", "items": {"$ref": "#/components/schemas/AnthropicMessage"}},
+                "system": {},
+                "tools": {"type": "array", "items": {"type": "object"}}
+            }
+        },
+        "NativeRequest": {
+            "type": "object", "description": "Ollama's request body for this route.",
+            "properties": {"model": {"type": "string"}}
+        }
+    })
+}
