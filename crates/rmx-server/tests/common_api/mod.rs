@@ -1,0 +1,149 @@
+//! Helpers for the OpenAI/Anthropic API tests: a tiny random Qwen3 with the real tokenizer,
+//! a service over a throwaway store, the router for `oneshot`, and a real server on a TCP port.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use axum::Router;
+use http_body_util::BodyExt;
+use rmx_api::KeepAlive;
+use rmx_server::{Service, ServiceConfig};
+use rmx_store::{Store, StoreConfig};
+use serde_json::Value;
+
+/// The tiny model's context: small, so "prompt longer than the context" is cheap to provoke.
+pub const CONTEXT: usize = 512;
+
+/// The Python with mlx-lm and the API clients; a test that needs it fails without it.
+pub fn python() -> String {
+    match std::env::var("RMX_TEST_PYTHON") {
+        Ok(p) if !p.is_empty() => p,
+        _ => panic!(
+            "RMX_TEST_PYTHON is not set: this test needs the test venv (mlx-lm and the openai, anthropic \
+             and ollama clients). Run `. scripts/test-env.sh` first, or scripts/test.sh."
+        ),
+    }
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+pub fn py_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/py")
+}
+
+/// A tiny random Qwen3 (real Qwen3 tokenizer and template), built once per test binary run.
+pub fn tiny_model() -> PathBuf {
+    static MODEL: OnceLock<PathBuf> = OnceLock::new();
+    static BUILDING: Mutex<()> = Mutex::new(());
+    let _guard = BUILDING.lock().unwrap_or_else(|p| p.into_inner());
+    MODEL
+        .get_or_init(|| {
+            let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("api-tiny-qwen3-ctx{CONTEXT}"));
+            if dir.join("model.safetensors").exists() && dir.join("tokenizer_config.json").exists() {
+                return dir;
+            }
+            let python = python();
+            assert!(
+                std::env::var("RMX_TEST_FIXTURES").is_ok_and(|f| !f.is_empty()),
+                "RMX_TEST_FIXTURES is not set: run `. scripts/test-env.sh` (it fetches the Qwen3 tokenizer)"
+            );
+            let tmp = dir.with_extension("tmp");
+            let _ = std::fs::remove_dir_all(&tmp);
+            let out = Command::new(&python)
+                .arg(py_dir().join("make_tiny_qwen3.py"))
+                .arg(&tmp)
+                .arg(CONTEXT.to_string())
+                .current_dir(repo_root())
+                .output()
+                .expect("run make_tiny_qwen3.py");
+            assert!(
+                out.status.success(),
+                "make_tiny_qwen3.py failed:\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::rename(&tmp, &dir).expect("move the tiny model in place");
+            dir
+        })
+        .clone()
+}
+
+/// The name requests use for the tiny model: its folder.
+pub fn model_name() -> String {
+    tiny_model().to_string_lossy().into_owned()
+}
+
+/// A service over an empty store in `home` (models are asked for by folder).
+pub fn service(home: &Path) -> Arc<Service> {
+    let store = Store::new(StoreConfig::new(
+        home.join("hub"),
+        home.join("rmx"),
+        "http://127.0.0.1:9",
+    ));
+    Service::new(ServiceConfig {
+        store,
+        default_keep_alive: KeepAlive::from_env(),
+        max_loaded_models: 2,
+        memory_budget: 8 << 30,
+    })
+}
+
+pub fn app(service: Arc<Service>) -> Router {
+    rmx_server::router(service)
+}
+
+pub fn post(path: &str, body: impl Into<Body>) -> Request<Body> {
+    Request::post(path)
+        .header("content-type", "application/json")
+        .body(body.into())
+        .expect("request")
+}
+
+pub fn get(path: &str) -> Request<Body> {
+    Request::get(path).body(Body::empty()).expect("request")
+}
+
+/// Status and JSON body of a response (panics with the text when it is not JSON).
+pub async fn json(resp: axum::response::Response) -> (StatusCode, Value) {
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
+    (status, value)
+}
+
+pub async fn text(resp: axum::response::Response) -> (StatusCode, String) {
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+    (status, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// The router served on a real TCP port on loopback, on its own runtime thread; returns the
+/// base URL (`http://127.0.0.1:PORT`). The server lives until the process ends.
+pub fn serve(app: Router) -> String {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
+            let addr = listener.local_addr().expect("addr");
+            let _ = tx.send(format!("http://{addr}"));
+            let app = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
+            axum::serve(listener, app).await.expect("serve");
+        });
+    });
+    rx.recv().expect("server address")
+}

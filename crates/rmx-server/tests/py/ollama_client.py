@@ -1,0 +1,37 @@
+"""The official `ollama` Python client against a running rmx daemon's native routes.
+
+usage: ollama_client.py BASE_URL MODEL
+"""
+import sys
+
+import ollama
+
+base, model = sys.argv[1], sys.argv[2]
+client = ollama.Client(host=base, timeout=120)
+opts = {"temperature": 0, "num_predict": 8, "seed": 1}
+
+
+def ok(name):
+    print("ok", name, flush=True)
+
+
+chat = client.chat(model=model, messages=[{"role": "user", "content": "Hello, who are you?"}], options=opts)
+text = chat.message.content
+assert text and chat.done, chat
+streamed = "".join(p.message.content for p in client.chat(
+    model=model, messages=[{"role": "user", "content": "Hello, who are you?"}], options=opts, stream=True))
+assert streamed == text, (streamed, text)
+ok("chat whole and stream")
+
+gen = client.generate(model=model, prompt="Once upon a time", options=opts, raw=True)
+assert gen.response and gen.done
+gstream = "".join(p.response for p in client.generate(model=model, prompt="Once upon a time", options=opts,
+                                                       raw=True, stream=True))
+assert gstream == gen.response, (gstream, gen.response)
+ok("generate whole and stream")
+
+client.list()
+ok("tags")
+running = [m.model for m in client.ps().models]
+assert running, running
+ok("ps")

@@ -1,0 +1,123 @@
+//! The official Python clients (`openai`, `anthropic`, `ollama` from PyPI, pinned in
+//! scripts/requirements-test.txt) against the daemon on a real TCP port, on the tiny model.
+//! Each script asserts its own checks and prints `ok <check>` per check passed.
+//!
+//! These need RMX_TEST_PYTHON (`. scripts/test-env.sh`) and fail without it.
+
+mod common_api;
+
+use std::process::Command;
+
+use common_api::{app, model_name, py_dir, python, serve, service};
+
+fn server() -> String {
+    // The daemon's router as `rmx serve` runs it, on its own runtime and a real socket.
+    let home = tempfile::tempdir().expect("tempdir").keep();
+    serve(app(service(&home)))
+}
+
+fn run(script: &str) -> String {
+    let python = python();
+    let model = model_name();
+    let base = server();
+    let out = Command::new(&python)
+        .arg(py_dir().join(script))
+        .arg(&base)
+        .arg(&model)
+        .output()
+        .unwrap_or_else(|e| panic!("running {python} {script}: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success(),
+        "{script} failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+    );
+    eprintln!("{script}:\n{stdout}");
+    stdout
+}
+
+fn assert_checks(stdout: &str, checks: &[&str]) {
+    for c in checks {
+        assert!(
+            stdout.lines().any(|l| l == format!("ok {c}")),
+            "check `{c}` did not run:\n{stdout}"
+        );
+    }
+}
+
+#[test]
+fn py_openai_client() {
+    let out = run("openai_client.py");
+    assert_checks(
+        &out,
+        &[
+            "chat whole",
+            "chat stream equals whole, usage chunk",
+            "tools accepted and rendered, tool history",
+            "logprobs",
+            "response_format, stop, penalties, chat_template_kwargs",
+            "completions stream equals whole",
+            "models list and retrieve",
+            "responses whole and stream",
+            "responses with codex-style items and tools",
+            "errors",
+        ],
+    );
+}
+
+#[test]
+fn py_anthropic_client() {
+    let out = run("anthropic_client.py");
+    assert_checks(
+        &out,
+        &[
+            "messages whole",
+            "event order, stream equals whole",
+            "stream helper",
+            "tools accepted and rendered, tool history",
+            "count_tokens",
+            "/messages without /v1",
+            "errors",
+        ],
+    );
+}
+
+#[test]
+fn py_ollama_client() {
+    let out = run("ollama_client.py");
+    assert_checks(
+        &out,
+        &[
+            "chat whole and stream",
+            "generate whole and stream",
+            "tags",
+            "ps",
+        ],
+    );
+}
+
+#[test]
+fn py_openapi_is_valid_openapi_3_1() {
+    let python = python();
+    let base = server();
+    let code = format!(
+        "import json, urllib.request\n\
+         from openapi_spec_validator import validate\n\
+         from openapi_spec_validator.validation.exceptions import OpenAPIValidationError\n\
+         spec = json.load(urllib.request.urlopen('{base}/openapi.json'))\n\
+         assert spec['openapi'] == '3.1.0'\n\
+         validate(spec)\n\
+         print('ok openapi', len(spec['paths']))\n"
+    );
+    let out = Command::new(&python)
+        .arg("-c")
+        .arg(code)
+        .output()
+        .expect("run python");
+    assert!(
+        out.status.success(),
+        "openapi validation failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
