@@ -159,6 +159,10 @@ async fn anthropic_malformed_and_wrong_types_are_400() {
             json!({"model": "m", "max_tokens": 5, "messages": [{"role": "robot", "content": "x"}]}),
             "messages[0].role",
         ),
+        (
+            json!({"model": "m", "max_tokens": 5, "messages": []}),
+            "messages",
+        ),
     ] {
         let (status, resp) = call(post("/v1/messages", body.to_string())).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{resp}");

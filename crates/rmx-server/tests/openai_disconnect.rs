@@ -1,5 +1,6 @@
 //! A client that hangs up cancels its generation, streamed (OpenAI chat) or whole (Anthropic
-//! messages): the model stops being "in use" long before the answer would have ended. Real TCP, raw HTTP/1.1, on the tiny model.
+//! messages): the model stops being "in use" long before the answer would have ended. Real
+//! TCP, raw HTTP/1.1, on the tiny model.
 
 mod common_api;
 

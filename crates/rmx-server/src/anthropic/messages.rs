@@ -74,6 +74,11 @@ pub fn new_message_id() -> String {
 }
 
 pub fn to_internal(req: &MessagesRequest) -> Result<InternalRequest, AnthropicError> {
+    if req.messages.is_empty() {
+        return Err(AnthropicError::Invalid(
+            "messages: at least one message is required".into(),
+        ));
+    }
     if req.max_tokens == 0 {
         return Err(AnthropicError::Invalid(
             "max_tokens: must be at least 1".into(),
