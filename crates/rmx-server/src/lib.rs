@@ -4,6 +4,9 @@
 //!   building, output parsing). Start reading there.
 //! - [`router`]: the HTTP surfaces assembled into one axum `Router`.
 //! - `native`: the `/api/...` routes (Ollama-shaped) the CLI uses.
+//! - [`openai`], [`anthropic`]: the `/v1/...` compatibility surfaces (translations into the
+//!   service core; SSE through `openai::sse`); [`openapi`]: `/openapi.json`.
+//! - [`security`]: API key, CORS and rate-limit layers for the TCP listener.
 //! - [`daemon`]: serving the router on TCP and on the Unix socket, the one-daemon lock, and
 //!   graceful shutdown.
 //!
