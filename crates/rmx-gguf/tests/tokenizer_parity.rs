@@ -115,3 +115,27 @@ fn smollm2_tokenizer_matches_transformers_gguf_conversion() {
         ],
     );
 }
+
+/// The plain SentencePiece path (Llama 2 style: leading-space prefix, byte fallback, merges
+/// recovered from scores) against Llama 2's real tokenizer.json.
+#[test]
+fn llama2_sentencepiece_tokenizer_matches_the_real_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let real_path = fixtures().join("npm/tokenizer-llama2/models/tokenizer.json");
+    let gguf_path = dir.path().join("spm.gguf");
+    run_python(&[
+        script("make_spm_gguf.py").as_os_str(),
+        real_path.as_os_str(),
+        gguf_path.as_os_str(),
+    ]);
+    let gguf = GgufFile::open(&gguf_path).unwrap();
+    let ours = build_tokenizer(&gguf, Arch::Llama).unwrap().tokenizer_json;
+    let real: Value = serde_json::from_slice(&std::fs::read(&real_path).unwrap()).unwrap();
+    assert_eq!(ours["model"]["vocab"], real["model"]["vocab"]);
+    for key in ["normalizer", "pre_tokenizer", "post_processor", "decoder"] {
+        assert_eq!(ours[key], real[key], "{key}");
+    }
+    let path = dir.path().join("tokenizer.json");
+    std::fs::write(&path, serde_json::to_vec(&ours).unwrap()).unwrap();
+    compare(&path, &["--ref-json", real_path.to_str().unwrap()]);
+}
