@@ -25,6 +25,24 @@ pub enum Command {
     /// The prompt goes through the model's chat template unless --raw is given. Without a
     /// prompt argument, the prompt is read from standard input.
     Run(RunArgs),
+    /// Download a model (an alias or a Hugging Face repo id) into the model store.
+    ///
+    /// Interrupted downloads resume where they stopped on the next pull.
+    Pull(PullArgs),
+    /// List the models on this machine.
+    #[command(visible_alias = "list")]
+    Ls(LsArgs),
+    /// Remove models from the store (asks first unless -y).
+    Rm(RmArgs),
+    /// Show what a model is and whether it fits this machine's memory.
+    Info(InfoArgs),
+    /// List the model names rmx knows (built-in and user aliases).
+    Models(ModelsArgs),
+    /// Add, remove or list your own model names.
+    #[command(subcommand)]
+    Alias(AliasCommand),
+    /// Convert a GGUF file into an MLX model in the store, under a name.
+    Import(ImportArgs),
 }
 
 #[derive(Debug, Args)]
@@ -70,4 +88,101 @@ pub struct GenArgs {
     /// Print prompt and decode speed and peak memory after the answer.
     #[arg(long, short)]
     pub verbose: bool,
+}
+
+// Store commands: pull, ls, rm, info, models, alias, import.
+
+#[derive(Debug, Args)]
+pub struct PullArgs {
+    /// An alias (`rmx models` lists them) or a Hugging Face repo id (owner/name).
+    pub model: String,
+}
+
+#[derive(Debug, Args)]
+pub struct LsArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RmArgs {
+    /// Models to remove: aliases, repo ids, or names given to `rmx import`.
+    #[arg(required = true)]
+    pub models: Vec<String>,
+    /// Do not ask for confirmation.
+    #[arg(long, short)]
+    pub yes: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct InfoArgs {
+    /// An alias, a repo id, or a model folder.
+    pub model: String,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ModelsArgs {
+    /// Only the models already on this machine.
+    #[arg(long)]
+    pub cached: bool,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AliasCommand {
+    /// Add (or replace) an alias for a repo id or a model folder.
+    Add(AliasAddArgs),
+    /// Remove one of your aliases.
+    Rm { name: String },
+    /// List every alias in effect.
+    Ls {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct AliasAddArgs {
+    /// The new name: lowercase letters, digits, `.`, `-`, `_`.
+    pub name: String,
+    /// A Hugging Face repo id (owner/name) or a model folder.
+    pub target: String,
+    /// How the model writes tool calls: hermes, qwen3_coder, llama3_json, mistral, gemma,
+    /// harmony, none.
+    #[arg(long, value_parser = parse_hint::<rmx_store::ToolParser>)]
+    pub tool_parser: Option<rmx_store::ToolParser>,
+    /// How the model marks its reasoning: think, harmony, none.
+    #[arg(long, value_parser = parse_hint::<rmx_store::ReasoningParser>)]
+    pub reasoning_parser: Option<rmx_store::ReasoningParser>,
+    /// The model's context length in tokens.
+    #[arg(long, value_name = "TOKENS")]
+    pub context_length: Option<u64>,
+}
+
+/// The parser names are the alias files' spelling (serde's), so one spelling serves both.
+fn parse_hint<T: serde::de::DeserializeOwned>(s: &str) -> Result<T, String> {
+    serde_json::from_value(serde_json::Value::String(s.to_string()))
+        .map_err(|_| format!("unknown value `{s}`"))
+}
+
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The GGUF file.
+    pub file: PathBuf,
+    /// The name to run it by (default: made from the file name).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Weight format of the MLX model: 4bit, 8bit (MLX affine, group size 64) or bf16.
+    #[arg(long, default_value = "8bit", value_parser = ["4bit", "8bit", "bf16"])]
+    pub quant: String,
+    /// Replace an existing model or alias of the same name.
+    #[arg(long)]
+    pub force: bool,
 }

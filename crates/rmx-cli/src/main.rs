@@ -3,6 +3,7 @@
 mod cli;
 mod commands;
 mod output;
+mod progress;
 
 fn main() -> std::process::ExitCode {
     commands::dispatch(<cli::Cli as clap::Parser>::parse())

@@ -2,6 +2,7 @@
 //! sequences submitted to it (prefill in chunks, decode with the next step always queued),
 //! samples on the device, and streams text, token ids, logprobs and usage back.
 
+pub mod bench;
 mod engine;
 mod error;
 mod prompt;

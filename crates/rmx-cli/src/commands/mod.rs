@@ -2,6 +2,14 @@
 
 mod run;
 
+mod alias;
+mod import;
+mod info;
+mod ls;
+mod models;
+mod pull;
+mod rm;
+
 use std::process::ExitCode;
 
 use crate::cli::{Cli, Command};
@@ -9,6 +17,13 @@ use crate::cli::{Cli, Command};
 pub fn dispatch(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run::run(args),
+        Command::Pull(args) => pull::run(args),
+        Command::Ls(args) => ls::run(args),
+        Command::Rm(args) => rm::run(args),
+        Command::Info(args) => info::run(args),
+        Command::Models(args) => models::run(args),
+        Command::Alias(cmd) => alias::run(cmd),
+        Command::Import(args) => import::run(args),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,159 @@
+//! `rmx bench <model>`: the standardized single-user benchmark, as a table or a JSON record
+//! with the hardware and versions, so numbers from different machines can be compared.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
+use rmx_engine::bench::{self, BenchCase, BenchConfig};
+use rmx_engine::Engine;
+use serde_json::json;
+
+use crate::cli::BenchArgs;
+
+pub fn run(args: BenchArgs) -> Result<ExitCode> {
+    let mut cfg = BenchConfig {
+        rounds: args.rounds,
+        warmup: args.warmup,
+        ..BenchConfig::default()
+    };
+    if !args.prompt_tokens.is_empty() || !args.gen_tokens.is_empty() {
+        let prompts = if args.prompt_tokens.is_empty() {
+            vec![128, 512]
+        } else {
+            args.prompt_tokens.clone()
+        };
+        let gens = if args.gen_tokens.is_empty() {
+            vec![128, 512]
+        } else {
+            args.gen_tokens.clone()
+        };
+        cfg.cases = prompts
+            .iter()
+            .flat_map(|&p| gens.iter().map(move |&g| (p, g)))
+            .collect();
+    }
+    if cfg.rounds == 0 || cfg.cases.iter().any(|&(p, g)| p == 0 || g == 0) {
+        bail!("--rounds, --prompt-tokens and --gen-tokens must be at least 1");
+    }
+    let engine =
+        Engine::load(&args.model).with_context(|| format!("loading {}", args.model.display()))?;
+    let quiet = args.json || !std::io::stderr().is_terminal();
+    let cases = bench::run(&engine, &cfg, |line| {
+        if !quiet {
+            eprintln!("  {line}");
+        }
+    })?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&record(&engine, &args, &cfg, &cases))?
+        );
+    } else {
+        print_table(&engine, &cases);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn memory_bytes() -> Option<u64> {
+    let m = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kb: u64 = m
+        .lines()
+        .find(|l| l.starts_with("MemTotal:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
+fn device_name() -> String {
+    let ty = if rmx_mlx::gpu_available() {
+        rmx_mlx::DeviceType::Gpu
+    } else {
+        rmx_mlx::DeviceType::Cpu
+    };
+    rmx_mlx::device_info_json(ty)
+        .ok()
+        .and_then(|j| serde_json::from_str::<serde_json::Value>(&j).ok())
+        .and_then(|v| {
+            v.get("device_name")
+                .and_then(|n| n.as_str())
+                .map(String::from)
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string())
+}
+
+fn record(
+    engine: &Engine,
+    args: &crate::cli::BenchArgs,
+    cfg: &BenchConfig,
+    cases: &[BenchCase],
+) -> serde_json::Value {
+    let info = engine.info();
+    json!({
+        "rmx_version": env!("CARGO_PKG_VERSION"),
+        "mlx_version": rmx_mlx::mlx_version(),
+        "backend": rmx_mlx::backend().name(),
+        "hardware": {
+            "device": device_name(),
+            "memory_bytes": memory_bytes(),
+            "os": std::env::consts::OS,
+            "arch": std::env::consts::ARCH,
+        },
+        "model": {
+            "name": args.model.file_name().map(|n| n.to_string_lossy().to_string()),
+            "model_type": info.model_type,
+            "quant_bits": info.quant_bits,
+            "layers": info.num_layers,
+            "hidden_size": info.hidden_size,
+        },
+        "rounds": cfg.rounds,
+        "warmup": cfg.warmup,
+        "cases": cases,
+    })
+}
+
+fn print_table(engine: &Engine, cases: &[BenchCase]) {
+    let info = engine.info();
+    println!(
+        "{} ({}, {}) on {} [{}], MLX {}",
+        engine.dir().display(),
+        info.model_type,
+        info.quant_bits
+            .map_or("16-bit".to_string(), |b| format!("{b}-bit")),
+        device_name(),
+        rmx_mlx::backend().name(),
+        rmx_mlx::mlx_version()
+    );
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header([
+        "PROMPT",
+        "GEN",
+        "PREFILL tok/s",
+        "DECODE tok/s",
+        "TTFT ms",
+        "PEAK MEM",
+    ]);
+    for c in cases {
+        t.add_row([
+            c.prompt_tokens.to_string(),
+            c.gen_tokens.to_string(),
+            format!(
+                "{:.1} ±{:.0}%",
+                c.prefill_tps.median,
+                c.prefill_tps.spread_pct()
+            ),
+            format!(
+                "{:.1} ±{:.0}%",
+                c.decode_tps.median,
+                c.decode_tps.spread_pct()
+            ),
+            format!("{:.1}", c.ttft_ms.median),
+            format!("{:.1} MB", c.peak_memory_bytes as f64 / 1e6),
+        ]);
+    }
+    println!("{t}");
+}

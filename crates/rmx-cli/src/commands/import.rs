@@ -1,0 +1,150 @@
+//! `rmx import <file.gguf>`: convert a GGUF model (llama.cpp's format) into an MLX-format
+//! folder under `$RMX_HOME/models/<name>` and register `<name>` as a user alias, so every
+//! command that takes a model name finds it.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use rmx_store::{aliases::validate_alias_name, human_bytes, ModelHints, Store};
+
+use crate::cli::ImportArgs;
+use crate::commands::pull::store;
+use crate::progress::ImportProgress;
+
+/// Where imported models live, beside the user's alias file.
+pub fn models_dir(store: &Store) -> PathBuf {
+    store.config().rmx_home.join("models")
+}
+
+pub fn run(args: ImportArgs) -> Result<ExitCode> {
+    let store = store()?;
+    let name = match &args.name {
+        Some(n) => n.clone(),
+        None => default_name(&args.file)?,
+    };
+    validate_alias_name(&name).context("choose another name with --name")?;
+    if let Some(existing) = store.aliases()?.get(&name) {
+        if !args.force {
+            bail!(
+                "`{name}` already names {} ({:?} alias); pass --force to replace it or --name to pick another",
+                existing.repo,
+                existing.source
+            );
+        }
+    }
+    let dir = models_dir(&store).join(&name);
+    // Convert beside the final folder and rename at the end: an interrupted or failed import
+    // never leaves a half-written model under a real name.
+    let partial = models_dir(&store).join(format!(".{name}.partial"));
+    if partial.exists() {
+        std::fs::remove_dir_all(&partial)
+            .with_context(|| format!("removing the leftover {}", partial.display()))?;
+    }
+    let quant = args
+        .quant
+        .parse::<rmx_gguf::Quant>()
+        .map_err(anyhow::Error::msg)?;
+    println!(
+        "importing {} as {name} ({})",
+        args.file.display(),
+        args.quant
+    );
+    let mut progress = ImportProgress::new();
+    let summary = match rmx_gguf::convert(&args.file, &partial, quant, &mut progress) {
+        Ok(s) => s,
+        Err(e) => {
+            progress.abandon();
+            let _ = std::fs::remove_dir_all(&partial);
+            return Err(
+                anyhow::Error::new(e).context(format!("converting {}", args.file.display()))
+            );
+        }
+    };
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).with_context(|| format!("replacing {}", dir.display()))?;
+    }
+    std::fs::rename(&partial, &dir)
+        .with_context(|| format!("moving the converted model to {}", dir.display()))?;
+    let context_length = context_length(&dir);
+    store.add_alias(
+        &name,
+        &dir.display().to_string(),
+        ModelHints {
+            context_length,
+            ..ModelHints::guess(Some(summary.model_type))
+        },
+    )?;
+    println!(
+        "imported {name}: {} ({}), {} in {}",
+        summary.architecture,
+        summary.model_type,
+        human_bytes(summary.bytes_written),
+        dir.display()
+    );
+    println!("try it: rmx run {name} \"Hello\"");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `SmolLM2-135M-Instruct.Q4_1.gguf` -> `smollm2-135m-instruct-q4_1`: the file's stem in the
+/// characters alias names allow.
+pub fn default_name(file: &Path) -> Result<String> {
+    let stem = file
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_lowercase())
+        .unwrap_or_default();
+    let mut name: String = stem
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    while name.contains("--") {
+        name = name.replace("--", "-");
+    }
+    let name = name
+        .trim_matches(['-', '_'])
+        .chars()
+        .take(64)
+        .collect::<String>();
+    if name.is_empty() {
+        bail!(
+            "cannot make a model name out of `{}`; pass --name",
+            file.display()
+        );
+    }
+    Ok(name)
+}
+
+fn context_length(dir: &Path) -> Option<u64> {
+    let text = std::fs::read(dir.join("config.json")).ok()?;
+    let json: serde_json::Value = serde_json::from_slice(&text).ok()?;
+    json.get("max_position_embeddings")?.as_u64()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_names_are_valid_aliases() -> Result<()> {
+        for (file, want) in [
+            (
+                "/x/SmolLM2-135M-Instruct.Q4_1.gguf",
+                "smollm2-135m-instruct-q4_1",
+            ),
+            ("gemma-3-270m-q4_k_m.gguf", "gemma-3-270m-q4_k_m"),
+            ("My Model (v2).gguf", "my-model-v2"),
+        ] {
+            let name = default_name(Path::new(file))?;
+            assert_eq!(name, want);
+            validate_alias_name(&name)?;
+        }
+        assert!(default_name(Path::new("---.gguf")).is_err());
+        Ok(())
+    }
+}

@@ -1,0 +1,120 @@
+//! `rmx rm <name>...`: delete downloaded models from the Hugging Face cache, and imported
+//! models (folders under `$RMX_HOME/models`) together with their alias. Other local folders
+//! are the user's own and are never deleted.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use rmx_store::{human_bytes, ModelRef, Store, StoreError};
+
+use crate::cli::RmArgs;
+use crate::commands::pull::store;
+
+/// What removing one name will delete.
+enum Target {
+    Hub { repo: String, size: u64 },
+    Imported { path: PathBuf, size: u64 },
+}
+
+pub fn run(args: RmArgs) -> Result<ExitCode> {
+    let store = store()?;
+    // Check every name before deleting anything: `rmx rm a typo` removes nothing.
+    let mut targets = Vec::new();
+    for name in &args.models {
+        targets.push((name.as_str(), target(&store, name)?));
+    }
+    for (name, target) in targets {
+        let (what, size) = match &target {
+            Target::Hub { repo, size, .. } => (repo.clone(), *size),
+            Target::Imported { path, size } => (path.display().to_string(), *size),
+        };
+        if !args.yes && !confirm(&format!("remove {name} ({what}, {})?", human_bytes(size)))? {
+            println!("kept {name}");
+            continue;
+        }
+        match target {
+            Target::Hub { .. } => {
+                let removed = store.remove(name)?;
+                println!(
+                    "removed {name} ({}, freed {})",
+                    removed.repo,
+                    human_bytes(removed.freed)
+                );
+            }
+            Target::Imported { path, size } => {
+                std::fs::remove_dir_all(&path)
+                    .with_context(|| format!("removing {}", path.display()))?;
+                store.remove_alias(name)?;
+                println!(
+                    "removed {name} ({}, freed {})",
+                    path.display(),
+                    human_bytes(size)
+                );
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn target(store: &Store, name: &str) -> Result<Target> {
+    match store.resolve(name)? {
+        ModelRef::Hub { repo, .. } => {
+            let entry = store.list()?.into_iter().find(|e| e.repo == repo);
+            match entry {
+                Some(e) => Ok(Target::Hub {
+                    repo: repo.to_string(),
+                    size: e.size,
+                }),
+                None => Err(StoreError::NotInStore {
+                    name: name.to_string(),
+                    repo: repo.to_string(),
+                    cache: store.cache().root().to_path_buf(),
+                }
+                .into()),
+            }
+        }
+        ModelRef::Local { path, .. } if is_imported(store, &path) => {
+            let size = dir_size(&path);
+            Ok(Target::Imported { path, size })
+        }
+        ModelRef::Local { path, .. } => Err(StoreError::LocalModel { path }.into()),
+    }
+}
+
+/// Folders `rmx import` made: rmx owns them, so rmx may delete them.
+pub fn is_imported(store: &Store, path: &Path) -> bool {
+    path.parent() == Some(crate::commands::import::models_dir(store).as_path())
+}
+
+fn dir_size(path: &Path) -> u64 {
+    std::fs::read_dir(path)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| e.metadata().ok())
+                .filter(|m| m.is_file())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// Ask, reading the answer from standard input (a terminal, or `yes |`); no answer at all
+/// (stdin closed) refuses rather than guesses.
+fn confirm(question: &str) -> Result<bool> {
+    print!("{question} [y/N] ");
+    std::io::stdout().flush()?;
+    let mut answer = String::new();
+    let read = std::io::stdin().lock().read_line(&mut answer)?;
+    if read == 0 {
+        println!();
+        bail!("no answer on standard input; pass -y to remove without asking");
+    }
+    if !std::io::stdin().is_terminal() {
+        // Echo the piped answer so a log reads like the terminal session would.
+        println!("{}", answer.trim());
+    }
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
+}

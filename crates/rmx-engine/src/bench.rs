@@ -1,0 +1,149 @@
+//! The standardized single-user benchmark behind `rmx bench`: greedy generation from
+//! deterministic pseudo-random prompts of fixed lengths, warm-up rounds discarded, the median
+//! and spread of the measured rounds reported. The library measures; the CLI draws.
+
+use serde::Serialize;
+
+use crate::engine::Engine;
+use crate::error::{EngineError, Result};
+use crate::request::{Event, GenerateRequest};
+
+#[derive(Debug, Clone)]
+pub struct BenchConfig {
+    /// (prompt tokens, generated tokens) cases.
+    pub cases: Vec<(usize, usize)>,
+    pub rounds: usize,
+    pub warmup: usize,
+}
+
+impl Default for BenchConfig {
+    /// The standard buckets: 128- and 512-token prompts, 128 and 512 new tokens.
+    fn default() -> Self {
+        BenchConfig {
+            cases: vec![(128, 128), (128, 512), (512, 128), (512, 512)],
+            rounds: 5,
+            warmup: 1,
+        }
+    }
+}
+
+/// Median and range of one measure over the rounds.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Stat {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Stat {
+    fn of(mut v: Vec<f64>) -> Stat {
+        v.sort_by(|a, b| a.total_cmp(b));
+        let n = v.len();
+        let median = if n == 0 {
+            0.0
+        } else if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        Stat {
+            median,
+            min: v.first().copied().unwrap_or(0.0),
+            max: v.last().copied().unwrap_or(0.0),
+        }
+    }
+
+    /// Half the range relative to the median, in percent.
+    pub fn spread_pct(&self) -> f64 {
+        if self.median == 0.0 {
+            0.0
+        } else {
+            (self.max - self.min) / 2.0 / self.median * 100.0
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchCase {
+    pub prompt_tokens: usize,
+    pub gen_tokens: usize,
+    pub prefill_tps: Stat,
+    pub decode_tps: Stat,
+    pub ttft_ms: Stat,
+    pub peak_memory_bytes: usize,
+}
+
+/// A deterministic prompt of `n` ids spread over the vocabulary (no two rounds alike, so no
+/// cache can help).
+pub fn synthetic_prompt(n: usize, vocab: u32, round: u64) -> Vec<u32> {
+    let mut s = 0x9e3779b97f4a7c15u64 ^ round.wrapping_mul(0xbf58476d1ce4e5b9);
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            // Stay in the lower part of the vocabulary, where ordinary tokens live.
+            (s % (vocab as u64 * 3 / 4).max(1)) as u32
+        })
+        .collect()
+}
+
+/// Runs one generation to the end and returns (prefill tok/s, decode tok/s, ttft ms).
+fn one(engine: &Engine, prompt: Vec<u32>, gen: usize) -> Result<(f64, f64, f64)> {
+    let n = prompt.len();
+    let mut req = GenerateRequest::new(prompt, gen);
+    req.ignore_eos = true;
+    let mut rx = engine.generate(req)?;
+    while let Some(ev) = rx.blocking_recv() {
+        match ev {
+            Event::Token { .. } => {}
+            Event::Done { usage, timings, .. } => {
+                return Ok((
+                    timings.prefill_tps(n),
+                    timings.decode_tps(usage.completion_tokens),
+                    timings.time_to_first_token.as_secs_f64() * 1e3,
+                ))
+            }
+            Event::Error(e) => return Err(EngineError::Invalid(e)),
+        }
+    }
+    Err(EngineError::Stopped)
+}
+
+/// Runs every case; `progress` hears a line per round.
+pub fn run(
+    engine: &Engine,
+    cfg: &BenchConfig,
+    mut progress: impl FnMut(&str),
+) -> Result<Vec<BenchCase>> {
+    let vocab = engine.info().vocab_size as u32;
+    let mut out = Vec::new();
+    for (ci, &(p, g)) in cfg.cases.iter().enumerate() {
+        let (mut pre, mut dec, mut ttft) = (vec![], vec![], vec![]);
+        rmx_mlx::reset_peak_memory();
+        for r in 0..cfg.warmup + cfg.rounds {
+            let prompt = synthetic_prompt(p, vocab, (ci * 1000 + r) as u64);
+            let (a, b, c) = one(engine, prompt, g)?;
+            let warm = r < cfg.warmup;
+            progress(&format!(
+                "prompt {p} / gen {g}: {} {}: prefill {a:.1} tok/s, decode {b:.1} tok/s",
+                if warm { "warm-up" } else { "round" },
+                if warm { r + 1 } else { r + 1 - cfg.warmup }
+            ));
+            if !warm {
+                pre.push(a);
+                dec.push(b);
+                ttft.push(c);
+            }
+        }
+        out.push(BenchCase {
+            prompt_tokens: p,
+            gen_tokens: g,
+            prefill_tps: Stat::of(pre),
+            decode_tps: Stat::of(dec),
+            ttft_ms: Stat::of(ttft),
+            peak_memory_bytes: rmx_mlx::peak_memory(),
+        });
+    }
+    Ok(out)
+}
