@@ -179,8 +179,9 @@ pub struct ImportArgs {
     /// The name to run it by (default: made from the file name).
     #[arg(long)]
     pub name: Option<String>,
-    /// Weight format of the MLX model: 4bit, 8bit (MLX affine, group size 64) or bf16.
-    #[arg(long, default_value = "8bit", value_parser = ["4bit", "8bit", "bf16"])]
+    /// Weight format of the MLX model: bf16 keeps the GGUF's values; 4bit and 8bit (MLX
+    /// affine, group size 64) re-quantize them, which small models feel.
+    #[arg(long, default_value = "bf16", value_parser = ["4bit", "8bit", "bf16"])]
     pub quant: String,
     /// Replace an existing model or alias of the same name.
     #[arg(long)]

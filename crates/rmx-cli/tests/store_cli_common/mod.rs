@@ -63,7 +63,7 @@ pub fn safetensors(tensors: &[(String, &str, Vec<u64>)]) -> Vec<u8> {
         offset += bytes;
     }
     let mut json = serde_json::Value::Object(header).to_string().into_bytes();
-    while json.len() % 8 != 0 {
+    while !json.len().is_multiple_of(8) {
         json.push(b' ');
     }
     let mut out = (json.len() as u64).to_le_bytes().to_vec();
