@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""The mlx-lm side of scripts/gpu-bench.sh.
+
+  make  --shape {llama3-8b,qwen3-0.6b} --quant {4bit,8bit,bf16} --out DIR
+        random weights of the real shape, written by mlx-lm (so rmx reads the same files),
+        with a word-level tokenizer.json of the right size (the benchmark feeds token ids)
+  time  --model DIR --prompt-len N --gen M --rounds R
+        mlx-lm's generate_step timed the way `rmx bench` times itself: prefill tok/s = prompt
+        tokens / time to first token; decode tok/s = (M - 1) / time from first to last token
+  copybw  measured device copy bandwidth (bytes read + written per second)
+"""
+import argparse, json, os, statistics, time
+
+import mlx.core as mx
+import mlx.nn as nn
+
+SHAPES = {
+    "llama3-8b": dict(model_type="llama", architectures=["LlamaForCausalLM"], hidden_size=4096,
+                      num_hidden_layers=32, intermediate_size=14336, num_attention_heads=32,
+                      num_key_value_heads=8, rms_norm_eps=1e-5, vocab_size=128256, rope_theta=500000.0,
+                      max_position_embeddings=8192, tie_word_embeddings=False,
+                      rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                    "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}),
+    "qwen3-0.6b": dict(model_type="qwen3", architectures=["Qwen3ForCausalLM"], hidden_size=1024,
+                       num_hidden_layers=28, intermediate_size=3072, num_attention_heads=16,
+                       num_key_value_heads=8, head_dim=128, rms_norm_eps=1e-6, vocab_size=151936,
+                       rope_theta=1000000.0, max_position_embeddings=40960, tie_word_embeddings=True),
+}
+
+
+def make(shape, quant, out):
+    from mlx.utils import tree_flatten, tree_map
+    from mlx_lm.utils import save_model, save_config, quantize_model
+    import importlib
+    cfg = dict(SHAPES[shape])
+    mod = importlib.import_module(f"mlx_lm.models.{cfg['model_type']}")
+    args = mod.ModelArgs.from_dict(cfg)
+    model = mod.Model(args)
+    mx.random.seed(0)
+    model.update(tree_map(lambda p: (mx.random.normal(p.shape) * 0.02).astype(mx.bfloat16), model.parameters()))
+    mx.eval(model.parameters())
+    if quant != "bf16":
+        bits = 4 if quant == "4bit" else 8
+        model, cfg = quantize_model(model, cfg, group_size=64, bits=bits)
+    os.makedirs(out, exist_ok=True)
+    save_model(out, model)
+    save_config(cfg, os.path.join(out, "config.json"))
+    vocab = {f"t{i}": i for i in range(cfg["vocab_size"])}
+    tok = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [],
+           "normalizer": None, "pre_tokenizer": {"type": "Whitespace"}, "post_processor": None,
+           "decoder": None, "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "t0"}}
+    json.dump(tok, open(os.path.join(out, "tokenizer.json"), "w"))
+    json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "t1"},
+              open(os.path.join(out, "tokenizer_config.json"), "w"))
+
+
+def time_model(path, prompt_len, gen, rounds):
+    from mlx_lm.utils import load_model
+    from mlx_lm.generate import generate_step
+    model, _ = load_model(__import__("pathlib").Path(path))
+    vocab = model.args.vocab_size
+    pre, dec, ttft = [], [], []
+    mx.reset_peak_memory()
+    for r in range(rounds + 1):
+        prompt = mx.random.randint(0, vocab * 3 // 4, (prompt_len,), key=mx.random.key(r))
+        t0 = time.perf_counter()
+        t_first = t_last = None
+        for n, (tok, _) in enumerate(generate_step(prompt, model, max_tokens=gen)):
+            now = time.perf_counter()
+            if n == 0:
+                t_first = now
+            t_last = now
+        if r == 0:
+            continue  # warm-up
+        pre.append(prompt_len / (t_first - t0))
+        ttft.append((t_first - t0) * 1e3)
+        if gen > 1:
+            dec.append((gen - 1) / (t_last - t_first))
+    med = lambda v: statistics.median(v) if v else 0.0
+    return {"prefill_tps": med(pre), "decode_tps": med(dec), "ttft_ms": med(ttft),
+            "peak_memory_bytes": mx.get_peak_memory()}
+
+
+def copybw():
+    x = mx.random.normal((256 * 1024 * 1024,)).astype(mx.bfloat16)  # 512 MB
+    mx.eval(x)
+    f = lambda: mx.eval(x + 1)
+    for _ in range(3):
+        f()
+    ts = []
+    for _ in range(10):
+        t = time.perf_counter(); f(); ts.append(time.perf_counter() - t)
+    return 2 * x.nbytes / statistics.median(ts)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("make"); m.add_argument("--shape"); m.add_argument("--quant"); m.add_argument("--out")
+    t = sub.add_parser("time"); t.add_argument("--model"); t.add_argument("--prompt-len", type=int)
+    t.add_argument("--gen", type=int); t.add_argument("--rounds", type=int, default=3)
+    sub.add_parser("copybw")
+    a = ap.parse_args()
+    if a.cmd == "make":
+        make(a.shape, a.quant, a.out)
+    elif a.cmd == "time":
+        print(json.dumps(time_model(a.model, a.prompt_len, a.gen, a.rounds)))
+    else:
+        print(json.dumps({"copy_bytes_per_s": copybw()}))
