@@ -20,11 +20,25 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Generate an answer to one prompt and exit.
+    /// Generate an answer to one prompt and exit; without a prompt on a terminal, chat.
     ///
     /// The prompt goes through the model's chat template unless --raw is given. Without a
-    /// prompt argument, the prompt is read from standard input.
+    /// prompt argument, the prompt is read from standard input when it is piped, and an
+    /// interactive chat starts when it is a terminal. Runs in the daemon (started if needed).
     Run(RunArgs),
+    /// Chat with a model interactively (type /help for commands).
+    Chat(ChatArgs),
+    /// Run the daemon in the foreground: the HTTP API on TCP and the CLI's Unix socket.
+    ///
+    /// Other commands start a daemon in the background when none is running; run this to see
+    /// its log, choose its address, or run it under a service manager.
+    Serve(ServeArgs),
+    /// List the models loaded in the daemon.
+    Ps(PsArgs),
+    /// Unload a model from the daemon.
+    Stop(StopArgs),
+    /// Print shell completions, or regenerate the checked-in completions and man pages.
+    Completions(CompletionsArgs),
     /// Download a model (an alias or a Hugging Face repo id) into the model store.
     ///
     /// Interrupted downloads resume where they stopped on the next pull.
@@ -47,12 +61,65 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The model: a folder holding an MLX-format model.
-    pub model: PathBuf,
-    /// The prompt (read from standard input when absent).
+    /// The model: an alias, a Hugging Face repo id (owner/name) or a model folder.
+    pub model: String,
+    /// The prompt (read from standard input when absent and piped).
     pub prompt: Option<String>,
     #[command(flatten)]
     pub gen: GenArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    /// The model: an alias, a Hugging Face repo id (owner/name) or a model folder
+    /// (default: $RMX_MODEL).
+    #[arg(env = "RMX_MODEL", hide_env_values = true)]
+    pub model: String,
+    #[command(flatten)]
+    pub gen: GenArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to serve HTTP on [env: RMX_HOST, default 127.0.0.1:8000].
+    #[arg(long, value_name = "HOST")]
+    pub host: Option<String>,
+    /// Port to serve HTTP on (overrides the port of --host / RMX_HOST).
+    #[arg(long, value_name = "PORT")]
+    pub port: Option<u16>,
+    /// Require this key on TCP (`Authorization: Bearer` or `x-api-key`) [env: RMX_API_KEY];
+    /// needed to listen on anything but loopback.
+    #[arg(long, value_name = "KEY")]
+    pub api_key: Option<String>,
+    /// Started by another rmx command: a taken TCP port is a warning, the socket still serves.
+    #[arg(long, hide = true)]
+    pub background: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PsArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StopArgs {
+    /// The model to unload (as given to run/chat, or its repo id or folder).
+    pub model: String,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to print completions for.
+    #[arg(required_unless_present = "write")]
+    pub shell: Option<clap_complete::Shell>,
+    /// Write completions for every shell into DIR/completions and man pages into DIR/man.
+    #[arg(long)]
+    pub write: bool,
+    /// Where --write writes (default: the current directory, the repository root under cargo).
+    #[arg(long, value_name = "DIR", requires = "write")]
+    pub dir: Option<PathBuf>,
 }
 
 /// Options shared by everything that generates text.
@@ -85,9 +152,17 @@ pub struct GenArgs {
     /// Ask reasoning models not to think, and hide any reasoning they still print.
     #[arg(long)]
     pub no_think: bool,
-    /// Print prompt and decode speed and peak memory after the answer.
+    /// Print prompt and decode speed after each answer.
     #[arg(long, short)]
     pub verbose: bool,
+    /// How long the model stays loaded after the answer: 5m, 30s, 0 (unload at once), -1
+    /// (until stopped) [default: $RMX_KEEP_ALIVE or 5m].
+    #[arg(long, value_name = "DURATION", value_parser = parse_keep_alive, allow_hyphen_values = true)]
+    pub keep_alive: Option<rmx_api::KeepAlive>,
+}
+
+fn parse_keep_alive(s: &str) -> Result<rmx_api::KeepAlive, String> {
+    rmx_api::KeepAlive::parse(s)
 }
 
 // Store commands: pull, ls, rm, info, models, alias, import.
@@ -139,7 +214,9 @@ pub enum AliasCommand {
     /// Add (or replace) an alias for a repo id or a model folder.
     Add(AliasAddArgs),
     /// Remove one of your aliases.
-    Rm { name: String },
+    Rm {
+        name: String,
+    },
     /// List every alias in effect.
     Ls {
         /// Print JSON instead of a table.

@@ -2,6 +2,7 @@
 
 mod cli;
 mod commands;
+mod daemon;
 mod output;
 mod progress;
 

@@ -137,7 +137,13 @@ pub async fn bind(paths: &DaemonPaths, http_addr: Option<&str>) -> Result<Listen
 
 /// Serves until SIGTERM or SIGINT; then every running answer ends with a final
 /// `done_reason: "cancelled"` line, connections close, and the socket and lock are removed.
-pub async fn serve(listeners: Listeners, service: Arc<Service>) -> Result<(), DaemonError> {
+/// `wrap_tcp` adds the layers only TCP needs (API key, CORS, rate limit): the socket is
+/// guarded by its file permissions.
+pub async fn serve(
+    listeners: Listeners,
+    service: Arc<Service>,
+    wrap_tcp: impl FnOnce(axum::Router) -> axum::Router,
+) -> Result<(), DaemonError> {
     let app = crate::router(service.clone());
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let signals = {
@@ -159,7 +165,9 @@ pub async fn serve(listeners: Listeners, service: Arc<Service>) -> Result<(), Da
         axum::serve(unix, app.clone()).with_graceful_shutdown(stopped(stop_rx.clone()));
     let result = match tcp {
         Some(tcp) => {
-            let tcp_server = axum::serve(tcp, app).with_graceful_shutdown(stopped(stop_rx));
+            let tcp_app =
+                wrap_tcp(app).into_make_service_with_connect_info::<std::net::SocketAddr>();
+            let tcp_server = axum::serve(tcp, tcp_app).with_graceful_shutdown(stopped(stop_rx));
             tokio::try_join!(async { unix_server.await }, async { tcp_server.await }).map(|_| ())
         }
         None => unix_server.await,

@@ -1,6 +1,11 @@
 //! One file per subcommand; this module only routes and turns errors into exit codes.
 
+mod chat;
+mod completions;
+mod ps;
 mod run;
+mod serve;
+mod stop;
 
 mod alias;
 mod import;
@@ -17,6 +22,11 @@ use crate::cli::{Cli, Command};
 pub fn dispatch(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run::run(args),
+        Command::Chat(args) => chat::run(args),
+        Command::Serve(args) => serve::run(args),
+        Command::Ps(args) => ps::run(args),
+        Command::Stop(args) => stop::run(args),
+        Command::Completions(args) => completions::run(args),
         Command::Pull(args) => pull::run(args),
         Command::Ls(args) => ls::run(args),
         Command::Rm(args) => rm::run(args),

@@ -1,100 +1,171 @@
-//! `rmx run <model> [prompt]`: one prompt, streamed answer, exit.
+//! `rmx run <model> [prompt]`: one prompt, the answer streamed from the daemon, exit. Without a
+//! prompt, standard input is the prompt when piped, and a chat starts on a terminal.
 
-use std::io::Read;
+use std::future::Future;
+use std::io::{IsTerminal, Read};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
-use rmx_engine::{ChatPrompt, Engine, Event, GenerateRequest, SamplingParams};
-use rmx_text::reasoning::ReasoningParser;
-use serde_json::{json, Map, Value};
+use rmx_api::{ChatRequest, Client, DoneStats, GenerateRequest, Message, Options};
 
 use crate::cli::{GenArgs, RunArgs};
-use crate::output::StreamPrinter;
+use crate::daemon;
+use crate::output::{print_stats, StreamPrinter};
 
 pub fn run(args: RunArgs) -> Result<ExitCode> {
     let prompt = match args.prompt {
         Some(p) => p,
+        None if std::io::stdin().is_terminal() => {
+            return super::chat::repl(args.model, args.gen);
+        }
         None => {
             let mut s = String::new();
-            std::io::stdin().read_to_string(&mut s).context("reading the prompt from standard input")?;
+            std::io::stdin()
+                .read_to_string(&mut s)
+                .context("reading the prompt from standard input")?;
             s
         }
     };
     if prompt.trim().is_empty() {
         bail!("the prompt is empty: pass it as an argument or on standard input");
     }
-    let engine = Engine::load(&args.model).with_context(|| format!("loading {}", args.model.display()))?;
-    let (tokens, starts_in_reasoning) = prompt_tokens(&engine, &args.gen, &prompt)?;
-    let mut req = GenerateRequest::new(tokens, args.gen.max_tokens);
-    req.sampling = SamplingParams {
-        temperature: args.gen.temperature,
-        top_p: args.gen.top_p,
-        top_k: args.gen.top_k,
-        seed: args.gen.seed,
-        ..SamplingParams::default()
-    };
-    let thinks = !args.gen.raw && engine.render_chat(&chat(&args.gen, "x")).is_ok_and(|_| template_thinks(&engine));
-    let parser = if thinks {
-        ReasoningParser::think_tags(starts_in_reasoning)
-    } else {
-        ReasoningParser::disabled()
-    };
-    let mut printer = StreamPrinter::new(parser, !args.gen.no_think);
-    let mut rx = engine.generate(req)?;
-    while let Some(ev) = rx.blocking_recv() {
-        match ev {
-            Event::Token { text, .. } => printer.push(&text)?,
-            Event::Done { text, usage, timings, .. } => {
-                printer.push(&text)?;
-                printer.finish()?;
-                if args.gen.verbose {
-                    eprintln!(
-                        "prompt: {} tokens, {:.1} tok/s | decode: {} tokens, {:.1} tok/s | ttft {:.0} ms | peak memory {:.1} MB",
-                        usage.prompt_tokens,
-                        timings.prefill_tps(usage.prompt_tokens),
-                        usage.completion_tokens,
-                        timings.decode_tps(usage.completion_tokens),
-                        timings.time_to_first_token.as_secs_f64() * 1e3,
-                        timings.peak_memory as f64 / 1e6
-                    );
-                }
-                return Ok(ExitCode::SUCCESS);
+    daemon::runtime()?.block_on(async {
+        let client = daemon::connect().await?;
+        let mut printer = StreamPrinter::new(!args.gen.no_think);
+        let turn = if args.gen.raw {
+            let req = GenerateRequest {
+                model: args.model.clone(),
+                prompt,
+                raw: true,
+                keep_alive: args.gen.keep_alive,
+                options: Some(options(&args.gen)),
+                ..GenerateRequest::default()
+            };
+            generate(&client, &req, &mut printer).await?
+        } else {
+            let mut messages = Vec::new();
+            if let Some(s) = &args.gen.system {
+                messages.push(Message::new("system", s.clone()));
             }
-            Event::Error(e) => bail!("generation failed: {e}"),
+            messages.push(Message::new("user", prompt));
+            let req = chat_request(&args.model, messages, &args.gen);
+            chat(&client, &req, &mut printer, std::future::pending()).await?
+        };
+        if args.gen.verbose {
+            if let Some(stats) = &turn.stats {
+                print_stats(stats);
+            }
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+pub fn options(gen: &GenArgs) -> Options {
+    Options {
+        temperature: Some(gen.temperature),
+        top_p: Some(gen.top_p),
+        top_k: Some(gen.top_k),
+        seed: gen.seed,
+        num_predict: Some(gen.max_tokens as i64),
+        ..Options::default()
+    }
+}
+
+pub fn think(gen: &GenArgs) -> Option<bool> {
+    if gen.no_think {
+        Some(false)
+    } else if gen.think {
+        Some(true)
+    } else {
+        None
+    }
+}
+
+pub fn chat_request(model: &str, messages: Vec<Message>, gen: &GenArgs) -> ChatRequest {
+    ChatRequest {
+        model: model.to_string(),
+        messages,
+        think: think(gen),
+        keep_alive: gen.keep_alive,
+        options: Some(options(gen)),
+        ..ChatRequest::default()
+    }
+}
+
+/// One answer as it was printed.
+#[derive(Debug, Default)]
+pub struct Turn {
+    pub content: String,
+    pub thinking: String,
+    pub stats: Option<DoneStats>,
+    /// Stopped by the user (Ctrl-C) before the end.
+    pub cancelled: bool,
+}
+
+/// Streams a chat answer to the printer until it ends or `cancel` completes; hanging up
+/// cancels the generation in the daemon.
+pub async fn chat(
+    client: &Client,
+    req: &ChatRequest,
+    printer: &mut StreamPrinter,
+    cancel: impl Future<Output = ()>,
+) -> Result<Turn> {
+    let mut stream = client.chat(req).await.map_err(daemon::broken_off)?;
+    let mut turn = Turn::default();
+    tokio::pin!(cancel);
+    loop {
+        let chunk = tokio::select! {
+            c = stream.next() => c,
+            _ = &mut cancel => {
+                turn.cancelled = true;
+                break;
+            }
+        };
+        let Some(chunk) = chunk else {
+            bail!("the rmx daemon ended the answer early");
+        };
+        let chunk = chunk.map_err(daemon::broken_off)?;
+        if let Some(t) = &chunk.message.thinking {
+            printer.reasoning(t)?;
+            turn.thinking.push_str(t);
+        }
+        printer.content(&chunk.message.content)?;
+        turn.content.push_str(&chunk.message.content);
+        for call in &chunk.message.tool_calls {
+            let text = format!(
+                "[tool call: {} {}]",
+                call.function.name, call.function.arguments
+            );
+            printer.content(&text)?;
+        }
+        if chunk.done {
+            turn.stats = chunk.stats;
+            break;
         }
     }
-    bail!("the engine stopped before finishing the answer")
+    printer.finish()?;
+    Ok(turn)
 }
 
-fn chat(gen: &GenArgs, prompt: &str) -> ChatPrompt {
-    let mut messages = Vec::new();
-    if let Some(s) = &gen.system {
-        messages.push(json!({"role": "system", "content": s}));
+async fn generate(
+    client: &Client,
+    req: &GenerateRequest,
+    printer: &mut StreamPrinter,
+) -> Result<Turn> {
+    let mut stream = client.generate(req).await.map_err(daemon::broken_off)?;
+    let mut turn = Turn::default();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(daemon::broken_off)?;
+        if let Some(t) = &chunk.thinking {
+            printer.reasoning(t)?;
+        }
+        printer.content(&chunk.response)?;
+        turn.content.push_str(&chunk.response);
+        if chunk.done {
+            turn.stats = chunk.stats;
+            printer.finish()?;
+            return Ok(turn);
+        }
     }
-    messages.push(json!({"role": "user", "content": prompt}));
-    let mut kwargs = Map::new();
-    if gen.think || gen.no_think {
-        kwargs.insert("enable_thinking".into(), Value::Bool(gen.think && !gen.no_think));
-    }
-    ChatPrompt {
-        messages: Value::Array(messages),
-        tools: None,
-        add_generation_prompt: true,
-        kwargs,
-    }
-}
-
-fn template_thinks(engine: &Engine) -> bool {
-    engine.tokenizer().chat_template().is_some_and(|t| t.contains("<think>"))
-}
-
-/// The prompt's tokens, and whether the rendered prompt already opened a `<think>` block.
-fn prompt_tokens(engine: &Engine, gen: &GenArgs, prompt: &str) -> Result<(Vec<u32>, bool)> {
-    if gen.raw || !engine.has_chat_template() {
-        return Ok((engine.raw_tokens(prompt)?, false));
-    }
-    let c = chat(gen, prompt);
-    let rendered = engine.render_chat(&c)?;
-    let opens = rendered.trim_end().ends_with("<think>");
-    Ok((engine.chat_tokens(&c)?, opens))
+    bail!("the rmx daemon ended the answer early")
 }

@@ -1,0 +1,324 @@
+
+using namespace System.Management.Automation
+using namespace System.Management.Automation.Language
+
+Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
+    param($wordToComplete, $commandAst, $cursorPosition)
+
+    $commandElements = $commandAst.CommandElements
+    $command = @(
+        'rmx'
+        for ($i = 1; $i -lt $commandElements.Count; $i++) {
+            $element = $commandElements[$i]
+            if ($element -isnot [StringConstantExpressionAst] -or
+                $element.StringConstantType -ne [StringConstantType]::BareWord -or
+                $element.Value.StartsWith('-') -or
+                $element.Value -eq $wordToComplete) {
+                break
+        }
+        $element.Value
+    }) -join ';'
+
+    $completions = @(switch ($command) {
+        'rmx' {
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('run', 'run', [CompletionResultType]::ParameterValue, 'Generate an answer to one prompt and exit; without a prompt on a terminal, chat')
+            [CompletionResult]::new('chat', 'chat', [CompletionResultType]::ParameterValue, 'Chat with a model interactively (type /help for commands)')
+            [CompletionResult]::new('serve', 'serve', [CompletionResultType]::ParameterValue, 'Run the daemon in the foreground: the HTTP API on TCP and the CLI''s Unix socket')
+            [CompletionResult]::new('ps', 'ps', [CompletionResultType]::ParameterValue, 'List the models loaded in the daemon')
+            [CompletionResult]::new('stop', 'stop', [CompletionResultType]::ParameterValue, 'Unload a model from the daemon')
+            [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print shell completions, or regenerate the checked-in completions and man pages')
+            [CompletionResult]::new('pull', 'pull', [CompletionResultType]::ParameterValue, 'Download a model (an alias or a Hugging Face repo id) into the model store')
+            [CompletionResult]::new('ls', 'ls', [CompletionResultType]::ParameterValue, 'List the models on this machine')
+            [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'List the models on this machine')
+            [CompletionResult]::new('rm', 'rm', [CompletionResultType]::ParameterValue, 'Remove models from the store (asks first unless -y)')
+            [CompletionResult]::new('info', 'info', [CompletionResultType]::ParameterValue, 'Show what a model is and whether it fits this machine''s memory')
+            [CompletionResult]::new('models', 'models', [CompletionResultType]::ParameterValue, 'List the model names rmx knows (built-in and user aliases)')
+            [CompletionResult]::new('alias', 'alias', [CompletionResultType]::ParameterValue, 'Add, remove or list your own model names')
+            [CompletionResult]::new('import', 'import', [CompletionResultType]::ParameterValue, 'Convert a GGUF file into an MLX model in the store, under a name')
+            [CompletionResult]::new('bench', 'bench', [CompletionResultType]::ParameterValue, 'Measure prefill and decode speed, time to first token and peak memory')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'rmx;run' {
+            [CompletionResult]::new('--max-tokens', '--max-tokens', [CompletionResultType]::ParameterName, 'Stop after this many generated tokens')
+            [CompletionResult]::new('--temperature', '--temperature', [CompletionResultType]::ParameterName, 'Sampling temperature; 0 picks the most likely token every time')
+            [CompletionResult]::new('--top-p', '--top-p', [CompletionResultType]::ParameterName, 'Nucleus sampling: keep the most likely tokens that add up to P')
+            [CompletionResult]::new('--top-k', '--top-k', [CompletionResultType]::ParameterName, 'Keep only the K most likely tokens (0: all)')
+            [CompletionResult]::new('--seed', '--seed', [CompletionResultType]::ParameterName, 'Random seed: the same seed and prompt give the same answer')
+            [CompletionResult]::new('--system', '--system', [CompletionResultType]::ParameterName, 'A system message placed before the prompt')
+            [CompletionResult]::new('--keep-alive', '--keep-alive', [CompletionResultType]::ParameterName, 'How long the model stays loaded after the answer: 5m, 30s, 0 (unload at once), -1 (until stopped) [default: $RMX_KEEP_ALIVE or 5m]')
+            [CompletionResult]::new('--raw', '--raw', [CompletionResultType]::ParameterName, 'Send the prompt as-is, without the chat template')
+            [CompletionResult]::new('--think', '--think', [CompletionResultType]::ParameterName, 'Ask reasoning models to think first (sets the template''s enable_thinking)')
+            [CompletionResult]::new('--no-think', '--no-think', [CompletionResultType]::ParameterName, 'Ask reasoning models not to think, and hide any reasoning they still print')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print prompt and decode speed after each answer')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print prompt and decode speed after each answer')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'rmx;chat' {
+            [CompletionResult]::new('--max-tokens', '--max-tokens', [CompletionResultType]::ParameterName, 'Stop after this many generated tokens')
+            [CompletionResult]::new('--temperature', '--temperature', [CompletionResultType]::ParameterName, 'Sampling temperature; 0 picks the most likely token every time')
+            [CompletionResult]::new('--top-p', '--top-p', [CompletionResultType]::ParameterName, 'Nucleus sampling: keep the most likely tokens that add up to P')
+            [CompletionResult]::new('--top-k', '--top-k', [CompletionResultType]::ParameterName, 'Keep only the K most likely tokens (0: all)')
+            [CompletionResult]::new('--seed', '--seed', [CompletionResultType]::ParameterName, 'Random seed: the same seed and prompt give the same answer')
+            [CompletionResult]::new('--system', '--system', [CompletionResultType]::ParameterName, 'A system message placed before the prompt')
+            [CompletionResult]::new('--keep-alive', '--keep-alive', [CompletionResultType]::ParameterName, 'How long the model stays loaded after the answer: 5m, 30s, 0 (unload at once), -1 (until stopped) [default: $RMX_KEEP_ALIVE or 5m]')
+            [CompletionResult]::new('--raw', '--raw', [CompletionResultType]::ParameterName, 'Send the prompt as-is, without the chat template')
+            [CompletionResult]::new('--think', '--think', [CompletionResultType]::ParameterName, 'Ask reasoning models to think first (sets the template''s enable_thinking)')
+            [CompletionResult]::new('--no-think', '--no-think', [CompletionResultType]::ParameterName, 'Ask reasoning models not to think, and hide any reasoning they still print')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print prompt and decode speed after each answer')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print prompt and decode speed after each answer')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'rmx;serve' {
+            [CompletionResult]::new('--host', '--host', [CompletionResultType]::ParameterName, 'Address to serve HTTP on [env: RMX_HOST, default 127.0.0.1:8000]')
+            [CompletionResult]::new('--port', '--port', [CompletionResultType]::ParameterName, 'Port to serve HTTP on (overrides the port of --host / RMX_HOST)')
+            [CompletionResult]::new('--api-key', '--api-key', [CompletionResultType]::ParameterName, 'Require this key on TCP (`Authorization: Bearer` or `x-api-key`) [env: RMX_API_KEY]; needed to listen on anything but loopback')
+            [CompletionResult]::new('--background', '--background', [CompletionResultType]::ParameterName, 'Started by another rmx command: a taken TCP port is a warning, the socket still serves')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'rmx;ps' {
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON instead of a table')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'rmx;stop' {
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'rmx;completions' {
+            [CompletionResult]::new('--dir', '--dir', [CompletionResultType]::ParameterName, 'Where --write writes (default: the current directory, the repository root under cargo)')
+            [CompletionResult]::new('--write', '--write', [CompletionResultType]::ParameterName, 'Write completions for every shell into DIR/completions and man pages into DIR/man')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'rmx;pull' {
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'rmx;ls' {
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON instead of a table')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'rmx;list' {
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON instead of a table')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'rmx;rm' {
+            [CompletionResult]::new('-y', '-y', [CompletionResultType]::ParameterName, 'Do not ask for confirmation')
+            [CompletionResult]::new('--yes', '--yes', [CompletionResultType]::ParameterName, 'Do not ask for confirmation')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'rmx;info' {
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON instead of text')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'rmx;models' {
+            [CompletionResult]::new('--cached', '--cached', [CompletionResultType]::ParameterName, 'Only the models already on this machine')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON instead of a table')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'rmx;alias' {
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('add', 'add', [CompletionResultType]::ParameterValue, 'Add (or replace) an alias for a repo id or a model folder')
+            [CompletionResult]::new('rm', 'rm', [CompletionResultType]::ParameterValue, 'Remove one of your aliases')
+            [CompletionResult]::new('ls', 'ls', [CompletionResultType]::ParameterValue, 'List every alias in effect')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'rmx;alias;add' {
+            [CompletionResult]::new('--tool-parser', '--tool-parser', [CompletionResultType]::ParameterName, 'How the model writes tool calls: hermes, qwen3_coder, llama3_json, mistral, gemma, harmony, none')
+            [CompletionResult]::new('--reasoning-parser', '--reasoning-parser', [CompletionResultType]::ParameterName, 'How the model marks its reasoning: think, harmony, none')
+            [CompletionResult]::new('--context-length', '--context-length', [CompletionResultType]::ParameterName, 'The model''s context length in tokens')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'rmx;alias;rm' {
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'rmx;alias;ls' {
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON instead of a table')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'rmx;alias;help' {
+            [CompletionResult]::new('add', 'add', [CompletionResultType]::ParameterValue, 'Add (or replace) an alias for a repo id or a model folder')
+            [CompletionResult]::new('rm', 'rm', [CompletionResultType]::ParameterValue, 'Remove one of your aliases')
+            [CompletionResult]::new('ls', 'ls', [CompletionResultType]::ParameterValue, 'List every alias in effect')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'rmx;alias;help;add' {
+            break
+        }
+        'rmx;alias;help;rm' {
+            break
+        }
+        'rmx;alias;help;ls' {
+            break
+        }
+        'rmx;alias;help;help' {
+            break
+        }
+        'rmx;import' {
+            [CompletionResult]::new('--name', '--name', [CompletionResultType]::ParameterName, 'The name to run it by (default: made from the file name)')
+            [CompletionResult]::new('--quant', '--quant', [CompletionResultType]::ParameterName, 'Weight format of the MLX model: 4bit, 8bit (MLX affine, group size 64) or bf16')
+            [CompletionResult]::new('--force', '--force', [CompletionResultType]::ParameterName, 'Replace an existing model or alias of the same name')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'rmx;bench' {
+            [CompletionResult]::new('--prompt-tokens', '--prompt-tokens', [CompletionResultType]::ParameterName, 'Prompt lengths to measure (default 128 and 512)')
+            [CompletionResult]::new('--gen-tokens', '--gen-tokens', [CompletionResultType]::ParameterName, 'Generation lengths to measure (default 128 and 512)')
+            [CompletionResult]::new('--rounds', '--rounds', [CompletionResultType]::ParameterName, 'Measured rounds per case')
+            [CompletionResult]::new('--warmup', '--warmup', [CompletionResultType]::ParameterName, 'Rounds run first and discarded')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print a JSON record (hardware, versions, model, every case) instead of a table')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'rmx;help' {
+            [CompletionResult]::new('run', 'run', [CompletionResultType]::ParameterValue, 'Generate an answer to one prompt and exit; without a prompt on a terminal, chat')
+            [CompletionResult]::new('chat', 'chat', [CompletionResultType]::ParameterValue, 'Chat with a model interactively (type /help for commands)')
+            [CompletionResult]::new('serve', 'serve', [CompletionResultType]::ParameterValue, 'Run the daemon in the foreground: the HTTP API on TCP and the CLI''s Unix socket')
+            [CompletionResult]::new('ps', 'ps', [CompletionResultType]::ParameterValue, 'List the models loaded in the daemon')
+            [CompletionResult]::new('stop', 'stop', [CompletionResultType]::ParameterValue, 'Unload a model from the daemon')
+            [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print shell completions, or regenerate the checked-in completions and man pages')
+            [CompletionResult]::new('pull', 'pull', [CompletionResultType]::ParameterValue, 'Download a model (an alias or a Hugging Face repo id) into the model store')
+            [CompletionResult]::new('ls', 'ls', [CompletionResultType]::ParameterValue, 'List the models on this machine')
+            [CompletionResult]::new('rm', 'rm', [CompletionResultType]::ParameterValue, 'Remove models from the store (asks first unless -y)')
+            [CompletionResult]::new('info', 'info', [CompletionResultType]::ParameterValue, 'Show what a model is and whether it fits this machine''s memory')
+            [CompletionResult]::new('models', 'models', [CompletionResultType]::ParameterValue, 'List the model names rmx knows (built-in and user aliases)')
+            [CompletionResult]::new('alias', 'alias', [CompletionResultType]::ParameterValue, 'Add, remove or list your own model names')
+            [CompletionResult]::new('import', 'import', [CompletionResultType]::ParameterValue, 'Convert a GGUF file into an MLX model in the store, under a name')
+            [CompletionResult]::new('bench', 'bench', [CompletionResultType]::ParameterValue, 'Measure prefill and decode speed, time to first token and peak memory')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'rmx;help;run' {
+            break
+        }
+        'rmx;help;chat' {
+            break
+        }
+        'rmx;help;serve' {
+            break
+        }
+        'rmx;help;ps' {
+            break
+        }
+        'rmx;help;stop' {
+            break
+        }
+        'rmx;help;completions' {
+            break
+        }
+        'rmx;help;pull' {
+            break
+        }
+        'rmx;help;ls' {
+            break
+        }
+        'rmx;help;rm' {
+            break
+        }
+        'rmx;help;info' {
+            break
+        }
+        'rmx;help;models' {
+            break
+        }
+        'rmx;help;alias' {
+            [CompletionResult]::new('add', 'add', [CompletionResultType]::ParameterValue, 'Add (or replace) an alias for a repo id or a model folder')
+            [CompletionResult]::new('rm', 'rm', [CompletionResultType]::ParameterValue, 'Remove one of your aliases')
+            [CompletionResult]::new('ls', 'ls', [CompletionResultType]::ParameterValue, 'List every alias in effect')
+            break
+        }
+        'rmx;help;alias;add' {
+            break
+        }
+        'rmx;help;alias;rm' {
+            break
+        }
+        'rmx;help;alias;ls' {
+            break
+        }
+        'rmx;help;import' {
+            break
+        }
+        'rmx;help;bench' {
+            break
+        }
+        'rmx;help;help' {
+            break
+        }
+    })
+
+    $completions.Where{ $_.CompletionText -like "$wordToComplete*" } |
+        Sort-Object -Property ListItemText
+}

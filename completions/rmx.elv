@@ -1,0 +1,276 @@
+
+use builtin;
+use str;
+
+set edit:completion:arg-completer[rmx] = {|@words|
+    fn spaces {|n|
+        builtin:repeat $n ' ' | str:join ''
+    }
+    fn cand {|text desc|
+        edit:complex-candidate $text &display=$text' '(spaces (- 14 (wcswidth $text)))$desc
+    }
+    var command = 'rmx'
+    for word $words[1..-1] {
+        if (str:has-prefix $word '-') {
+            break
+        }
+        set command = $command';'$word
+    }
+    var completions = [
+        &'rmx'= {
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+            cand run 'Generate an answer to one prompt and exit; without a prompt on a terminal, chat'
+            cand chat 'Chat with a model interactively (type /help for commands)'
+            cand serve 'Run the daemon in the foreground: the HTTP API on TCP and the CLI''s Unix socket'
+            cand ps 'List the models loaded in the daemon'
+            cand stop 'Unload a model from the daemon'
+            cand completions 'Print shell completions, or regenerate the checked-in completions and man pages'
+            cand pull 'Download a model (an alias or a Hugging Face repo id) into the model store'
+            cand ls 'List the models on this machine'
+            cand list 'List the models on this machine'
+            cand rm 'Remove models from the store (asks first unless -y)'
+            cand info 'Show what a model is and whether it fits this machine''s memory'
+            cand models 'List the model names rmx knows (built-in and user aliases)'
+            cand alias 'Add, remove or list your own model names'
+            cand import 'Convert a GGUF file into an MLX model in the store, under a name'
+            cand bench 'Measure prefill and decode speed, time to first token and peak memory'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'rmx;run'= {
+            cand --max-tokens 'Stop after this many generated tokens'
+            cand --temperature 'Sampling temperature; 0 picks the most likely token every time'
+            cand --top-p 'Nucleus sampling: keep the most likely tokens that add up to P'
+            cand --top-k 'Keep only the K most likely tokens (0: all)'
+            cand --seed 'Random seed: the same seed and prompt give the same answer'
+            cand --system 'A system message placed before the prompt'
+            cand --keep-alive 'How long the model stays loaded after the answer: 5m, 30s, 0 (unload at once), -1 (until stopped) [default: $RMX_KEEP_ALIVE or 5m]'
+            cand --raw 'Send the prompt as-is, without the chat template'
+            cand --think 'Ask reasoning models to think first (sets the template''s enable_thinking)'
+            cand --no-think 'Ask reasoning models not to think, and hide any reasoning they still print'
+            cand -v 'Print prompt and decode speed after each answer'
+            cand --verbose 'Print prompt and decode speed after each answer'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'rmx;chat'= {
+            cand --max-tokens 'Stop after this many generated tokens'
+            cand --temperature 'Sampling temperature; 0 picks the most likely token every time'
+            cand --top-p 'Nucleus sampling: keep the most likely tokens that add up to P'
+            cand --top-k 'Keep only the K most likely tokens (0: all)'
+            cand --seed 'Random seed: the same seed and prompt give the same answer'
+            cand --system 'A system message placed before the prompt'
+            cand --keep-alive 'How long the model stays loaded after the answer: 5m, 30s, 0 (unload at once), -1 (until stopped) [default: $RMX_KEEP_ALIVE or 5m]'
+            cand --raw 'Send the prompt as-is, without the chat template'
+            cand --think 'Ask reasoning models to think first (sets the template''s enable_thinking)'
+            cand --no-think 'Ask reasoning models not to think, and hide any reasoning they still print'
+            cand -v 'Print prompt and decode speed after each answer'
+            cand --verbose 'Print prompt and decode speed after each answer'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'rmx;serve'= {
+            cand --host 'Address to serve HTTP on [env: RMX_HOST, default 127.0.0.1:8000]'
+            cand --port 'Port to serve HTTP on (overrides the port of --host / RMX_HOST)'
+            cand --api-key 'Require this key on TCP (`Authorization: Bearer` or `x-api-key`) [env: RMX_API_KEY]; needed to listen on anything but loopback'
+            cand --background 'Started by another rmx command: a taken TCP port is a warning, the socket still serves'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'rmx;ps'= {
+            cand --json 'Print JSON instead of a table'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'rmx;stop'= {
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'rmx;completions'= {
+            cand --dir 'Where --write writes (default: the current directory, the repository root under cargo)'
+            cand --write 'Write completions for every shell into DIR/completions and man pages into DIR/man'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'rmx;pull'= {
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'rmx;ls'= {
+            cand --json 'Print JSON instead of a table'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'rmx;list'= {
+            cand --json 'Print JSON instead of a table'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'rmx;rm'= {
+            cand -y 'Do not ask for confirmation'
+            cand --yes 'Do not ask for confirmation'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'rmx;info'= {
+            cand --json 'Print JSON instead of text'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'rmx;models'= {
+            cand --cached 'Only the models already on this machine'
+            cand --json 'Print JSON instead of a table'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'rmx;alias'= {
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+            cand add 'Add (or replace) an alias for a repo id or a model folder'
+            cand rm 'Remove one of your aliases'
+            cand ls 'List every alias in effect'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'rmx;alias;add'= {
+            cand --tool-parser 'How the model writes tool calls: hermes, qwen3_coder, llama3_json, mistral, gemma, harmony, none'
+            cand --reasoning-parser 'How the model marks its reasoning: think, harmony, none'
+            cand --context-length 'The model''s context length in tokens'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'rmx;alias;rm'= {
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'rmx;alias;ls'= {
+            cand --json 'Print JSON instead of a table'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'rmx;alias;help'= {
+            cand add 'Add (or replace) an alias for a repo id or a model folder'
+            cand rm 'Remove one of your aliases'
+            cand ls 'List every alias in effect'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'rmx;alias;help;add'= {
+        }
+        &'rmx;alias;help;rm'= {
+        }
+        &'rmx;alias;help;ls'= {
+        }
+        &'rmx;alias;help;help'= {
+        }
+        &'rmx;import'= {
+            cand --name 'The name to run it by (default: made from the file name)'
+            cand --quant 'Weight format of the MLX model: 4bit, 8bit (MLX affine, group size 64) or bf16'
+            cand --force 'Replace an existing model or alias of the same name'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'rmx;bench'= {
+            cand --prompt-tokens 'Prompt lengths to measure (default 128 and 512)'
+            cand --gen-tokens 'Generation lengths to measure (default 128 and 512)'
+            cand --rounds 'Measured rounds per case'
+            cand --warmup 'Rounds run first and discarded'
+            cand --json 'Print a JSON record (hardware, versions, model, every case) instead of a table'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'rmx;help'= {
+            cand run 'Generate an answer to one prompt and exit; without a prompt on a terminal, chat'
+            cand chat 'Chat with a model interactively (type /help for commands)'
+            cand serve 'Run the daemon in the foreground: the HTTP API on TCP and the CLI''s Unix socket'
+            cand ps 'List the models loaded in the daemon'
+            cand stop 'Unload a model from the daemon'
+            cand completions 'Print shell completions, or regenerate the checked-in completions and man pages'
+            cand pull 'Download a model (an alias or a Hugging Face repo id) into the model store'
+            cand ls 'List the models on this machine'
+            cand rm 'Remove models from the store (asks first unless -y)'
+            cand info 'Show what a model is and whether it fits this machine''s memory'
+            cand models 'List the model names rmx knows (built-in and user aliases)'
+            cand alias 'Add, remove or list your own model names'
+            cand import 'Convert a GGUF file into an MLX model in the store, under a name'
+            cand bench 'Measure prefill and decode speed, time to first token and peak memory'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'rmx;help;run'= {
+        }
+        &'rmx;help;chat'= {
+        }
+        &'rmx;help;serve'= {
+        }
+        &'rmx;help;ps'= {
+        }
+        &'rmx;help;stop'= {
+        }
+        &'rmx;help;completions'= {
+        }
+        &'rmx;help;pull'= {
+        }
+        &'rmx;help;ls'= {
+        }
+        &'rmx;help;rm'= {
+        }
+        &'rmx;help;info'= {
+        }
+        &'rmx;help;models'= {
+        }
+        &'rmx;help;alias'= {
+            cand add 'Add (or replace) an alias for a repo id or a model folder'
+            cand rm 'Remove one of your aliases'
+            cand ls 'List every alias in effect'
+        }
+        &'rmx;help;alias;add'= {
+        }
+        &'rmx;help;alias;rm'= {
+        }
+        &'rmx;help;alias;ls'= {
+        }
+        &'rmx;help;import'= {
+        }
+        &'rmx;help;bench'= {
+        }
+        &'rmx;help;help'= {
+        }
+    ]
+    $completions[$command]
+}

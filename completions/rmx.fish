@@ -1,0 +1,155 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_rmx_global_optspecs
+    string join \n h/help V/version
+end
+
+function __fish_rmx_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_rmx_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_rmx_using_subcommand
+    set -l cmd (__fish_rmx_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c rmx -n "__fish_rmx_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c rmx -n "__fish_rmx_needs_command" -s V -l version -d 'Print version'
+complete -c rmx -n "__fish_rmx_needs_command" -f -a "run" -d 'Generate an answer to one prompt and exit; without a prompt on a terminal, chat'
+complete -c rmx -n "__fish_rmx_needs_command" -f -a "chat" -d 'Chat with a model interactively (type /help for commands)'
+complete -c rmx -n "__fish_rmx_needs_command" -f -a "serve" -d 'Run the daemon in the foreground: the HTTP API on TCP and the CLI\'s Unix socket'
+complete -c rmx -n "__fish_rmx_needs_command" -f -a "ps" -d 'List the models loaded in the daemon'
+complete -c rmx -n "__fish_rmx_needs_command" -f -a "stop" -d 'Unload a model from the daemon'
+complete -c rmx -n "__fish_rmx_needs_command" -f -a "completions" -d 'Print shell completions, or regenerate the checked-in completions and man pages'
+complete -c rmx -n "__fish_rmx_needs_command" -f -a "pull" -d 'Download a model (an alias or a Hugging Face repo id) into the model store'
+complete -c rmx -n "__fish_rmx_needs_command" -f -a "ls" -d 'List the models on this machine'
+complete -c rmx -n "__fish_rmx_needs_command" -f -a "list" -d 'List the models on this machine'
+complete -c rmx -n "__fish_rmx_needs_command" -f -a "rm" -d 'Remove models from the store (asks first unless -y)'
+complete -c rmx -n "__fish_rmx_needs_command" -f -a "info" -d 'Show what a model is and whether it fits this machine\'s memory'
+complete -c rmx -n "__fish_rmx_needs_command" -f -a "models" -d 'List the model names rmx knows (built-in and user aliases)'
+complete -c rmx -n "__fish_rmx_needs_command" -f -a "alias" -d 'Add, remove or list your own model names'
+complete -c rmx -n "__fish_rmx_needs_command" -f -a "import" -d 'Convert a GGUF file into an MLX model in the store, under a name'
+complete -c rmx -n "__fish_rmx_needs_command" -f -a "bench" -d 'Measure prefill and decode speed, time to first token and peak memory'
+complete -c rmx -n "__fish_rmx_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c rmx -n "__fish_rmx_using_subcommand run" -l max-tokens -d 'Stop after this many generated tokens' -r
+complete -c rmx -n "__fish_rmx_using_subcommand run" -l temperature -d 'Sampling temperature; 0 picks the most likely token every time' -r
+complete -c rmx -n "__fish_rmx_using_subcommand run" -l top-p -d 'Nucleus sampling: keep the most likely tokens that add up to P' -r
+complete -c rmx -n "__fish_rmx_using_subcommand run" -l top-k -d 'Keep only the K most likely tokens (0: all)' -r
+complete -c rmx -n "__fish_rmx_using_subcommand run" -l seed -d 'Random seed: the same seed and prompt give the same answer' -r
+complete -c rmx -n "__fish_rmx_using_subcommand run" -l system -d 'A system message placed before the prompt' -r
+complete -c rmx -n "__fish_rmx_using_subcommand run" -l keep-alive -d 'How long the model stays loaded after the answer: 5m, 30s, 0 (unload at once), -1 (until stopped) [default: $RMX_KEEP_ALIVE or 5m]' -r
+complete -c rmx -n "__fish_rmx_using_subcommand run" -l raw -d 'Send the prompt as-is, without the chat template'
+complete -c rmx -n "__fish_rmx_using_subcommand run" -l think -d 'Ask reasoning models to think first (sets the template\'s enable_thinking)'
+complete -c rmx -n "__fish_rmx_using_subcommand run" -l no-think -d 'Ask reasoning models not to think, and hide any reasoning they still print'
+complete -c rmx -n "__fish_rmx_using_subcommand run" -s v -l verbose -d 'Print prompt and decode speed after each answer'
+complete -c rmx -n "__fish_rmx_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c rmx -n "__fish_rmx_using_subcommand run" -s V -l version -d 'Print version'
+complete -c rmx -n "__fish_rmx_using_subcommand chat" -l max-tokens -d 'Stop after this many generated tokens' -r
+complete -c rmx -n "__fish_rmx_using_subcommand chat" -l temperature -d 'Sampling temperature; 0 picks the most likely token every time' -r
+complete -c rmx -n "__fish_rmx_using_subcommand chat" -l top-p -d 'Nucleus sampling: keep the most likely tokens that add up to P' -r
+complete -c rmx -n "__fish_rmx_using_subcommand chat" -l top-k -d 'Keep only the K most likely tokens (0: all)' -r
+complete -c rmx -n "__fish_rmx_using_subcommand chat" -l seed -d 'Random seed: the same seed and prompt give the same answer' -r
+complete -c rmx -n "__fish_rmx_using_subcommand chat" -l system -d 'A system message placed before the prompt' -r
+complete -c rmx -n "__fish_rmx_using_subcommand chat" -l keep-alive -d 'How long the model stays loaded after the answer: 5m, 30s, 0 (unload at once), -1 (until stopped) [default: $RMX_KEEP_ALIVE or 5m]' -r
+complete -c rmx -n "__fish_rmx_using_subcommand chat" -l raw -d 'Send the prompt as-is, without the chat template'
+complete -c rmx -n "__fish_rmx_using_subcommand chat" -l think -d 'Ask reasoning models to think first (sets the template\'s enable_thinking)'
+complete -c rmx -n "__fish_rmx_using_subcommand chat" -l no-think -d 'Ask reasoning models not to think, and hide any reasoning they still print'
+complete -c rmx -n "__fish_rmx_using_subcommand chat" -s v -l verbose -d 'Print prompt and decode speed after each answer'
+complete -c rmx -n "__fish_rmx_using_subcommand chat" -s h -l help -d 'Print help'
+complete -c rmx -n "__fish_rmx_using_subcommand chat" -s V -l version -d 'Print version'
+complete -c rmx -n "__fish_rmx_using_subcommand serve" -l host -d 'Address to serve HTTP on [env: RMX_HOST, default 127.0.0.1:8000]' -r
+complete -c rmx -n "__fish_rmx_using_subcommand serve" -l port -d 'Port to serve HTTP on (overrides the port of --host / RMX_HOST)' -r
+complete -c rmx -n "__fish_rmx_using_subcommand serve" -l api-key -d 'Require this key on TCP (`Authorization: Bearer` or `x-api-key`) [env: RMX_API_KEY]; needed to listen on anything but loopback' -r
+complete -c rmx -n "__fish_rmx_using_subcommand serve" -l background -d 'Started by another rmx command: a taken TCP port is a warning, the socket still serves'
+complete -c rmx -n "__fish_rmx_using_subcommand serve" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c rmx -n "__fish_rmx_using_subcommand serve" -s V -l version -d 'Print version'
+complete -c rmx -n "__fish_rmx_using_subcommand ps" -l json -d 'Print JSON instead of a table'
+complete -c rmx -n "__fish_rmx_using_subcommand ps" -s h -l help -d 'Print help'
+complete -c rmx -n "__fish_rmx_using_subcommand ps" -s V -l version -d 'Print version'
+complete -c rmx -n "__fish_rmx_using_subcommand stop" -s h -l help -d 'Print help'
+complete -c rmx -n "__fish_rmx_using_subcommand stop" -s V -l version -d 'Print version'
+complete -c rmx -n "__fish_rmx_using_subcommand completions" -l dir -d 'Where --write writes (default: the current directory, the repository root under cargo)' -r -F
+complete -c rmx -n "__fish_rmx_using_subcommand completions" -l write -d 'Write completions for every shell into DIR/completions and man pages into DIR/man'
+complete -c rmx -n "__fish_rmx_using_subcommand completions" -s h -l help -d 'Print help'
+complete -c rmx -n "__fish_rmx_using_subcommand completions" -s V -l version -d 'Print version'
+complete -c rmx -n "__fish_rmx_using_subcommand pull" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c rmx -n "__fish_rmx_using_subcommand pull" -s V -l version -d 'Print version'
+complete -c rmx -n "__fish_rmx_using_subcommand ls" -l json -d 'Print JSON instead of a table'
+complete -c rmx -n "__fish_rmx_using_subcommand ls" -s h -l help -d 'Print help'
+complete -c rmx -n "__fish_rmx_using_subcommand ls" -s V -l version -d 'Print version'
+complete -c rmx -n "__fish_rmx_using_subcommand list" -l json -d 'Print JSON instead of a table'
+complete -c rmx -n "__fish_rmx_using_subcommand list" -s h -l help -d 'Print help'
+complete -c rmx -n "__fish_rmx_using_subcommand list" -s V -l version -d 'Print version'
+complete -c rmx -n "__fish_rmx_using_subcommand rm" -s y -l yes -d 'Do not ask for confirmation'
+complete -c rmx -n "__fish_rmx_using_subcommand rm" -s h -l help -d 'Print help'
+complete -c rmx -n "__fish_rmx_using_subcommand rm" -s V -l version -d 'Print version'
+complete -c rmx -n "__fish_rmx_using_subcommand info" -l json -d 'Print JSON instead of text'
+complete -c rmx -n "__fish_rmx_using_subcommand info" -s h -l help -d 'Print help'
+complete -c rmx -n "__fish_rmx_using_subcommand info" -s V -l version -d 'Print version'
+complete -c rmx -n "__fish_rmx_using_subcommand models" -l cached -d 'Only the models already on this machine'
+complete -c rmx -n "__fish_rmx_using_subcommand models" -l json -d 'Print JSON instead of a table'
+complete -c rmx -n "__fish_rmx_using_subcommand models" -s h -l help -d 'Print help'
+complete -c rmx -n "__fish_rmx_using_subcommand models" -s V -l version -d 'Print version'
+complete -c rmx -n "__fish_rmx_using_subcommand alias; and not __fish_seen_subcommand_from add rm ls help" -s h -l help -d 'Print help'
+complete -c rmx -n "__fish_rmx_using_subcommand alias; and not __fish_seen_subcommand_from add rm ls help" -s V -l version -d 'Print version'
+complete -c rmx -n "__fish_rmx_using_subcommand alias; and not __fish_seen_subcommand_from add rm ls help" -f -a "add" -d 'Add (or replace) an alias for a repo id or a model folder'
+complete -c rmx -n "__fish_rmx_using_subcommand alias; and not __fish_seen_subcommand_from add rm ls help" -f -a "rm" -d 'Remove one of your aliases'
+complete -c rmx -n "__fish_rmx_using_subcommand alias; and not __fish_seen_subcommand_from add rm ls help" -f -a "ls" -d 'List every alias in effect'
+complete -c rmx -n "__fish_rmx_using_subcommand alias; and not __fish_seen_subcommand_from add rm ls help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcommand_from add" -l tool-parser -d 'How the model writes tool calls: hermes, qwen3_coder, llama3_json, mistral, gemma, harmony, none' -r
+complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcommand_from add" -l reasoning-parser -d 'How the model marks its reasoning: think, harmony, none' -r
+complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcommand_from add" -l context-length -d 'The model\'s context length in tokens' -r
+complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcommand_from add" -s h -l help -d 'Print help'
+complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcommand_from add" -s V -l version -d 'Print version'
+complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcommand_from rm" -s h -l help -d 'Print help'
+complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcommand_from rm" -s V -l version -d 'Print version'
+complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcommand_from ls" -l json -d 'Print JSON instead of a table'
+complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcommand_from ls" -s h -l help -d 'Print help'
+complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcommand_from ls" -s V -l version -d 'Print version'
+complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcommand_from help" -f -a "add" -d 'Add (or replace) an alias for a repo id or a model folder'
+complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcommand_from help" -f -a "rm" -d 'Remove one of your aliases'
+complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcommand_from help" -f -a "ls" -d 'List every alias in effect'
+complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c rmx -n "__fish_rmx_using_subcommand import" -l name -d 'The name to run it by (default: made from the file name)' -r
+complete -c rmx -n "__fish_rmx_using_subcommand import" -l quant -d 'Weight format of the MLX model: 4bit, 8bit (MLX affine, group size 64) or bf16' -r -f -a "4bit\t''
+8bit\t''
+bf16\t''"
+complete -c rmx -n "__fish_rmx_using_subcommand import" -l force -d 'Replace an existing model or alias of the same name'
+complete -c rmx -n "__fish_rmx_using_subcommand import" -s h -l help -d 'Print help'
+complete -c rmx -n "__fish_rmx_using_subcommand import" -s V -l version -d 'Print version'
+complete -c rmx -n "__fish_rmx_using_subcommand bench" -l prompt-tokens -d 'Prompt lengths to measure (default 128 and 512)' -r
+complete -c rmx -n "__fish_rmx_using_subcommand bench" -l gen-tokens -d 'Generation lengths to measure (default 128 and 512)' -r
+complete -c rmx -n "__fish_rmx_using_subcommand bench" -l rounds -d 'Measured rounds per case' -r
+complete -c rmx -n "__fish_rmx_using_subcommand bench" -l warmup -d 'Rounds run first and discarded' -r
+complete -c rmx -n "__fish_rmx_using_subcommand bench" -l json -d 'Print a JSON record (hardware, versions, model, every case) instead of a table'
+complete -c rmx -n "__fish_rmx_using_subcommand bench" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c rmx -n "__fish_rmx_using_subcommand bench" -s V -l version -d 'Print version'
+complete -c rmx -n "__fish_rmx_using_subcommand help; and not __fish_seen_subcommand_from run chat serve ps stop completions pull ls rm info models alias import bench help" -f -a "run" -d 'Generate an answer to one prompt and exit; without a prompt on a terminal, chat'
+complete -c rmx -n "__fish_rmx_using_subcommand help; and not __fish_seen_subcommand_from run chat serve ps stop completions pull ls rm info models alias import bench help" -f -a "chat" -d 'Chat with a model interactively (type /help for commands)'
+complete -c rmx -n "__fish_rmx_using_subcommand help; and not __fish_seen_subcommand_from run chat serve ps stop completions pull ls rm info models alias import bench help" -f -a "serve" -d 'Run the daemon in the foreground: the HTTP API on TCP and the CLI\'s Unix socket'
+complete -c rmx -n "__fish_rmx_using_subcommand help; and not __fish_seen_subcommand_from run chat serve ps stop completions pull ls rm info models alias import bench help" -f -a "ps" -d 'List the models loaded in the daemon'
+complete -c rmx -n "__fish_rmx_using_subcommand help; and not __fish_seen_subcommand_from run chat serve ps stop completions pull ls rm info models alias import bench help" -f -a "stop" -d 'Unload a model from the daemon'
+complete -c rmx -n "__fish_rmx_using_subcommand help; and not __fish_seen_subcommand_from run chat serve ps stop completions pull ls rm info models alias import bench help" -f -a "completions" -d 'Print shell completions, or regenerate the checked-in completions and man pages'
+complete -c rmx -n "__fish_rmx_using_subcommand help; and not __fish_seen_subcommand_from run chat serve ps stop completions pull ls rm info models alias import bench help" -f -a "pull" -d 'Download a model (an alias or a Hugging Face repo id) into the model store'
+complete -c rmx -n "__fish_rmx_using_subcommand help; and not __fish_seen_subcommand_from run chat serve ps stop completions pull ls rm info models alias import bench help" -f -a "ls" -d 'List the models on this machine'
+complete -c rmx -n "__fish_rmx_using_subcommand help; and not __fish_seen_subcommand_from run chat serve ps stop completions pull ls rm info models alias import bench help" -f -a "rm" -d 'Remove models from the store (asks first unless -y)'
+complete -c rmx -n "__fish_rmx_using_subcommand help; and not __fish_seen_subcommand_from run chat serve ps stop completions pull ls rm info models alias import bench help" -f -a "info" -d 'Show what a model is and whether it fits this machine\'s memory'
+complete -c rmx -n "__fish_rmx_using_subcommand help; and not __fish_seen_subcommand_from run chat serve ps stop completions pull ls rm info models alias import bench help" -f -a "models" -d 'List the model names rmx knows (built-in and user aliases)'
+complete -c rmx -n "__fish_rmx_using_subcommand help; and not __fish_seen_subcommand_from run chat serve ps stop completions pull ls rm info models alias import bench help" -f -a "alias" -d 'Add, remove or list your own model names'
+complete -c rmx -n "__fish_rmx_using_subcommand help; and not __fish_seen_subcommand_from run chat serve ps stop completions pull ls rm info models alias import bench help" -f -a "import" -d 'Convert a GGUF file into an MLX model in the store, under a name'
+complete -c rmx -n "__fish_rmx_using_subcommand help; and not __fish_seen_subcommand_from run chat serve ps stop completions pull ls rm info models alias import bench help" -f -a "bench" -d 'Measure prefill and decode speed, time to first token and peak memory'
+complete -c rmx -n "__fish_rmx_using_subcommand help; and not __fish_seen_subcommand_from run chat serve ps stop completions pull ls rm info models alias import bench help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c rmx -n "__fish_rmx_using_subcommand help; and __fish_seen_subcommand_from alias" -f -a "add" -d 'Add (or replace) an alias for a repo id or a model folder'
+complete -c rmx -n "__fish_rmx_using_subcommand help; and __fish_seen_subcommand_from alias" -f -a "rm" -d 'Remove one of your aliases'
+complete -c rmx -n "__fish_rmx_using_subcommand help; and __fish_seen_subcommand_from alias" -f -a "ls" -d 'List every alias in effect'

@@ -1,0 +1,38 @@
+//! `rmx ps`: the models loaded in the daemon. No daemon, no models: it is not started for this.
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use comfy_table::presets::NOTHING;
+use comfy_table::Table;
+use rmx_api::PsResponse;
+
+use crate::cli::PsArgs;
+use crate::daemon;
+
+pub fn run(args: PsArgs) -> Result<ExitCode> {
+    let ps = daemon::runtime()?.block_on(async {
+        match daemon::running().await? {
+            Some(client) => client.ps().await.map_err(daemon::broken_off),
+            None => Ok(PsResponse::default()),
+        }
+    })?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&ps)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut table = Table::new();
+    table.load_preset(NOTHING);
+    table.set_header(["NAME", "SIZE", "PROCESSOR", "UNTIL", "CONTEXT"]);
+    for m in &ps.models {
+        table.add_row([
+            m.name.clone(),
+            rmx_store::human_bytes(m.size),
+            format!("100% {}", m.processor.to_uppercase()),
+            m.until.clone(),
+            m.context_length.map_or("-".to_string(), |c| c.to_string()),
+        ]);
+    }
+    println!("{table}");
+    Ok(ExitCode::SUCCESS)
+}

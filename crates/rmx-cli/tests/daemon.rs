@@ -1,0 +1,310 @@
+//! The client/daemon split end to end: the real `rmx` binary starting and reusing the real
+//! daemon in a throwaway home, with a tiny random Qwen3.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../../rmx-server/tests/common/mod.rs"]
+mod common;
+
+use std::io::Read;
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::home::{alive, TestHome};
+
+fn home() -> TestHome {
+    TestHome::new(env!("CARGO_BIN_EXE_rmx"))
+}
+
+fn model() -> String {
+    common::tiny_qwen3().display().to_string()
+}
+
+#[test]
+fn first_run_starts_the_daemon_and_the_next_command_reuses_it() {
+    let (home, model) = (home(), model());
+    assert!(home.daemon_pid().is_none());
+    let answer = home.ok(&["run", &model, "Hello there", "--max-tokens", "8"]);
+    assert!(!answer.trim().is_empty(), "empty answer");
+    let pid = home.daemon_pid().expect("a daemon started");
+    assert!(alive(pid));
+    assert!(home.socket().exists());
+    let ps = home.ps();
+    assert_eq!(ps.len(), 1, "{ps:?}");
+    assert_eq!(ps[0]["name"], model.as_str());
+    assert!(ps[0]["size"].as_u64().unwrap() > 0);
+    home.ok(&["run", &model, "Hello again", "--max-tokens", "4"]);
+    assert_eq!(
+        home.daemon_pid(),
+        Some(pid),
+        "the second command started another daemon"
+    );
+    let table = home.ok(&["ps"]);
+    for col in ["NAME", "SIZE", "PROCESSOR", "UNTIL", "CONTEXT"] {
+        assert!(table.contains(col), "{table}");
+    }
+    assert!(
+        table.contains("minutes from now") || table.contains("seconds from now"),
+        "{table}"
+    );
+    // Piped standard input is the prompt, and the answer equals the argument's (greedy).
+    let mut child = home
+        .cmd(&["run", &model, "--max-tokens", "8"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"Hello there")
+        .unwrap();
+    let mut piped = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut piped)
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(piped, answer);
+}
+
+#[test]
+fn two_concurrent_clients_get_their_own_answers() {
+    let (home, model) = (home(), model());
+    let prompts = ["Tell me about cats", "List three prime numbers"];
+    let solo: Vec<String> = prompts
+        .iter()
+        .map(|p| home.ok(&["run", &model, p, "--max-tokens", "24"]))
+        .collect();
+    assert_ne!(
+        solo[0], solo[1],
+        "the prompts should give different answers"
+    );
+    for _ in 0..2 {
+        let children: Vec<_> = prompts
+            .iter()
+            .map(|p| {
+                home.cmd(&["run", &model, p, "--max-tokens", "24"])
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for (child, expected) in children.into_iter().zip(&solo) {
+            let out = child.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(&String::from_utf8_lossy(&out.stdout), expected);
+        }
+    }
+}
+
+#[test]
+fn keep_alive_zero_unloads_right_after_the_reply() {
+    let (home, model) = (home(), model());
+    home.ok(&[
+        "run",
+        &model,
+        "Hi",
+        "--max-tokens",
+        "4",
+        "--keep-alive",
+        "0",
+    ]);
+    assert_eq!(home.ps(), Vec::<serde_json::Value>::new());
+    // Default keep-alive keeps it; `rmx stop` unloads it.
+    home.ok(&["run", &model, "Hi", "--max-tokens", "4"]);
+    assert_eq!(home.ps().len(), 1);
+    home.ok(&["stop", &model]);
+    assert_eq!(home.ps(), Vec::<serde_json::Value>::new());
+}
+
+#[test]
+fn a_short_keep_alive_expires_by_itself() {
+    let (home, model) = (home(), model());
+    home.ok(&[
+        "run",
+        &model,
+        "Hi",
+        "--max-tokens",
+        "4",
+        "--keep-alive",
+        "1s",
+    ]);
+    let ps = home.ps();
+    assert_eq!(ps.len(), 1);
+    assert!(
+        ps[0]["until"].as_str().unwrap().contains("from now"),
+        "{ps:?}"
+    );
+    home.wait_until("the model to expire", Duration::from_secs(15), || {
+        home.ps().is_empty()
+    });
+    // RMX_KEEP_ALIVE is the default for requests that name none.
+    let home2 = TestHome::new(env!("CARGO_BIN_EXE_rmx")).with_env("RMX_KEEP_ALIVE", "1s");
+    home2.ok(&["run", &model, "Hi", "--max-tokens", "4"]);
+    home2.wait_until("the model to expire", Duration::from_secs(15), || {
+        home2.ps().is_empty()
+    });
+    // Negative: forever.
+    home.ok(&[
+        "run",
+        &model,
+        "Hi",
+        "--max-tokens",
+        "4",
+        "--keep-alive",
+        "-1",
+    ]);
+    std::thread::sleep(Duration::from_millis(1500));
+    let ps = home.ps();
+    assert_eq!(ps.len(), 1);
+    assert_eq!(ps[0]["until"], "forever");
+}
+
+#[test]
+fn a_killed_daemon_is_detected_and_replaced() {
+    let (home, model) = (home(), model());
+    home.ok(&["run", &model, "Hi", "--max-tokens", "4"]);
+    let pid = home.daemon_pid().unwrap();
+    std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    home.wait_until("the daemon to die", Duration::from_secs(10), || !alive(pid));
+    assert!(
+        home.socket().exists(),
+        "a killed daemon leaves its socket behind"
+    );
+    let out = home.run(&["run", &model, "Hi", "--max-tokens", "4"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}\n{}", home.log());
+    assert!(
+        stderr.contains("not running"),
+        "the CLI should say the daemon was gone: {stderr}"
+    );
+    let new_pid = home.daemon_pid().unwrap();
+    assert_ne!(new_pid, pid);
+    assert!(alive(new_pid));
+}
+
+#[test]
+fn a_model_over_the_memory_budget_is_refused_and_the_daemon_keeps_serving() {
+    let home = home().with_env("RMX_MAX_MEMORY", "100KB");
+    let model = model();
+    let out = home.run(&["run", &model, "Hi", "--max-tokens", "4"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("memory budget"), "{stderr}");
+    assert!(
+        stderr.contains("100.0 KB") || stderr.contains("100 KB") || stderr.contains("KB"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("RMX_MAX_MEMORY"), "{stderr}");
+    let pid = home.daemon_pid().unwrap();
+    assert!(home.ps().is_empty());
+    assert!(alive(pid));
+    // Still serving: the same request fails the same way, from the same daemon.
+    let again = home.run(&["run", &model, "Hi", "--max-tokens", "4"]);
+    assert!(String::from_utf8_lossy(&again.stderr).contains("memory budget"));
+    assert_eq!(home.daemon_pid(), Some(pid));
+}
+
+#[test]
+fn a_hub_model_that_is_not_downloaded_says_to_pull_it() {
+    let home = home();
+    let out = home.run(&["run", "nobody/not-here", "Hi"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("rmx pull nobody/not-here"), "{stderr}");
+}
+
+#[test]
+fn serve_answers_on_tcp_and_sigterm_ends_streams_with_a_final_event() {
+    let (home, model) = (home(), model());
+    let mut serve = home.cmd(&["serve"]).stderr(Stdio::piped()).spawn().unwrap();
+    home.wait_until("the daemon to listen", Duration::from_secs(30), || {
+        home.socket().exists()
+    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let tcp = rmx_api::Client::new(rmx_api::Endpoint::Tcp(format!("127.0.0.1:{}", home.port)));
+        let mut ready = false;
+        for _ in 0..300 {
+            if tcp.version().await.is_ok() {
+                ready = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(ready, "no answer on TCP");
+        let req = rmx_api::ChatRequest {
+            model: model.clone(),
+            messages: vec![rmx_api::Message::new("user", "Write a long story")],
+            options: Some(rmx_api::Options {
+                num_predict: Some(100_000),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let mut stream = tcp.chat(&req).await.unwrap();
+        let first = stream.next().await.unwrap().unwrap();
+        assert!(!first.done);
+        std::process::Command::new("kill")
+            .args(["-TERM", &serve.id().to_string()])
+            .status()
+            .unwrap();
+        let mut last = first;
+        while let Some(chunk) = stream.next().await {
+            last = chunk.unwrap();
+        }
+        assert!(
+            last.done,
+            "the stream ended without a final chunk: {last:?}"
+        );
+        assert_eq!(last.stats.unwrap().done_reason, "cancelled");
+    });
+    let status = serve.wait().unwrap();
+    let mut log = String::new();
+    serve
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
+    assert!(status.success(), "{log}");
+    assert!(!home.socket().exists(), "socket left behind");
+    assert!(!home.lock().exists(), "lock left behind");
+}
+
+#[test]
+fn a_second_daemon_for_the_same_home_is_refused() {
+    let home = home();
+    let mut first = home.cmd(&["serve"]).stderr(Stdio::null()).spawn().unwrap();
+    home.wait_until("the daemon to listen", Duration::from_secs(30), || {
+        home.socket().exists()
+    });
+    let second = home.run(&["serve", "--port", &common::home::free_port().to_string()]);
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success());
+    assert!(stderr.contains("already running"), "{stderr}");
+    assert!(
+        home.socket().exists(),
+        "the refused daemon removed the running one's socket"
+    );
+    std::process::Command::new("kill")
+        .args(["-TERM", &first.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(first.wait().unwrap().success());
+}
