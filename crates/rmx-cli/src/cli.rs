@@ -57,6 +57,46 @@ pub enum Command {
     Alias(AliasCommand),
     /// Convert a GGUF file into an MLX model in the store, under a name.
     Import(ImportArgs),
+    /// List coding agents (Codex, Claude Code, OpenCode, Aider, Goose, Continue, Hermes) and
+    /// point one at the local daemon with --setup.
+    ///
+    /// --setup shows the change as a diff, asks (or -y), backs the old file up as
+    /// <file>.rmx-backup and keeps the user's comments and other settings; --restore puts the
+    /// backup back.
+    Agents(AgentsArgs),
+    /// Check the MLX runtime, memory, disk, the daemon, the model store and config files.
+    ///
+    /// Prints PASS / WARN / FAIL lines, each problem with its fix; exits non-zero when
+    /// something FAILs.
+    Doctor(DoctorArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AgentsArgs {
+    /// The tool: codex, claude, opencode, aider, goose, continue, hermes (none: list them all).
+    pub name: Option<String>,
+    /// Write the tool's config so it talks to the local rmx daemon.
+    #[arg(long, conflicts_with = "restore")]
+    pub setup: bool,
+    /// The model the tool asks for [default: $RMX_MODEL, else qwen3-4b-4bit].
+    #[arg(long, value_name = "NAME", requires = "setup")]
+    pub model: Option<String>,
+    /// Show the change as a diff and write nothing.
+    #[arg(long, requires = "setup")]
+    pub dry_run: bool,
+    /// Write without asking.
+    #[arg(short, long)]
+    pub yes: bool,
+    /// Put back the file as it was before the first --setup.
+    #[arg(long)]
+    pub restore: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Print JSON instead of lines.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

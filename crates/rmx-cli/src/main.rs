@@ -1,8 +1,10 @@
 //! `rmx`: run large language models locally on MLX.
 
+mod agents;
 mod cli;
 mod commands;
 mod daemon;
+mod doctor;
 mod output;
 mod progress;
 

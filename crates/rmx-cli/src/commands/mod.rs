@@ -7,7 +7,9 @@ mod run;
 mod serve;
 mod stop;
 
+mod agents;
 mod alias;
+mod doctor;
 mod import;
 mod info;
 mod ls;
@@ -34,6 +36,8 @@ pub fn dispatch(cli: Cli) -> ExitCode {
         Command::Models(args) => models::run(args),
         Command::Alias(cmd) => alias::run(cmd),
         Command::Import(args) => import::run(args),
+        Command::Agents(args) => agents::run(args),
+        Command::Doctor(args) => doctor::run(args),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,181 @@
+//! `rmx agents`: which coding agents are installed and pointed at rmx, and `--setup` to point
+//! one at the local daemon (showing the diff, asking first, keeping a backup).
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+
+use crate::agents::{self, edit, Env, Integration, Target};
+use crate::cli::AgentsArgs;
+
+/// The model a setup names when `--model` is not given and `RMX_MODEL` is not set.
+const DEFAULT_MODEL: &str = "qwen3-4b-4bit";
+
+pub fn run(args: AgentsArgs) -> Result<ExitCode> {
+    let env = Env::from_process();
+    let target = target(args.model.clone());
+    let Some(name) = args.name.as_deref() else {
+        if args.setup || args.restore {
+            bail!("name the tool: rmx agents <name> --setup (see `rmx agents` for the names)");
+        }
+        list(&env, &target);
+        return Ok(ExitCode::SUCCESS);
+    };
+    let Some(integration) = agents::find(name) else {
+        let names: Vec<_> = agents::all().iter().map(|i| i.name).collect();
+        bail!("unknown tool {name:?}; rmx knows: {}", names.join(", "));
+    };
+    let file = (integration.config_path)(&env)
+        .context("HOME is not set, so the tool's config file cannot be found")?;
+    if args.restore {
+        edit::restore(&file)?;
+        println!("restored {} from its backup", file.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !args.setup {
+        show(integration, &env, &target);
+        return Ok(ExitCode::SUCCESS);
+    }
+    setup(integration, &file, &target, &args)
+}
+
+fn target(model: Option<String>) -> Target {
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let addr = rmx_api::home::default_http_addr();
+    // A daemon listening on every interface is still reached on loopback from here.
+    let addr = addr
+        .strip_prefix("0.0.0.0:")
+        .map(|port| format!("127.0.0.1:{port}"))
+        .unwrap_or(addr);
+    Target {
+        root: format!("http://{addr}"),
+        model: model
+            .or_else(|| var("RMX_MODEL"))
+            .unwrap_or_else(|| DEFAULT_MODEL.to_string()),
+        api_key_env: var("RMX_API_KEY").is_some(),
+    }
+}
+
+fn status(i: &Integration, env: &Env, t: &Target) -> (bool, bool, Option<std::path::PathBuf>) {
+    let file = (i.config_path)(env);
+    // A tool's own config folder shows it is installed; the home folder (Aider's) does not.
+    let dir_exists = file
+        .as_ref()
+        .and_then(|f| f.parent())
+        .is_some_and(|d| d.is_dir() && Some(d) != env.home.as_deref());
+    let file_exists = file.as_ref().is_some_and(|f| f.is_file());
+    let installed = i.binaries.iter().any(|b| agents::on_path(b, env)) || dir_exists || file_exists;
+    let configured = file
+        .as_ref()
+        .and_then(|f| std::fs::read_to_string(f).ok())
+        .is_some_and(|text| (i.configured)(&text, t));
+    (installed, configured, file)
+}
+
+fn list(env: &Env, t: &Target) {
+    let mut table = comfy_table::Table::new();
+    table.load_preset(comfy_table::presets::NOTHING);
+    table.set_header(["NAME", "TOOL", "INSTALLED", "USES RMX", "CONFIG"]);
+    for i in agents::all() {
+        let (installed, configured, file) = status(i, env, t);
+        table.add_row([
+            i.name.to_string(),
+            i.title.to_string(),
+            yes_no(installed).to_string(),
+            yes_no(configured).to_string(),
+            file.map(|f| f.display().to_string()).unwrap_or_default(),
+        ]);
+    }
+    println!("{table}");
+    println!(
+        "\nPoint one at rmx ({}): rmx agents <name> --setup",
+        t.openai_base()
+    );
+}
+
+fn show(i: &Integration, env: &Env, t: &Target) {
+    let (installed, configured, file) = status(i, env, t);
+    println!("{} ({})", i.title, i.name);
+    println!("  installed: {}", yes_no(installed));
+    println!("  uses rmx:  {}", yes_no(configured));
+    if let Some(file) = file {
+        println!("  config:    {}", file.display());
+    }
+    if !configured {
+        println!("  set up:    rmx agents {} --setup", i.name);
+    }
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
+fn setup(
+    i: &Integration,
+    file: &std::path::Path,
+    t: &Target,
+    args: &crate::cli::AgentsArgs,
+) -> Result<ExitCode> {
+    let old = edit::read_or_empty(file)?;
+    let old_text = old.as_deref().unwrap_or("");
+    let new = (i.render)(old_text, file, t)?;
+    if new == old_text {
+        println!(
+            "{} already uses rmx ({}); nothing to change",
+            i.title,
+            file.display()
+        );
+    } else {
+        print!("{}", edit::unified_diff(file, old_text, &new));
+        if args.dry_run {
+            println!("(dry run: {} not changed)", file.display());
+            return Ok(ExitCode::SUCCESS);
+        }
+        if !args.yes && !confirm(&format!("Write {}?", file.display()))? {
+            println!("not changed");
+            return Ok(ExitCode::FAILURE);
+        }
+        if edit::backup(file)? {
+            println!(
+                "backed up the old file to {}",
+                edit::backup_path(file).display()
+            );
+        }
+        edit::write_atomic(file, &new)?;
+        println!("wrote {}", file.display());
+    }
+    if args.dry_run {
+        return Ok(ExitCode::SUCCESS);
+    }
+    for note in (i.notes)(t) {
+        println!("note: {note}");
+    }
+    match agents::daemon_version(&t.root) {
+        Some(v) => println!("the rmx daemon answers at {} (version {v})", t.root),
+        None => println!(
+            "the rmx daemon does not answer at {}: start it with `rmx serve` (in another terminal)",
+            t.root
+        ),
+    }
+    println!("try it: {}", i.try_command);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Asks on the terminal; without one, refuses (the caller says to pass -y).
+fn confirm(question: &str) -> Result<bool> {
+    if !std::io::stdin().is_terminal() {
+        bail!(
+            "not a terminal to ask on: pass -y to write the file, or --dry-run to see the change"
+        );
+    }
+    print!("{question} [y/N] ");
+    std::io::stdout().flush()?;
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line)?;
+    Ok(matches!(line.trim(), "y" | "Y" | "yes"))
+}
