@@ -31,8 +31,8 @@ fn render(old: &str, file: &Path, t: &Target) -> Result<String> {
         .parse()
         .with_context(|| format!("{} is not valid TOML", file.display()))?;
     // Top-level keys must come before any table; toml_edit keeps them there.
-    doc["model"] = value(&t.model);
-    doc["model_provider"] = value("rmx");
+    set_keeping_comment(doc.as_table_mut(), "model", &t.model);
+    set_keeping_comment(doc.as_table_mut(), "model_provider", "rmx");
     let providers = doc
         .entry("model_providers")
         .or_insert_with(|| {
@@ -56,6 +56,15 @@ fn render(old: &str, file: &Path, t: &Target) -> Result<String> {
         rmx.remove("env_key");
     }
     Ok(doc.to_string())
+}
+
+/// Sets `key = "value"`, keeping the comment after the old value (`model = "x"  # mine`).
+fn set_keeping_comment(table: &mut Table, key: &str, new: &str) {
+    let mut v = toml_edit::Value::from(new);
+    if let Some(old) = table.get(key).and_then(Item::as_value) {
+        *v.decor_mut() = old.decor().clone();
+    }
+    table[key] = Item::Value(v);
 }
 
 fn configured(text: &str, t: &Target) -> bool {

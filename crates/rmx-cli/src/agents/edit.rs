@@ -173,16 +173,25 @@ pub fn yaml_set_nested(text: &str, section: &str, key: &str, value: &str) -> Str
     join_lines(lines, text)
 }
 
-/// ` # comment` after a plain value, kept when the value is replaced.
+/// ` # comment` after a value, kept when the value is replaced. A `#` inside quotes is part of
+/// the value, not a comment.
 fn trailing_comment(rest: &str) -> String {
-    // Only for unquoted values: a '#' inside quotes is not a comment.
-    if rest.contains('"') || rest.contains('\'') {
-        return String::new();
+    let mut quote: Option<char> = None;
+    let mut prev = ' ';
+    for (i, c) in rest.char_indices() {
+        match quote {
+            Some(q) if c == q && prev != '\\' => quote = None,
+            Some(_) => {}
+            None if c == '"' || c == '\'' => quote = Some(c),
+            None if c == '#' && (prev == ' ' || prev == '\t') => {
+                let start = rest[..i].trim_end().len();
+                return rest[start..].to_string();
+            }
+            None => {}
+        }
+        prev = c;
     }
-    match rest.find(" #") {
-        Some(i) => rest[i..].to_string(),
-        None => String::new(),
-    }
+    String::new()
 }
 
 /// Joins lines, keeping the original's final newline (or adding one to a new file).
