@@ -14,8 +14,16 @@ use crate::commands::pull::store;
 
 /// What removing one name will delete.
 enum Target {
-    Hub { repo: String, size: u64 },
-    Imported { path: PathBuf, size: u64 },
+    /// `dir` is the repo's folder in the cache (every snapshot lies under it).
+    Hub {
+        repo: String,
+        dir: PathBuf,
+        size: u64,
+    },
+    Imported {
+        path: PathBuf,
+        size: u64,
+    },
 }
 
 pub fn run(args: RmArgs) -> Result<ExitCode> {
@@ -34,6 +42,11 @@ pub fn run(args: RmArgs) -> Result<ExitCode> {
             println!("kept {name}");
             continue;
         }
+        let dir = match &target {
+            Target::Hub { dir, .. } => dir,
+            Target::Imported { path, .. } => path,
+        };
+        unload(name, dir)?;
         match target {
             Target::Hub { .. } => {
                 let removed = store.remove(name)?;
@@ -64,6 +77,7 @@ fn target(store: &Store, name: &str) -> Result<Target> {
             let entry = store.list()?.into_iter().find(|e| e.repo == repo);
             match entry {
                 Some(e) => Ok(Target::Hub {
+                    dir: store.cache().repo_dir(&repo),
                     repo: repo.to_string(),
                     size: e.size,
                 }),
@@ -81,6 +95,31 @@ fn target(store: &Store, name: &str) -> Result<Target> {
         }
         ModelRef::Local { path, .. } => Err(StoreError::LocalModel { path }.into()),
     }
+}
+
+/// A running daemon that has the model loaded keeps its weights mapped and would serve a
+/// model whose files are gone: have it unload the model first. No daemon, nothing to do (and
+/// none is started).
+fn unload(name: &str, dir: &Path) -> Result<()> {
+    crate::daemon::runtime()?.block_on(async {
+        let Some(client) = crate::daemon::running().await? else {
+            return Ok(());
+        };
+        let running = client
+            .ps()
+            .await
+            .context("asking the daemon which models are loaded")?;
+        for model in running.models {
+            if Path::new(&model.path).starts_with(dir) {
+                client
+                    .stop(&model.name)
+                    .await
+                    .with_context(|| format!("asking the daemon to unload {name}"))?;
+                println!("unloaded {name} from the daemon");
+            }
+        }
+        Ok(())
+    })
 }
 
 /// Folders `rmx import` made: rmx owns them, so rmx may delete them.
