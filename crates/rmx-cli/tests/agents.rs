@@ -2,6 +2,8 @@
 //! those survive byte for byte, rmx's settings parse, `--dry-run` writes nothing and
 //! `--restore` puts the original back exactly. Runs the real binary in a temporary HOME.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -2,6 +2,8 @@
 //! no MLX runtime, a stale daemon socket, a truncated model file, a partial download, a broken
 //! aliases file. Runs the real binary with a temporary RMX_HOME and HF_HUB_CACHE.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 

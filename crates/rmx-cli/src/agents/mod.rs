@@ -58,15 +58,17 @@ pub struct Integration {
 /// The environment the paths come from (a struct so tests of paths need no global state).
 pub struct Env {
     pub home: Option<PathBuf>,
-    pub var: Box<dyn Fn(&str) -> Option<String>>,
+    pub var: fn(&str) -> Option<String>,
 }
 
 impl Env {
     pub fn from_process() -> Env {
-        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        fn var(k: &str) -> Option<String> {
+            std::env::var(k).ok().filter(|v| !v.is_empty())
+        }
         Env {
             home: var("HOME").map(PathBuf::from),
-            var: Box::new(var),
+            var,
         }
     }
 
