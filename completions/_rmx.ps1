@@ -39,7 +39,8 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
             [CompletionResult]::new('models', 'models', [CompletionResultType]::ParameterValue, 'List the model names rmx knows (built-in and user aliases)')
             [CompletionResult]::new('alias', 'alias', [CompletionResultType]::ParameterValue, 'Add, remove or list your own model names')
             [CompletionResult]::new('import', 'import', [CompletionResultType]::ParameterValue, 'Convert a GGUF file into an MLX model in the store, under a name')
-            [CompletionResult]::new('bench', 'bench', [CompletionResultType]::ParameterValue, 'Measure prefill and decode speed, time to first token and peak memory')
+            [CompletionResult]::new('agents', 'agents', [CompletionResultType]::ParameterValue, 'List coding agents (Codex, Claude Code, OpenCode, Aider, Goose, Continue, Hermes) and point one at the local daemon with --setup')
+            [CompletionResult]::new('doctor', 'doctor', [CompletionResultType]::ParameterValue, 'Check the MLX runtime, memory, disk, the daemon, the model store and config files')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -222,7 +223,7 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
         }
         'rmx;import' {
             [CompletionResult]::new('--name', '--name', [CompletionResultType]::ParameterName, 'The name to run it by (default: made from the file name)')
-            [CompletionResult]::new('--quant', '--quant', [CompletionResultType]::ParameterName, 'Weight format of the MLX model: 4bit, 8bit (MLX affine, group size 64) or bf16')
+            [CompletionResult]::new('--quant', '--quant', [CompletionResultType]::ParameterName, 'Weight format of the MLX model: bf16 keeps the GGUF''s values; 4bit and 8bit (MLX affine, group size 64) re-quantize them, which small models feel')
             [CompletionResult]::new('--force', '--force', [CompletionResultType]::ParameterName, 'Replace an existing model or alias of the same name')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
@@ -230,12 +231,21 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             break
         }
-        'rmx;bench' {
-            [CompletionResult]::new('--prompt-tokens', '--prompt-tokens', [CompletionResultType]::ParameterName, 'Prompt lengths to measure (default 128 and 512)')
-            [CompletionResult]::new('--gen-tokens', '--gen-tokens', [CompletionResultType]::ParameterName, 'Generation lengths to measure (default 128 and 512)')
-            [CompletionResult]::new('--rounds', '--rounds', [CompletionResultType]::ParameterName, 'Measured rounds per case')
-            [CompletionResult]::new('--warmup', '--warmup', [CompletionResultType]::ParameterName, 'Rounds run first and discarded')
-            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print a JSON record (hardware, versions, model, every case) instead of a table')
+        'rmx;agents' {
+            [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'The model the tool asks for [default: $RMX_MODEL, else qwen3-4b-4bit]')
+            [CompletionResult]::new('--setup', '--setup', [CompletionResultType]::ParameterName, 'Write the tool''s config so it talks to the local rmx daemon')
+            [CompletionResult]::new('--dry-run', '--dry-run', [CompletionResultType]::ParameterName, 'Show the change as a diff and write nothing')
+            [CompletionResult]::new('-y', '-y', [CompletionResultType]::ParameterName, 'Write without asking')
+            [CompletionResult]::new('--yes', '--yes', [CompletionResultType]::ParameterName, 'Write without asking')
+            [CompletionResult]::new('--restore', '--restore', [CompletionResultType]::ParameterName, 'Put back the file as it was before the first --setup')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'rmx;doctor' {
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON instead of lines')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
@@ -256,7 +266,8 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
             [CompletionResult]::new('models', 'models', [CompletionResultType]::ParameterValue, 'List the model names rmx knows (built-in and user aliases)')
             [CompletionResult]::new('alias', 'alias', [CompletionResultType]::ParameterValue, 'Add, remove or list your own model names')
             [CompletionResult]::new('import', 'import', [CompletionResultType]::ParameterValue, 'Convert a GGUF file into an MLX model in the store, under a name')
-            [CompletionResult]::new('bench', 'bench', [CompletionResultType]::ParameterValue, 'Measure prefill and decode speed, time to first token and peak memory')
+            [CompletionResult]::new('agents', 'agents', [CompletionResultType]::ParameterValue, 'List coding agents (Codex, Claude Code, OpenCode, Aider, Goose, Continue, Hermes) and point one at the local daemon with --setup')
+            [CompletionResult]::new('doctor', 'doctor', [CompletionResultType]::ParameterValue, 'Check the MLX runtime, memory, disk, the daemon, the model store and config files')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -311,7 +322,10 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
         'rmx;help;import' {
             break
         }
-        'rmx;help;bench' {
+        'rmx;help;agents' {
+            break
+        }
+        'rmx;help;doctor' {
             break
         }
         'rmx;help;help' {

@@ -16,17 +16,20 @@ _rmx() {
             ",$1")
                 cmd="rmx"
                 ;;
+            rmx,agents)
+                cmd="rmx__subcmd__agents"
+                ;;
             rmx,alias)
                 cmd="rmx__subcmd__alias"
-                ;;
-            rmx,bench)
-                cmd="rmx__subcmd__bench"
                 ;;
             rmx,chat)
                 cmd="rmx__subcmd__chat"
                 ;;
             rmx,completions)
                 cmd="rmx__subcmd__completions"
+                ;;
+            rmx,doctor)
+                cmd="rmx__subcmd__doctor"
                 ;;
             rmx,help)
                 cmd="rmx__subcmd__help"
@@ -88,17 +91,20 @@ _rmx() {
             rmx__subcmd__alias__subcmd__help,rm)
                 cmd="rmx__subcmd__alias__subcmd__help__subcmd__rm"
                 ;;
+            rmx__subcmd__help,agents)
+                cmd="rmx__subcmd__help__subcmd__agents"
+                ;;
             rmx__subcmd__help,alias)
                 cmd="rmx__subcmd__help__subcmd__alias"
-                ;;
-            rmx__subcmd__help,bench)
-                cmd="rmx__subcmd__help__subcmd__bench"
                 ;;
             rmx__subcmd__help,chat)
                 cmd="rmx__subcmd__help__subcmd__chat"
                 ;;
             rmx__subcmd__help,completions)
                 cmd="rmx__subcmd__help__subcmd__completions"
+                ;;
+            rmx__subcmd__help,doctor)
+                cmd="rmx__subcmd__help__subcmd__doctor"
                 ;;
             rmx__subcmd__help,help)
                 cmd="rmx__subcmd__help__subcmd__help"
@@ -149,12 +155,30 @@ _rmx() {
 
     case "${cmd}" in
         rmx)
-            opts="-h -V --help --version run chat serve ps stop completions pull ls list rm info models alias import bench help"
+            opts="-h -V --help --version run chat serve ps stop completions pull ls list rm info models alias import agents doctor help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rmx__subcmd__agents)
+            opts="-y -h -V --setup --model --dry-run --yes --restore --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --model)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -300,36 +324,6 @@ _rmx() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        rmx__subcmd__bench)
-            opts="-h -V --prompt-tokens --gen-tokens --rounds --warmup --json --help --version"
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                --prompt-tokens)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --gen-tokens)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --rounds)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --warmup)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
         rmx__subcmd__chat)
             opts="-v -h -V --raw --max-tokens --temperature --top-p --top-k --seed --system --think --no-think --verbose --keep-alive --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -390,9 +384,37 @@ _rmx() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        rmx__subcmd__help)
-            opts="run chat serve ps stop completions pull ls rm info models alias import bench help"
+        rmx__subcmd__doctor)
+            opts="-h -V --json --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rmx__subcmd__help)
+            opts="run chat serve ps stop completions pull ls rm info models alias import agents doctor help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rmx__subcmd__help__subcmd__agents)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -460,20 +482,6 @@ _rmx() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
-        rmx__subcmd__help__subcmd__bench)
-            opts=""
-            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
-                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-                return 0
-            fi
-            case "${prev}" in
-                *)
-                    COMPREPLY=()
-                    ;;
-            esac
-            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
-            return 0
-            ;;
         rmx__subcmd__help__subcmd__chat)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -489,6 +497,20 @@ _rmx() {
             return 0
             ;;
         rmx__subcmd__help__subcmd__completions)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rmx__subcmd__help__subcmd__doctor)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

@@ -36,7 +36,8 @@ set edit:completion:arg-completer[rmx] = {|@words|
             cand models 'List the model names rmx knows (built-in and user aliases)'
             cand alias 'Add, remove or list your own model names'
             cand import 'Convert a GGUF file into an MLX model in the store, under a name'
-            cand bench 'Measure prefill and decode speed, time to first token and peak memory'
+            cand agents 'List coding agents (Codex, Claude Code, OpenCode, Aider, Goose, Continue, Hermes) and point one at the local daemon with --setup'
+            cand doctor 'Check the MLX runtime, memory, disk, the daemon, the model store and config files'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'rmx;run'= {
@@ -197,19 +198,27 @@ set edit:completion:arg-completer[rmx] = {|@words|
         }
         &'rmx;import'= {
             cand --name 'The name to run it by (default: made from the file name)'
-            cand --quant 'Weight format of the MLX model: 4bit, 8bit (MLX affine, group size 64) or bf16'
+            cand --quant 'Weight format of the MLX model: bf16 keeps the GGUF''s values; 4bit and 8bit (MLX affine, group size 64) re-quantize them, which small models feel'
             cand --force 'Replace an existing model or alias of the same name'
             cand -h 'Print help'
             cand --help 'Print help'
             cand -V 'Print version'
             cand --version 'Print version'
         }
-        &'rmx;bench'= {
-            cand --prompt-tokens 'Prompt lengths to measure (default 128 and 512)'
-            cand --gen-tokens 'Generation lengths to measure (default 128 and 512)'
-            cand --rounds 'Measured rounds per case'
-            cand --warmup 'Rounds run first and discarded'
-            cand --json 'Print a JSON record (hardware, versions, model, every case) instead of a table'
+        &'rmx;agents'= {
+            cand --model 'The model the tool asks for [default: $RMX_MODEL, else qwen3-4b-4bit]'
+            cand --setup 'Write the tool''s config so it talks to the local rmx daemon'
+            cand --dry-run 'Show the change as a diff and write nothing'
+            cand -y 'Write without asking'
+            cand --yes 'Write without asking'
+            cand --restore 'Put back the file as it was before the first --setup'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'rmx;doctor'= {
+            cand --json 'Print JSON instead of lines'
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'
             cand -V 'Print version'
@@ -229,7 +238,8 @@ set edit:completion:arg-completer[rmx] = {|@words|
             cand models 'List the model names rmx knows (built-in and user aliases)'
             cand alias 'Add, remove or list your own model names'
             cand import 'Convert a GGUF file into an MLX model in the store, under a name'
-            cand bench 'Measure prefill and decode speed, time to first token and peak memory'
+            cand agents 'List coding agents (Codex, Claude Code, OpenCode, Aider, Goose, Continue, Hermes) and point one at the local daemon with --setup'
+            cand doctor 'Check the MLX runtime, memory, disk, the daemon, the model store and config files'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'rmx;help;run'= {
@@ -267,7 +277,9 @@ set edit:completion:arg-completer[rmx] = {|@words|
         }
         &'rmx;help;import'= {
         }
-        &'rmx;help;bench'= {
+        &'rmx;help;agents'= {
+        }
+        &'rmx;help;doctor'= {
         }
         &'rmx;help;help'= {
         }
