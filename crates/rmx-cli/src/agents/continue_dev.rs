@@ -28,17 +28,19 @@ fn config_path(env: &Env) -> Option<PathBuf> {
         .map(|h| h.join(".continue").join("config.yaml"))
 }
 
-fn entry(t: &Target) -> Vec<String> {
+/// rmx's list item, its dash indented by `dash` (the user's items' indent: all items of one
+/// YAML list must line up).
+fn entry(t: &Target, dash: &str) -> Vec<String> {
     let mut lines = vec![
-        format!("  - name: {}", yaml_str(ENTRY_NAME)),
-        "    provider: openai".to_string(),
-        format!("    model: {}", yaml_str(&t.model)),
-        format!("    apiBase: {}", yaml_str(&t.openai_base())),
+        format!("{dash}- name: {}", yaml_str(ENTRY_NAME)),
+        format!("{dash}  provider: openai"),
+        format!("{dash}  model: {}", yaml_str(&t.model)),
+        format!("{dash}  apiBase: {}", yaml_str(&t.openai_base())),
     ];
     if t.api_key_env {
-        lines.push("    apiKey: ${{ secrets.RMX_API_KEY }}".to_string());
+        lines.push(format!("{dash}  apiKey: ${{{{ secrets.RMX_API_KEY }}}}"));
     }
-    lines.push("    roles: [chat, edit, apply]".to_string());
+    lines.push(format!("{dash}  roles: [chat, edit, apply]"));
     lines
 }
 
@@ -55,7 +57,7 @@ fn render(old: &str, _: &Path, t: &Target) -> Result<String> {
     match header {
         None => {
             lines.push("models:".into());
-            lines.extend(entry(t));
+            lines.extend(entry(t, "  "));
         }
         Some(h) => {
             let marker = format!("- name: {}", yaml_str(ENTRY_NAME));
@@ -77,8 +79,14 @@ fn render(old: &str, _: &Path, t: &Target) -> Result<String> {
                 }
                 lines.drain(start..end);
             }
+            let dash = lines[h + 1..]
+                .iter()
+                .find(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+                .filter(|l| l.trim_start().starts_with('-'))
+                .map(|l| l[..l.len() - l.trim_start().len()].to_string())
+                .unwrap_or_else(|| "  ".to_string());
             let at = h + 1;
-            for (k, l) in entry(t).into_iter().enumerate() {
+            for (k, l) in entry(t, &dash).into_iter().enumerate() {
                 lines.insert(at + k, l);
             }
         }
@@ -103,4 +111,28 @@ fn notes(t: &Target) -> Vec<String> {
         notes.push("add RMX_API_KEY to ~/.continue/.env".into());
     }
     notes
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn target() -> Target {
+        Target {
+            root: "http://127.0.0.1:8000".into(),
+            model: "m".into(),
+            api_key_env: false,
+        }
+    }
+
+    #[test]
+    fn the_entry_lines_up_with_unindented_items_and_replaces_itself() {
+        let old = "models:\n- name: GPT\n  model: gpt-4o\n";
+        let once = render(old, Path::new("c"), &target()).unwrap();
+        assert!(once.starts_with("models:\n- name: \"rmx (local)\"\n  provider: openai\n"));
+        assert!(once.ends_with("- name: GPT\n  model: gpt-4o\n"));
+        let twice = render(&once, Path::new("c"), &target()).unwrap();
+        assert_eq!(once, twice);
+    }
 }

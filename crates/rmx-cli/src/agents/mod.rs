@@ -125,9 +125,15 @@ pub fn daemon_version(root: &str) -> Option<String> {
     let mut stream = TcpStream::connect_timeout(&sock, timeout).ok()?;
     stream.set_read_timeout(Some(timeout)).ok()?;
     stream.set_write_timeout(Some(timeout)).ok()?;
+    // A daemon serving TCP with a key wants it on every route.
+    let auth = std::env::var("RMX_API_KEY")
+        .ok()
+        .filter(|k| !k.is_empty())
+        .map(|k| format!("Authorization: Bearer {k}\r\n"))
+        .unwrap_or_default();
     write!(
         stream,
-        "GET /api/version HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        "GET /api/version HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n"
     )
     .ok()?;
     let mut reply = Vec::new();
