@@ -321,3 +321,33 @@ fn setup_without_a_terminal_or_yes_refuses_and_changes_nothing() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("-y"));
     assert_eq!(std::fs::read_to_string(file).unwrap(), CODEX);
 }
+
+#[test]
+fn setup_says_when_the_daemon_answers_and_what_to_try() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let mut buf = [0u8; 1024];
+            let _ = conn.read(&mut buf);
+            let _ = conn.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 19\r\nConnection: close\r\n\r\n{\"version\":\"9.9.9\"}",
+            );
+        }
+    });
+    let home = Home::new();
+    let out = Command::new(env!("CARGO_BIN_EXE_rmx"))
+        .args(["agents", "codex", "--setup", "-y"])
+        .env("HOME", home.dir.path())
+        .env("CODEX_HOME", home.path("codex-home"))
+        .env("RMX_HOST", format!("127.0.0.1:{port}"))
+        .env_remove("RMX_API_KEY")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = stdout(&out);
+    assert!(text.contains("answers at"), "{text}");
+    assert!(text.contains("version 9.9.9"));
+    assert!(text.contains("try it: codex exec \"say hi\""));
+}

@@ -209,3 +209,43 @@ fn a_broken_aliases_file_fails_with_the_fix() {
     let (_, fix) = finding(&text, "FAIL", "does not parse");
     assert!(fix.contains("aliases.toml"));
 }
+
+/// A TCP port answering every request with `reply`, for as long as the test runs.
+fn fake_server(reply: &'static str) -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let mut buf = [0u8; 1024];
+            let _ = conn.read(&mut buf);
+            let _ = conn.write_all(reply.as_bytes());
+        }
+    });
+    port
+}
+
+#[test]
+fn a_port_taken_by_something_else_warns_with_the_fix() {
+    let s = Setup::new();
+    let port =
+        fake_server("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    let host = format!("127.0.0.1:{port}");
+    let out = s.doctor(&[("RMX_HOST", &host)], false);
+    assert!(out.status.success());
+    let text = lines(&out);
+    let (_, fix) = finding(&text, "WARN", "taken by something that is not rmx");
+    assert!(fix.contains("RMX_HOST"));
+}
+
+#[test]
+fn a_daemon_answering_on_tcp_passes() {
+    let s = Setup::new();
+    let port = fake_server(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 19\r\nConnection: close\r\n\r\n{\"version\":\"9.9.9\"}",
+    );
+    let host = format!("127.0.0.1:{port}");
+    let out = s.doctor(&[("RMX_HOST", &host)], false);
+    assert!(out.status.success());
+    assert!(lines(&out).contains("answers: rmx 9.9.9"));
+}
