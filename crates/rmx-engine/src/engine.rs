@@ -24,7 +24,11 @@ enum Command {
 
 /// A handle to a loaded model's engine thread.
 pub struct Engine {
-    tx: Sender<Command>,
+    /// `None` only while dropping: closing the channel is what stops the thread.
+    tx: Option<Sender<Command>>,
+    /// Joined on drop, so the model's arrays are freed before the handle is gone (a process
+    /// that exits while an engine thread still frees MLX arrays races MLX's static teardown).
+    thread: Option<std::thread::JoinHandle<()>>,
     pub(crate) dir: PathBuf,
     pub(crate) tokenizer: Arc<Tokenizer>,
     pub(crate) template: Option<ChatTemplate>,
@@ -61,7 +65,7 @@ impl Engine {
         let name = dir
             .file_name()
             .map_or("model".into(), |n| n.to_string_lossy().to_string());
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name(format!("rmx-engine:{name}"))
             .spawn(move || match rmx_models::load(&thread_dir) {
                 Ok(model) => {
@@ -73,9 +77,20 @@ impl Engine {
                 }
             })
             .map_err(|e| EngineError::Invalid(format!("cannot start the engine thread: {e}")))?;
-        let info = ready_rx.recv().map_err(|_| EngineError::Stopped)??;
+        let info = match ready_rx.recv() {
+            Ok(Ok(info)) => info,
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                return Err(e);
+            }
+            Err(_) => {
+                let _ = thread.join();
+                return Err(EngineError::Stopped);
+            }
+        };
         Ok(Engine {
-            tx,
+            tx: Some(tx),
+            thread: Some(thread),
             dir: dir.to_path_buf(),
             tokenizer,
             template,
@@ -123,9 +138,20 @@ impl Engine {
         }
         let (tx, rx) = unbounded_channel();
         self.tx
+            .as_ref()
+            .ok_or(EngineError::Stopped)?
             .send(Command::Generate(req, tx, Instant::now()))
             .map_err(|_| EngineError::Stopped)?;
         Ok(rx)
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        drop(self.tx.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }
 
