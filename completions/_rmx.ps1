@@ -39,6 +39,7 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
             [CompletionResult]::new('models', 'models', [CompletionResultType]::ParameterValue, 'List the model names rmx knows (built-in and user aliases)')
             [CompletionResult]::new('alias', 'alias', [CompletionResultType]::ParameterValue, 'Add, remove or list your own model names')
             [CompletionResult]::new('import', 'import', [CompletionResultType]::ParameterValue, 'Convert a GGUF file into an MLX model in the store, under a name')
+            [CompletionResult]::new('bench', 'bench', [CompletionResultType]::ParameterValue, 'Measure prefill and decode speed, time to first token and peak memory')
             [CompletionResult]::new('agents', 'agents', [CompletionResultType]::ParameterValue, 'List coding agents (Codex, Claude Code, OpenCode, Aider, Goose, Continue, Hermes) and point one at the local daemon with --setup')
             [CompletionResult]::new('doctor', 'doctor', [CompletionResultType]::ParameterValue, 'Check the MLX runtime, memory, disk, the daemon, the model store and config files')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
@@ -231,6 +232,18 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             break
         }
+        'rmx;bench' {
+            [CompletionResult]::new('--prompt-tokens', '--prompt-tokens', [CompletionResultType]::ParameterName, 'Prompt lengths to measure (default 128 and 512)')
+            [CompletionResult]::new('--gen-tokens', '--gen-tokens', [CompletionResultType]::ParameterName, 'Generation lengths to measure (default 128 and 512)')
+            [CompletionResult]::new('--rounds', '--rounds', [CompletionResultType]::ParameterName, 'Measured rounds per case')
+            [CompletionResult]::new('--warmup', '--warmup', [CompletionResultType]::ParameterName, 'Rounds run first and discarded')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print a JSON record (hardware, versions, model, every case) instead of a table')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
         'rmx;agents' {
             [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'The model the tool asks for [default: $RMX_MODEL, else qwen3-4b-4bit]')
             [CompletionResult]::new('--setup', '--setup', [CompletionResultType]::ParameterName, 'Write the tool''s config so it talks to the local rmx daemon')
@@ -266,6 +279,7 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
             [CompletionResult]::new('models', 'models', [CompletionResultType]::ParameterValue, 'List the model names rmx knows (built-in and user aliases)')
             [CompletionResult]::new('alias', 'alias', [CompletionResultType]::ParameterValue, 'Add, remove or list your own model names')
             [CompletionResult]::new('import', 'import', [CompletionResultType]::ParameterValue, 'Convert a GGUF file into an MLX model in the store, under a name')
+            [CompletionResult]::new('bench', 'bench', [CompletionResultType]::ParameterValue, 'Measure prefill and decode speed, time to first token and peak memory')
             [CompletionResult]::new('agents', 'agents', [CompletionResultType]::ParameterValue, 'List coding agents (Codex, Claude Code, OpenCode, Aider, Goose, Continue, Hermes) and point one at the local daemon with --setup')
             [CompletionResult]::new('doctor', 'doctor', [CompletionResultType]::ParameterValue, 'Check the MLX runtime, memory, disk, the daemon, the model store and config files')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
@@ -320,6 +334,9 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
             break
         }
         'rmx;help;import' {
+            break
+        }
+        'rmx;help;bench' {
             break
         }
         'rmx;help;agents' {

@@ -22,6 +22,9 @@ _rmx() {
             rmx,alias)
                 cmd="rmx__subcmd__alias"
                 ;;
+            rmx,bench)
+                cmd="rmx__subcmd__bench"
+                ;;
             rmx,chat)
                 cmd="rmx__subcmd__chat"
                 ;;
@@ -97,6 +100,9 @@ _rmx() {
             rmx__subcmd__help,alias)
                 cmd="rmx__subcmd__help__subcmd__alias"
                 ;;
+            rmx__subcmd__help,bench)
+                cmd="rmx__subcmd__help__subcmd__bench"
+                ;;
             rmx__subcmd__help,chat)
                 cmd="rmx__subcmd__help__subcmd__chat"
                 ;;
@@ -155,7 +161,7 @@ _rmx() {
 
     case "${cmd}" in
         rmx)
-            opts="-h -V --help --version run chat serve ps stop completions pull ls list rm info models alias import agents doctor help"
+            opts="-h -V --help --version run chat serve ps stop completions pull ls list rm info models alias import bench agents doctor help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -324,6 +330,36 @@ _rmx() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        rmx__subcmd__bench)
+            opts="-h -V --prompt-tokens --gen-tokens --rounds --warmup --json --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --prompt-tokens)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --gen-tokens)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --rounds)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --warmup)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         rmx__subcmd__chat)
             opts="-v -h -V --raw --max-tokens --temperature --top-p --top-k --seed --system --think --no-think --verbose --keep-alive --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -399,7 +435,7 @@ _rmx() {
             return 0
             ;;
         rmx__subcmd__help)
-            opts="run chat serve ps stop completions pull ls rm info models alias import agents doctor help"
+            opts="run chat serve ps stop completions pull ls rm info models alias import bench agents doctor help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -471,6 +507,20 @@ _rmx() {
         rmx__subcmd__help__subcmd__alias__subcmd__rm)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rmx__subcmd__help__subcmd__bench)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

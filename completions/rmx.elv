@@ -36,6 +36,7 @@ set edit:completion:arg-completer[rmx] = {|@words|
             cand models 'List the model names rmx knows (built-in and user aliases)'
             cand alias 'Add, remove or list your own model names'
             cand import 'Convert a GGUF file into an MLX model in the store, under a name'
+            cand bench 'Measure prefill and decode speed, time to first token and peak memory'
             cand agents 'List coding agents (Codex, Claude Code, OpenCode, Aider, Goose, Continue, Hermes) and point one at the local daemon with --setup'
             cand doctor 'Check the MLX runtime, memory, disk, the daemon, the model store and config files'
             cand help 'Print this message or the help of the given subcommand(s)'
@@ -205,6 +206,17 @@ set edit:completion:arg-completer[rmx] = {|@words|
             cand -V 'Print version'
             cand --version 'Print version'
         }
+        &'rmx;bench'= {
+            cand --prompt-tokens 'Prompt lengths to measure (default 128 and 512)'
+            cand --gen-tokens 'Generation lengths to measure (default 128 and 512)'
+            cand --rounds 'Measured rounds per case'
+            cand --warmup 'Rounds run first and discarded'
+            cand --json 'Print a JSON record (hardware, versions, model, every case) instead of a table'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
         &'rmx;agents'= {
             cand --model 'The model the tool asks for [default: $RMX_MODEL, else qwen3-4b-4bit]'
             cand --setup 'Write the tool''s config so it talks to the local rmx daemon'
@@ -238,6 +250,7 @@ set edit:completion:arg-completer[rmx] = {|@words|
             cand models 'List the model names rmx knows (built-in and user aliases)'
             cand alias 'Add, remove or list your own model names'
             cand import 'Convert a GGUF file into an MLX model in the store, under a name'
+            cand bench 'Measure prefill and decode speed, time to first token and peak memory'
             cand agents 'List coding agents (Codex, Claude Code, OpenCode, Aider, Goose, Continue, Hermes) and point one at the local daemon with --setup'
             cand doctor 'Check the MLX runtime, memory, disk, the daemon, the model store and config files'
             cand help 'Print this message or the help of the given subcommand(s)'
@@ -276,6 +289,8 @@ set edit:completion:arg-completer[rmx] = {|@words|
         &'rmx;help;alias;ls'= {
         }
         &'rmx;help;import'= {
+        }
+        &'rmx;help;bench'= {
         }
         &'rmx;help;agents'= {
         }

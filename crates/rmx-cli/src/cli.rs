@@ -57,6 +57,11 @@ pub enum Command {
     Alias(AliasCommand),
     /// Convert a GGUF file into an MLX model in the store, under a name.
     Import(ImportArgs),
+    /// Measure prefill and decode speed, time to first token and peak memory.
+    ///
+    /// Greedy generation from fixed pseudo-random prompts; warm-up rounds are discarded and
+    /// the median (± half the range) of the others is shown.
+    Bench(BenchArgs),
     /// List coding agents (Codex, Claude Code, OpenCode, Aider, Goose, Continue, Hermes) and
     /// point one at the local daemon with --setup.
     ///
@@ -303,4 +308,25 @@ pub struct ImportArgs {
     /// Replace an existing model or alias of the same name.
     #[arg(long)]
     pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// The model: a folder holding an MLX-format model.
+    pub model: PathBuf,
+    /// Prompt lengths to measure (default 128 and 512).
+    #[arg(long, value_delimiter = ',', value_name = "N,..")]
+    pub prompt_tokens: Vec<usize>,
+    /// Generation lengths to measure (default 128 and 512).
+    #[arg(long, value_delimiter = ',', value_name = "N,..")]
+    pub gen_tokens: Vec<usize>,
+    /// Measured rounds per case.
+    #[arg(long, default_value_t = 5)]
+    pub rounds: usize,
+    /// Rounds run first and discarded.
+    #[arg(long, default_value_t = 1)]
+    pub warmup: usize,
+    /// Print a JSON record (hardware, versions, model, every case) instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }

@@ -10,6 +10,7 @@ mod stop;
 mod agents;
 mod alias;
 mod doctor;
+mod bench;
 mod import;
 mod info;
 mod ls;
@@ -36,6 +37,7 @@ pub fn dispatch(cli: Cli) -> ExitCode {
         Command::Models(args) => models::run(args),
         Command::Alias(cmd) => alias::run(cmd),
         Command::Import(args) => import::run(args),
+        Command::Bench(args) => bench::run(args),
         Command::Agents(args) => agents::run(args),
         Command::Doctor(args) => doctor::run(args),
     };
