@@ -14,14 +14,14 @@ pub mod models;
 pub mod openai;
 pub mod options;
 
-pub use client::{Client, ClientError, Endpoint, Ndjson};
 pub use chat::{ChatRequest, ChatResponse, FunctionCall, Message, ToolCall};
+pub use client::{Client, ClientError, Endpoint, Ndjson};
 pub use generate::{DoneStats, GenerateRequest, GenerateResponse};
 pub use home::{default_http_addr, rmx_home, DaemonPaths};
 pub use keep_alive::KeepAlive;
 pub use models::{
-    ErrorResponse, ModelRequest, PsResponse, RunningModel, ShowResponse, StoredModel,
-    TagsResponse, VersionResponse,
+    ErrorResponse, ModelRequest, PsResponse, RunningModel, ShowResponse, StoredModel, TagsResponse,
+    VersionResponse,
 };
 pub use options::Options;
 

@@ -259,9 +259,7 @@ pub enum AliasCommand {
     /// Add (or replace) an alias for a repo id or a model folder.
     Add(AliasAddArgs),
     /// Remove one of your aliases.
-    Rm {
-        name: String,
-    },
+    Rm { name: String },
     /// List every alias in effect.
     Ls {
         /// Print JSON instead of a table.

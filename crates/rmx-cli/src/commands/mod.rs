@@ -9,8 +9,8 @@ mod stop;
 
 mod agents;
 mod alias;
-mod doctor;
 mod bench;
+mod doctor;
 mod import;
 mod info;
 mod ls;
