@@ -1,5 +1,5 @@
 //! `rmx pull`, `ls`, `info`, `rm`, `models`, `alias` end to end: the real binary against a
-//! local Hub (`store_cli_common/fake_hub.rs`) and a temporary store, output snapshotted.
+//! local Hub (rmx-store's `tests/it/fake_hub.rs`) and a temporary store, output snapshotted.
 
 mod store_cli_common;
 

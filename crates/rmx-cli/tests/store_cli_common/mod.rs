@@ -1,8 +1,10 @@
-//! What the store CLI tests share: a local Hub (`fake_hub.rs`, copied from rmx-store's tests)
+//! What the store CLI tests share: a local Hub (rmx-store's `tests/it/fake_hub.rs`)
 //! serving a tiny MLX-style model, a temporary `HF_HUB_CACHE` + `RMX_HOME`, and the real `rmx`
 //! binary pointed at them.
 #![allow(dead_code, clippy::unwrap_used)]
 
+// The same local Hub rmx-store's own tests use, compiled here from its one source.
+#[path = "../../../rmx-store/tests/it/fake_hub.rs"]
 pub mod fake_hub;
 
 use std::path::{Path, PathBuf};
