@@ -329,8 +329,15 @@ fn setup_says_when_the_daemon_answers_and_what_to_try() {
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
         for mut conn in listener.incoming().flatten() {
+            // Read the whole request head before answering and closing.
+            let mut seen = Vec::new();
             let mut buf = [0u8; 1024];
-            let _ = conn.read(&mut buf);
+            while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => seen.extend_from_slice(&buf[..n]),
+                }
+            }
             let _ = conn.write_all(
                 b"HTTP/1.1 200 OK\r\nContent-Length: 19\r\nConnection: close\r\n\r\n{\"version\":\"9.9.9\"}",
             );

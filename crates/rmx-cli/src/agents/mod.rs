@@ -131,11 +131,10 @@ pub fn daemon_version(root: &str) -> Option<String> {
         .filter(|k| !k.is_empty())
         .map(|k| format!("Authorization: Bearer {k}\r\n"))
         .unwrap_or_default();
-    write!(
-        stream,
-        "GET /api/version HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n"
-    )
-    .ok()?;
+    // One write: a server that reads the request once and closes must see all of it.
+    let request =
+        format!("GET /api/version HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).ok()?;
     let mut reply = Vec::new();
     let _ = stream.take(64 * 1024).read_to_end(&mut reply);
     let reply = String::from_utf8_lossy(&reply);
