@@ -56,18 +56,6 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn memory_bytes() -> Option<u64> {
-    let m = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kb: u64 = m
-        .lines()
-        .find(|l| l.starts_with("MemTotal:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()?;
-    Some(kb * 1024)
-}
-
 fn device_name() -> String {
     let ty = if rmx_mlx::gpu_available() {
         rmx_mlx::DeviceType::Gpu
@@ -98,7 +86,7 @@ fn record(
         "backend": rmx_mlx::backend().name(),
         "hardware": {
             "device": device_name(),
-            "memory_bytes": memory_bytes(),
+            "memory_bytes": super::info::memory().map(|(total, _)| total),
             "os": std::env::consts::OS,
             "arch": std::env::consts::ARCH,
         },
