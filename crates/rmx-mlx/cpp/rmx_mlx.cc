@@ -116,8 +116,15 @@ ArrayPtr clone_array(const Array& a) { return wrap(a.inner); }
 
 void to_bytes(const Array& a, uint8_t dtype, rust::Slice<uint8_t> out) {
   auto dt = to_dtype(dtype);
-  auto c = mx::contiguous(a.inner.dtype() == dt ? a.inner : mx::astype(a.inner, dt));
+  // Wait for this array alone first. A new op (contiguous, astype) would be queued behind all
+  // the work already submitted on its stream -- the engine's next decode step -- so reading a
+  // token would wait for the following token too and CPU and GPU would take turns.
+  mx::array c = a.inner;
   c.eval();
+  if (c.dtype() != dt || !c.flags().row_contiguous) {
+    c = mx::contiguous(c.dtype() == dt ? c : mx::astype(c, dt));
+    c.eval();
+  }
   if (c.nbytes() != out.size()) {
     throw std::invalid_argument("read-back buffer has " + std::to_string(out.size()) +
                                 " bytes, array has " + std::to_string(c.nbytes()));
