@@ -8,6 +8,8 @@ CASES=${*:-"llama3-8b:4bit qwen3-0.6b:4bit llama3-8b:8bit llama3-8b:bf16"}
 here=$(cd "$(dirname "$0")" && pwd)
 work=${BENCH_DIR:-/tmp/rmx-bench}
 rounds=${ROUNDS:-3}
+# AB=1 also times rmx with its CUDA fast path off (RMX_FAST_PATH=0), for docs/perf.md's notes.
+ab=${AB:-0}
 mkdir -p "$work"
 bw=$(python3 "$here/bench/mlx_side.py" copybw | python3 -c 'import json,sys; print(json.load(sys.stdin)["copy_bytes_per_s"])')
 printf 'copy bandwidth: %.0f GB/s\n' "$(python3 -c "print($bw/1e9)")"
@@ -19,6 +21,14 @@ for c in $CASES; do
   m_pre=$(python3 "$here/bench/mlx_side.py" time --model "$dir" --prompt-len 2048 --gen 1 --rounds "$rounds")
   r_dec=$("$RMX" bench "$dir" --prompt-tokens 64 --gen-tokens 128 --rounds "$rounds" --json)
   r_pre=$("$RMX" bench "$dir" --prompt-tokens 2048 --gen-tokens 1 --rounds "$rounds" --json)
+  if [ "$ab" = 1 ]; then
+    RMX_FAST_PATH=0 "$RMX" bench "$dir" --prompt-tokens 64 --gen-tokens 128 --rounds "$rounds" --json |
+      python3 -c 'import json,sys; c=json.load(sys.stdin)["cases"][0]; print("  '"$shape-$quant"' without the fast path: decode %.1f tok/s" % c["decode_tps"]["median"])'
+    RMX_FAST_PATH=0 "$RMX" bench "$dir" --prompt-tokens 2048 --gen-tokens 1 --rounds "$rounds" --json |
+      python3 -c 'import json,sys; c=json.load(sys.stdin)["cases"][0]; print("  '"$shape-$quant"' without the fast path: prefill@2K %.0f tok/s" % c["prefill_tps"]["median"])'
+  fi
+  # Same logits on this backend? (greedy continuation of a 64- and a 1024-token prompt)
+  python3 "$here/bench/logits_check.py" "$RMX" "$dir" --gen 32 | sed 's/^/  logits: /' || echo "  logits: CHECK FAILED for $shape-$quant"
   rows+=("$(python3 - "$dir" "$bw" "$m_dec" "$m_pre" "$r_dec" "$r_pre" <<'PY'
 import json, os, sys
 d, bw = sys.argv[1], float(sys.argv[2])

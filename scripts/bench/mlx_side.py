@@ -25,6 +25,11 @@ SHAPES = {
                        num_hidden_layers=28, intermediate_size=3072, num_attention_heads=16,
                        num_key_value_heads=8, head_dim=128, rms_norm_eps=1e-6, vocab_size=151936,
                        rope_theta=1000000.0, max_position_embeddings=40960, tie_word_embeddings=True),
+    # For trying the scripts on a CPU machine.
+    "tiny": dict(model_type="qwen3", architectures=["Qwen3ForCausalLM"], hidden_size=64,
+                 num_hidden_layers=2, intermediate_size=128, num_attention_heads=4,
+                 num_key_value_heads=2, head_dim=16, rms_norm_eps=1e-6, vocab_size=1000,
+                 rope_theta=1000000.0, max_position_embeddings=4096, tie_word_embeddings=True),
 }
 
 

@@ -6,6 +6,7 @@ use rmx_mlx::{fast, Array};
 use crate::cache::{AttnMask, LayerCache};
 use crate::config::QuantConfig;
 use crate::error::Result;
+use crate::fastpath::fast_path;
 use crate::layers::{Linear, RmsNorm};
 use crate::rope::Rope;
 use crate::weights::Weights;
@@ -29,10 +30,40 @@ pub struct AttentionShape {
     pub scale: f32,
 }
 
+/// The q, k and v projections: three layers, or one fused layer on the CUDA fast path.
+enum Qkv {
+    Separate { q: Linear, k: Linear, v: Linear },
+    Fused { qkv: Linear, qd: i32, kvd: i32 },
+}
+
+impl Qkv {
+    fn new(q: Linear, k: Linear, v: Linear, qd: i32, kvd: i32) -> Result<Qkv> {
+        if !fast_path().kernels {
+            return Ok(Qkv::Separate { q, k, v });
+        }
+        Ok(match Linear::fuse(vec![q, k, v])? {
+            Ok(qkv) => Qkv::Fused { qkv, qd, kvd },
+            Err(parts) => {
+                let [q, k, v]: [Linear; 3] = parts.try_into().ok().expect("three parts back");
+                Qkv::Separate { q, k, v }
+            }
+        })
+    }
+
+    fn forward(&self, x: &Array) -> Result<(Array, Array, Array)> {
+        Ok(match self {
+            Qkv::Separate { q, k, v } => (q.forward(x)?, k.forward(x)?, v.forward(x)?),
+            Qkv::Fused { qkv, qd, kvd } => {
+                let mut p = qkv.forward(x)?.split_at(&[*qd, qd + kvd], -1)?.into_iter();
+                let mut next = || p.next().expect("split in three");
+                (next(), next(), next())
+            }
+        })
+    }
+}
+
 pub struct Attention {
-    q: Linear,
-    k: Linear,
-    v: Linear,
+    qkv: Qkv,
     o: Linear,
     q_norm: Option<RmsNorm>,
     k_norm: Option<RmsNorm>,
@@ -64,9 +95,13 @@ impl Attention {
             )
         };
         Ok(Attention {
-            q: Linear::load(w, q, &format!("{path}.q_proj"), s.hidden, qd, s.qkv_bias)?,
-            k: Linear::load(w, q, &format!("{path}.k_proj"), s.hidden, kvd, s.qkv_bias)?,
-            v: Linear::load(w, q, &format!("{path}.v_proj"), s.hidden, kvd, s.qkv_bias)?,
+            qkv: Qkv::new(
+                Linear::load(w, q, &format!("{path}.q_proj"), s.hidden, qd, s.qkv_bias)?,
+                Linear::load(w, q, &format!("{path}.k_proj"), s.hidden, kvd, s.qkv_bias)?,
+                Linear::load(w, q, &format!("{path}.v_proj"), s.hidden, kvd, s.qkv_bias)?,
+                qd,
+                kvd,
+            )?,
             o: Linear::load(w, q, &format!("{path}.o_proj"), qd, s.hidden, s.o_bias)?,
             q_norm,
             k_norm,
@@ -93,9 +128,10 @@ impl Attention {
 
     pub fn forward(&self, x: &Array, mask: &AttnMask, cache: &mut LayerCache) -> Result<Array> {
         let s = x.shape();
-        let q = self.heads_first(&self.q.forward(x)?, self.heads, self.q_norm.as_ref())?;
-        let k = self.heads_first(&self.k.forward(x)?, self.kv_heads, self.k_norm.as_ref())?;
-        let v = self.heads_first(&self.v.forward(x)?, self.kv_heads, None)?;
+        let (q, k, v) = self.qkv.forward(x)?;
+        let q = self.heads_first(&q, self.heads, self.q_norm.as_ref())?;
+        let k = self.heads_first(&k, self.kv_heads, self.k_norm.as_ref())?;
+        let v = self.heads_first(&v, self.kv_heads, None)?;
         let offset = cache.offset();
         let q = self.rope.forward(&q, offset)?;
         let k = self.rope.forward(&k, offset)?;
@@ -108,10 +144,16 @@ impl Attention {
 
 /// Gated MLP: `down(act(gate(x)) * up(x))`.
 pub struct Mlp {
-    gate: Linear,
-    up: Linear,
+    gate_up: GateUp,
     down: Linear,
+    hidden: i32,
     gelu: bool,
+}
+
+/// Gate and up: two layers, or one fused `[gate; up]` layer on the CUDA fast path.
+enum GateUp {
+    Separate { gate: Linear, up: Linear },
+    Fused(Linear),
 }
 
 impl Mlp {
@@ -124,21 +166,42 @@ impl Mlp {
         bias: bool,
         gelu: bool,
     ) -> Result<Mlp> {
+        let gate = Linear::load(w, q, &format!("{path}.gate_proj"), dim, hidden, bias)?;
+        let up = Linear::load(w, q, &format!("{path}.up_proj"), dim, hidden, bias)?;
+        let gate_up = if fast_path().kernels {
+            match Linear::fuse(vec![gate, up])? {
+                Ok(both) => GateUp::Fused(both),
+                Err(parts) => {
+                    let [gate, up]: [Linear; 2] = parts.try_into().ok().expect("two parts back");
+                    GateUp::Separate { gate, up }
+                }
+            }
+        } else {
+            GateUp::Separate { gate, up }
+        };
         Ok(Mlp {
-            gate: Linear::load(w, q, &format!("{path}.gate_proj"), dim, hidden, bias)?,
-            up: Linear::load(w, q, &format!("{path}.up_proj"), dim, hidden, bias)?,
+            gate_up,
             down: Linear::load(w, q, &format!("{path}.down_proj"), hidden, dim, bias)?,
+            hidden,
             gelu,
         })
     }
 
     pub fn forward(&self, x: &Array) -> Result<Array> {
-        let g = self.gate.forward(x)?;
-        let u = self.up.forward(x)?;
-        let h = if self.gelu {
-            crate::layers::gelu_approx(&g)?.multiply(&u)?
-        } else {
-            crate::layers::swiglu(&g, &u)?
+        let h = match (&self.gate_up, self.gelu) {
+            (GateUp::Fused(both), false) => both.forward_swiglu(x, self.hidden)?,
+            (GateUp::Fused(both), true) => {
+                let p = both.forward(x)?.split_at(&[self.hidden], -1)?;
+                crate::layers::gelu_approx(&p[0])?.multiply(&p[1])?
+            }
+            (GateUp::Separate { gate, up }, gelu) => {
+                let (g, u) = (gate.forward(x)?, up.forward(x)?);
+                if gelu {
+                    crate::layers::gelu_approx(&g)?.multiply(&u)?
+                } else {
+                    crate::layers::swiglu(&g, &u)?
+                }
+            }
         };
         self.down.forward(&h)
     }

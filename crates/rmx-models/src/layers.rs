@@ -3,10 +3,11 @@
 //! greedy parity needs bit-identical logits.
 
 use rmx_mlx::quant::{self, QuantSpec, Quantized};
-use rmx_mlx::{addmm, fast, Array};
+use rmx_mlx::{addmm, concatenate, fast, Array};
 
 use crate::config::QuantConfig;
 use crate::error::{ModelError, Result};
+use crate::fastpath::{self, Epilogue};
 use crate::weights::Weights;
 
 pub enum Linear {
@@ -101,7 +102,7 @@ impl Linear {
                 bias: Some(b),
             } => addmm(b, x, weight_t, 1.0, 1.0)?,
             Linear::Quant { q, spec, bias } => {
-                let y = quant::quantized_matmul(x, q, *spec, true)?;
+                let y = quant_product(x, q, *spec)?;
                 match bias {
                     Some(b) => y.add(b)?,
                     None => y,
@@ -109,6 +110,106 @@ impl Linear {
             }
         })
     }
+
+    /// One layer out of several that read the same input (`[q; k; v]`, `[gate; up]`), so a
+    /// token runs one product instead of several. Only bias-free layers of one kind and one
+    /// quantization fuse (otherwise the parts come back as they were); the result is evaluated
+    /// now so the parts' memory goes at once.
+    pub fn fuse(parts: Vec<Linear>) -> Result<std::result::Result<Linear, Vec<Linear>>> {
+        let same_kind = parts.windows(2).all(|p| match (&p[0], &p[1]) {
+            (Linear::Dense { bias: None, .. }, Linear::Dense { bias: None, .. }) => true,
+            (
+                Linear::Quant {
+                    spec: a,
+                    bias: None,
+                    q: qa,
+                },
+                Linear::Quant {
+                    spec: b,
+                    bias: None,
+                    q: qb,
+                },
+            ) => a == b && qa.biases.is_some() == qb.biases.is_some(),
+            _ => false,
+        });
+        if parts.len() < 2 || !same_kind {
+            return Ok(Err(parts));
+        }
+        let mut dense = Vec::new();
+        let mut quants = Vec::new();
+        for p in &parts {
+            match p {
+                Linear::Dense { weight_t, .. } => dense.push(weight_t),
+                Linear::Quant { q, .. } => quants.push(q),
+            }
+        }
+        let fused = match &parts[0] {
+            Linear::Dense { .. } => {
+                let weight_t = concatenate(&dense, 1)?;
+                rmx_mlx::eval(&[&weight_t])?;
+                Linear::Dense {
+                    weight_t,
+                    bias: None,
+                }
+            }
+            Linear::Quant { spec, .. } => {
+                let q = fuse_quantized(&quants)?;
+                let mut all = vec![&q.weight, &q.scales];
+                all.extend(q.biases.as_ref());
+                rmx_mlx::eval(&all)?;
+                Linear::Quant {
+                    q,
+                    spec: *spec,
+                    bias: None,
+                }
+            }
+        };
+        Ok(Ok(fused))
+    }
+
+    /// `silu(x G^T) * (x U^T)` for a fused `[gate; up]` layer of `2 * hidden` outputs.
+    pub fn forward_swiglu(&self, x: &Array, hidden: i32) -> Result<Array> {
+        if let Linear::Quant {
+            q,
+            spec,
+            bias: None,
+        } = self
+        {
+            if let Some(y) = fastpath::qgemv(x, q, *spec, Epilogue::SwiGlu)? {
+                return Ok(y);
+            }
+        }
+        let both = self.forward(x)?;
+        let parts = both.split_at(&[hidden], -1)?;
+        swiglu(&parts[0], &parts[1])
+    }
+}
+
+fn fuse_quantized(qs: &[&Quantized]) -> rmx_mlx::Result<Quantized> {
+    let cat = |f: &dyn Fn(&Quantized) -> &Array| {
+        concatenate(&qs.iter().map(|q| f(q)).collect::<Vec<_>>(), 0)
+    };
+    Ok(Quantized {
+        weight: cat(&|q| &q.weight)?,
+        scales: cat(&|q| &q.scales)?,
+        biases: match qs[0].biases {
+            Some(_) => Some(cat(&|q| q.biases.as_ref().expect("checked by fuse"))?),
+            None => None,
+        },
+    })
+}
+
+/// `x @ dequantize(W)^T`, by rmx's GEMV kernel, a dense GEMM on the dequantized weight for long
+/// prefills, or MLX's quantized matmul — see fastpath.rs for when each runs.
+fn quant_product(x: &Array, q: &Quantized, spec: QuantSpec) -> Result<Array> {
+    if let Some(y) = fastpath::qgemv(x, q, spec, Epilogue::Plain)? {
+        return Ok(y);
+    }
+    if fastpath::dequant_prefill(x, q.weight.dim(0)) {
+        let w = quant::dequantize(q, spec, None)?;
+        return Ok(x.matmul(&w.transpose(&[])?)?);
+    }
+    Ok(quant::quantized_matmul(x, q, spec, true)?)
 }
 
 pub enum Embedding {
@@ -156,7 +257,7 @@ impl Embedding {
     pub fn as_linear(&self, x: &Array) -> Result<Array> {
         Ok(match self {
             Embedding::Dense { weight_t, .. } => x.matmul(weight_t)?,
-            Embedding::Quant { q, spec } => quant::quantized_matmul(x, q, *spec, true)?,
+            Embedding::Quant { q, spec } => quant_product(x, q, *spec)?,
         })
     }
 }

@@ -5,6 +5,7 @@ mod attention;
 pub mod cache;
 mod config;
 mod error;
+mod fastpath;
 mod gemma3;
 mod layers;
 mod llama;

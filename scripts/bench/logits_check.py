@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Do rmx and mlx-lm compute the same logits on this machine's backend?
+
+    python3 scripts/bench/logits_check.py RMX_BINARY MODEL_DIR [--prompt-len N ...] [--gen M]
+
+Starts `rmx serve` on a free port (temporary RMX_HOME), asks /v1/completions for a greedy
+continuation of a random prompt with the top-5 log-probabilities of every step, then runs mlx-lm
+on the same files along rmx's tokens (teacher-forced, step by step with a KV cache, as decode
+does) and compares: the largest |logprob difference| over rmx's top-5 tokens, and at each step
+where the greedy tokens differ, mlx-lm's gap between its own top token and rmx's. Prints one
+JSON line per prompt length; exits 1 when a greedy difference is not explained by a near-tie.
+"""
+import argparse, json, os, re, socket, subprocess, sys, tempfile, time, urllib.request
+
+import mlx.core as mx
+
+
+def free_port():
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
+
+
+def post(url, body, timeout=600):
+    req = urllib.request.Request(url, json.dumps(body).encode(), {"content-type": "application/json"})
+    return json.load(urllib.request.urlopen(req, timeout=timeout))
+
+
+def rmx_run(base, model, ids, gen):
+    r = post(f"{base}/v1/completions", {"model": model, "prompt": " ".join(f"t{i}" for i in ids),
+                                        "max_tokens": gen, "temperature": 0, "logprobs": 5})
+    lp = r["choices"][0]["logprobs"]
+    num = lambda t: int(re.search(r"t(\d+)", t).group(1))
+    toks = [num(t) for t in lp["tokens"]]
+    tops = [{num(k): v for k, v in d.items()} for d in lp["top_logprobs"]]
+    return toks, tops
+
+
+def mlx_along(model, ids, toks):
+    from mlx_lm.models.cache import make_prompt_cache
+    cache = make_prompt_cache(model)
+    logits = model(mx.array(ids)[None], cache=cache)[0, -1]
+    out = []
+    for t in toks:
+        lp = logits - mx.logsumexp(logits.astype(mx.float32))
+        out.append(lp.astype(mx.float32))
+        logits = model(mx.array([[t]]), cache=cache)[0, -1]
+    mx.eval(out)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("rmx"); ap.add_argument("model")
+    ap.add_argument("--prompt-len", type=int, nargs="+", default=[64, 1024])
+    ap.add_argument("--gen", type=int, default=32)
+    ap.add_argument("--tol", type=float, default=0.1,
+                    help="logprob gap under which two candidates count as tied in bf16")
+    a = ap.parse_args()
+    from mlx_lm.utils import load_model
+    import pathlib
+    model, _ = load_model(pathlib.Path(a.model))
+    home = tempfile.mkdtemp()
+    port = free_port()
+    env = dict(os.environ, RMX_HOME=home, XDG_RUNTIME_DIR=home)
+    srv = subprocess.Popen([a.rmx, "serve", "--port", str(port)], env=env,
+                           stdout=subprocess.DEVNULL, stderr=open(os.path.join(home, "serve.log"), "w"))
+    base = f"http://127.0.0.1:{port}"
+    ok = True
+    try:
+        for _ in range(300):
+            try:
+                urllib.request.urlopen(f"{base}/api/version", timeout=1); break
+            except Exception:
+                time.sleep(0.2)
+        vocab = model.args.vocab_size
+        for n in a.prompt_len:
+            ids = mx.random.randint(0, vocab * 3 // 4, (n,), key=mx.random.key(n)).tolist()
+            toks, tops = rmx_run(base, a.model, ids, a.gen)
+            ref = mlx_along(model, ids, toks)
+            max_diff, mismatches, worst_gap = 0.0, 0, 0.0
+            for t, top, lp in zip(toks, tops, ref):
+                for i, v in top.items():
+                    max_diff = max(max_diff, abs(v - lp[i].item()))
+                m = int(mx.argmax(lp).item())
+                if m != t:
+                    mismatches += 1
+                    gap = lp[m].item() - lp[t].item()
+                    worst_gap = max(worst_gap, gap)
+                    ok &= gap <= a.tol
+            print(json.dumps({"model": os.path.basename(a.model.rstrip("/")), "prompt_len": n,
+                              "steps": len(toks), "max_abs_logprob_diff": round(max_diff, 4),
+                              "greedy_mismatches": mismatches,
+                              "worst_mismatch_gap": round(worst_gap, 4), "tol": a.tol}), flush=True)
+    finally:
+        srv.terminate(); srv.wait(timeout=30)
+    if not ok:
+        sys.stderr.write(open(os.path.join(home, "serve.log")).read()[-4000:])
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
