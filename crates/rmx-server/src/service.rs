@@ -142,6 +142,9 @@ pub struct Final {
     pub total_duration: Duration,
     /// The output stopped inside the reasoning block (length limit while thinking).
     pub ended_in_reasoning: bool,
+    /// The request's stop string that ended the answer (finish is then `Stop`, or `ToolCalls`
+    /// when calls came before it); only Anthropic's API names it.
+    pub stop_sequence: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -563,7 +566,8 @@ impl Pump {
                 _ = self.tx.closed() => return,
                 _ = shutdown.wait_for(|s| *s) => {
                     drop(engine_rx);
-                    self.finish(FinishReason::Cancelled, Usage::default(), Timings::default());
+                    let (usage, timings) = (Usage::default(), Timings::default());
+                    self.finish(FinishReason::Cancelled, None, usage, timings);
                     return;
                 }
             };
@@ -592,6 +596,7 @@ impl Pump {
                 }
                 Some(Event::Done {
                     finish,
+                    stop_sequence,
                     text,
                     usage,
                     timings,
@@ -601,7 +606,7 @@ impl Pump {
                         rmx_engine::FinishReason::Stop => FinishReason::Stop,
                         rmx_engine::FinishReason::Length => FinishReason::Length,
                     };
-                    self.finish(finish, usage, timings);
+                    self.finish(finish, stop_sequence, usage, timings);
                     return;
                 }
                 Some(Event::Error(e)) => {
@@ -662,7 +667,13 @@ impl Pump {
         }
     }
 
-    fn finish(&mut self, finish: FinishReason, usage: Usage, timings: Timings) {
+    fn finish(
+        &mut self,
+        finish: FinishReason,
+        stop_sequence: Option<String>,
+        usage: Usage,
+        timings: Timings,
+    ) {
         let end = self.reasoning.finish();
         self.reasoning_events(end.events);
         if let Some(p) = self.tools.as_mut() {
@@ -681,6 +692,7 @@ impl Pump {
             load_duration: self.load_duration,
             total_duration: self.started.elapsed(),
             ended_in_reasoning: end.ended_in_reasoning,
+            stop_sequence,
         }));
     }
 }
