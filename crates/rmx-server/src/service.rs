@@ -282,6 +282,7 @@ pub struct Service {
     models: Arc<Models>,
     default_keep_alive: KeepAlive,
     shutdown: watch::Sender<bool>,
+    pulls: crate::native::pull::PullLocks,
 }
 
 impl Service {
@@ -291,6 +292,7 @@ impl Service {
             models: Models::new(config.max_loaded_models, config.memory_budget),
             default_keep_alive: config.default_keep_alive,
             shutdown: watch::channel(false).0,
+            pulls: Default::default(),
         })
     }
 
@@ -310,6 +312,16 @@ impl Service {
     pub fn shutdown(&self) {
         self.shutdown.send_replace(true);
         self.models.unload_all();
+    }
+
+    /// Turns true when the daemon starts shutting down (work that is not an answer, like a
+    /// pull, stops on it).
+    pub(crate) fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.shutdown.subscribe()
+    }
+
+    pub(crate) fn pull_locks(&self) -> &crate::native::pull::PullLocks {
+        &self.pulls
     }
 
     pub fn is_shutting_down(&self) -> bool {

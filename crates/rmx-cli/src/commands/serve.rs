@@ -19,7 +19,9 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         .build()
         .context("starting the async runtime")?;
     rt.block_on(async {
-        let config = ServiceConfig::from_env()?;
+        let mut config = ServiceConfig::from_env()?;
+        // `/api/pull` downloads with the same store settings `rmx pull` had in-process.
+        config.store = crate::commands::pull::store()?;
         let mut security = SecurityConfig::from_env()?;
         if args.api_key.is_some() {
             security.api_key = args.api_key.clone();
