@@ -256,3 +256,102 @@ print("ok", len(done))
     );
     assert_eq!(stdout.trim(), "ok 4");
 }
+
+/// Waits until the weights' `.incomplete` blob holds at least `bytes`.
+async fn partial_reaches(env: &Env, bytes: u64) {
+    let blobs = env.cache().join("models--test-org--tiny-llama-4bit/blobs");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let partial = std::fs::read_dir(&blobs).ok().and_then(|entries| {
+            entries.flatten().find(|e| {
+                e.file_name().to_string_lossy().ends_with(".incomplete")
+                    && e.metadata().is_ok_and(|m| m.len() >= bytes)
+            })
+        });
+        if partial.is_some() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the stalled download never reached {bytes} bytes: {:?}",
+            tree(env.dir.path())
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hanging_up_stops_the_download_and_the_next_pull_resumes_it() {
+    let env = Env::new().await;
+    env.hub.stall_after(WEIGHTS, 100_000);
+    let (_daemon, client) = serve(&env).await;
+    let mut first = client.pull(REPO).await.expect("pull");
+    let reader = tokio::spawn(async move { while first.next().await.is_some() {} });
+    partial_reaches(&env, 100_000).await;
+    reader.abort();
+    let _ = reader.await;
+
+    env.hub.reset_counters();
+    // A download still running would hold the repo's turn (and its stalled transfer never
+    // ends): this pull would never start.
+    let resumed = tokio::time::timeout(Duration::from_secs(120), async {
+        let mut lines = client.pull(REPO).await.expect("pull again");
+        let mut offset = None;
+        let mut last = String::new();
+        while let Some(line) = lines.next().await {
+            let line = line.expect("a progress line");
+            if let Some(PullEvent::FileStarted {
+                file, offset: o, ..
+            }) = &line.detail
+            {
+                if file == WEIGHTS {
+                    offset = Some(*o);
+                }
+            }
+            last = line.status;
+        }
+        (offset, last)
+    })
+    .await
+    .expect("the first download still holds the repo");
+    assert_eq!(resumed, (Some(100_000), "success".to_string()));
+    let weights = store_cli_common::tiny_safetensors().len() as u64;
+    assert_eq!(env.hub.served(WEIGHTS), weights - 100_000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_shutting_down_ends_a_pull_with_an_error_line() {
+    let env = Env::new().await;
+    env.hub.stall_after(WEIGHTS, 100_000);
+    let (mut daemon, _client) = serve(&env).await;
+    let port = env.port;
+    let answer = tokio::spawn(post(
+        port,
+        "/api/pull",
+        r#"{"model":"test-org/tiny-llama-4bit"}"#,
+    ));
+    partial_reaches(&env, 100_000).await;
+    let pid = daemon.id().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status();
+    assert!(killed.expect("kill -TERM").success());
+    let (status, body) = tokio::time::timeout(Duration::from_secs(60), answer)
+        .await
+        .expect("the pull's answer ended")
+        .expect("join");
+    assert_eq!(status, 200);
+    let last = lines(&body).pop().expect("lines");
+    let error = last["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("shutting down") && error.contains("rmx pull"),
+        "{body}"
+    );
+    let exited = tokio::task::spawn_blocking(move || daemon.wait())
+        .await
+        .expect("join");
+    assert!(exited.expect("wait").success());
+    assert!(tree(&env.cache())
+        .iter()
+        .any(|p| p.ends_with(".incomplete")));
+}

@@ -1,10 +1,9 @@
 //! `POST /api/pull`: a model downloaded into the daemon's store (the Hugging Face cache of the
 //! environment the daemon started in), its progress streamed as Ollama's ndjson lines.
 //!
-//! The pull runs in a task that owns the download: when the client hangs up, the next line (or
-//! the heartbeat that repeats the last one while a transfer stalls or a big blob is re-hashed)
-//! finds the body gone, and dropping the download leaves its `.incomplete` files for the next
-//! pull to resume. Pulls of one repo take turns, so a pull started right after a cancelled one
+//! The pull runs in a task that owns the download: when the client hangs up, the task finds
+//! the body gone (at its next line or heartbeat, even while a transfer stalls), and dropping
+//! the download leaves its `.incomplete` files for the next pull to resume. Pulls of one repo take turns, so a pull started right after a cancelled one
 //! waits for it to let go of the blobs instead of failing on their locks.
 
 use std::collections::HashMap;
@@ -25,8 +24,9 @@ use crate::service::Service;
 
 /// At most one progress line per file this often (the store reports every 64 KiB).
 const PROGRESS_EVERY: Duration = Duration::from_millis(100);
-/// After this long without a line the last one goes out again, so a client that hung up
-/// is noticed while nothing moves.
+/// How often the task checks that the client is still there. After this long without a line
+/// the last one also goes out again: hyper notices a client that closed its end, but only a
+/// write finds one that vanished (a dropped network).
 const HEARTBEAT: Duration = Duration::from_millis(500);
 
 /// One lock per repo: pulls of the same model take turns.
@@ -64,20 +64,26 @@ pub async fn pull(State(svc): State<Arc<Service>>, body: Bytes) -> Response {
         }
     };
     let lock = svc.pull_locks().of(&repo);
+    let mut shutdown = svc.shutdown_signal();
     if req.stream == Some(false) {
-        let _turn = lock.lock().await;
-        return match svc.store().pull(&name, &rmx_store::NoProgress).await {
-            Ok(_) => Json(PullResponse::status("success")).into_response(),
-            Err(e) => {
-                let (status, message) = pull_error(e);
-                refuse(status, message)
-            }
+        let download = async {
+            let _turn = lock.lock().await;
+            svc.store().pull(&name, &rmx_store::NoProgress).await
+        };
+        return tokio::select! {
+            result = download => match result {
+                Ok(_) => Json(PullResponse::status("success")).into_response(),
+                Err(e) => {
+                    let (status, message) = pull_error(e);
+                    refuse(status, message)
+                }
+            },
+            _ = shutdown.wait_for(|s| *s) => refuse(StatusCode::SERVICE_UNAVAILABLE, stopped(&name)),
         };
     }
     let (lines, rx) = ndjson::channel();
     let progress = ProgressLines::new(lines);
     progress.send(PullResponse::status("pulling manifest"));
-    let mut shutdown = svc.shutdown_signal();
     tokio::spawn(async move {
         let download = async {
             let _turn = lock.lock().await;
@@ -94,9 +100,7 @@ pub async fn pull(State(svc): State<Arc<Service>>, body: Bytes) -> Response {
                     return;
                 }
                 _ = shutdown.wait_for(|s| *s) => {
-                    progress.error(format!(
-                        "the daemon is shutting down; what arrived of `{name}` stays, run `rmx pull {name}` again to resume"
-                    ));
+                    progress.error(stopped(&name));
                     return;
                 }
                 _ = beat.tick() => {
@@ -109,6 +113,10 @@ pub async fn pull(State(svc): State<Arc<Service>>, body: Bytes) -> Response {
         }
     });
     ndjson::response(rx)
+}
+
+fn stopped(name: &str) -> String {
+    format!("the daemon is shutting down; what arrived of `{name}` stays, run `rmx pull {name}` again to resume")
 }
 
 fn refuse(status: StatusCode, error: String) -> Response {
