@@ -355,3 +355,59 @@ async fn a_daemon_shutting_down_ends_a_pull_with_an_error_line() {
         .iter()
         .any(|p| p.ends_with(".incomplete")));
 }
+
+/// On a terminal `rmx pull` draws bars from the daemon's lines and says when the model is
+/// ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rmx_pull_on_a_terminal_draws_bars_from_the_daemon() {
+    let env = Env::new().await;
+    let mut cmd = env.rmx();
+    cmd.args(["pull", REPO]).env("TERM", "xterm");
+    let drawn = tokio::task::spawn_blocking(move || -> Result<String, rexpect::error::Error> {
+        let mut p = rexpect::session::spawn_command(cmd, Some(60_000))?;
+        p.exp_string("pulling test-org/tiny-llama-4bit (0123456): 4 files, 354.1 KB")?;
+        let (before, _) = p.exp_regex(r"is ready \(354\.1 KB\)")?;
+        p.exp_eof()?;
+        Ok(before)
+    })
+    .await
+    .expect("join")
+    .expect("rmx pull on a terminal");
+    assert!(drawn.contains("model.safetensors"), "{drawn}");
+    assert!(env.daemon_pid().is_some(), "the pull ran in a daemon");
+}
+
+/// Ctrl-C on the terminal reaches `rmx pull` (not the daemon, in its own process group): it
+/// stops with the resume hint, the daemon lives on, and the next pull resumes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_on_a_terminal_stops_the_pull_and_leaves_the_daemon() {
+    let env = Env::new().await;
+    env.hub.stall_after(WEIGHTS, 100_000);
+    let mut cmd = env.rmx();
+    cmd.args(["pull", REPO]).env("TERM", "xterm");
+    let mut p = rexpect::session::spawn_command(cmd, Some(60_000)).expect("spawn");
+    partial_reaches(&env, 100_000).await;
+    let said = tokio::task::spawn_blocking(move || -> Result<String, rexpect::error::Error> {
+        p.send_control('c')?;
+        let (_, hint) = p.exp_regex(r"interrupted: [^\r\n]+ to resume")?;
+        p.exp_eof()?;
+        Ok(hint)
+    })
+    .await
+    .expect("join")
+    .expect("rmx pull stops on Ctrl-C");
+    assert!(
+        said.contains("run `rmx pull test-org/tiny-llama-4bit`"),
+        "{said}"
+    );
+    let pid = env.daemon_pid().expect("a daemon");
+    assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
+    let again = env.run(&["pull", REPO]).await.ok();
+    assert!(
+        again
+            .stdout
+            .contains(&format!("  {WEIGHTS}: resuming at 100.0 KB")),
+        "{}",
+        again.stdout
+    );
+}

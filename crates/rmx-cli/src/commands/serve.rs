@@ -20,7 +20,8 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         .context("starting the async runtime")?;
     rt.block_on(async {
         let mut config = ServiceConfig::from_env()?;
-        // `/api/pull` downloads with the same store settings `rmx pull` had in-process.
+        // The store the other store commands use, test override of the free space included:
+        // `/api/pull` downloads into it.
         config.store = crate::commands::pull::store()?;
         let mut security = SecurityConfig::from_env()?;
         if args.api_key.is_some() {
