@@ -3,8 +3,9 @@
 //!
 //! The pull runs in a task that owns the download: when the client hangs up, the task finds
 //! the body gone (at its next line or heartbeat, even while a transfer stalls), and dropping
-//! the download leaves its `.incomplete` files for the next pull to resume. Pulls of one repo take turns, so a pull started right after a cancelled one
-//! waits for it to let go of the blobs instead of failing on their locks.
+//! the download leaves its `.incomplete` files for the next pull to resume. Pulls of one repo
+//! take turns, so a pull started right after a cancelled one waits for it to let go of the
+//! blobs instead of failing on their locks. A daemon shutting down ends its pulls.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
