@@ -18,7 +18,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::{
     ChatRequest, ChatResponse, ErrorResponse, GenerateRequest, GenerateResponse, KeepAlive,
-    ModelRequest, PsResponse, ShowResponse, TagsResponse, VersionResponse,
+    ModelRequest, PsResponse, PullRequest, PullResponse, ShowResponse, TagsResponse,
+    VersionResponse,
 };
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,6 +156,15 @@ impl Client {
         let mut req = req.clone();
         req.stream = Some(true);
         let body = self.send(Method::POST, "/api/chat", Some(&req)).await?;
+        Ok(Ndjson::new(body))
+    }
+
+    /// Pulls a model into the daemon's store, streaming its progress; dropping the stream hangs
+    /// up, which stops the download (what arrived stays for the next pull to resume).
+    pub async fn pull(&self, model: &str) -> Result<Ndjson<PullResponse>, ClientError> {
+        let mut req = PullRequest::new(model);
+        req.stream = Some(true);
+        let body = self.send(Method::POST, "/api/pull", Some(&req)).await?;
         Ok(Ndjson::new(body))
     }
 

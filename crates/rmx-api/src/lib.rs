@@ -13,6 +13,7 @@ pub mod keep_alive;
 pub mod models;
 pub mod openai;
 pub mod options;
+pub mod pull;
 
 pub use chat::{ChatRequest, ChatResponse, FunctionCall, Message, ToolCall};
 pub use client::{Client, ClientError, Endpoint, Ndjson};
@@ -24,6 +25,7 @@ pub use models::{
     VersionResponse,
 };
 pub use options::Options;
+pub use pull::{PlannedFile, PullEvent, PullRequest, PullResponse};
 
 /// The version the daemon reports on `/api/version`; the CLI compares it with its own.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -150,12 +150,14 @@ impl PullProgress {
                     bar.set_message(format!("pulling {repo}"));
                 }
             }
-            PullEvent::Verifying { file, size } => {
+            PullEvent::Verifying { file, size, .. } => {
                 if self.multi.is_none() {
                     self.say(&format!("  {file}: verifying {}", human_bytes(*size)));
                 }
             }
-            PullEvent::FileStarted { file, size, offset } => {
+            PullEvent::FileStarted {
+                file, size, offset, ..
+            } => {
                 if let Some(multi) = &self.multi {
                     let bar = multi.add(ProgressBar::new(*size));
                     bar.set_style(file_style());
@@ -209,18 +211,26 @@ impl PullProgress {
                 file,
                 attempt,
                 error,
+                ..
             } => {
                 self.say(&format!(
                     "  {file}: retrying (attempt {attempt}) after: {error}"
                 ));
             }
-            PullEvent::FileDone { file, size, cached } => {
+            PullEvent::FileDone {
+                file, size, cached, ..
+            } => {
                 let bar = self.state().bars.remove(file);
                 if let Some(bar) = bar {
                     bar.finish_and_clear();
                 }
                 let how = if *cached { "already here" } else { "done" };
                 self.say(&format!("  {file:<32} {:>10}  {how}", human_bytes(*size)));
+            }
+            PullEvent::Writing { .. } => {
+                if let Some(bar) = &self.total_bar {
+                    bar.set_message("writing the snapshot");
+                }
             }
             PullEvent::Finished {
                 repo, downloaded, ..

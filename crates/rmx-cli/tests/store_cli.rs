@@ -1,5 +1,6 @@
 //! `rmx pull`, `ls`, `info`, `rm`, `models`, `alias` end to end: the real binary against a
 //! local Hub (rmx-store's `tests/it/fake_hub.rs`) and a temporary store, output snapshotted.
+//! `rmx pull` goes through the daemon it starts in the test home.
 
 mod store_cli_common;
 
@@ -58,9 +59,15 @@ async fn pull_ls_info_rm() {
     env.run(&["alias", "add", "tiny", REPO, "--context-length", "4096"])
         .await
         .ok();
+    assert!(env.daemon_pid().is_none());
     let pull = env.run(&["pull", "tiny"]).await.ok();
     insta::assert_snapshot!("pull_plain", sorted_file_lines(&pull.stdout));
     assert_eq!(pull.stderr, "", "plain mode draws nothing on stderr");
+    assert!(
+        env.daemon_pid().is_some() && env.daemon_log().contains("daemon (pid"),
+        "the pull ran in a daemon it started:\n{}",
+        env.daemon_log()
+    );
 
     // A second pull transfers nothing.
     env.hub.reset_counters();

@@ -147,6 +147,9 @@ pub enum Event {
     /// The last event of a successful generation.
     Done {
         finish: FinishReason,
+        /// The request's stop string that ended the generation (`None` for EOS, a stop token
+        /// or the length limit); Anthropic's API reports which one matched.
+        stop_sequence: Option<String>,
         /// Text released at the end (held-back characters), if any.
         text: String,
         usage: Usage,

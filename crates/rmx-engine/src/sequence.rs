@@ -181,7 +181,7 @@ impl Sequence {
         }
         self.generated += 1;
         if self.stop_ids.contains(&id) {
-            self.finish(FinishReason::Stop, String::new());
+            self.finish(FinishReason::Stop, None, String::new());
             return Ok(true);
         }
         let logprob = match (&p.chosen_lp, &p.top) {
@@ -209,7 +209,7 @@ impl Sequence {
             logprob,
         });
         if out.stop.is_some() {
-            self.finish(FinishReason::Stop, String::new());
+            self.finish(FinishReason::Stop, out.stop, String::new());
             return Ok(true);
         }
         if self.generated >= self.req.max_tokens {
@@ -218,13 +218,18 @@ impl Sequence {
             if tail.stop.is_none() {
                 tail.text.push_str(&self.stop.finish());
             }
-            self.finish(FinishReason::Length, tail.text);
+            // A stop string completed by the last token's held-back text still ended the answer.
+            let finish = match tail.stop {
+                Some(_) => FinishReason::Stop,
+                None => FinishReason::Length,
+            };
+            self.finish(finish, tail.stop, tail.text);
             return Ok(true);
         }
         Ok(false)
     }
 
-    fn finish(&mut self, finish: FinishReason, text: String) {
+    fn finish(&mut self, finish: FinishReason, stop_sequence: Option<String>, text: String) {
         let now = Instant::now();
         let first = self.first_token.unwrap_or(now);
         let timings = Timings {
@@ -240,6 +245,7 @@ impl Sequence {
         };
         let _ = self.tx.send(Event::Done {
             finish,
+            stop_sequence,
             text,
             usage,
             timings,

@@ -14,6 +14,15 @@ fn engine() -> Engine {
 
 /// Text and finish reason of a whole generation.
 fn collect(engine: &Engine, req: GenerateRequest) -> (Vec<u32>, String, FinishReason) {
+    let (ids, text, finish, _) = collect_with_stop(engine, req);
+    (ids, text, finish)
+}
+
+/// [`collect`], plus the stop string the engine says ended the generation.
+fn collect_with_stop(
+    engine: &Engine,
+    req: GenerateRequest,
+) -> (Vec<u32>, String, FinishReason, Option<String>) {
     let mut rx = engine.generate(req).unwrap();
     let (mut ids, mut text) = (vec![], String::new());
     while let Some(ev) = rx.blocking_recv() {
@@ -23,10 +32,13 @@ fn collect(engine: &Engine, req: GenerateRequest) -> (Vec<u32>, String, FinishRe
                 text.push_str(&t);
             }
             Event::Done {
-                finish, text: t, ..
+                finish,
+                stop_sequence,
+                text: t,
+                ..
             } => {
                 text.push_str(&t);
-                return (ids, text, finish);
+                return (ids, text, finish, stop_sequence);
             }
             Event::Error(e) => panic!("{e}"),
         }
@@ -65,7 +77,9 @@ fn stop_strings_spanning_tokens_end_generation_and_are_not_emitted() {
     let prompt = e.raw_tokens("Once upon a time").unwrap();
     let mut base = GenerateRequest::new(prompt.clone(), 40);
     base.ignore_eos = true;
-    let (ids, full, _) = collect(&e, base.clone());
+    let (ids, full, finish, matched) = collect_with_stop(&e, base.clone());
+    // Running to the length limit names no stop string.
+    assert_eq!((finish, matched), (FinishReason::Length, None));
     // A stop string made of the end of one token's text and the start of the next.
     let tok = e.tokenizer();
     let mut cut = None;
@@ -92,10 +106,13 @@ fn stop_strings_spanning_tokens_end_generation_and_are_not_emitted() {
     }
     let (stop, at) = cut.expect("the test model's text has two multi-character tokens in a row");
     let mut req = base;
-    req.stop = vec![stop.clone()];
-    let (_, text, finish) = collect(&e, req);
+    // A stop string that never comes next to the one that does: the engine names the one
+    // that matched.
+    req.stop = vec!["\u{1}never\u{1}".into(), stop.clone()];
+    let (_, text, finish, matched) = collect_with_stop(&e, req);
     assert_eq!(finish, FinishReason::Stop);
     assert_eq!(text, full[..at], "stop {stop:?}");
+    assert_eq!(matched.as_deref(), Some(stop.as_str()));
 }
 
 #[test]
@@ -107,10 +124,10 @@ fn eos_stops_unless_ignored() {
     let mut req = GenerateRequest::new(prompt.clone(), 10);
     req.sampling.logit_bias.insert(eos, 1e4);
     // The EOS token ends the generation without being streamed.
-    let (ids, text, finish) = collect(&e, req.clone());
+    let (ids, text, finish, matched) = collect_with_stop(&e, req.clone());
     assert_eq!(
-        (ids, text.as_str(), finish),
-        (vec![], "", FinishReason::Stop)
+        (ids, text.as_str(), finish, matched),
+        (vec![], "", FinishReason::Stop, None)
     );
     req.ignore_eos = true;
     let (ids, _, finish) = collect(&e, req);

@@ -135,6 +135,14 @@ const ROUTES: &[RouteDoc] = &[
         false,
     ),
     (
+        "post",
+        "/api/pull",
+        "native",
+        "Download a model into the daemon's store, progress as Ollama's ndjson lines",
+        Some("PullRequest"),
+        true,
+    ),
+    (
         "get",
         "/api/version",
         "native",
@@ -364,6 +372,28 @@ fn schemas() -> Value {
                 "messages": {"type": "array", "items": {"$ref": "#/components/schemas/AnthropicMessage"}},
                 "system": {},
                 "tools": {"type": "array", "items": {"type": "object"}}
+            }
+        },
+        "PullRequest": {
+            "type": "object",
+            "description": "`model` (or `name`): an alias or a Hugging Face repo id. Streams by default.",
+            "properties": {
+                "model": {"type": "string"},
+                "name": {"type": "string"},
+                "insecure": {"type": "boolean", "description": "Accepted and ignored."},
+                "stream": {"type": "boolean"}
+            }
+        },
+        "PullProgress": {
+            "type": "object", "required": ["status"],
+            "description": "One ndjson line of a pull; the last is `success` or an `error` line.",
+            "properties": {
+                "status": {"type": "string"},
+                "digest": {"type": "string"},
+                "total": {"type": "integer", "minimum": 0},
+                "completed": {"type": "integer", "minimum": 0},
+                "detail": {"type": "object", "description": "rmx's store event behind the line"},
+                "error": {"type": "string"}
             }
         },
         "NativeRequest": {

@@ -142,6 +142,9 @@ pub struct Final {
     pub total_duration: Duration,
     /// The output stopped inside the reasoning block (length limit while thinking).
     pub ended_in_reasoning: bool,
+    /// The request's stop string that ended the answer (finish is then `Stop`, or `ToolCalls`
+    /// when calls came before it); only Anthropic's API names it.
+    pub stop_sequence: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -279,6 +282,7 @@ pub struct Service {
     models: Arc<Models>,
     default_keep_alive: KeepAlive,
     shutdown: watch::Sender<bool>,
+    pulls: crate::native::pull::PullLocks,
 }
 
 impl Service {
@@ -288,6 +292,7 @@ impl Service {
             models: Models::new(config.max_loaded_models, config.memory_budget),
             default_keep_alive: config.default_keep_alive,
             shutdown: watch::channel(false).0,
+            pulls: Default::default(),
         })
     }
 
@@ -307,6 +312,16 @@ impl Service {
     pub fn shutdown(&self) {
         self.shutdown.send_replace(true);
         self.models.unload_all();
+    }
+
+    /// Turns true when the daemon starts shutting down (work that is not an answer, like a
+    /// pull, stops on it).
+    pub(crate) fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.shutdown.subscribe()
+    }
+
+    pub(crate) fn pull_locks(&self) -> &crate::native::pull::PullLocks {
+        &self.pulls
     }
 
     pub fn is_shutting_down(&self) -> bool {
@@ -563,7 +578,8 @@ impl Pump {
                 _ = self.tx.closed() => return,
                 _ = shutdown.wait_for(|s| *s) => {
                     drop(engine_rx);
-                    self.finish(FinishReason::Cancelled, Usage::default(), Timings::default());
+                    let (usage, timings) = (Usage::default(), Timings::default());
+                    self.finish(FinishReason::Cancelled, None, usage, timings);
                     return;
                 }
             };
@@ -592,6 +608,7 @@ impl Pump {
                 }
                 Some(Event::Done {
                     finish,
+                    stop_sequence,
                     text,
                     usage,
                     timings,
@@ -601,7 +618,7 @@ impl Pump {
                         rmx_engine::FinishReason::Stop => FinishReason::Stop,
                         rmx_engine::FinishReason::Length => FinishReason::Length,
                     };
-                    self.finish(finish, usage, timings);
+                    self.finish(finish, stop_sequence, usage, timings);
                     return;
                 }
                 Some(Event::Error(e)) => {
@@ -662,7 +679,13 @@ impl Pump {
         }
     }
 
-    fn finish(&mut self, finish: FinishReason, usage: Usage, timings: Timings) {
+    fn finish(
+        &mut self,
+        finish: FinishReason,
+        stop_sequence: Option<String>,
+        usage: Usage,
+        timings: Timings,
+    ) {
         let end = self.reasoning.finish();
         self.reasoning_events(end.events);
         if let Some(p) = self.tools.as_mut() {
@@ -681,6 +704,7 @@ impl Pump {
             load_duration: self.load_duration,
             total_duration: self.started.elapsed(),
             ended_in_reasoning: end.ended_in_reasoning,
+            stop_sequence,
         }));
     }
 }

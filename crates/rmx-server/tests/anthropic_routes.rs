@@ -129,3 +129,79 @@ async fn tools_and_tool_history_are_accepted() {
         "{body}"
     );
 }
+
+/// The first piece of `answer` after its start that occurs there first: as a stop string it
+/// cuts the answer at that point.
+fn stop_inside(answer: &str) -> (String, usize) {
+    let starts: Vec<usize> = answer.char_indices().map(|(at, _)| at).skip(1).collect();
+    starts
+        .windows(3)
+        .find_map(|w| {
+            let piece = &answer[w[0]..w[2]];
+            (answer.find(piece) == Some(w[0]) && !piece.trim().is_empty())
+                .then(|| (piece.to_string(), w[0]))
+        })
+        .unwrap_or_else(|| panic!("no usable stop string in {answer:?}"))
+}
+
+#[tokio::test]
+async fn a_stop_sequence_ends_the_answer_and_is_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let svc = service(dir.path());
+    let app = app(svc.clone());
+    let mut req = json!({"model": model_name(), "max_tokens": 8, "temperature": 0,
+                         "messages": [{"role": "user", "content": "Hello"}]});
+    let (status, whole) = json(
+        app.clone()
+            .oneshot(post("/v1/messages", req.to_string()))
+            .await
+            .expect("r"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{whole}");
+    assert_eq!(
+        whole["content"].as_array().map(Vec::len),
+        Some(1),
+        "{whole}"
+    );
+    let answer = whole["content"][0]["text"].as_str().expect("text");
+    assert_eq!(whole["stop_sequence"], Value::Null);
+    let (stop, at) = stop_inside(answer);
+
+    req["stop_sequences"] = json!(["never in this answer", stop]);
+    let (status, cut) = json(
+        app.clone()
+            .oneshot(post("/v1/messages", req.to_string()))
+            .await
+            .expect("r"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{cut}");
+    assert_eq!(cut["content"][0]["text"], answer[..at], "{cut}");
+    assert_eq!(cut["stop_reason"], "stop_sequence", "{cut}");
+    assert_eq!(cut["stop_sequence"], stop.as_str(), "{cut}");
+
+    req["stream"] = json!(true);
+    let (_, body) = text(
+        app.oneshot(post("/v1/messages", req.to_string()))
+            .await
+            .expect("r"),
+    )
+    .await;
+    let evs = events(&body);
+    let streamed: String = evs
+        .iter()
+        .filter_map(|(_, d)| d["delta"]["text"].as_str())
+        .collect();
+    assert_eq!(streamed, answer[..at]);
+    let delta = &evs
+        .iter()
+        .find(|(n, _)| n == "message_delta")
+        .expect("message_delta")
+        .1;
+    assert_eq!(
+        delta["delta"],
+        json!({"stop_reason": "stop_sequence", "stop_sequence": stop}),
+        "{body}"
+    );
+}

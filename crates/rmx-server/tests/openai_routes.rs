@@ -259,6 +259,7 @@ async fn openapi_lists_every_route() {
         "/api/ps",
         "/api/show",
         "/api/delete",
+        "/api/pull",
         "/api/version",
         "/openapi.json",
     ] {

@@ -73,6 +73,7 @@ fn py_anthropic_client() {
         &[
             "messages whole",
             "event order, stream equals whole",
+            "stop_sequences",
             "stream helper",
             "tools accepted and rendered, tool history",
             "count_tokens",

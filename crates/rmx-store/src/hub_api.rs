@@ -51,6 +51,15 @@ pub(crate) struct FileMeta {
     pub lfs: bool,
 }
 
+impl FileMeta {
+    /// The digest progress reports carry: `sha256:<hex>` when the pull checks it,
+    /// `git-sha1:<hex>` (the git blob id the Hub gives small files) otherwise.
+    pub fn digest(&self) -> String {
+        let kind = if self.lfs { "sha256" } else { "git-sha1" };
+        format!("{kind}:{}", self.etag)
+    }
+}
+
 impl HubClient {
     pub fn new(endpoint: &str, token: Option<String>) -> Result<Self, StoreError> {
         let build = |policy| {

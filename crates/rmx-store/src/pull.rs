@@ -65,8 +65,13 @@ pub(crate) async fn pull(
     }
     let wanted = select_files(&repo, &info.siblings)?;
     let commit = info.sha.clone();
-    let mut metas: Vec<FileMeta> = stream::iter(wanted.iter())
+    // The futures are built up front (not by a closure inside the stream) so the pull's
+    // future stays `Send` for any lifetime, which a daemon spawning it needs.
+    let heads: Vec<_> = wanted
+        .iter()
         .map(|file| client.file_meta(&repo, &commit, file))
+        .collect();
+    let mut metas: Vec<FileMeta> = stream::iter(heads)
         .buffer_unordered(META_CONCURRENCY)
         .try_collect()
         .await?;
@@ -78,6 +83,7 @@ pub(crate) async fn pull(
         let present = present_bytes(store, &repo, meta);
         planned.push(PlannedFile {
             file: meta.file.clone(),
+            digest: meta.digest(),
             size: meta.size,
             present,
         });
@@ -117,12 +123,16 @@ pub(crate) async fn pull(
     };
     // On error the other transfers are dropped mid-flight; their `.incomplete` files stay for
     // the next pull to resume.
-    let downloaded: Vec<u64> = stream::iter(blobs.values())
-        .map(|meta| fetch_file(&ctx, meta))
+    let transfers: Vec<_> = blobs.values().map(|meta| fetch_file(&ctx, meta)).collect();
+    let downloaded: Vec<u64> = stream::iter(transfers)
         .buffer_unordered(config.concurrency.max(1))
         .try_collect()
         .await?;
 
+    reporter.report(&PullEvent::Writing {
+        repo: repo.to_string(),
+        commit: commit.clone(),
+    });
     for meta in &metas {
         cache.link_snapshot_file(&repo, &commit, &meta.file, &meta.etag)?;
     }

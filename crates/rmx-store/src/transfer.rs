@@ -47,6 +47,7 @@ pub(crate) async fn fetch_file(ctx: &TransferCtx<'_>, meta: &FileMeta) -> Result
         if meta.lfs {
             ctx.reporter.report(&PullEvent::Verifying {
                 file: meta.file.clone(),
+                digest: meta.digest(),
                 size: meta.size,
             });
         }
@@ -54,6 +55,7 @@ pub(crate) async fn fetch_file(ctx: &TransferCtx<'_>, meta: &FileMeta) -> Result
             Ok(()) => {
                 ctx.reporter.report(&PullEvent::FileDone {
                     file: meta.file.clone(),
+                    digest: meta.digest(),
                     size: meta.size,
                     cached: true,
                 });
@@ -63,6 +65,7 @@ pub(crate) async fn fetch_file(ctx: &TransferCtx<'_>, meta: &FileMeta) -> Result
                 // A damaged blob (disk error, someone editing the cache) is fetched again.
                 ctx.reporter.report(&PullEvent::Retrying {
                     file: meta.file.clone(),
+                    digest: meta.digest(),
                     attempt: 0,
                     error: error.to_string(),
                 });
@@ -101,6 +104,7 @@ pub(crate) async fn fetch_file(ctx: &TransferCtx<'_>, meta: &FileMeta) -> Result
         attempt += 1;
         ctx.reporter.report(&PullEvent::Retrying {
             file: meta.file.clone(),
+            digest: meta.digest(),
             attempt,
             error: error_chain(&error),
         });
@@ -109,6 +113,7 @@ pub(crate) async fn fetch_file(ctx: &TransferCtx<'_>, meta: &FileMeta) -> Result
     tokio::fs::rename(&part, &blob).await.at("rename", &blob)?;
     ctx.reporter.report(&PullEvent::FileDone {
         file: meta.file.clone(),
+        digest: meta.digest(),
         size: meta.size,
         cached: false,
     });
@@ -139,6 +144,7 @@ async fn download_once(
     }
     ctx.reporter.report(&PullEvent::FileStarted {
         file: meta.file.clone(),
+        digest: meta.digest(),
         size: meta.size,
         offset,
     });
@@ -202,6 +208,7 @@ async fn download_once(
             unreported = 0;
             ctx.reporter.report(&PullEvent::Progress {
                 file: meta.file.clone(),
+                digest: meta.digest(),
                 file_done: offset,
                 file_size: meta.size,
                 done,

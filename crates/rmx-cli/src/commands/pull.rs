@@ -1,50 +1,56 @@
 //! `rmx pull <name>`: download a model (alias, `owner/name` repo id) into the Hugging Face
-//! cache, drawing the store's progress events. Ctrl-C drops the download future, which keeps
-//! the `.incomplete` blobs; the next `rmx pull` resumes them.
+//! cache. The daemon does the download (`/api/pull`, started like for every other command) and
+//! streams the store's progress events; this draws them. Ctrl-C hangs up, which stops the
+//! download and keeps the `.incomplete` blobs; the next `rmx pull` resumes them.
 
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
-use rmx_store::{human_bytes, Store, StoreConfig};
+use anyhow::{bail, Context, Result};
+use rmx_api::Client;
+use rmx_store::{human_bytes, PullEvent, Reporter, Store, StoreConfig};
 
 use crate::cli::PullArgs;
+use crate::daemon;
 use crate::progress::PullProgress;
 
 /// Pretend the cache's disk has this many bytes free: lets tests reach the "not enough disk
-/// space" error without filling a disk. Not meant for users, so not a flag.
+/// space" error without filling a disk. Not meant for users, so not a flag; the daemon reads
+/// it too (from the environment of the command that started it).
 pub const FREE_SPACE_OVERRIDE: &str = "RMX_DEBUG_FREE_SPACE";
 
 /// Exit status after an interrupt, as shells report a SIGINT death.
 const INTERRUPTED: u8 = 130;
 
 pub fn run(args: PullArgs) -> Result<ExitCode> {
-    let store = store()?;
     let progress = PullProgress::new();
-    let outcome = runtime()?.block_on(async {
+    let outcome = daemon::runtime()?.block_on(async {
         tokio::select! {
-            pulled = store.pull(&args.model, &progress) => Some(pulled),
+            pulled = pull(&args.model, &progress) => Some(pulled),
             _ = tokio::signal::ctrl_c() => None,
         }
     });
     match outcome {
-        Some(Ok(pulled)) => {
+        Some(Ok(total)) => {
             if crate::progress::interactive() {
-                eprintln!("{} is ready ({})", args.model, human_bytes(pulled.total));
+                eprintln!("{} is ready ({})", args.model, human_bytes(total));
             }
             Ok(ExitCode::SUCCESS)
         }
         Some(Err(e)) => {
             progress.abandon();
-            Err(e.into())
+            Err(e)
         }
         None => {
-            // The pull future is dropped by now: every transfer stopped where it was and its
-            // `.incomplete` file stays in the cache.
+            // The connection is dropped by now: the daemon stops the download where it was
+            // and leaves its `.incomplete` files in the cache.
             progress.abandon();
             let (done, total) = progress.done_total();
             if total > 0 {
+                let cache = store()
+                    .map(|s| s.cache().root().display().to_string())
+                    .unwrap_or_else(|_| "the Hugging Face cache".into());
                 eprintln!(
-                    "{}interrupted: {} of {} is in {}; run `rmx pull {}` to resume",
+                    "{}interrupted: {} of {} is in {cache}; run `rmx pull {}` to resume",
                     // After the bars (and a `^C` the terminal echoed), start on a fresh line.
                     if crate::progress::interactive() {
                         "\n"
@@ -53,7 +59,6 @@ pub fn run(args: PullArgs) -> Result<ExitCode> {
                     },
                     human_bytes(done),
                     human_bytes(total),
-                    store.cache().root().display(),
                     args.model
                 );
             } else {
@@ -62,6 +67,30 @@ pub fn run(args: PullArgs) -> Result<ExitCode> {
             Ok(ExitCode::from(INTERRUPTED))
         }
     }
+}
+
+/// Pulls through the daemon, drawing each line's store event; returns the model's size.
+async fn pull(model: &str, progress: &PullProgress) -> Result<u64> {
+    let client: Client = daemon::connect().await?;
+    let mut lines = client.pull(model).await.map_err(daemon::broken_off)?;
+    let mut total = 0;
+    while let Some(line) = lines.next().await {
+        let line = line.map_err(daemon::broken_off)?;
+        if let Some(event) = &line.detail {
+            if let PullEvent::Resolved { total: t, .. } = event {
+                total = *t;
+            }
+            progress.report(event);
+        }
+        if line.status == "success" {
+            return Ok(total);
+        }
+    }
+    let log = daemon::paths()?.log;
+    bail!(
+        "the daemon ended the pull of `{model}` without finishing it; see its log {}",
+        log.display()
+    )
 }
 
 /// The store from the environment (`HF_HUB_CACHE`, `HF_ENDPOINT`, `RMX_HOME`, ...).
@@ -74,12 +103,4 @@ pub fn store() -> Result<Store> {
         config.free_space = std::sync::Arc::new(move |_| Ok(bytes));
     }
     Ok(Store::new(config))
-}
-
-pub fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the async runtime")
 }

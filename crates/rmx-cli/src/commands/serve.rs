@@ -19,7 +19,10 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         .build()
         .context("starting the async runtime")?;
     rt.block_on(async {
-        let config = ServiceConfig::from_env()?;
+        let mut config = ServiceConfig::from_env()?;
+        // The store the other store commands use, test override of the free space included:
+        // `/api/pull` downloads into it.
+        config.store = crate::commands::pull::store()?;
         let mut security = SecurityConfig::from_env()?;
         if args.api_key.is_some() {
             security.api_key = args.api_key.clone();

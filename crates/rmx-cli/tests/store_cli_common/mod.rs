@@ -1,6 +1,7 @@
 //! What the store CLI tests share: a local Hub (rmx-store's `tests/it/fake_hub.rs`)
 //! serving a tiny MLX-style model, a temporary `HF_HUB_CACHE` + `RMX_HOME`, and the real `rmx`
-//! binary pointed at them.
+//! binary pointed at them. `rmx pull` runs in the daemon, which the first pull starts in that
+//! home (on a free port) and dropping the [`Env`] stops.
 #![allow(dead_code, clippy::unwrap_used)]
 
 // The same local Hub rmx-store's own tests use, compiled here from its one source.
@@ -116,6 +117,7 @@ pub fn tiny_model_files() -> Vec<FakeFile> {
 pub struct Env {
     pub hub: FakeHub,
     pub dir: tempfile::TempDir,
+    pub port: u16,
 }
 
 impl Env {
@@ -123,7 +125,11 @@ impl Env {
         let hub = FakeHub::start().await;
         hub.add_repo(REPO, COMMIT, tiny_model_files());
         let dir = tempfile::tempdir().expect("tempdir");
-        Env { hub, dir }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        Env { hub, dir, port }
     }
 
     pub fn cache(&self) -> PathBuf {
@@ -147,10 +153,24 @@ impl Env {
             .env_remove("HF_TOKEN_PATH")
             .env_remove("XDG_CACHE_HOME")
             .env_remove("XDG_RUNTIME_DIR")
-            .env_remove("RMX_HOST")
+            .env("RMX_HOST", format!("127.0.0.1:{}", self.port))
             .env("NO_COLOR", "1")
             .stdin(Stdio::null());
         cmd
+    }
+
+    /// The pid of the daemon running in this home, from its lock file.
+    pub fn daemon_pid(&self) -> Option<u32> {
+        std::fs::read_to_string(self.home().join("daemon.lock"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    /// The daemon's log (what it says about a pull that went wrong).
+    pub fn daemon_log(&self) -> String {
+        std::fs::read_to_string(self.home().join("logs/daemon.log")).unwrap_or_default()
     }
 
     /// Runs `rmx args...` (off the async runtime: the hub must keep serving meanwhile).
@@ -176,6 +196,32 @@ impl Env {
             out = mask_rates(&out, unit);
         }
         out
+    }
+}
+
+impl Drop for Env {
+    /// Stops the daemon a pull started (SIGTERM, then SIGKILL).
+    fn drop(&mut self) {
+        let Some(pid) = self.daemon_pid() else { return };
+        let alive = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                !stat
+                    .rsplit_once(')')
+                    .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+            })
+        };
+        let _ = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status();
+        let start = std::time::Instant::now();
+        while alive() && start.elapsed() < std::time::Duration::from_secs(5) {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        if alive() {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
     }
 }
 

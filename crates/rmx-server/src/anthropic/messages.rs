@@ -20,7 +20,7 @@ use crate::openai::body::{parse, BodyError};
 use crate::openai::chat::arguments_value;
 use crate::openai::sse;
 use crate::service::{
-    Completion, FinishReason, InternalRequest, PromptInput, SamplingParams, Service,
+    Completion, Final, FinishReason, InternalRequest, PromptInput, SamplingParams, Service,
 };
 
 pub async fn handler(
@@ -223,11 +223,14 @@ pub fn messages_value(req: &MessagesRequest) -> Result<Value, AnthropicError> {
     Ok(Value::Array(out))
 }
 
-pub fn stop_reason(f: FinishReason) -> StopReason {
-    match f {
-        FinishReason::Stop | FinishReason::Cancelled => StopReason::EndTurn,
-        FinishReason::Length => StopReason::MaxTokens,
-        FinishReason::ToolCalls => StopReason::ToolUse,
+/// Anthropic's `stop_reason` and `stop_sequence`: the latter is set only when one of the
+/// request's `stop_sequences` ended the answer.
+pub fn stop_reason(f: &Final) -> (StopReason, Option<String>) {
+    match (f.finish, &f.stop_sequence) {
+        (FinishReason::Stop, Some(s)) => (StopReason::StopSequence, Some(s.clone())),
+        (FinishReason::Stop | FinishReason::Cancelled, _) => (StopReason::EndTurn, None),
+        (FinishReason::Length, _) => (StopReason::MaxTokens, None),
+        (FinishReason::ToolCalls, _) => (StopReason::ToolUse, None),
     }
 }
 
@@ -260,9 +263,9 @@ pub fn message_body(id: String, model: String, c: Completion) -> MessagesRespons
             input: tool_input(&call.arguments),
         });
     }
-    let (stop, u) = match &c.done {
-        Some(f) => (stop_reason(f.finish), usage(&f.usage)),
-        None => (StopReason::EndTurn, Usage::default()),
+    let ((stop, stop_sequence), u) = match &c.done {
+        Some(f) => (stop_reason(f), usage(&f.usage)),
+        None => ((StopReason::EndTurn, None), Usage::default()),
     };
     MessagesResponse {
         id,
@@ -271,7 +274,7 @@ pub fn message_body(id: String, model: String, c: Completion) -> MessagesRespons
         content,
         model,
         stop_reason: Some(stop),
-        stop_sequence: None,
+        stop_sequence,
         usage: u,
     }
 }

@@ -156,10 +156,11 @@ impl MessageStream {
             ServiceEvent::Done(f) => {
                 self.close(&mut out);
                 let u = usage(&f.usage);
+                let (stop, stop_sequence) = stop_reason(&f);
                 out.push(StreamEvent::MessageDelta {
                     delta: MessageDelta {
-                        stop_reason: Some(stop_reason(f.finish)),
-                        stop_sequence: None,
+                        stop_reason: Some(stop),
+                        stop_sequence,
                     },
                     usage: DeltaUsage {
                         output_tokens: u.output_tokens,

@@ -13,7 +13,11 @@ use crate::service::{
 };
 
 fn done(finish: FinishReason) -> ServiceEvent {
-    ServiceEvent::Done(Final {
+    ServiceEvent::Done(fin(finish))
+}
+
+fn fin(finish: FinishReason) -> Final {
+    Final {
         finish,
         usage: Usage {
             prompt_tokens: 10,
@@ -24,7 +28,16 @@ fn done(finish: FinishReason) -> ServiceEvent {
         load_duration: Duration::ZERO,
         total_duration: Duration::ZERO,
         ended_in_reasoning: false,
-    })
+        stop_sequence: None,
+    }
+}
+
+/// A stop string ended the answer.
+fn stopped_by(sequence: &str) -> Final {
+    Final {
+        stop_sequence: Some(sequence.into()),
+        ..fin(FinishReason::Stop)
+    }
 }
 
 fn stream(events: Vec<ServiceEvent>) -> Vec<StreamEvent> {
@@ -158,6 +171,44 @@ fn stop_reasons() {
     assert_eq!(reason(FinishReason::Stop), Some(StopReason::EndTurn));
     assert_eq!(reason(FinishReason::Length), Some(StopReason::MaxTokens));
     assert_eq!(reason(FinishReason::ToolCalls), Some(StopReason::ToolUse));
+}
+
+#[test]
+fn a_matched_stop_string_is_stop_sequence_in_the_stream_and_the_message() {
+    let events = stream(vec![
+        ServiceEvent::Content("one".into()),
+        ServiceEvent::Done(stopped_by("\n\nHuman:")),
+    ]);
+    let delta = events
+        .iter()
+        .find(|e| e.name() == "message_delta")
+        .map(|e| serde_json::to_value(e).expect("json"));
+    assert_eq!(
+        delta.expect("a message_delta")["delta"],
+        json!({"stop_reason": "stop_sequence", "stop_sequence": "\n\nHuman:"})
+    );
+    let c = Completion {
+        content: "one".into(),
+        done: Some(stopped_by("END")),
+        ..Completion::default()
+    };
+    let m =
+        serde_json::to_value(messages::message_body("msg_1".into(), "m".into(), c)).expect("json");
+    assert_eq!(
+        (&m["stop_reason"], &m["stop_sequence"]),
+        (&json!("stop_sequence"), &json!("END"))
+    );
+    // EOS leaves stop_sequence null: end_turn.
+    let c = Completion {
+        done: Some(fin(FinishReason::Stop)),
+        ..Completion::default()
+    };
+    let m =
+        serde_json::to_value(messages::message_body("msg_1".into(), "m".into(), c)).expect("json");
+    assert_eq!(
+        (&m["stop_reason"], &m["stop_sequence"]),
+        (&json!("end_turn"), &Value::Null)
+    );
 }
 
 #[test]

@@ -6,6 +6,7 @@ mod error;
 mod generate;
 mod models;
 mod ndjson;
+pub(crate) mod pull;
 
 use std::sync::Arc;
 
@@ -26,6 +27,7 @@ pub fn routes() -> Router<Arc<Service>> {
         .route("/api/tags", get(models::tags))
         .route("/api/show", post(models::show))
         .route("/api/delete", delete(models::delete))
+        .route("/api/pull", post(pull::pull))
         .route("/api/version", get(models::version))
 }
 

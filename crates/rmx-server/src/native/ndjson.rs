@@ -23,6 +23,11 @@ impl Lines {
         line.push(b'\n');
         self.0.send(Bytes::from(line)).is_ok()
     }
+
+    /// The client hung up (the body and its end of the channel are gone).
+    pub fn is_closed(&self) -> bool {
+        self.0.is_closed()
+    }
 }
 
 pub fn response(lines: mpsc::UnboundedReceiver<Bytes>) -> Response {

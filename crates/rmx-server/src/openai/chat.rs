@@ -296,6 +296,7 @@ pub fn completion_body(
         load_duration: Default::default(),
         total_duration: Default::default(),
         ended_in_reasoning: false,
+        stop_sequence: None,
     });
     let tool_calls: Vec<ToolCall> = c
         .tool_calls

@@ -46,6 +46,20 @@ delta = [e for e in events if e.type == "message_delta"][0]
 assert delta.delta.stop_reason == whole.stop_reason and delta.usage.output_tokens == whole.usage.output_tokens
 ok("event order, stream equals whole")
 
+# A stop sequence taken from inside the answer cuts it there and is named.
+at = next(i for i in range(1, len(text) - 1)
+          if text.find(text[i:i + 2]) == i and text[i:i + 2].strip())
+stop = text[at:at + 2]
+cut = client.messages.create(model=model, messages=msgs, system="Be brief.",
+                             stop_sequences=["never in this answer", stop], **greedy)
+assert "".join(b.text for b in cut.content if b.type == "text") == text[:at], (cut, stop)
+assert (cut.stop_reason, cut.stop_sequence) == ("stop_sequence", stop), cut
+with client.messages.stream(model=model, messages=msgs, system="Be brief.",
+                            stop_sequences=[stop], **greedy) as s:
+    final = s.get_final_message()
+assert (final.stop_reason, final.stop_sequence) == ("stop_sequence", stop), final
+ok("stop_sequences")
+
 # The SDK's stream helper accumulates the same message.
 with client.messages.stream(model=model, messages=msgs, system="Be brief.", **greedy) as s:
     final = s.get_final_message()
