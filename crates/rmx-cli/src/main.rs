@@ -7,6 +7,7 @@ mod daemon;
 mod doctor;
 mod output;
 mod progress;
+mod tunnel;
 
 fn main() -> std::process::ExitCode {
     commands::dispatch(<cli::Cli as clap::Parser>::parse())
