@@ -239,6 +239,8 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
             [CompletionResult]::new('--rounds', '--rounds', [CompletionResultType]::ParameterName, 'Measured rounds per case')
             [CompletionResult]::new('--warmup', '--warmup', [CompletionResultType]::ParameterName, 'Rounds run first and discarded')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print a JSON record (hardware, versions, model, every case) instead of a table')
+            [CompletionResult]::new('--submit', '--submit', [CompletionResultType]::ParameterName, 'Offer the JSON record to the community benchmarks repository [env: RMX_BENCH_REPO, default rmx-project/benchmarks]: shows it, asks, keeps a copy under the rmx home (benchmarks/), and opens a pull request through gh when it is installed')
+            [CompletionResult]::new('--yes', '--yes', [CompletionResultType]::ParameterName, 'Send without asking (with --submit)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')

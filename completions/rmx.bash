@@ -337,7 +337,7 @@ _rmx() {
             return 0
             ;;
         rmx__subcmd__bench)
-            opts="-h -V --prompt-tokens --gen-tokens --rounds --warmup --json --help --version"
+            opts="-h -V --prompt-tokens --gen-tokens --rounds --warmup --json --submit --yes --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -213,6 +213,8 @@ set edit:completion:arg-completer[rmx] = {|@words|
             cand --rounds 'Measured rounds per case'
             cand --warmup 'Rounds run first and discarded'
             cand --json 'Print a JSON record (hardware, versions, model, every case) instead of a table'
+            cand --submit 'Offer the JSON record to the community benchmarks repository [env: RMX_BENCH_REPO, default rmx-project/benchmarks]: shows it, asks, keeps a copy under the rmx home (benchmarks/), and opens a pull request through gh when it is installed'
+            cand --yes 'Send without asking (with --submit)'
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'
             cand -V 'Print version'

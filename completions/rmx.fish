@@ -136,6 +136,8 @@ complete -c rmx -n "__fish_rmx_using_subcommand bench" -l gen-tokens -d 'Generat
 complete -c rmx -n "__fish_rmx_using_subcommand bench" -l rounds -d 'Measured rounds per case' -r
 complete -c rmx -n "__fish_rmx_using_subcommand bench" -l warmup -d 'Rounds run first and discarded' -r
 complete -c rmx -n "__fish_rmx_using_subcommand bench" -l json -d 'Print a JSON record (hardware, versions, model, every case) instead of a table'
+complete -c rmx -n "__fish_rmx_using_subcommand bench" -l submit -d 'Offer the JSON record to the community benchmarks repository [env: RMX_BENCH_REPO, default rmx-project/benchmarks]: shows it, asks, keeps a copy under the rmx home (benchmarks/), and opens a pull request through gh when it is installed'
+complete -c rmx -n "__fish_rmx_using_subcommand bench" -l yes -d 'Send without asking (with --submit)'
 complete -c rmx -n "__fish_rmx_using_subcommand bench" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rmx -n "__fish_rmx_using_subcommand bench" -s V -l version -d 'Print version'
 complete -c rmx -n "__fish_rmx_using_subcommand agents" -l model -d 'The model the tool asks for [default: $RMX_MODEL, else qwen3-4b-4bit]' -r

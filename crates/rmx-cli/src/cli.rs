@@ -364,4 +364,12 @@ pub struct BenchArgs {
     /// Print a JSON record (hardware, versions, model, every case) instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Offer the JSON record to the community benchmarks repository [env: RMX_BENCH_REPO,
+    /// default rmx-project/benchmarks]: shows it, asks, keeps a copy under the rmx home
+    /// (benchmarks/), and opens a pull request through gh when it is installed.
+    #[arg(long)]
+    pub submit: bool,
+    /// Send without asking (with --submit).
+    #[arg(long, requires = "submit")]
+    pub yes: bool,
 }
