@@ -244,7 +244,7 @@ set edit:completion:arg-completer[rmx] = {|@words|
             cand --port 'Port to listen on (0: any free port)'
             cand --cors-origin 'A browser origin allowed to call the API (repeatable; `*` allows any)'
             cand --rate-limit 'Requests per minute per client address (0: no limit)'
-            cand --tunnel 'Public tunnel: `cloudflared` (a quick tunnel), `ssh:[USER@]HOST[:PORT]` (ssh -R; the server needs GatewayPorts for others to reach it) or `none` [default: cloudflared when it is on PATH, else none]'
+            cand --tunnel 'Public tunnel: `cloudflared` (a quick tunnel), `ssh:[USER@]HOST[:PORT]` (ssh -R with key authentication; PORT defaults to --port, and the server needs GatewayPorts for others to reach it) or `none` [default: cloudflared when it is on PATH, else none]'
             cand --json 'Print one JSON line (url, key, model, public_url) when ready, instead of text'
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'

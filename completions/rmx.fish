@@ -154,7 +154,7 @@ complete -c rmx -n "__fish_rmx_using_subcommand share" -l host -d 'Address to li
 complete -c rmx -n "__fish_rmx_using_subcommand share" -l port -d 'Port to listen on (0: any free port)' -r
 complete -c rmx -n "__fish_rmx_using_subcommand share" -l cors-origin -d 'A browser origin allowed to call the API (repeatable; `*` allows any)' -r
 complete -c rmx -n "__fish_rmx_using_subcommand share" -l rate-limit -d 'Requests per minute per client address (0: no limit)' -r
-complete -c rmx -n "__fish_rmx_using_subcommand share" -l tunnel -d 'Public tunnel: `cloudflared` (a quick tunnel), `ssh:[USER@]HOST[:PORT]` (ssh -R; the server needs GatewayPorts for others to reach it) or `none` [default: cloudflared when it is on PATH, else none]' -r
+complete -c rmx -n "__fish_rmx_using_subcommand share" -l tunnel -d 'Public tunnel: `cloudflared` (a quick tunnel), `ssh:[USER@]HOST[:PORT]` (ssh -R with key authentication; PORT defaults to --port, and the server needs GatewayPorts for others to reach it) or `none` [default: cloudflared when it is on PATH, else none]' -r
 complete -c rmx -n "__fish_rmx_using_subcommand share" -l json -d 'Print one JSON line (url, key, model, public_url) when ready, instead of text'
 complete -c rmx -n "__fish_rmx_using_subcommand share" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rmx -n "__fish_rmx_using_subcommand share" -s V -l version -d 'Print version'

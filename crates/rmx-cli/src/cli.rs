@@ -103,9 +103,9 @@ pub struct ShareArgs {
     /// Requests per minute per client address (0: no limit).
     #[arg(long, default_value_t = 120, value_name = "N")]
     pub rate_limit: u32,
-    /// Public tunnel: `cloudflared` (a quick tunnel), `ssh:[USER@]HOST[:PORT]` (ssh -R; the
-    /// server needs GatewayPorts for others to reach it) or `none` [default: cloudflared when
-    /// it is on PATH, else none].
+    /// Public tunnel: `cloudflared` (a quick tunnel), `ssh:[USER@]HOST[:PORT]` (ssh -R with key
+    /// authentication; PORT defaults to --port, and the server needs GatewayPorts for others
+    /// to reach it) or `none` [default: cloudflared when it is on PATH, else none].
     #[arg(long, value_name = "TUNNEL")]
     pub tunnel: Option<String>,
     /// Print one JSON line (url, key, model, public_url) when ready, instead of text.

@@ -11,8 +11,9 @@ use anyhow::{bail, Context, Result};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
 
-/// How long cloudflared may take to report its address: it registers with Cloudflare first.
-const CLOUDFLARED_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a tunnel may take to come up: cloudflared registers with Cloudflare first, ssh
+/// connects and authenticates.
+const TUNNEL_TIMEOUT: Duration = Duration::from_secs(60);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Tunnel {
@@ -36,7 +37,7 @@ pub fn parse(spec: &str, local_port: u16) -> Result<Option<Tunnel>> {
             let (dest, remote_port) = match target.rsplit_once(':') {
                 Some((d, p)) => (
                     d,
-                    p.parse().with_context(|| {
+                    p.parse::<u16>().ok().filter(|&p| p > 0).with_context(|| {
                         format!("`{p}` in --tunnel {spec} is not a port number")
                     })?,
                 ),
@@ -66,48 +67,30 @@ impl Running {
 pub async fn start(tunnel: &Tunnel, local: SocketAddr) -> Result<Running> {
     match tunnel {
         Tunnel::Cloudflared => {
-            let mut child = Command::new("cloudflared")
-                .args(["tunnel", "--no-autoupdate", "--url"])
-                .arg(format!("http://{local}"))
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .kill_on_drop(true)
-                .spawn()
-                .context("starting cloudflared")?;
-            // It prints its address in a banner on stderr (older versions on stdout).
-            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-            if let Some(out) = child.stdout.take() {
-                tokio::spawn(scan(out, tx.clone()));
-            }
-            if let Some(err) = child.stderr.take() {
-                tokio::spawn(scan(err, tx));
-            }
-            let found = tokio::time::timeout(CLOUDFLARED_TIMEOUT, rx.recv()).await;
-            match found {
-                Ok(Some(public_url)) => Ok(Running { public_url, child }),
-                Ok(None) => {
-                    let status = child.wait().await.ok();
-                    bail!(
-                        "cloudflared ended without giving an address ({}); is this machine online?",
-                        status.map_or("unknown status".into(), |s| s.to_string())
-                    )
-                }
-                Err(_) => bail!(
-                    "cloudflared gave no address in {} s; is this machine online?",
-                    CLOUDFLARED_TIMEOUT.as_secs()
-                ),
-            }
+            let mut cmd = Command::new("cloudflared");
+            cmd.args(["tunnel", "--no-autoupdate", "--url"])
+                .arg(format!("http://{local}"));
+            let (public_url, child) = run_until(cmd, "cloudflared", trycloudflare_url).await?;
+            Ok(Running { public_url, child })
         }
         Tunnel::Ssh { dest, remote_port } => {
-            let child = Command::new("ssh")
-                .args(["-N", "-o", "ExitOnForwardFailure=yes", "-R"])
-                .arg(format!("{remote_port}:{local}"))
-                .arg(dest)
-                .stdin(Stdio::null())
-                .kill_on_drop(true)
-                .spawn()
-                .context("starting ssh")?;
+            let mut cmd = Command::new("ssh");
+            // -v for the line that says the forward is up; BatchMode: fail, never prompt.
+            cmd.args([
+                "-v",
+                "-N",
+                "-o",
+                "ExitOnForwardFailure=yes",
+                "-o",
+                "BatchMode=yes",
+            ])
+            .arg("-R")
+            .arg(format!("{remote_port}:{local}"))
+            .arg(dest);
+            let (_, child) = run_until(cmd, "ssh", |line| {
+                line.contains("remote forward success").then(String::new)
+            })
+            .await?;
             let host = dest.rsplit_once('@').map_or(dest.as_str(), |(_, h)| h);
             Ok(Running {
                 public_url: format!("http://{host}:{remote_port}"),
@@ -117,17 +100,61 @@ pub async fn start(tunnel: &Tunnel, local: SocketAddr) -> Result<Running> {
     }
 }
 
-/// Sends the first quick-tunnel address in the output, then keeps reading: a child writing
-/// into a full pipe nobody reads would stall.
+/// Starts the tunnel program and waits for the first line of its output `ready` accepts
+/// (what it returns comes back); fails with its last words when it exits first.
+async fn run_until(
+    mut cmd: Command,
+    name: &str,
+    ready: fn(&str) -> Option<String>,
+) -> Result<(String, Child)> {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("starting {name}"))?;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    // Both streams: cloudflared prints its banner on stderr, older versions on stdout.
+    if let Some(out) = child.stdout.take() {
+        tokio::spawn(scan(out, tx.clone()));
+    }
+    if let Some(err) = child.stderr.take() {
+        tokio::spawn(scan(err, tx));
+    }
+    let mut last = String::new();
+    let wait = async {
+        while let Some(line) = rx.recv().await {
+            if let Some(found) = ready(&line) {
+                return Some(found);
+            }
+            last = line;
+        }
+        None
+    };
+    match tokio::time::timeout(TUNNEL_TIMEOUT, wait).await {
+        Ok(Some(found)) => Ok((found, child)),
+        Ok(None) => {
+            let status = child.wait().await.ok();
+            bail!(
+                "{name} ended before the tunnel was up ({}): {}",
+                status.map_or("unknown status".into(), |s| s.to_string()),
+                last.trim()
+            )
+        }
+        Err(_) => bail!(
+            "{name} did not open the tunnel in {} s; is this machine online?",
+            TUNNEL_TIMEOUT.as_secs()
+        ),
+    }
+}
+
+/// Forwards every line, then keeps reading: a child writing into a full pipe nobody reads
+/// would stall.
 async fn scan(out: impl AsyncRead + Unpin, tx: tokio::sync::mpsc::UnboundedSender<String>) {
     let mut lines = BufReader::new(out).lines();
-    let mut sent = false;
     while let Ok(Some(line)) = lines.next_line().await {
-        if !sent {
-            if let Some(url) = trycloudflare_url(&line) {
-                sent = tx.send(url).is_ok();
-            }
-        }
+        let _ = tx.send(line);
     }
 }
 
@@ -189,5 +216,6 @@ mod tests {
         assert!(parse("ssh:", 8001).is_err());
         assert!(parse("ngrok", 8001).is_err());
         assert!(parse("ssh:box:port", 8001).is_err());
+        assert!(parse("ssh:box:0", 8001).is_err());
     }
 }

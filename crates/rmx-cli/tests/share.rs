@@ -148,6 +148,17 @@ fn share_needs_its_key_limits_the_rate_and_ctrl_c_closes_port_and_tunnel() {
     // The model was loaded and pinned before the URL was printed.
     let ps = home.ps();
     assert_eq!(ps.len(), 1, "{ps:?}");
+    assert_eq!(ps[0]["until"], "forever", "{ps:?}");
+    // Another model in the daemon, which the share must not list.
+    let other = bin.path().join("other-model");
+    std::fs::create_dir(&other).unwrap();
+    for f in std::fs::read_dir(&model).unwrap() {
+        let f = f.unwrap().path();
+        std::os::unix::fs::symlink(&f, other.join(f.file_name().unwrap())).unwrap();
+    }
+    let other = other.display().to_string();
+    home.ok(&["run", &other, "Hi", "--max-tokens", "1"]);
+    assert_eq!(home.ps().len(), 2);
 
     assert_eq!(http(port, "GET", "/v1/models", None, None).status, 401);
     assert_eq!(
@@ -157,7 +168,10 @@ fn share_needs_its_key_limits_the_rate_and_ctrl_c_closes_port_and_tunnel() {
     for _ in 0..3 {
         let ok = http(port, "GET", "/v1/models", Some(&key), None);
         assert_eq!(ok.status, 200, "{}", ok.body);
-        assert!(ok.body.contains(&model), "{}", ok.body);
+        // Only the shared model is listed, whatever else this machine has.
+        let list: serde_json::Value = serde_json::from_str(&ok.body).unwrap();
+        assert_eq!(list["data"].as_array().unwrap().len(), 1, "{list}");
+        assert_eq!(list["data"][0]["id"], model.as_str(), "{list}");
     }
     let limited = http(port, "GET", "/v1/models", Some(&key), None);
     assert_eq!(limited.status, 429, "{}", limited.body);
@@ -168,8 +182,13 @@ fn share_needs_its_key_limits_the_rate_and_ctrl_c_closes_port_and_tunnel() {
         !alive(tunnel_pid)
     });
     // The daemon itself keeps running; the model is back on the usual keep-alive.
-    let ps = home.ps();
+    let ps: Vec<_> = home
+        .ps()
+        .into_iter()
+        .filter(|m| m["name"] == model.as_str())
+        .collect();
     assert_eq!(ps.len(), 1, "{ps:?}");
+    assert_ne!(ps[0]["until"], "forever", "{ps:?}");
 }
 
 #[test]
@@ -235,25 +254,59 @@ fn a_share_serves_only_its_model_and_generation_routes() {
     );
     assert_eq!(delete.status, 403, "{}", delete.body);
 
+    let other_id = http(port, "GET", "/v1/models/someone/else", Some(&key), None);
+    assert_eq!(other_id.status, 404, "{}", other_id.body);
+    assert_eq!(http(port, "GET", "/api/ps", Some(&key), None).status, 403);
+
     interrupt(&home, child, port);
-    // A new share has a new key; the old one is worth nothing.
-    let (child, again) = share(
-        &home,
-        &[
-            &model,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            &p,
-            "--tunnel",
-            "none",
-        ],
-        None,
+    // A new share has a new key; the old one is worth nothing. This one tunnels over ssh
+    // (a stand-in that records its arguments, says the forward is up as `ssh -v` does, and
+    // stays up).
+    let bin = tempfile::tempdir().unwrap();
+    let ssh = bin.path().join("ssh");
+    let script = format!(
+        "#!/bin/sh\necho \"$@\" > {d}/ssh.args\necho $$ > {d}/ssh.pid\n\
+         echo 'debug1: Authentication succeeded (publickey).' >&2\n\
+         echo 'debug1: remote forward success for: listen 9000, connect 127.0.0.1:{port}' >&2\n\
+         exec sleep 600\n",
+        d = bin.path().display(),
     );
+    std::fs::write(&ssh, script).unwrap();
+    std::fs::set_permissions(&ssh, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap()
+    );
+    let tunnel = "ssh:me@box.example:9000";
+    let args = [
+        model.as_str(),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        &p,
+        "--tunnel",
+        tunnel,
+    ];
+    let (child, again) = share(&home, &args, Some(&path));
     assert_ne!(again["key"], ready["key"]);
+    assert_eq!(again["public_url"], "http://box.example:9000/v1");
     assert_eq!(
         http(port, "GET", "/v1/models", Some(&key), None).status,
         401
     );
+    let ssh_args = std::fs::read_to_string(bin.path().join("ssh.args")).unwrap();
+    assert!(
+        ssh_args.contains(&format!("-R 9000:127.0.0.1:{port} me@box.example")),
+        "{ssh_args}"
+    );
+    let ssh_pid: u32 = std::fs::read_to_string(bin.path().join("ssh.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     interrupt(&home, child, port);
+    home.wait_until("ssh to be killed", Duration::from_secs(10), || {
+        !alive(ssh_pid)
+    });
 }

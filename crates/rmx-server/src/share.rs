@@ -7,7 +7,8 @@
 //! [`security`](crate::security) layers, put around [`router`] by the caller.
 //!
 //! Only the inference routes and read-only listings pass, and a request naming a model must
-//! name the shared one: the key lets people use a model, not delete or load the others.
+//! name the shared one: the key lets people use a model, not delete or load the others, nor
+//! see which others this machine has (listings are filtered to the shared model).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -60,7 +61,7 @@ pub fn allowed(method: &Method, path: &str) -> bool {
         "/api/generate",
         "/api/show",
     ];
-    const GET: &[&str] = &["/v1/models", "/api/tags", "/api/ps", "/api/version"];
+    const GET: &[&str] = &["/v1/models", "/api/tags", "/api/version"];
     match *method {
         Method::POST => POST.contains(&path),
         Method::GET => GET.contains(&path) || path.starts_with("/v1/models/"),
@@ -99,7 +100,11 @@ async fn forward(State(door): State<Arc<Door>>, req: Request) -> Response {
             )
         }
     };
-    if let Some(m) = named_model(&bytes).filter(|m| *m != door.model) {
+    let named = match path.strip_prefix("/v1/models/") {
+        Some(id) => Some(id.to_string()),
+        None => named_model(&bytes),
+    };
+    if let Some(m) = named.filter(|m| *m != door.model) {
         return reject(
             &path,
             StatusCode::NOT_FOUND,
@@ -131,6 +136,9 @@ async fn forward(State(door): State<Arc<Door>>, req: Request) -> Response {
         .insert(header::HOST, HeaderValue::from_static("localhost"));
     let upstream = Request::from_parts(parts, Body::from(bytes));
     match send(&door.socket, upstream).await {
+        Ok(resp) if matches!(path.as_str(), "/v1/models" | "/api/tags") => {
+            only_shared(resp, &door.model).await
+        }
         Ok(resp) => resp,
         Err(e) => reject(
             &path,
@@ -138,6 +146,27 @@ async fn forward(State(door): State<Arc<Door>>, req: Request) -> Response {
             &format!("the rmx daemon behind this share does not answer: {e}"),
         ),
     }
+}
+
+/// A model listing cut down to the shared model: OpenAI's `data[].id`, Ollama's
+/// `models[].name`. A body that is not JSON becomes `null` rather than passing through.
+async fn only_shared(resp: Response, model: &str) -> Response {
+    let (mut parts, body) = resp.into_parts();
+    if !parts.status.is_success() {
+        return Response::from_parts(parts, body);
+    }
+    let mut v: serde_json::Value = match axum::body::to_bytes(body, BODY_LIMIT).await {
+        Ok(b) => serde_json::from_slice(&b).unwrap_or_default(),
+        Err(_) => serde_json::Value::Null,
+    };
+    for (list, key) in [("data", "id"), ("models", "name")] {
+        if let Some(items) = v.get_mut(list).and_then(|l| l.as_array_mut()) {
+            items.retain(|m| m.get(key).and_then(|n| n.as_str()) == Some(model));
+        }
+    }
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.remove(header::TRANSFER_ENCODING);
+    Response::from_parts(parts, Body::from(v.to_string()))
 }
 
 /// One connection per request, streamed both ways: dropping the response (the client hung
@@ -165,6 +194,7 @@ mod tests {
         assert!(allowed(&Method::POST, "/api/chat"));
         assert!(allowed(&Method::GET, "/v1/models"));
         assert!(allowed(&Method::GET, "/v1/models/qwen3"));
+        assert!(!allowed(&Method::GET, "/api/ps"));
         assert!(!allowed(&Method::DELETE, "/api/delete"));
         assert!(!allowed(&Method::GET, "/v1/chat/completions"));
         assert!(!allowed(&Method::POST, "/api/pull"));

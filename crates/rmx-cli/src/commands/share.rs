@@ -62,11 +62,14 @@ async fn share(
     if !args.json {
         eprintln!("loading {} ...", args.model);
     }
-    client
-        .load(&args.model, Some(KeepAlive::Forever))
-        .await
-        .map_err(daemon::broken_off)
-        .with_context(|| format!("loading {}", args.model))?;
+    // Loaded on the usual keep-alive and pinned only once sharing starts, so a Ctrl-C during
+    // a long load leaves no model pinned for good.
+    tokio::select! {
+        r = client.load(&args.model, None) => {
+            r.map_err(daemon::broken_off).with_context(|| format!("loading {}", args.model))?;
+        }
+        () = stop_signal(&mut int, &mut term) => return Ok(ExitCode::from(130)),
+    }
 
     let listener = tokio::net::TcpListener::bind((host, args.port))
         .await
@@ -83,8 +86,16 @@ async fn share(
     );
     let server = tokio::spawn(rmx_server::share::serve(listener, app));
 
-    let running = match &tunnel {
-        Some(t) => match tunnel::start(t, local).await {
+    let started = match &tunnel {
+        Some(t) => tokio::select! {
+            r = tunnel::start(t, local) => Some(r),
+            // Dropping the start kills the tunnel program.
+            () = stop_signal(&mut int, &mut term) => return Ok(ExitCode::from(130)),
+        },
+        None => None,
+    };
+    let running = match started {
+        Some(r) => match r {
             Ok(r) => Some(r),
             // Asked for by name: a share without it is not what the user wanted.
             Err(e) if args.tunnel.is_some() => {
@@ -98,6 +109,11 @@ async fn share(
         },
         None => None,
     };
+    client
+        .load(&args.model, Some(KeepAlive::Forever))
+        .await
+        .map_err(daemon::broken_off)
+        .with_context(|| format!("keeping {} loaded", args.model))?;
     let key = security.api_key.clone().unwrap_or_default();
     let url = format!("http://{local}/v1");
     let public_url = running.as_ref().map(|r| format!("{}/v1", r.public_url));
@@ -127,8 +143,7 @@ async fn share(
         })
     };
     let outcome = tokio::select! {
-        _ = int.recv() => Ok(()),
-        _ = term.recv() => Ok(()),
+        () = stop_signal(&mut int, &mut term) => Ok(()),
         r = server => match r {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(anyhow::Error::new(e).context("serving the share")),
@@ -154,6 +169,16 @@ async fn share(
     outcome.map(|()| ExitCode::SUCCESS)
 }
 
+async fn stop_signal(
+    int: &mut tokio::signal::unix::Signal,
+    term: &mut tokio::signal::unix::Signal,
+) {
+    tokio::select! {
+        _ = int.recv() => {}
+        _ = term.recv() => {}
+    }
+}
+
 fn print_banner(
     args: &ShareArgs,
     security: &SecurityConfig,
@@ -162,7 +187,7 @@ fn print_banner(
     key: &str,
     host: IpAddr,
 ) {
-    println!("sharing {} (kept loaded until you stop)", args.model);
+    println!("sharing {} (kept loaded while shared)", args.model);
     println!("  URL:        {url}");
     if host.is_loopback() {
         println!("              (loopback: only this machine and a tunnel reach it)");
