@@ -20,12 +20,24 @@ struct Reply {
     body: String,
 }
 
-/// One HTTP/1.1 request on a fresh connection.
+/// One HTTP/1.1 request on a fresh connection, with the key as a bearer token.
 fn http(port: u16, method: &str, path: &str, key: Option<&str>, body: Option<&str>) -> Reply {
+    let auth = key.map(|k| format!("Bearer {k}"));
+    let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("Authorization", a.as_str())).collect();
+    request(port, method, path, &headers, body)
+}
+
+fn request(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> Reply {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     let mut req = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n");
-    if let Some(k) = key {
-        req.push_str(&format!("Authorization: Bearer {k}\r\n"));
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
     }
     let body = body.unwrap_or("");
     req.push_str(&format!(
@@ -207,6 +219,8 @@ fn a_share_serves_only_its_model_and_generation_routes() {
             &p,
             "--tunnel",
             "none",
+            "--cors-origin",
+            "http://app.example",
         ],
         None,
     );
@@ -253,6 +267,37 @@ fn a_share_serves_only_its_model_and_generation_routes() {
         Some(&serde_json::json!({ "model": model }).to_string()),
     );
     assert_eq!(delete.status, 403, "{}", delete.body);
+
+    // Browsers: the allowed origin gets its preflight and CORS headers, x-api-key works as
+    // the key, and other origins are refused.
+    let preflight = |origin: &str| {
+        let h = [
+            ("Origin", origin),
+            ("Access-Control-Request-Method", "POST"),
+        ];
+        request(port, "OPTIONS", "/v1/chat/completions", &h, None)
+    };
+    let allowed = preflight("http://app.example");
+    assert_eq!(allowed.status, 204, "{}", allowed.head);
+    assert!(
+        allowed
+            .head
+            .contains("access-control-allow-origin: http://app.example"),
+        "{}",
+        allowed.head
+    );
+    assert_eq!(preflight("http://evil.example").status, 403);
+    let h = [
+        ("Origin", "http://app.example"),
+        ("x-api-key", key.as_str()),
+    ];
+    let listed = request(port, "GET", "/v1/models", &h, None);
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    assert!(
+        listed.head.contains("access-control-allow-origin"),
+        "{}",
+        listed.head
+    );
 
     let other_id = http(port, "GET", "/v1/models/someone/else", Some(&key), None);
     assert_eq!(other_id.status, 404, "{}", other_id.body);
