@@ -84,7 +84,7 @@ async fn share(
         rmx_server::share::router(daemon::paths()?.socket, args.model.clone()),
         &security,
     );
-    let server = tokio::spawn(rmx_server::share::serve(listener, app));
+    let mut server = tokio::spawn(rmx_server::share::serve(listener, app));
 
     let started = match &tunnel {
         Some(t) => tokio::select! {
@@ -144,12 +144,15 @@ async fn share(
     };
     let outcome = tokio::select! {
         () = stop_signal(&mut int, &mut term) => Ok(()),
-        r = server => match r {
+        r = &mut server => match r {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(anyhow::Error::new(e).context("serving the share")),
             Err(e) => Err(anyhow::Error::new(e).context("the share server stopped")),
         },
     };
+    // The port closes (and the key with it) before anything else is tidied up.
+    server.abort();
+    let _ = server.await;
     repin.abort();
     if let Some(r) = running {
         r.stop().await;
@@ -165,7 +168,7 @@ async fn share(
     if !args.json {
         eprintln!("stopped sharing {}; the key no longer works", args.model);
     }
-    // Returning ends the runtime, which drops the listener and every open connection.
+    // Returning ends the runtime, which drops the connections still open.
     outcome.map(|()| ExitCode::SUCCESS)
 }
 
