@@ -42,6 +42,7 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
             [CompletionResult]::new('bench', 'bench', [CompletionResultType]::ParameterValue, 'Measure prefill and decode speed, time to first token and peak memory')
             [CompletionResult]::new('agents', 'agents', [CompletionResultType]::ParameterValue, 'List coding agents (Codex, Claude Code, OpenCode, Aider, Goose, Continue, Hermes) and point one at the local daemon with --setup')
             [CompletionResult]::new('doctor', 'doctor', [CompletionResultType]::ParameterValue, 'Check the MLX runtime, memory, disk, the daemon, the model store and config files')
+            [CompletionResult]::new('share', 'share', [CompletionResultType]::ParameterValue, 'Let others use a model: a key-protected, rate-limited address on the LAN, and a public URL through a tunnel when one is available')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -238,6 +239,8 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
             [CompletionResult]::new('--rounds', '--rounds', [CompletionResultType]::ParameterName, 'Measured rounds per case')
             [CompletionResult]::new('--warmup', '--warmup', [CompletionResultType]::ParameterName, 'Rounds run first and discarded')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print a JSON record (hardware, versions, model, every case) instead of a table')
+            [CompletionResult]::new('--submit', '--submit', [CompletionResultType]::ParameterName, 'Offer the JSON record to the community benchmarks repository [env: RMX_BENCH_REPO, default rmx-project/benchmarks]: shows it, asks, keeps a copy under the rmx home (benchmarks/), and opens a pull request through gh when it is installed')
+            [CompletionResult]::new('--yes', '--yes', [CompletionResultType]::ParameterName, 'Send without asking (with --submit)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
@@ -265,6 +268,19 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             break
         }
+        'rmx;share' {
+            [CompletionResult]::new('--host', '--host', [CompletionResultType]::ParameterName, 'Address to listen on [default: this machine''s LAN IPv4 address]; 127.0.0.1 keeps the share to this machine and the tunnel')
+            [CompletionResult]::new('--port', '--port', [CompletionResultType]::ParameterName, 'Port to listen on (0: any free port)')
+            [CompletionResult]::new('--cors-origin', '--cors-origin', [CompletionResultType]::ParameterName, 'A browser origin allowed to call the API (repeatable; `*` allows any)')
+            [CompletionResult]::new('--rate-limit', '--rate-limit', [CompletionResultType]::ParameterName, 'Requests per minute per client address (0: no limit)')
+            [CompletionResult]::new('--tunnel', '--tunnel', [CompletionResultType]::ParameterName, 'Public tunnel: `cloudflared` (a quick tunnel), `ssh:[USER@]HOST[:PORT]` (ssh -R with key authentication; PORT defaults to --port, and the server needs GatewayPorts for others to reach it) or `none` [default: cloudflared when it is on PATH, else none]')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print one JSON line (url, key, model, public_url) when ready, instead of text')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
         'rmx;help' {
             [CompletionResult]::new('run', 'run', [CompletionResultType]::ParameterValue, 'Generate an answer to one prompt and exit; without a prompt on a terminal, chat')
             [CompletionResult]::new('chat', 'chat', [CompletionResultType]::ParameterValue, 'Chat with a model interactively (type /help for commands)')
@@ -282,6 +298,7 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
             [CompletionResult]::new('bench', 'bench', [CompletionResultType]::ParameterValue, 'Measure prefill and decode speed, time to first token and peak memory')
             [CompletionResult]::new('agents', 'agents', [CompletionResultType]::ParameterValue, 'List coding agents (Codex, Claude Code, OpenCode, Aider, Goose, Continue, Hermes) and point one at the local daemon with --setup')
             [CompletionResult]::new('doctor', 'doctor', [CompletionResultType]::ParameterValue, 'Check the MLX runtime, memory, disk, the daemon, the model store and config files')
+            [CompletionResult]::new('share', 'share', [CompletionResultType]::ParameterValue, 'Let others use a model: a key-protected, rate-limited address on the LAN, and a public URL through a tunnel when one is available')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -343,6 +360,9 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
             break
         }
         'rmx;help;doctor' {
+            break
+        }
+        'rmx;help;share' {
             break
         }
         'rmx;help;help' {

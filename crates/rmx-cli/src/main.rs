@@ -1,12 +1,14 @@
 //! `rmx`: run large language models locally on MLX.
 
 mod agents;
+mod bench_submit;
 mod cli;
 mod commands;
 mod daemon;
 mod doctor;
 mod output;
 mod progress;
+mod tunnel;
 
 fn main() -> std::process::ExitCode {
     commands::dispatch(<cli::Cli as clap::Parser>::parse())

@@ -7,6 +7,7 @@
 //! - [`openai`], [`anthropic`]: the `/v1/...` compatibility surfaces (translations into the
 //!   service core; SSE through `openai::sse`); [`openapi`]: `/openapi.json`.
 //! - [`security`]: API key, CORS and rate-limit layers for the TCP listener.
+//! - [`share`]: `rmx share`'s front door, forwarding one model's routes to the daemon.
 //! - [`daemon`]: serving the router on TCP and on the Unix socket, the one-daemon lock, and
 //!   graceful shutdown.
 //!
@@ -22,6 +23,7 @@ pub mod openapi;
 pub mod router;
 pub mod security;
 pub mod service;
+pub mod share;
 
 pub use error::ServiceError;
 pub use router::router;

@@ -36,6 +36,9 @@ pub struct SecurityConfig {
     pub cors_origins: Vec<String>,
     /// Requests per minute per client.
     pub rate_limit: Option<u32>,
+    /// Count clients by address even when they send a key: `rmx share` hands one key to
+    /// everybody, so counting by key would put them all in one bucket.
+    pub rate_limit_by_address: bool,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -72,6 +75,7 @@ impl SecurityConfig {
                 })
                 .unwrap_or_default(),
             rate_limit,
+            rate_limit_by_address: false,
         })
     }
 }
@@ -91,7 +95,7 @@ pub fn check_listen_addr(addr: SocketAddr, config: &SecurityConfig) -> Result<()
 pub fn protect(router: Router, config: &SecurityConfig) -> Router {
     let mut router = router;
     if let Some(rpm) = config.rate_limit {
-        let limiter = Arc::new(RateLimiter::new(rpm));
+        let limiter = Arc::new(RateLimiter::new(rpm, config.rate_limit_by_address));
         router = router.layer(middleware::from_fn(move |req: Request, next: Next| {
             let limiter = limiter.clone();
             async move { limiter.check(req, next).await }
@@ -187,13 +191,15 @@ pub fn reject(path: &str, status: StatusCode, message: &str) -> Response {
 /// A token bucket per client: `rpm` requests a minute, bursts up to `rpm`.
 struct RateLimiter {
     rpm: u32,
+    by_address: bool,
     buckets: Mutex<HashMap<String, (f64, Instant)>>,
 }
 
 impl RateLimiter {
-    fn new(rpm: u32) -> RateLimiter {
+    fn new(rpm: u32, by_address: bool) -> RateLimiter {
         RateLimiter {
             rpm,
+            by_address,
             buckets: Mutex::new(HashMap::new()),
         }
     }
@@ -221,7 +227,7 @@ impl RateLimiter {
     }
 
     async fn check(&self, req: Request, next: Next) -> Response {
-        let client = client_id(&req);
+        let client = client_id(&req, self.by_address);
         match self.take(&client, Instant::now()) {
             None => next.run(req).await,
             Some(wait) => {
@@ -243,10 +249,10 @@ impl RateLimiter {
     }
 }
 
-/// A client is its API key when it sends one (several users behind one address), else its
-/// address, else everyone local together.
-fn client_id(req: &Request) -> String {
-    if let Some(k) = offered_key(req.headers()) {
+/// A client is its API key when it sends one (several users behind one address) unless keys
+/// are shared, else its address, else everyone local together.
+fn client_id(req: &Request, by_address: bool) -> String {
+    if let Some(k) = offered_key(req.headers()).filter(|_| !by_address) {
         return format!("key:{}", hex_prefix(&sha256(k.as_bytes())));
     }
     match req.extensions().get::<ConnectInfo<SocketAddr>>() {
@@ -340,7 +346,7 @@ mod tests {
 
     #[test]
     fn bucket_refills_over_time() {
-        let l = RateLimiter::new(60);
+        let l = RateLimiter::new(60, false);
         let t0 = Instant::now();
         for _ in 0..60 {
             assert_eq!(l.take("a", t0), None);

@@ -1,5 +1,6 @@
 //! `rmx bench <model>`: the standardized single-user benchmark, as a table or a JSON record
-//! with the hardware and versions, so numbers from different machines can be compared.
+//! with the hardware and versions, so numbers from different machines can be compared;
+//! `--submit` offers that record to the community repository (see `bench_submit`).
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -10,6 +11,7 @@ use rmx_engine::bench::{self, BenchCase, BenchConfig};
 use rmx_engine::Engine;
 use serde_json::json;
 
+use crate::bench_submit::{self, Submission};
 use crate::cli::BenchArgs;
 
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
@@ -45,11 +47,18 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             eprintln!("  {line}");
         }
     })?;
+    let record = record(&engine, &args, &cfg, &cases);
+    if args.submit {
+        // The record is shown once, as the exact text that would be sent.
+        if !args.json {
+            print_table(&engine, &cases);
+        }
+        let model = record["model"]["name"].as_str().unwrap_or("model");
+        let sub = Submission::new(&record, &device_name(), model)?;
+        return bench_submit::submit(&sub, args.yes, &crate::daemon::paths()?.home);
+    }
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&record(&engine, &args, &cfg, &cases))?
-        );
+        println!("{}", serde_json::to_string_pretty(&record)?);
     } else {
         print_table(&engine, &cases);
     }

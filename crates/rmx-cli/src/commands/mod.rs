@@ -17,6 +17,7 @@ mod ls;
 mod models;
 mod pull;
 mod rm;
+mod share;
 
 use std::process::ExitCode;
 
@@ -40,6 +41,7 @@ pub fn dispatch(cli: Cli) -> ExitCode {
         Command::Bench(args) => bench::run(args),
         Command::Agents(args) => agents::run(args),
         Command::Doctor(args) => doctor::run(args),
+        Command::Share(args) => share::run(args),
     };
     match result {
         Ok(code) => code,
