@@ -1,0 +1,257 @@
+//! Constrained decoding: which token ids may come next so the output keeps a shape, for JSON
+//! mode (`response_format: json_object`, Ollama `format: "json"`) and for forced tool calls
+//! (`tool_choice: required` or a named function).
+//!
+//! A [`Constraint`] is the description a request carries (plain data, `Send`); the engine
+//! builds a [`ConstraintState`] from it for each sequence and asks it, each step, for the ids
+//! allowed next ([`ConstraintState::allowed`]), then tells it the id it chose
+//! ([`ConstraintState::accept`]). Once the shape is complete the generation ends.
+//!
+//! The allowed set also keeps the output finishable: a token is allowed only if the shortest
+//! completion after it still fits in the tokens left, so a model that rambles inside a string
+//! is walked to a closed object before `max_tokens` rather than cut off mid-JSON.
+
+mod grammar;
+pub mod json;
+mod vocab;
+
+use grammar::{GState, Grammar, Part};
+
+use crate::toolcall::ToolCallFormat;
+pub use vocab::TokenBytes;
+
+/// What shape the output must take.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    /// One JSON object.
+    JsonObject,
+    /// One tool call in the model's markup, naming one of `names`, with a JSON object of
+    /// arguments.
+    ToolCall {
+        format: ToolCallFormat,
+        names: Vec<String>,
+    },
+}
+
+/// Whether the model may think (in `<think>...</think>`, unconstrained) before the output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Think {
+    /// The output starts at once.
+    #[default]
+    No,
+    /// The prompt ends inside `<think>`: free text until `</think>`, then the output.
+    Inside,
+    /// The model may open `<think>` with its first token (the `<think>` token itself).
+    MayOpen,
+}
+
+/// A request's constraint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Constraint {
+    pub output: Output,
+    pub think: Think,
+}
+
+/// A constraint that cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConstraintError {
+    #[error("forcing a tool call is not supported for the `{}` tool-call format (supported: hermes, llama3_json)", .0.name())]
+    UnsupportedFormat(ToolCallFormat),
+    #[error("forcing a tool call needs at least one tool name")]
+    NoNames,
+    #[error("no token of the vocabulary can continue the constrained output")]
+    Stuck,
+}
+
+const THINK_OPEN: &str = "<think>";
+const THINK_CLOSE: &[u8] = b"</think>";
+
+impl Constraint {
+    pub fn json_object() -> Constraint {
+        Constraint {
+            output: Output::JsonObject,
+            think: Think::No,
+        }
+    }
+
+    /// A forced call of one of `names`; fails for formats this module cannot force.
+    pub fn tool_call(
+        format: ToolCallFormat,
+        names: Vec<String>,
+    ) -> Result<Constraint, ConstraintError> {
+        let c = Constraint {
+            output: Output::ToolCall { format, names },
+            think: Think::No,
+        };
+        c.grammar()?;
+        Ok(c)
+    }
+
+    pub fn with_think(mut self, think: Think) -> Constraint {
+        self.think = think;
+        self
+    }
+
+    fn grammar(&self) -> Result<Grammar, ConstraintError> {
+        let (format, names) = match &self.output {
+            Output::JsonObject => return Ok(Grammar::new(vec![Part::Json])),
+            Output::ToolCall { format, names } => (*format, names),
+        };
+        if names.is_empty() {
+            return Err(ConstraintError::NoNames);
+        }
+        // Each name as JSON string content with its closing quote: no name is then a prefix
+        // of another, so the `OneOf` knows where a name ends.
+        let mut alts: Vec<Vec<u8>> = names
+            .iter()
+            .map(|n| {
+                let quoted = serde_json::to_string(n).unwrap_or_else(|_| format!("\"{n}\""));
+                quoted.as_bytes()[1..].to_vec()
+            })
+            .collect();
+        alts.sort();
+        alts.dedup();
+        let lit = |s: &str| Part::Literal(s.as_bytes().to_vec());
+        // The spellings the models' chat templates teach (and the parsers read back).
+        Ok(Grammar::new(match format {
+            ToolCallFormat::Hermes => vec![
+                lit("<tool_call>\n{\"name\": \""),
+                Part::OneOf(alts),
+                lit(", \"arguments\": "),
+                Part::Json,
+                lit("}\n</tool_call>"),
+            ],
+            ToolCallFormat::Llama3Json => vec![
+                lit("{\"name\": \""),
+                Part::OneOf(alts),
+                lit(", \"parameters\": "),
+                Part::Json,
+                lit("}"),
+            ],
+            other => return Err(ConstraintError::UnsupportedFormat(other)),
+        }))
+    }
+}
+
+/// Where the output is: thinking (with how much of `</think>` was just written), or in the
+/// shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Phase {
+    Thinking { closed: u8 },
+    Shape(GState),
+}
+
+/// One sequence's constraint, advanced token by token.
+#[derive(Debug)]
+pub struct ConstraintState {
+    grammar: Grammar,
+    phase: Phase,
+    /// The `<think>` token, while the model may still open a thought with it.
+    think_open: Option<u32>,
+}
+
+impl ConstraintState {
+    pub fn new(c: &Constraint, vocab: &TokenBytes) -> Result<ConstraintState, ConstraintError> {
+        let grammar = c.grammar()?;
+        let start = Phase::Shape(grammar.start());
+        let (phase, think_open) = match c.think {
+            Think::No => (start, None),
+            Think::Inside => (Phase::Thinking { closed: 0 }, None),
+            Think::MayOpen => (start, vocab.find(THINK_OPEN)),
+        };
+        Ok(ConstraintState {
+            grammar,
+            phase,
+            think_open,
+        })
+    }
+
+    /// The output has its whole shape: the generation should end here.
+    pub fn is_complete(&self) -> bool {
+        self.phase == Phase::Shape(GState::Done)
+    }
+
+    /// Where the phase goes with `bytes`; None if they break the shape.
+    fn walk(&self, mut phase: Phase, bytes: &[u8]) -> Option<Phase> {
+        for &b in bytes {
+            phase = match phase {
+                Phase::Thinking { closed } => {
+                    let closed = if THINK_CLOSE[closed as usize] == b {
+                        closed + 1
+                    } else {
+                        u8::from(b == b'<')
+                    };
+                    if closed as usize == THINK_CLOSE.len() {
+                        Phase::Shape(self.grammar.start())
+                    } else {
+                        Phase::Thinking { closed }
+                    }
+                }
+                Phase::Shape(s) => Phase::Shape(self.grammar.step(s, b)?),
+            };
+        }
+        Some(phase)
+    }
+
+    /// The shortest text that completes the output from `phase`.
+    fn min_rest(&self, phase: Phase) -> usize {
+        match phase {
+            Phase::Thinking { closed } => {
+                THINK_CLOSE.len() - closed as usize + self.grammar.min_rest(self.grammar.start())
+            }
+            Phase::Shape(s) => self.grammar.min_rest(s),
+        }
+    }
+
+    /// The ids that may come next, with `left` tokens left to generate counting this one.
+    /// Each allowed token leaves a completion short enough for the tokens after it (one byte
+    /// per token at worst); where none does, the ones that leave the shortest are allowed.
+    pub fn allowed(&self, vocab: &TokenBytes, left: usize) -> Result<Vec<u32>, ConstraintError> {
+        let mut candidates: Vec<(u32, usize)> = Vec::new();
+        for first in 0..=255u8 {
+            let Some(after_first) = self.walk(self.phase, &[first]) else {
+                continue;
+            };
+            for &id in vocab.starting_with(first) {
+                let Some(bytes) = vocab.get(id) else { continue };
+                if let Some(p) = self.walk(after_first, &bytes[1..]) {
+                    candidates.push((id, self.min_rest(p)));
+                }
+            }
+        }
+        if let (Some(open), Phase::Shape(s)) = (self.think_open, self.phase) {
+            if s == self.grammar.start() {
+                candidates.push((open, self.min_rest(Phase::Thinking { closed: 0 })));
+            }
+        }
+        let shortest = candidates
+            .iter()
+            .map(|&(_, rest)| rest)
+            .min()
+            .ok_or(ConstraintError::Stuck)?;
+        let budget = left.saturating_sub(1).max(shortest);
+        let mut ids: Vec<u32> = candidates
+            .into_iter()
+            .filter(|&(_, rest)| rest <= budget)
+            .map(|(id, _)| id)
+            .collect();
+        ids.sort_unstable();
+        Ok(ids)
+    }
+
+    /// Advances by the chosen id (one [`ConstraintState::allowed`] returned).
+    pub fn accept(&mut self, vocab: &TokenBytes, id: u32) -> Result<(), ConstraintError> {
+        if self.think_open == Some(id) && self.phase == Phase::Shape(self.grammar.start()) {
+            self.phase = Phase::Thinking { closed: 0 };
+            self.think_open = None;
+            return Ok(());
+        }
+        self.think_open = None;
+        let bytes = vocab.get(id).ok_or(ConstraintError::Stuck)?;
+        self.phase = self.walk(self.phase, bytes).ok_or(ConstraintError::Stuck)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;
