@@ -348,7 +348,6 @@ impl JsonState {
                 // token that cannot end well is refused where it starts.
                 if left == 2 {
                     let top = value;
-                    let is_high = (0xD8..=0xDB).contains(&top);
                     let is_low = (0xDC..=0xDF).contains(&top);
                     if (low && !is_low) || (!low && is_low) {
                         return Err(Unexpected);

@@ -15,6 +15,8 @@ mod grammar;
 pub mod json;
 mod vocab;
 
+use std::collections::HashMap;
+
 use grammar::{GState, Grammar, Part};
 
 use crate::toolcall::ToolCallFormat;
@@ -141,9 +143,33 @@ enum Phase {
     Shape(GState),
 }
 
+/// The tokens that keep the shape from one phase, and the shortest completion after each.
+#[derive(Debug)]
+struct Candidates {
+    ids: Vec<u32>,
+    rest: Vec<usize>,
+}
+
+impl Candidates {
+    fn within(&self, left: usize) -> Result<Vec<u32>, ConstraintError> {
+        let shortest = *self.rest.iter().min().ok_or(ConstraintError::Stuck)?;
+        let budget = left.saturating_sub(1).max(shortest);
+        let mut ids: Vec<u32> = self
+            .ids
+            .iter()
+            .zip(&self.rest)
+            .filter(|&(_, &rest)| rest <= budget)
+            .map(|(&id, _)| id)
+            .collect();
+        ids.sort_unstable();
+        Ok(ids)
+    }
+}
+
 /// One sequence's constraint, advanced token by token.
 #[derive(Debug)]
 pub struct ConstraintState {
+    cache: HashMap<Phase, Candidates>,
     grammar: Grammar,
     phase: Phase,
     /// The `<think>` token, while the model may still open a thought with it.
@@ -160,6 +186,7 @@ impl ConstraintState {
             Think::MayOpen => (start, vocab.find(THINK_OPEN)),
         };
         Ok(ConstraintState {
+            cache: HashMap::new(),
             grammar,
             phase,
             think_open,
@@ -203,40 +230,49 @@ impl ConstraintState {
         }
     }
 
-    /// The ids that may come next, with `left` tokens left to generate counting this one.
-    /// Each allowed token leaves a completion short enough for the tokens after it (one byte
-    /// per token at worst); where none does, the ones that leave the shortest are allowed.
-    pub fn allowed(&self, vocab: &TokenBytes, left: usize) -> Result<Vec<u32>, ConstraintError> {
-        let mut candidates: Vec<(u32, usize)> = Vec::new();
+    /// Every token that keeps the shape from `phase`, with the shortest completion after it.
+    fn candidates(&self, vocab: &TokenBytes, phase: Phase) -> Candidates {
+        let mut ids = Vec::new();
+        let mut rest = Vec::new();
         for first in 0..=255u8 {
-            let Some(after_first) = self.walk(self.phase, &[first]) else {
+            let Some(after_first) = self.walk(phase, &[first]) else {
                 continue;
             };
             for &id in vocab.starting_with(first) {
                 let Some(bytes) = vocab.get(id) else { continue };
                 if let Some(p) = self.walk(after_first, &bytes[1..]) {
-                    candidates.push((id, self.min_rest(p)));
+                    ids.push(id);
+                    rest.push(self.min_rest(p));
                 }
             }
         }
-        if let (Some(open), Phase::Shape(s)) = (self.think_open, self.phase) {
-            if s == self.grammar.start() {
-                candidates.push((open, self.min_rest(Phase::Thinking { closed: 0 })));
+        Candidates { ids, rest }
+    }
+
+    /// The ids that may come next, with `left` tokens left to generate counting this one.
+    /// Each allowed token leaves a completion short enough for the tokens after it (one byte
+    /// per token at worst); where none does, the ones that leave the shortest are allowed.
+    ///
+    /// The candidates of a phase are kept: inside a string, say, the phase is the same token
+    /// after token, and walking 150K pieces again each step would be most of the cost.
+    pub fn allowed(&mut self, vocab: &TokenBytes, left: usize) -> Result<Vec<u32>, ConstraintError> {
+        let phase = self.phase;
+        let mut fresh;
+        let c = if self.cache.contains_key(&phase) {
+            &self.cache[&phase]
+        } else {
+            fresh = self.candidates(vocab, phase);
+            if let (Some(open), Phase::Shape(s)) = (self.think_open, phase) {
+                if s == self.grammar.start() {
+                    fresh.ids.push(open);
+                    fresh.rest.push(self.min_rest(Phase::Thinking { closed: 0 }));
+                    // Only the first step may open a thought: not a phase to remember.
+                    return fresh.within(left);
+                }
             }
-        }
-        let shortest = candidates
-            .iter()
-            .map(|&(_, rest)| rest)
-            .min()
-            .ok_or(ConstraintError::Stuck)?;
-        let budget = left.saturating_sub(1).max(shortest);
-        let mut ids: Vec<u32> = candidates
-            .into_iter()
-            .filter(|&(_, rest)| rest <= budget)
-            .map(|(id, _)| id)
-            .collect();
-        ids.sort_unstable();
-        Ok(ids)
+            self.cache.entry(phase).or_insert(fresh)
+        };
+        c.within(left)
     }
 
     /// Advances by the chosen id (one [`ConstraintState::allowed`] returned).

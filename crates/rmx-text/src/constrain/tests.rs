@@ -134,7 +134,7 @@ fn may_open_allows_the_think_token_only_first() {
     assert!(state.allowed(&vocab, 100).unwrap().contains(&open));
     state.accept(&vocab, vocab.find(" ").unwrap()).unwrap();
     assert!(!state.allowed(&vocab, 100).unwrap().contains(&open));
-    let no = ConstraintState::new(&Constraint::json_object(), &vocab).unwrap();
+    let mut no = ConstraintState::new(&Constraint::json_object(), &vocab).unwrap();
     assert!(!no.allowed(&vocab, 100).unwrap().contains(&open));
 }
 

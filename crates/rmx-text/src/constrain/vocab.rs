@@ -28,15 +28,24 @@ impl TokenBytes {
         let n = inner.get_vocab_size(true);
         let mut bytes = Vec::with_capacity(n);
         for id in 0..n as u32 {
-            let piece = if let Some(t) = added.get(&id) {
-                (!t.special && !t.content.is_empty()).then(|| t.content.as_bytes().to_vec())
-            } else if tokenizer.is_special(id) {
-                None
-            } else {
-                inner.id_to_token(id).and_then(|tok| match &to_byte {
+            // Added tokens go through the decoder like the others (Gemma's `▁▁` is two
+            // spaces); where the byte map cannot read one, its text is its bytes.
+            let piece = match added.get(&id) {
+                Some(t) if t.special || t.content.is_empty() => None,
+                Some(t) => Some(match &to_byte {
+                    Some(map) => t
+                        .content
+                        .chars()
+                        .map(|c| map(c))
+                        .collect::<Option<Vec<u8>>>()
+                        .unwrap_or_else(|| t.content.as_bytes().to_vec()),
+                    None => sentencepiece_bytes(&t.content),
+                }),
+                None if tokenizer.is_special(id) => None,
+                None => inner.id_to_token(id).and_then(|tok| match &to_byte {
                     Some(map) => tok.chars().map(|c| map(c)).collect::<Option<Vec<u8>>>(),
                     None => Some(sentencepiece_bytes(&tok)),
-                })
+                }),
             };
             bytes.push(piece.filter(|b| !b.is_empty()).map(Vec::into_boxed_slice));
         }
