@@ -111,7 +111,16 @@ pub struct JsonState {
     /// Bit i set: level i is an array, else an object.
     stack: u64,
     depth: u8,
+    /// The whitespace run between tokens so far: spaces and tabs, plus [`WS_NEWLINE`] once a
+    /// line break is in it.
+    ws: u8,
 }
+
+/// Between two tokens of JSON: at most one line break and this many spaces or tabs, as
+/// llama.cpp's JSON grammar allows. Enough for pretty-printed output, and it keeps a model
+/// that likes whitespace (random ones do) from filling its tokens with it.
+const MAX_WS_RUN: u8 = 20;
+const WS_NEWLINE: u8 = 0x80;
 
 impl Default for JsonState {
     fn default() -> Self {
@@ -119,6 +128,7 @@ impl Default for JsonState {
             pos: Pos::Start,
             stack: 0,
             depth: 0,
+            ws: 0,
         }
     }
 }
@@ -237,6 +247,26 @@ impl JsonState {
     }
 
     fn step(self, b: u8) -> Result<JsonState, JsonError> {
+        let mut next = self.step_pos(b)?;
+        next.ws = 0;
+        if is_ws(b) && !matches!(self.pos, Pos::Str { .. }) {
+            let newline = matches!(b, b'\n' | b'\r');
+            if newline && self.ws & WS_NEWLINE != 0 {
+                return Err(JsonError::Unexpected);
+            }
+            if !newline && self.ws & !WS_NEWLINE >= MAX_WS_RUN {
+                return Err(JsonError::Unexpected);
+            }
+            next.ws = if newline {
+                self.ws | WS_NEWLINE
+            } else {
+                self.ws + 1
+            };
+        }
+        Ok(next)
+    }
+
+    fn step_pos(self, b: u8) -> Result<JsonState, JsonError> {
         use JsonError::Unexpected;
         match self.pos {
             Pos::Start => match b {

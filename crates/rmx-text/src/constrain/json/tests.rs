@@ -160,3 +160,17 @@ fn min_close_is_the_length_of_a_shortest_completion() {
         assert!(s.is_complete(), "{prefix:?} + {rest:?}");
     }
 }
+
+#[test]
+fn whitespace_runs_between_tokens_are_bounded() {
+    let mut s = JsonState::new();
+    s.push_str("{\n").unwrap();
+    // A second line break in the same gap is refused; indentation up to the cap is not.
+    assert_eq!(s.push(b'\n'), Err(JsonError::Unexpected));
+    s.push_str(&" ".repeat(MAX_WS_RUN as usize)).unwrap();
+    assert_eq!(s.push(b' '), Err(JsonError::Unexpected));
+    // Any other byte starts a new gap; whitespace inside strings is text, not a gap.
+    s.push_str(&format!("\"{}\":\n1", " ".repeat(100))).unwrap();
+    s.push_str("\n}").unwrap();
+    assert!(s.is_complete());
+}
