@@ -23,6 +23,10 @@ pub struct ChatRequest {
     pub keep_alive: Option<KeepAlive>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub options: Option<Options>,
+    /// `"json"` or a JSON schema: the answer is constrained to one JSON object (the schema's
+    /// keys and types are not enforced).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<Value>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

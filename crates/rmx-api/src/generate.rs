@@ -27,6 +27,10 @@ pub struct GenerateRequest {
     pub keep_alive: Option<KeepAlive>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub options: Option<Options>,
+    /// `"json"` or a JSON schema: the answer is constrained to one JSON object (the schema's
+    /// keys and types are not enforced).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<serde_json::Value>,
 }
 
 /// One ndjson line of the answer. The last one has `done: true` and the statistics.

@@ -20,6 +20,7 @@ use crate::openai::body::{parse, BodyError};
 use crate::openai::chat::arguments_value;
 use crate::openai::sse;
 use crate::service::{
+    tool_names, Shape,
     Completion, FinishReason, InternalRequest, PromptInput, SamplingParams, Service,
 };
 
@@ -123,6 +124,19 @@ pub fn to_internal(req: &MessagesRequest) -> Result<InternalRequest, AnthropicEr
             "tool_choice: names `{name}`, which is not in `tools`"
         )));
     }
+    // `any` and a named tool are enforced: the reply is constrained to one call.
+    let shape = match &req.tool_choice {
+        Some(ToolChoice::Any { .. } | ToolChoice::Tool { .. }) if tools.is_empty() => {
+            return Err(AnthropicError::Invalid(
+                "tool_choice: asks for a tool call but `tools` has no tool with an `input_schema`"
+                    .into(),
+            ))
+        }
+        Some(ToolChoice::Any { .. } | ToolChoice::Tool { .. }) => Some(Shape::ToolCall {
+            names: tool_names(&tools),
+        }),
+        _ => None,
+    };
     let think = match req.thinking {
         Some(Thinking::Enabled { .. }) => Some(true),
         Some(Thinking::Disabled) => Some(false),
@@ -148,6 +162,7 @@ pub fn to_internal(req: &MessagesRequest) -> Result<InternalRequest, AnthropicEr
         logprobs: None,
         keep_alive: None,
         think,
+        shape,
     })
 }
 

@@ -24,6 +24,7 @@ fn done(finish: FinishReason) -> ServiceEvent {
         load_duration: Duration::ZERO,
         total_duration: Duration::ZERO,
         ended_in_reasoning: false,
+        reasoning_tokens: 0,
     })
 }
 

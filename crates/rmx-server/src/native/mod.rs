@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 pub use error::NativeError;
 
 use crate::error::ServiceError;
-use crate::service::Service;
+use crate::service::{Service, Shape};
 
 pub fn routes() -> Router<Arc<Service>> {
     Router::new()
@@ -37,6 +37,21 @@ fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, NativeError> {
             "invalid request body: {e}"
         )))
     })
+}
+
+/// Ollama's `format`: `"json"` or a JSON schema constrains the answer to one JSON object (the
+/// schema's keys and types are not enforced); `""` or none leaves it free.
+fn shape(format: Option<&serde_json::Value>) -> Result<Option<Shape>, NativeError> {
+    use serde_json::Value;
+    match format {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.is_empty() => Ok(None),
+        Some(Value::String(s)) if s == "json" => Ok(Some(Shape::JsonObject)),
+        Some(Value::Object(_)) => Ok(Some(Shape::JsonObject)),
+        Some(other) => Err(NativeError(ServiceError::BadRequest(format!(
+            "invalid `format` {other}: expected \"json\" or a JSON schema object"
+        )))),
+    }
 }
 
 fn now_rfc3339() -> String {

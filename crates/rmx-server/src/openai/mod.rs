@@ -46,7 +46,8 @@ pub fn new_id(prefix: &str) -> String {
     format!("{prefix}-{}", call.trim_start_matches("call_"))
 }
 
-pub fn usage(u: &EngineUsage) -> rmx_api::openai::Usage {
+/// `reasoning_tokens`: the completion tokens generated inside `<think>...</think>`.
+pub fn usage(u: &EngineUsage, reasoning_tokens: usize) -> rmx_api::openai::Usage {
     rmx_api::openai::Usage {
         prompt_tokens: u.prompt_tokens,
         completion_tokens: u.completion_tokens,
@@ -54,7 +55,9 @@ pub fn usage(u: &EngineUsage) -> rmx_api::openai::Usage {
         prompt_tokens_details: Some(rmx_api::openai::PromptTokensDetails {
             cached_tokens: u.cached_tokens,
         }),
-        completion_tokens_details: None,
+        completion_tokens_details: Some(rmx_api::openai::CompletionTokensDetails {
+            reasoning_tokens,
+        }),
     }
 }
 

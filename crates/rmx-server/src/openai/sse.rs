@@ -141,6 +141,7 @@ mod tests {
             load_duration: Duration::ZERO,
             total_duration: Duration::ZERO,
             ended_in_reasoning: false,
+            reasoning_tokens: 0,
         })
     }
 

@@ -31,6 +31,7 @@ fn fin(finish: FinishReason) -> Final {
         load_duration: Duration::ZERO,
         total_duration: Duration::ZERO,
         ended_in_reasoning: false,
+        reasoning_tokens: 0,
     }
 }
 
