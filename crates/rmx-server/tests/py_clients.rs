@@ -54,6 +54,8 @@ fn py_openai_client() {
             "chat whole",
             "chat stream equals whole, usage chunk",
             "tools accepted and rendered, tool history",
+            "response_format json_object enforced",
+            "tool_choice required and named enforced",
             "logprobs",
             "response_format, stop, penalties, chat_template_kwargs",
             "completions stream equals whole",
