@@ -126,3 +126,18 @@ fn mask_cost_per_step_is_printed() {
     let masked = t.elapsed().as_secs_f64() * 1e6 / n as f64;
     eprintln!("greedy choice per step: {plain:.0} us plain, {masked:.0} us with a host mask");
 }
+
+#[test]
+fn a_forced_llama3_call_parses_on_the_llama_vocabulary() {
+    let e = Engine::load(&common::model("llama", "bf16")).unwrap();
+    let mut req = request(&e, 60, 1.0, 11);
+    req.constraint =
+        Some(Constraint::tool_call(ToolCallFormat::Llama3Json, vec!["get_time".into()]).unwrap());
+    let (_, text, finish) = collect(&e, req);
+    assert_eq!(finish, FinishReason::Stop, "{text}");
+    let (_, calls) = parse_complete(ToolCallFormat::Llama3Json, &text);
+    assert_eq!(calls.len(), 1, "{text}");
+    assert_eq!(calls[0].name, "get_time");
+    let args: serde_json::Value = serde_json::from_str(&calls[0].arguments).unwrap();
+    assert!(args.is_object(), "{text}");
+}
