@@ -29,6 +29,8 @@
 //! - splits the output into reasoning (when the template knows `<think>`), content and tool
 //!   calls (when the request has tools; the format from the alias hints, else detected from
 //!   the template);
+//! - enforces a requested [`Shape`] (JSON mode, a forced tool call) by constrained decoding
+//!   on the engine, refusing with a 400 what it cannot enforce (`docs/api.md`);
 //! - ends every stream with exactly one [`ServiceEvent::Done`] or [`ServiceEvent::Error`],
 //!   also when the daemon shuts down (`Done` with [`FinishReason::Cancelled`]).
 //!

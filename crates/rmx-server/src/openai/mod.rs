@@ -129,8 +129,9 @@ pub fn template_kwargs(
     (out, think)
 }
 
-/// The instruction that stands in for `response_format`: the core has no constrained
-/// decoding yet, so the model is told, as llama.cpp's server does without a grammar.
+/// The instruction that goes with `response_format`: constrained decoding enforces the JSON
+/// object, but a model that is told writes a better one, and a schema's keys and types are
+/// only asked for here, not enforced.
 pub fn json_instruction(schema: Option<&Value>) -> String {
     match schema {
         Some(s) => format!(
