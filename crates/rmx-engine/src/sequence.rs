@@ -262,7 +262,11 @@ impl Sequence {
             self.finish(FinishReason::Stop, String::new());
             return Ok(true);
         }
-        if self.constraint.as_ref().is_some_and(|c| c.state.is_complete()) {
+        if self
+            .constraint
+            .as_ref()
+            .is_some_and(|c| c.state.is_complete())
+        {
             // The shape is whole: nothing may follow, so stop without asking for EOS.
             let tail = self.flush();
             self.finish(FinishReason::Stop, tail);

@@ -48,7 +48,10 @@ fn json_mode_output_is_one_json_object_and_ends_there() {
     let e = engine();
     // Without the constraint the random model writes no JSON.
     let (_, free, _) = collect(&e, request(&e, 40, 0.0, 0));
-    assert!(serde_json::from_str::<serde_json::Value>(&free).is_err(), "{free}");
+    assert!(
+        serde_json::from_str::<serde_json::Value>(&free).is_err(),
+        "{free}"
+    );
     for (temperature, seed) in [(0.0, 0), (1.0, 1), (1.0, 2), (0.7, 3)] {
         let mut req = request(&e, 60, temperature, seed);
         req.constraint = Some(Constraint::json_object());
@@ -73,7 +76,8 @@ fn a_forced_hermes_call_names_an_allowed_tool_with_json_arguments() {
     let names = vec!["get_weather".to_string(), "get_time".to_string()];
     for seed in 0..3 {
         let mut req = request(&e, 80, 1.0, seed);
-        req.constraint = Some(Constraint::tool_call(ToolCallFormat::Hermes, names.clone()).unwrap());
+        req.constraint =
+            Some(Constraint::tool_call(ToolCallFormat::Hermes, names.clone()).unwrap());
         let (_, text, finish) = collect(&e, req);
         assert_eq!(finish, FinishReason::Stop, "{text}");
         let (content, calls) = parse_complete(ToolCallFormat::Hermes, &text);
@@ -120,7 +124,12 @@ fn mask_cost_per_step_is_printed() {
     let t = Instant::now();
     for _ in 0..n {
         let mask = Array::from_slice(&allowed, &[1, vocab]).unwrap();
-        let id = s.choose_within(&logits, Some(&mask)).unwrap().token.item::<u32>().unwrap();
+        let id = s
+            .choose_within(&logits, Some(&mask))
+            .unwrap()
+            .token
+            .item::<u32>()
+            .unwrap();
         assert!(allowed[id as usize]);
     }
     let masked = t.elapsed().as_secs_f64() * 1e6 / n as f64;

@@ -541,7 +541,11 @@ fn build_prompt(
                 || hints.is_some_and(|h| h.reasoning_parser == rmx_store::ReasoningParser::Think);
             let inside = rendered.trim_end().ends_with("<think>");
             let (reasoning, think) = if thinks {
-                let think = if inside { Think::Inside } else { Think::MayOpen };
+                let think = if inside {
+                    Think::Inside
+                } else {
+                    Think::MayOpen
+                };
                 (ReasoningParser::think_tags(inside), think)
             } else {
                 (ReasoningParser::disabled(), Think::No)

@@ -106,7 +106,10 @@ async fn json_mode_answers_parse_on_openai_and_ollama() {
     )
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
-    assert!(body["error"].as_str().unwrap_or("").contains("format"), "{body}");
+    assert!(
+        body["error"].as_str().unwrap_or("").contains("format"),
+        "{body}"
+    );
 }
 
 #[tokio::test]
@@ -143,7 +146,10 @@ async fn forced_tool_calls_come_back_as_calls_on_every_surface() {
         {"name": "get_weather", "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}},
         {"name": "get_time", "input_schema": {"type": "object", "properties": {}}}
     ]);
-    for choice in [json!({"type": "any"}), json!({"type": "tool", "name": "get_weather"})] {
+    for choice in [
+        json!({"type": "any"}),
+        json!({"type": "tool", "name": "get_weather"}),
+    ] {
         let (status, body) = call(
             &app,
             "/v1/messages",
@@ -190,14 +196,16 @@ async fn forced_tool_calls_come_back_as_calls_on_every_surface() {
 async fn forcing_a_call_in_a_format_that_cannot_be_forced_is_a_400() {
     let home = tempfile::tempdir().expect("tempdir");
     let app = app(service(home.path()));
-    let plain = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}\
+    let plain =
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}\
                  {% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
-    let cases = [
-        (
-            with_template(home.path(), &format!("{plain}{{% if tools %}}[TOOL_CALLS]{{% endif %}}")),
-            "mistral",
+    let cases = [(
+        with_template(
+            home.path(),
+            &format!("{plain}{{% if tools %}}[TOOL_CALLS]{{% endif %}}"),
         ),
-    ];
+        "mistral",
+    )];
     for (dir, format) in cases {
         let model = dir.to_string_lossy().into_owned();
         let (status, body) = call(
@@ -209,7 +217,10 @@ async fn forcing_a_call_in_a_format_that_cannot_be_forced_is_a_400() {
         .await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
         let message = body["error"]["message"].as_str().expect("message");
-        assert!(message.contains("tool_choice") && message.contains(format), "{message}");
+        assert!(
+            message.contains("tool_choice") && message.contains(format),
+            "{message}"
+        );
         let (status, body) = call(
             &app,
             "/v1/messages",
@@ -219,7 +230,13 @@ async fn forcing_a_call_in_a_format_that_cannot_be_forced_is_a_400() {
         )
         .await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
-        assert!(body["error"]["message"].as_str().unwrap_or("").contains(format), "{body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains(format),
+            "{body}"
+        );
         // Left to the model, the same request is answered.
         let (status, body) = call(
             &app,
@@ -241,7 +258,10 @@ async fn forcing_a_call_in_a_format_that_cannot_be_forced_is_a_400() {
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     assert!(
-        body["error"]["message"].as_str().unwrap_or("").contains("no tool-call format"),
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("no tool-call format"),
         "{body}"
     );
 }
@@ -269,7 +289,10 @@ async fn reasoning_tokens_are_counted_and_json_follows_the_thought() {
     let message = &body["choices"][0]["message"];
     object(message["content"].as_str().expect("content").trim());
     assert!(
-        !message["reasoning_content"].as_str().unwrap_or("").is_empty(),
+        !message["reasoning_content"]
+            .as_str()
+            .unwrap_or("")
+            .is_empty(),
         "{body}"
     );
     let usage = &body["usage"];

@@ -2,6 +2,8 @@
 //! tokenizer decodes, walks over a 150K vocabulary give valid JSON, and how long one step's
 //! allowed set takes (printed; run with `--nocapture` to see it).
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::time::Instant;

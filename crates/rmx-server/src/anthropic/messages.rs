@@ -20,8 +20,8 @@ use crate::openai::body::{parse, BodyError};
 use crate::openai::chat::arguments_value;
 use crate::openai::sse;
 use crate::service::{
-    tool_names, Shape,
-    Completion, FinishReason, InternalRequest, PromptInput, SamplingParams, Service,
+    tool_names, Completion, FinishReason, InternalRequest, PromptInput, SamplingParams, Service,
+    Shape,
 };
 
 pub async fn handler(

@@ -309,9 +309,11 @@ fn tool_choice_modes() {
     );
     // `required` and a named function are enforced; a forced call wins over JSON mode.
     let shape_of = |choice: Value| {
-        let req = chat_req(json!({"model": "m", "messages": [{"role": "user", "content": "x"}],
+        let req = chat_req(
+            json!({"model": "m", "messages": [{"role": "user", "content": "x"}],
                                   "tools": tools, "tool_choice": choice,
-                                  "response_format": {"type": "json_object"}}));
+                                  "response_format": {"type": "json_object"}}),
+        );
         chat::to_internal(&req).expect("valid").shape
     };
     let call = |names: &[&str]| {

@@ -26,10 +26,20 @@ pub(crate) struct Grammar {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum GState {
     /// `at` bytes of literal `part` are written.
-    Literal { part: u8, at: u16 },
+    Literal {
+        part: u8,
+        at: u16,
+    },
     /// `at` bytes of a `OneOf` are written, matching alternative `alt` (the first that does).
-    OneOf { part: u8, alt: u16, at: u16 },
-    Json { part: u8, json: JsonState },
+    OneOf {
+        part: u8,
+        alt: u16,
+        at: u16,
+    },
+    Json {
+        part: u8,
+        json: JsonState,
+    },
     Done,
 }
 

@@ -32,10 +32,17 @@ enum Pos {
     /// After a value: `,` or the container's closing bracket.
     AfterValue,
     /// Inside a string; `key` says what follows its closing quote.
-    Str { key: bool, esc: Esc, utf8: Utf8 },
+    Str {
+        key: bool,
+        esc: Esc,
+        utf8: Utf8,
+    },
     Number(Num),
     /// Inside `true`, `false` or `null`: which one and how many bytes are read.
-    Literal { word: u8, at: u8 },
+    Literal {
+        word: u8,
+        at: u8,
+    },
     /// The top-level object is closed.
     Done,
 }
@@ -47,7 +54,11 @@ enum Esc {
     Backslash,
     /// Reading the hex digits of `\uXXXX`: how many are left and the value so far; `low` when
     /// this escape must be the low half of a surrogate pair.
-    Hex { left: u8, value: u16, low: bool },
+    Hex {
+        left: u8,
+        value: u16,
+        low: bool,
+    },
     /// After a high surrogate: `\` of the low half must come.
     PairBackslash,
     /// After a high surrogate and `\`: `u` must come.
@@ -434,8 +445,9 @@ impl JsonState {
                     Esc::None => 0,
                     Esc::Backslash => 1,
                     Esc::Hex { left, value, low } => {
-                        let high_pending =
-                            !low && left <= 2 && (0xD8..=0xDB).contains(&(value >> (4 * (2 - left))));
+                        let high_pending = !low
+                            && left <= 2
+                            && (0xD8..=0xDB).contains(&(value >> (4 * (2 - left))));
                         left as usize + if high_pending { 6 } else { 0 }
                     }
                     Esc::PairBackslash => 6,

@@ -255,7 +255,11 @@ impl ConstraintState {
     ///
     /// The candidates of a phase are kept: inside a string, say, the phase is the same token
     /// after token, and walking 150K pieces again each step would be most of the cost.
-    pub fn allowed(&mut self, vocab: &TokenBytes, left: usize) -> Result<Vec<u32>, ConstraintError> {
+    pub fn allowed(
+        &mut self,
+        vocab: &TokenBytes,
+        left: usize,
+    ) -> Result<Vec<u32>, ConstraintError> {
         let phase = self.phase;
         let mut fresh;
         let c = if self.cache.contains_key(&phase) {
@@ -265,7 +269,9 @@ impl ConstraintState {
             if let (Some(open), Phase::Shape(s)) = (self.think_open, phase) {
                 if s == self.grammar.start() {
                     fresh.ids.push(open);
-                    fresh.rest.push(self.min_rest(Phase::Thinking { closed: 0 }));
+                    fresh
+                        .rest
+                        .push(self.min_rest(Phase::Thinking { closed: 0 }));
                     // Only the first step may open a thought: not a phase to remember.
                     return fresh.within(left);
                 }

@@ -10,8 +10,8 @@ fn toy_vocab() -> TokenBytes {
         .collect();
     for p in [
         "{\"", "\":", "\": \"", "\"}", "\", \"", "true", "false", "null", "123", "-0.5", "e+3",
-        "},", "]}", "  ", "\n}", "hello", " world", "\\n", "\\u00", "e9",
-        "<think>", "</think>", "get_", "weather", "time", "\"name\"",
+        "},", "]}", "  ", "\n}", "hello", " world", "\\n", "\\u00", "e9", "<think>", "</think>",
+        "get_", "weather", "time", "\"name\"",
     ] {
         pieces.push(Some(p.as_bytes().to_vec().into_boxed_slice()));
     }
@@ -40,7 +40,10 @@ fn walk(c: &Constraint, vocab: &TokenBytes, max_tokens: usize, seed: u64) -> (St
         out.extend_from_slice(vocab.get(id).unwrap());
     }
     // Thoughts are free text, so only the shape's part is sure to be UTF-8.
-    (String::from_utf8_lossy(&out).into_owned(), state.is_complete())
+    (
+        String::from_utf8_lossy(&out).into_owned(),
+        state.is_complete(),
+    )
 }
 
 #[test]
@@ -49,7 +52,10 @@ fn random_walks_under_json_mode_are_json_objects_within_max_tokens() {
     for seed in 0..200 {
         for max_tokens in [2, 3, 8, 40] {
             let (text, done) = walk(&Constraint::json_object(), &vocab, max_tokens, seed);
-            assert!(done, "seed {seed}, max {max_tokens}: not complete: {text:?}");
+            assert!(
+                done,
+                "seed {seed}, max {max_tokens}: not complete: {text:?}"
+            );
             let v: serde_json::Value = serde_json::from_str(&text)
                 .unwrap_or_else(|e| panic!("seed {seed}: {text:?}: {e}"));
             assert!(v.is_object(), "{text:?}");
@@ -114,14 +120,18 @@ fn a_thought_runs_free_until_think_closes_then_the_shape_holds() {
     let hello = vocab.find("hello").unwrap();
     assert!(state.allowed(&vocab, 100).unwrap().contains(&hello));
     state.accept(&vocab, hello).unwrap();
-    state.accept(&vocab, vocab.find("</think>").unwrap()).unwrap();
+    state
+        .accept(&vocab, vocab.find("</think>").unwrap())
+        .unwrap();
     assert!(!state.allowed(&vocab, 100).unwrap().contains(&hello));
     // Budget: with few tokens left, the thought is closed by force.
     for seed in 0..50 {
         let (text, done) = walk(&c, &vocab, 12, seed);
         assert!(done, "{text:?}");
         let json = text.split("</think>").nth(1).unwrap();
-        assert!(serde_json::from_str::<serde_json::Value>(json).unwrap().is_object());
+        assert!(serde_json::from_str::<serde_json::Value>(json)
+            .unwrap()
+            .is_object());
     }
 }
 
@@ -142,7 +152,9 @@ fn may_open_allows_the_think_token_only_first() {
 fn special_tokens_are_never_allowed_and_partial_utf8_pieces_are() {
     let vocab = toy_vocab();
     let special = (vocab.len() - 1) as u32;
-    let half = vocab.find("\u{4E2D}").map_or((vocab.len() - 3) as u32, |i| i);
+    let half = vocab
+        .find("\u{4E2D}")
+        .map_or((vocab.len() - 3) as u32, |i| i);
     let mut state = ConstraintState::new(&Constraint::json_object(), &vocab).unwrap();
     for t in ["{\"", "hello", "\":", " ", "\""] {
         state.accept(&vocab, vocab.find(t).unwrap()).unwrap();

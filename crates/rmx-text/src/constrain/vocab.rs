@@ -36,14 +36,14 @@ impl TokenBytes {
                     Some(map) => t
                         .content
                         .chars()
-                        .map(|c| map(c))
+                        .map(map)
                         .collect::<Option<Vec<u8>>>()
                         .unwrap_or_else(|| t.content.as_bytes().to_vec()),
                     None => sentencepiece_bytes(&t.content),
                 }),
                 None if tokenizer.is_special(id) => None,
                 None => inner.id_to_token(id).and_then(|tok| match &to_byte {
-                    Some(map) => tok.chars().map(|c| map(c)).collect::<Option<Vec<u8>>>(),
+                    Some(map) => tok.chars().map(map).collect::<Option<Vec<u8>>>(),
                     None => Some(sentencepiece_bytes(&tok)),
                 }),
             };

@@ -92,11 +92,11 @@ fn invalid_inputs_are_refused_at_the_right_byte() {
 #[test]
 fn bad_utf8_inside_strings_is_refused() {
     let bad: &[&[u8]] = &[
-        b"{\"a\":\"\xC0\x80",      // overlong
-        b"{\"a\":\"\xED\xA0\x80",  // a surrogate in UTF-8
-        b"{\"a\":\"\xE2\x28",      // not a continuation byte
-        b"{\"a\":\"\xF5\x80",      // past U+10FFFF
-        b"{\"a\":\"\xF0\x80\x80",  // overlong 4-byte
+        b"{\"a\":\"\xC0\x80",     // overlong
+        b"{\"a\":\"\xED\xA0\x80", // a surrogate in UTF-8
+        b"{\"a\":\"\xE2\x28",     // not a continuation byte
+        b"{\"a\":\"\xF5\x80",     // past U+10FFFF
+        b"{\"a\":\"\xF0\x80\x80", // overlong 4-byte
     ];
     for text in bad {
         assert!(JsonState::new().push_bytes(text).is_err(), "{text:?}");
