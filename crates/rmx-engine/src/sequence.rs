@@ -63,12 +63,16 @@ struct Constrained {
 impl Constrained {
     /// `[1, width]` bool: the ids allowed next.
     fn mask(&mut self, left: usize) -> Result<Array> {
-        let mut mask = vec![false; self.logits_width as usize];
-        for id in self.state.allowed(&self.vocab, left)? {
-            if let Some(slot) = mask.get_mut(id as usize) {
-                *slot = true;
-            }
+        let allowed = self.state.allowed_mask(&self.vocab, left)?;
+        let width = self.logits_width as usize;
+        if allowed.len() == width {
+            return Ok(Array::from_slice(allowed, &[1, self.logits_width])?);
         }
+        // The logits are wider than the tokenizer (padded vocabularies): the padding is never
+        // allowed.
+        let mut mask = vec![false; width];
+        let n = allowed.len().min(width);
+        mask[..n].copy_from_slice(&allowed[..n]);
         Ok(Array::from_slice(&mask, &[1, self.logits_width])?)
     }
 }

@@ -47,11 +47,14 @@ fn request(e: &Engine, max_tokens: usize, temperature: f32, seed: u64) -> Genera
 fn json_mode_output_is_one_json_object_and_ends_there() {
     let e = engine();
     // Without the constraint the random model writes no JSON.
-    let (_, free, _) = collect(&e, request(&e, 40, 0.0, 0));
+    let t = Instant::now();
+    let (free_ids, free, _) = collect(&e, request(&e, 40, 0.0, 0));
+    let free_ms = t.elapsed().as_secs_f64() * 1e3 / free_ids.len() as f64;
     assert!(
         serde_json::from_str::<serde_json::Value>(&free).is_err(),
         "{free}"
     );
+    eprintln!("free t=0: {} tokens, {free_ms:.1} ms/token", free_ids.len());
     for (temperature, seed) in [(0.0, 0), (1.0, 1), (1.0, 2), (0.7, 3)] {
         let mut req = request(&e, 60, temperature, seed);
         req.constraint = Some(Constraint::json_object());

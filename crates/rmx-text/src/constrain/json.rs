@@ -158,6 +158,19 @@ impl JsonState {
         self.pos == Pos::Done
     }
 
+    /// Inside a string with no escape or character under way: text without `"`, `\\` and
+    /// control bytes leaves the state as it is.
+    pub fn in_plain_string(&self) -> bool {
+        matches!(
+            self.pos,
+            Pos::Str {
+                esc: Esc::None,
+                utf8: Utf8 { left: 0, .. },
+                ..
+            }
+        )
+    }
+
     /// Open objects and arrays.
     pub fn depth(&self) -> u8 {
         self.depth

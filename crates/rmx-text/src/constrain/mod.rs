@@ -13,6 +13,7 @@
 
 mod grammar;
 pub mod json;
+mod trie;
 mod vocab;
 
 use std::collections::HashMap;
@@ -143,26 +144,49 @@ enum Phase {
     Shape(GState),
 }
 
-/// The tokens that keep the shape from one phase, and the shortest completion after each.
+/// The tokens that keep the shape from one phase, and the shortest completion after each,
+/// dense by id (no sorting, and the mask is ready for the engine).
 #[derive(Debug)]
 struct Candidates {
-    ids: Vec<u32>,
-    rest: Vec<usize>,
+    /// By id: the shortest completion after it, or `REFUSED`.
+    rest: Vec<u32>,
+    /// By id: allowed when the tokens left do not bind.
+    mask: Vec<bool>,
+    shortest: u32,
+    longest: u32,
 }
 
+const REFUSED: u32 = u32::MAX;
+
 impl Candidates {
-    fn within(&self, left: usize) -> Result<Vec<u32>, ConstraintError> {
-        let shortest = *self.rest.iter().min().ok_or(ConstraintError::Stuck)?;
-        let budget = left.saturating_sub(1).max(shortest);
-        let mut ids: Vec<u32> = self
-            .ids
-            .iter()
-            .zip(&self.rest)
-            .filter(|&(_, &rest)| rest <= budget)
-            .map(|(&id, _)| id)
-            .collect();
-        ids.sort_unstable();
-        Ok(ids)
+    fn new(rest: Vec<u32>) -> Candidates {
+        let mask: Vec<bool> = rest.iter().map(|&r| r != REFUSED).collect();
+        let fits = rest.iter().copied().filter(|&r| r != REFUSED);
+        Candidates {
+            shortest: fits.clone().min().unwrap_or(REFUSED),
+            longest: fits.max().unwrap_or(0),
+            rest,
+            mask,
+        }
+    }
+
+    /// The mask with `left` tokens left; `scratch` holds it when it must be filtered.
+    fn within<'a>(
+        &'a self,
+        left: usize,
+        scratch: &'a mut Vec<bool>,
+    ) -> Result<&'a [bool], ConstraintError> {
+        if self.shortest == REFUSED {
+            return Err(ConstraintError::Stuck);
+        }
+        let budget = (left.saturating_sub(1).min(REFUSED as usize - 1) as u32).max(self.shortest);
+        if budget >= self.longest {
+            // Far from the end (the usual case): no filtering.
+            return Ok(&self.mask);
+        }
+        scratch.clear();
+        scratch.extend(self.rest.iter().map(|&r| r <= budget));
+        Ok(scratch)
     }
 }
 
@@ -170,6 +194,7 @@ impl Candidates {
 #[derive(Debug)]
 pub struct ConstraintState {
     cache: HashMap<Phase, Candidates>,
+    scratch: Vec<bool>,
     grammar: Grammar,
     phase: Phase,
     /// The `<think>` token, while the model may still open a thought with it.
@@ -187,6 +212,7 @@ impl ConstraintState {
         };
         Ok(ConstraintState {
             cache: HashMap::new(),
+            scratch: Vec::new(),
             grammar,
             phase,
             think_open,
@@ -231,64 +257,85 @@ impl ConstraintState {
     }
 
     /// Every token that keeps the shape from `phase`, with the shortest completion after it.
-    fn candidates(&self, vocab: &TokenBytes, phase: Phase) -> Candidates {
-        let mut ids = Vec::new();
-        let mut rest = Vec::new();
-        for first in 0..=255u8 {
-            let Some(after_first) = self.walk(phase, &[first]) else {
-                continue;
-            };
-            for &id in vocab.starting_with(first) {
-                let Some(bytes) = vocab.get(id) else { continue };
-                if let Some(p) = self.walk(after_first, &bytes[1..]) {
-                    ids.push(id);
-                    rest.push(self.min_rest(p));
+    fn candidates(&self, vocab: &TokenBytes, phase: Phase) -> Vec<u32> {
+        let mut rest = vec![REFUSED; vocab.len()];
+        let mut put = |id: u32, r: usize| rest[id as usize] = r.min(REFUSED as usize - 1) as u32;
+        if let Phase::Shape(GState::Json { json, .. }) = phase {
+            if json.in_plain_string() {
+                // Most of the vocabulary is plain text here: take it as it is, walk the rest.
+                let (plain, other) = vocab.string_split();
+                let same = self.min_rest(phase);
+                for &id in plain {
+                    put(id, same);
                 }
+                for &id in other {
+                    if let Some(p) = vocab.get(id).and_then(|b| self.walk(phase, b)) {
+                        put(id, self.min_rest(p));
+                    }
+                }
+                return rest;
             }
         }
-        Candidates { ids, rest }
+        vocab.trie().walk(
+            phase,
+            |p, b| self.walk(p, &[b]),
+            |id, p| put(id, self.min_rest(p)),
+        );
+        rest
     }
 
-    /// The ids that may come next, with `left` tokens left to generate counting this one.
-    /// Each allowed token leaves a completion short enough for the tokens after it (one byte
-    /// per token at worst); where none does, the ones that leave the shortest are allowed.
+    /// The ids that may come next, as a mask by id over the vocabulary, with `left` tokens
+    /// left to generate counting this one. Each allowed token leaves a completion short
+    /// enough for the tokens after it (one byte per token at worst); where none does, the
+    /// ones that leave the shortest are allowed.
     ///
     /// The candidates of a phase are kept: inside a string, say, the phase is the same token
     /// after token, and walking 150K pieces again each step would be most of the cost.
+    pub fn allowed_mask(
+        &mut self,
+        vocab: &TokenBytes,
+        left: usize,
+    ) -> Result<&[bool], ConstraintError> {
+        let phase = self.phase;
+        if !self.cache.contains_key(&phase) {
+            let mut rest = self.candidates(vocab, phase);
+            if let (Some(open), Phase::Shape(s)) = (self.think_open, phase) {
+                if s == self.grammar.start() {
+                    if let Some(slot) = rest.get_mut(open as usize) {
+                        *slot = self.min_rest(Phase::Thinking { closed: 0 }) as u32;
+                    }
+                }
+            }
+            self.cache.insert(phase, Candidates::new(rest));
+        }
+        let c = &self.cache[&phase];
+        c.within(left, &mut self.scratch)
+    }
+
+    /// [`ConstraintState::allowed_mask`] as a list of ids.
     pub fn allowed(
         &mut self,
         vocab: &TokenBytes,
         left: usize,
     ) -> Result<Vec<u32>, ConstraintError> {
-        let phase = self.phase;
-        let mut fresh;
-        let c = if self.cache.contains_key(&phase) {
-            &self.cache[&phase]
-        } else {
-            fresh = self.candidates(vocab, phase);
-            if let (Some(open), Phase::Shape(s)) = (self.think_open, phase) {
-                if s == self.grammar.start() {
-                    fresh.ids.push(open);
-                    fresh
-                        .rest
-                        .push(self.min_rest(Phase::Thinking { closed: 0 }));
-                    // Only the first step may open a thought: not a phase to remember.
-                    return fresh.within(left);
-                }
-            }
-            self.cache.entry(phase).or_insert(fresh)
-        };
-        c.within(left)
+        let mask = self.allowed_mask(vocab, left)?;
+        Ok((0..mask.len() as u32)
+            .filter(|&i| mask[i as usize])
+            .collect())
     }
 
     /// Advances by the chosen id (one [`ConstraintState::allowed`] returned).
     pub fn accept(&mut self, vocab: &TokenBytes, id: u32) -> Result<(), ConstraintError> {
-        if self.think_open == Some(id) && self.phase == Phase::Shape(self.grammar.start()) {
-            self.phase = Phase::Thinking { closed: 0 };
-            self.think_open = None;
-            return Ok(());
+        let start = Phase::Shape(self.grammar.start());
+        if let Some(open) = self.think_open.take() {
+            // The start phase's kept candidates let `<think>` in: the shape's start after a
+            // thought must not.
+            self.cache.remove(&start);
+            if open == id && self.phase == start {
+                self.phase = Phase::Thinking { closed: 0 };
+                return Ok(());
+            }
         }
-        self.think_open = None;
         let bytes = vocab.get(id).ok_or(ConstraintError::Stuck)?;
         self.phase = self.walk(self.phase, bytes).ok_or(ConstraintError::Stuck)?;
         Ok(())

@@ -165,3 +165,19 @@ fn special_tokens_are_never_allowed_and_partial_utf8_pieces_are() {
     // The lone continuation byte may not.
     assert!(!ids.contains(&(vocab.len() as u32 - 2)));
 }
+
+#[test]
+fn after_a_thought_the_think_token_is_not_allowed_again() {
+    let vocab = toy_vocab();
+    let open = vocab.find("<think>").unwrap();
+    let c = Constraint::json_object().with_think(Think::MayOpen);
+    let mut state = ConstraintState::new(&c, &vocab).unwrap();
+    assert!(state.allowed(&vocab, 100).unwrap().contains(&open));
+    state.accept(&vocab, open).unwrap();
+    state
+        .accept(&vocab, vocab.find("</think>").unwrap())
+        .unwrap();
+    let ids = state.allowed(&vocab, 100).unwrap();
+    assert!(!ids.contains(&open));
+    assert!(ids.contains(&vocab.find("{\"").unwrap()));
+}

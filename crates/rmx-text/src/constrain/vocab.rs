@@ -7,6 +7,7 @@
 //! that are not special (Qwen's `<tool_call>`) are their text; special tokens add nothing the
 //! constraint can read and are left out.
 
+use super::trie::Trie;
 use crate::tokenizer::Tokenizer;
 
 /// Token id → bytes, and the ids grouped by first byte.
@@ -14,6 +15,12 @@ use crate::tokenizer::Tokenizer;
 pub struct TokenBytes {
     bytes: Vec<Option<Box<[u8]>>>,
     by_first: Vec<Vec<u32>>,
+    trie: Trie,
+    /// Ids whose bytes are whole characters with no `"`, `\\` or control byte: inside a JSON
+    /// string they are text and change nothing, so they need no walk there.
+    string_plain: Vec<u32>,
+    /// The other ids with bytes.
+    string_other: Vec<u32>,
 }
 
 impl TokenBytes {
@@ -60,7 +67,25 @@ impl TokenBytes {
                 by_first[*first as usize].push(id as u32);
             }
         }
-        TokenBytes { bytes, by_first }
+        let trie = Trie::new(&bytes);
+        let (mut string_plain, mut string_other) = (Vec::new(), Vec::new());
+        for (id, b) in bytes.iter().enumerate() {
+            let Some(b) = b else { continue };
+            let plain = std::str::from_utf8(b).is_ok()
+                && b.iter().all(|&c| c >= 0x20 && c != b'"' && c != b'\\');
+            if plain {
+                string_plain.push(id as u32);
+            } else {
+                string_other.push(id as u32);
+            }
+        }
+        TokenBytes {
+            bytes,
+            by_first,
+            trie,
+            string_plain,
+            string_other,
+        }
     }
 
     /// How many ids the table covers.
@@ -79,6 +104,15 @@ impl TokenBytes {
     /// The ids whose bytes start with `b`.
     pub fn starting_with(&self, b: u8) -> &[u32] {
         &self.by_first[b as usize]
+    }
+
+    pub(crate) fn trie(&self) -> &Trie {
+        &self.trie
+    }
+
+    /// `(plain, other)`: see the fields.
+    pub(crate) fn string_split(&self) -> (&[u32], &[u32]) {
+        (&self.string_plain, &self.string_other)
     }
 
     /// The id whose bytes are exactly `text`, if one is.
