@@ -77,6 +77,7 @@ fn py_anthropic_client() {
             "event order, stream equals whole",
             "stream helper",
             "tools accepted and rendered, tool history",
+            "tool_choice any and tool enforced",
             "count_tokens",
             "/messages without /v1",
             "errors",
@@ -92,6 +93,7 @@ fn py_ollama_client() {
         &[
             "chat whole and stream",
             "generate whole and stream",
+            "format json enforced",
             "tags",
             "ps",
         ],
