@@ -2,7 +2,7 @@
 //! objects. That is enough for JSON mode and for a tool call in markup around a JSON object;
 //! anything richer would want a real grammar engine.
 
-use super::json::JsonState;
+use super::json::{JsonState, Top};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Part {
@@ -11,8 +11,8 @@ pub(crate) enum Part {
     /// One of these byte strings; none is a prefix of another, and they are sorted, so the
     /// ones that share a prefix sit together.
     OneOf(Vec<Vec<u8>>),
-    /// One JSON object (leading whitespace allowed).
-    Json,
+    /// One JSON value of this kind (leading whitespace allowed).
+    Json(Top),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,7 +50,7 @@ impl Grammar {
             let own = match p {
                 Part::Literal(l) => l.len(),
                 Part::OneOf(alts) => alts.iter().map(Vec::len).min().unwrap_or(0),
-                Part::Json => JsonState::new().min_close(),
+                Part::Json(top) => JsonState::of(*top).min_close(),
             };
             min_from[i] = own + min_from[i + 1];
         }
@@ -71,9 +71,9 @@ impl Grammar {
                 alt: 0,
                 at: 0,
             },
-            Some(Part::Json) => GState::Json {
+            Some(Part::Json(top)) => GState::Json {
                 part: p,
-                json: JsonState::new(),
+                json: JsonState::of(*top),
             },
         }
     }
@@ -117,7 +117,15 @@ impl Grammar {
                 })
             }
             GState::Json { part, mut json } => {
-                json.push(b).ok()?;
+                if json.push(b).is_err() {
+                    // A number ends at the first byte that is not its own: that byte is the
+                    // next part's.
+                    return if json.can_end() {
+                        self.step(self.enter(part as usize + 1), b)
+                    } else {
+                        None
+                    };
+                }
                 Some(if json.is_complete() {
                     self.enter(part as usize + 1)
                 } else {

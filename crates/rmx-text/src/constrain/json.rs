@@ -115,7 +115,20 @@ pub enum JsonError {
     TooDeep,
 }
 
-/// The automaton. `Default` is the state before any text.
+/// What the top-level value must be. JSON mode wants an object; a schema's parts want a value
+/// of the property's type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Top {
+    Object,
+    Array,
+    String,
+    Number,
+    Integer,
+    /// Any JSON value.
+    Any,
+}
+
+/// The automaton. `Default` is the state before any text of one JSON object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct JsonState {
     pos: Pos,
@@ -125,6 +138,7 @@ pub struct JsonState {
     /// The whitespace run between tokens so far: spaces and tabs, plus [`WS_NEWLINE`] once a
     /// line break is in it.
     ws: u8,
+    top: Top,
 }
 
 /// Between two tokens of JSON: at most one line break and this many spaces or tabs, as
@@ -140,6 +154,7 @@ impl Default for JsonState {
             stack: 0,
             depth: 0,
             ws: 0,
+            top: Top::Object,
         }
     }
 }
@@ -151,6 +166,24 @@ fn is_ws(b: u8) -> bool {
 impl JsonState {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Before a top-level value of this kind.
+    pub fn of(top: Top) -> Self {
+        JsonState {
+            top,
+            ..Self::default()
+        }
+    }
+
+    /// A top-level number could end here: a number's end is only known from the byte after
+    /// it, which belongs to whatever follows the value.
+    pub fn can_end(&self) -> bool {
+        self.depth == 0
+            && matches!(
+                self.pos,
+                Pos::Number(Num::Zero | Num::Int(_) | Num::Frac | Num::ExpDigits(_))
+            )
     }
 
     /// The top-level object is closed: nothing more may follow.
@@ -217,6 +250,15 @@ impl JsonState {
             Pos::ObjectOpen
         };
         Ok(self)
+    }
+
+    /// A scalar value ended: the top-level one is the whole text.
+    fn value_done(self) -> JsonState {
+        self.with(if self.depth == 0 {
+            Pos::Done
+        } else {
+            Pos::AfterValue
+        })
     }
 
     fn close(mut self) -> JsonState {
@@ -293,9 +335,13 @@ impl JsonState {
     fn step_pos(self, b: u8) -> Result<JsonState, JsonError> {
         use JsonError::Unexpected;
         match self.pos {
-            Pos::Start => match b {
+            Pos::Start => match (self.top, b) {
                 _ if is_ws(b) => Ok(self),
-                b'{' => self.open(false),
+                (Top::Object, b'{')
+                | (Top::Array, b'[')
+                | (Top::String, b'"')
+                | (Top::Number | Top::Integer, b'-' | b'0'..=b'9')
+                | (Top::Any, _) => self.value(b),
                 _ => Err(Unexpected),
             },
             Pos::ObjectOpen => match b {
@@ -332,7 +378,7 @@ impl JsonState {
                     return Err(Unexpected);
                 }
                 if at as usize + 1 == w.len() {
-                    Ok(self.with(Pos::AfterValue))
+                    Ok(self.value_done())
                 } else {
                     Ok(self.with(Pos::Literal { word, at: at + 1 }))
                 }
@@ -359,7 +405,7 @@ impl JsonState {
         match esc {
             Esc::None => match b {
                 b'"' if key => Ok(self.with(Pos::Colon)),
-                b'"' => Ok(self.with(Pos::AfterValue)),
+                b'"' => Ok(self.value_done()),
                 b'\\' => at(Esc::Backslash, utf8),
                 0x00..=0x1F => Err(Unexpected),
                 0x20..=0x7F => Ok(self),
@@ -422,7 +468,11 @@ impl JsonState {
     fn number_byte(self, n: Num, b: u8) -> Result<JsonState, JsonError> {
         let num = |n| Ok(self.with(Pos::Number(n)));
         let digit = b.is_ascii_digit();
+        let top = self.depth == 0;
         match (n, b) {
+            (_, b'.' | b'e' | b'E') if top && self.top == Top::Integer => {
+                Err(JsonError::Unexpected)
+            }
             (Num::Minus, b'0') => num(Num::Zero),
             (Num::Minus, _) if digit => num(Num::Int(1)),
             (Num::Int(k), _) if digit && k < MAX_INT_DIGITS => num(Num::Int(k + 1)),
@@ -433,19 +483,24 @@ impl JsonState {
             (Num::Exp | Num::ExpSign, _) if digit => num(Num::ExpDigits(1)),
             (Num::ExpDigits(k), _) if digit && k < MAX_EXP_DIGITS => num(Num::ExpDigits(k + 1)),
             // A complete number ends at the first byte that is not part of it.
-            (Num::Zero | Num::Int(_) | Num::Frac | Num::ExpDigits(_), _) if !digit => {
+            (Num::Zero | Num::Int(_) | Num::Frac | Num::ExpDigits(_), _) if !digit && !top => {
                 self.after_value(b)
             }
             _ => Err(JsonError::Unexpected),
         }
     }
 
-    /// The length of the shortest text that makes this a complete object.
+    /// The length of the shortest text that makes this a complete value.
     pub fn min_close(&self) -> usize {
         // What closes the current value (or key), then what a key still needs.
         let (value_rest, key) = match self.pos {
             Pos::Done => return 0,
-            Pos::Start => return 2,
+            Pos::Start => {
+                return match self.top {
+                    Top::Object | Top::Array | Top::String => 2,
+                    Top::Number | Top::Integer | Top::Any => 1,
+                }
+            }
             Pos::ObjectOpen | Pos::ArrayOpen | Pos::AfterValue => (0, false),
             // `"":0`
             Pos::Key => (4, false),

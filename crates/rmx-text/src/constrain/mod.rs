@@ -13,12 +13,14 @@
 
 mod grammar;
 pub mod json;
+mod schema;
 mod trie;
 mod vocab;
 
 use std::collections::HashMap;
 
 use grammar::{GState, Grammar, Part};
+use json::Top;
 
 use crate::toolcall::ToolCallFormat;
 pub use vocab::TokenBytes;
@@ -28,6 +30,9 @@ pub use vocab::TokenBytes;
 pub enum Output {
     /// One JSON object.
     JsonObject,
+    /// One JSON object with the properties and types of this JSON schema, as far as the
+    /// `schema` module enforces them (any object where the schema says nothing it can).
+    JsonSchema(serde_json::Value),
     /// One tool call in the model's markup, naming one of `names`, with a JSON object of
     /// arguments.
     ToolCall {
@@ -77,6 +82,13 @@ impl Constraint {
         }
     }
 
+    pub fn json_schema(schema: serde_json::Value) -> Constraint {
+        Constraint {
+            output: Output::JsonSchema(schema),
+            think: Think::No,
+        }
+    }
+
     /// A forced call of one of `names`; fails for formats this module cannot force.
     pub fn tool_call(
         format: ToolCallFormat,
@@ -97,7 +109,8 @@ impl Constraint {
 
     fn grammar(&self) -> Result<Grammar, ConstraintError> {
         let (format, names) = match &self.output {
-            Output::JsonObject => return Ok(Grammar::new(vec![Part::Json])),
+            Output::JsonObject => return Ok(Grammar::new(vec![Part::Json(Top::Object)])),
+            Output::JsonSchema(s) => return Ok(Grammar::new(schema::object_parts(s))),
             Output::ToolCall { format, names } => (*format, names),
         };
         if names.is_empty() {
@@ -121,14 +134,14 @@ impl Constraint {
                 lit("<tool_call>\n{\"name\": \""),
                 Part::OneOf(alts),
                 lit(", \"arguments\": "),
-                Part::Json,
+                Part::Json(Top::Object),
                 lit("}\n</tool_call>"),
             ],
             ToolCallFormat::Llama3Json => vec![
                 lit("{\"name\": \""),
                 Part::OneOf(alts),
                 lit(", \"parameters\": "),
-                Part::Json,
+                Part::Json(Top::Object),
                 lit("}"),
             ],
             other => return Err(ConstraintError::UnsupportedFormat(other)),

@@ -181,3 +181,61 @@ fn after_a_thought_the_think_token_is_not_allowed_again() {
     assert!(!ids.contains(&open));
     assert!(ids.contains(&vocab.find("{\"").unwrap()));
 }
+
+#[test]
+fn random_walks_under_a_schema_have_its_keys_and_types() {
+    let vocab = toy_vocab();
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "age": {"type": "integer"},
+            "score": {"type": "number"},
+            "ok": {"type": "boolean"},
+            "kind": {"enum": ["cat", "dog"]},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "none": {"type": "null"},
+            "home": {"type": "object", "properties": {"city": {"type": "string"}}},
+            "any": {}
+        },
+        "required": ["name", "age"]
+    });
+    let c = Constraint::json_schema(schema);
+    for seed in 0..100 {
+        let (text, done) = walk(&c, &vocab, 120, seed);
+        assert!(done, "seed {seed}: {text:?}");
+        let v: serde_json::Value =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+        let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            ["name", "age", "score", "ok", "kind", "tags", "none", "home", "any"],
+            "{text}"
+        );
+        assert!(v["name"].is_string(), "{text}");
+        // An integer: serde reads `-0` as a float, so check the value, not the kind.
+        assert!(v["age"].as_f64().is_some_and(|f| f.fract() == 0.0), "{text}");
+        assert!(v["score"].is_number(), "{text}");
+        assert!(v["ok"].is_boolean(), "{text}");
+        assert!(v["kind"] == "cat" || v["kind"] == "dog", "{text}");
+        assert!(v["tags"].is_array(), "{text}");
+        assert!(v["none"].is_null(), "{text}");
+        assert!(v["home"]["city"].is_string(), "{text}");
+    }
+}
+
+#[test]
+fn schemas_that_say_nothing_enforceable_are_any_object() {
+    let vocab = toy_vocab();
+    for schema in [
+        serde_json::json!({"type": "object"}),
+        serde_json::json!({"anyOf": [{"type": "string"}]}),
+        serde_json::json!(true),
+    ] {
+        let (text, done) = walk(&Constraint::json_schema(schema), &vocab, 30, 1);
+        assert!(done, "{text:?}");
+        assert!(serde_json::from_str::<serde_json::Value>(&text)
+            .unwrap()
+            .is_object());
+    }
+}

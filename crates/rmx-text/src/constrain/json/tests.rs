@@ -174,3 +174,24 @@ fn whitespace_runs_between_tokens_are_bounded() {
     s.push_str("\n}").unwrap();
     assert!(s.is_complete());
 }
+
+#[test]
+fn top_level_values_of_each_kind() {
+    let whole = |top: Top, text: &str| {
+        let mut s = JsonState::of(top);
+        s.push_str(text).map(|_| s)
+    };
+    assert!(whole(Top::String, "\"a\\n\"").unwrap().is_complete());
+    assert!(whole(Top::Any, "null").unwrap().is_complete());
+    assert!(whole(Top::Array, "[1, {}]").unwrap().is_complete());
+    // A number is never complete by itself: it could go on. It can end, though.
+    let n = whole(Top::Number, "-1.5e3").unwrap();
+    assert!(!n.is_complete() && n.can_end());
+    assert!(!whole(Top::Number, "-").unwrap().can_end());
+    assert!(whole(Top::Integer, "12.5").is_err());
+    assert!(whole(Top::Integer, "1e5").is_err());
+    assert!(whole(Top::String, "1").is_err());
+    assert!(whole(Top::Object, "[").is_err());
+    assert_eq!(JsonState::of(Top::Integer).min_close(), 1);
+    assert_eq!(JsonState::of(Top::String).min_close(), 2);
+}
