@@ -27,8 +27,8 @@ pub struct GenerateRequest {
     pub keep_alive: Option<KeepAlive>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub options: Option<Options>,
-    /// `"json"` or a JSON schema: the answer is constrained to one JSON object (the schema's
-    /// keys and types are not enforced).
+    /// `"json"`: the answer is constrained to one JSON object; a JSON schema: to its
+    /// properties and types (the subset `docs/api.md` lists).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<serde_json::Value>,
 }

@@ -103,8 +103,11 @@ pub struct InternalRequest {
 /// thought (`<think>...</think>`) where the model's template thinks; the shape follows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Shape {
-    /// One JSON object (JSON mode; a JSON schema's keys and types are not enforced).
+    /// One JSON object (JSON mode).
     JsonObject,
+    /// One JSON object with the schema's properties, in order, and their types (the subset
+    /// `rmx_text::constrain` enforces; `docs/api.md` lists it).
+    JsonSchema(Value),
     /// One call, in the model's tool-call markup, of one of these tools (`tool_choice`
     /// `required` or a named tool).
     ToolCall { names: Vec<String> },
@@ -577,6 +580,7 @@ fn constraint(
     let c = match shape {
         None => return Ok(None),
         Some(Shape::JsonObject) => Constraint::json_object(),
+        Some(Shape::JsonSchema(s)) => Constraint::json_schema(s.clone()),
         Some(Shape::ToolCall { names }) => {
             let format = format.ok_or_else(|| {
                 ServiceError::BadRequest(format!(

@@ -81,6 +81,52 @@ async fn json_mode_answers_parse_on_openai_and_ollama() {
         object(choice["message"]["content"].as_str().expect("content"));
         assert_eq!(choice["finish_reason"], "stop", "{body}");
     }
+    // A schema's properties and types are enforced too: every property, in order.
+    let schema = json!({"type": "object", "required": ["name", "age"],
+        "properties": {"name": {"type": "string"}, "age": {"type": "integer"},
+                       "pet": {"enum": ["cat", "dog"]}}});
+    let (status, body) = call(
+        &app,
+        "/v1/chat/completions",
+        json!({"model": model_name(), "messages": messages, "temperature": 0.8, "seed": 9,
+               "max_tokens": 60,
+               "response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": schema}}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let o = object(
+        body["choices"][0]["message"]["content"]
+            .as_str()
+            .expect("content"),
+    );
+    assert_eq!(
+        o.keys().collect::<Vec<_>>(),
+        ["name", "age", "pet"],
+        "{body}"
+    );
+    assert!(o["name"].is_string() && o["age"].as_f64().is_some_and(|a| a.fract() == 0.0));
+    assert!(o["pet"] == "cat" || o["pet"] == "dog", "{body}");
+    let (status, body) = call(
+        &app,
+        "/v1/responses",
+        json!({"model": model_name(), "input": "a person", "temperature": 0.8, "max_output_tokens": 60,
+               "text": {"format": {"type": "json_schema", "name": "p", "schema": schema}}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let text = body["output"]
+        .as_array()
+        .expect("output")
+        .iter()
+        .filter(|o| o["type"] == "message")
+        .flat_map(|o| o["content"].as_array().cloned().unwrap_or_default())
+        .filter_map(|c| c["text"].as_str().map(str::to_string))
+        .collect::<String>();
+    assert_eq!(
+        object(&text).keys().collect::<Vec<_>>(),
+        ["name", "age", "pet"],
+        "{body}"
+    );
     let (status, body) = call(
         &app,
         "/api/chat",

@@ -39,15 +39,15 @@ fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, NativeError> {
     })
 }
 
-/// Ollama's `format`: `"json"` or a JSON schema constrains the answer to one JSON object (the
-/// schema's keys and types are not enforced); `""` or none leaves it free.
+/// Ollama's `format`: `"json"` constrains the answer to one JSON object, a JSON schema to its
+/// properties and types; `""` or none leaves it free.
 fn shape(format: Option<&serde_json::Value>) -> Result<Option<Shape>, NativeError> {
     use serde_json::Value;
     match format {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) if s.is_empty() => Ok(None),
         Some(Value::String(s)) if s == "json" => Ok(Some(Shape::JsonObject)),
-        Some(Value::Object(_)) => Ok(Some(Shape::JsonObject)),
+        Some(schema @ Value::Object(_)) => Ok(Some(Shape::JsonSchema(schema.clone()))),
         Some(other) => Err(NativeError(ServiceError::BadRequest(format!(
             "invalid `format` {other}: expected \"json\" or a JSON schema object"
         )))),

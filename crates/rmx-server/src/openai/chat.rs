@@ -168,9 +168,10 @@ pub fn to_internal(req: &ChatCompletionRequest) -> Result<InternalRequest, OpenA
             })
         }
         _ => match &req.response_format {
-            Some(ResponseFormat::JsonObject | ResponseFormat::JsonSchema { .. }) => {
-                Some(Shape::JsonObject)
-            }
+            Some(ResponseFormat::JsonObject) => Some(Shape::JsonObject),
+            Some(ResponseFormat::JsonSchema { json_schema }) => Some(Shape::JsonSchema(
+                json_schema.get("schema").unwrap_or(json_schema).clone(),
+            )),
             Some(ResponseFormat::Text) | None => None,
         },
     };

@@ -129,9 +129,9 @@ pub fn template_kwargs(
     (out, think)
 }
 
-/// The instruction that goes with `response_format`: constrained decoding enforces the JSON
-/// object, but a model that is told writes a better one, and a schema's keys and types are
-/// only asked for here, not enforced.
+/// The instruction that goes with `response_format`: constrained decoding enforces the shape,
+/// but a model that is told writes better content, and the parts of a schema the constraint
+/// does not enforce (`anyOf`, formats, ranges) are only asked for here.
 pub fn json_instruction(schema: Option<&Value>) -> String {
     match schema {
         Some(s) => format!(

@@ -141,14 +141,15 @@ pub fn to_internal(req: &ResponsesRequest) -> Result<InternalRequest, OpenAiErro
             names: tool_names(&tools),
         })
     } else {
-        match req
-            .text
-            .as_ref()
-            .and_then(|t| t.get("format"))
-            .and_then(|f| f.get("type"))
-            .and_then(Value::as_str)
-        {
-            Some("json_object" | "json_schema") => Some(Shape::JsonObject),
+        let format = req.text.as_ref().and_then(|t| t.get("format"));
+        match format.and_then(|f| f.get("type")).and_then(Value::as_str) {
+            Some("json_object") => Some(Shape::JsonObject),
+            Some("json_schema") => Some(Shape::JsonSchema(
+                format
+                    .and_then(|f| f.get("schema"))
+                    .cloned()
+                    .unwrap_or(Value::Null),
+            )),
             _ => None,
         }
     };

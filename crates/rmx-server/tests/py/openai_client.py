@@ -69,6 +69,14 @@ for seed, fmt in ((1, {"type": "json_object"}),
                                        seed=seed, max_tokens=60)
     assert isinstance(json.loads(r.choices[0].message.content), dict), r.choices[0].message
     assert r.choices[0].finish_reason == "stop", r.choices[0]
+schema = {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"},
+                                          "unit": {"enum": ["C", "F"]}}, "required": ["city", "days", "unit"]}
+r = client.chat.completions.create(model=model, messages=msgs, temperature=0.8, seed=6, max_tokens=60,
+                                   response_format={"type": "json_schema",
+                                                    "json_schema": {"name": "forecast", "schema": schema}})
+obj = json.loads(r.choices[0].message.content)
+assert list(obj) == ["city", "days", "unit"], obj
+assert isinstance(obj["city"], str) and isinstance(obj["days"], int) and obj["unit"] in ("C", "F"), obj
 ok("response_format json_object enforced")
 
 for seed, choice, allowed in ((3, "required", {"get_weather", "get_time"}),

@@ -1,6 +1,6 @@
 //! Constrained decoding: which token ids may come next so the output keeps a shape, for JSON
-//! mode (`response_format: json_object`, Ollama `format: "json"`) and for forced tool calls
-//! (`tool_choice: required` or a named function).
+//! mode (`response_format: json_object`, Ollama `format: "json"`), JSON schemas (a subset:
+//! see `schema`) and forced tool calls (`tool_choice: required` or a named function).
 //!
 //! A [`Constraint`] is the description a request carries (plain data, `Send`); the engine
 //! builds a [`ConstraintState`] from it for each sequence and asks it, each step, for the ids

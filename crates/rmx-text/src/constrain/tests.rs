@@ -214,7 +214,10 @@ fn random_walks_under_a_schema_have_its_keys_and_types() {
         );
         assert!(v["name"].is_string(), "{text}");
         // An integer: serde reads `-0` as a float, so check the value, not the kind.
-        assert!(v["age"].as_f64().is_some_and(|f| f.fract() == 0.0), "{text}");
+        assert!(
+            v["age"].as_f64().is_some_and(|f| f.fract() == 0.0),
+            "{text}"
+        );
         assert!(v["score"].is_number(), "{text}");
         assert!(v["ok"].is_boolean(), "{text}");
         assert!(v["kind"] == "cat" || v["kind"] == "dog", "{text}");
