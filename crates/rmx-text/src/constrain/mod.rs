@@ -157,48 +157,92 @@ enum Phase {
     Shape(GState),
 }
 
-/// The tokens that keep the shape from one phase, and the shortest completion after each,
-/// dense by id (no sorting, and the mask is ready for the engine).
+/// The tokens that keep the shape from one phase, and the shortest completion after each.
+///
+/// Inside a string nearly every token fits: those phases keep a dense mask the engine copies
+/// as it is. Between values a few hundred do: those keep the ids alone, since a long JSON
+/// answer passes through hundreds of such phases and a mask each would be megabytes.
 #[derive(Debug)]
-struct Candidates {
-    /// By id: the shortest completion after it, or `REFUSED`.
-    rest: Vec<u32>,
-    /// By id: allowed when the tokens left do not bind.
-    mask: Vec<bool>,
-    shortest: u32,
-    longest: u32,
+enum Candidates {
+    Dense {
+        /// By id: the shortest completion after it, or `REFUSED`.
+        rest: Vec<u32>,
+        /// By id: allowed when the tokens left do not bind.
+        mask: Vec<bool>,
+        shortest: u32,
+        longest: u32,
+    },
+    Sparse {
+        /// `(id, shortest completion after it)`.
+        ids: Vec<(u32, u32)>,
+        len: usize,
+        shortest: u32,
+    },
 }
 
 const REFUSED: u32 = u32::MAX;
 
+/// Phases kept per sequence before the cache starts over.
+const MAX_KEPT_PHASES: usize = 512;
+
 impl Candidates {
     fn new(rest: Vec<u32>) -> Candidates {
-        let mask: Vec<bool> = rest.iter().map(|&r| r != REFUSED).collect();
         let fits = rest.iter().copied().filter(|&r| r != REFUSED);
-        Candidates {
-            shortest: fits.clone().min().unwrap_or(REFUSED),
+        let shortest = fits.clone().min().unwrap_or(REFUSED);
+        if fits.clone().count() * 16 < rest.len() {
+            let ids = (0..rest.len() as u32)
+                .zip(rest.iter().copied())
+                .filter(|&(_, r)| r != REFUSED)
+                .collect();
+            return Candidates::Sparse {
+                ids,
+                len: rest.len(),
+                shortest,
+            };
+        }
+        Candidates::Dense {
+            mask: rest.iter().map(|&r| r != REFUSED).collect(),
             longest: fits.max().unwrap_or(0),
+            shortest,
             rest,
-            mask,
         }
     }
 
-    /// The mask with `left` tokens left; `scratch` holds it when it must be filtered.
+    /// The mask with `left` tokens left; `scratch` holds it when it is built for the call.
     fn within<'a>(
         &'a self,
         left: usize,
         scratch: &'a mut Vec<bool>,
     ) -> Result<&'a [bool], ConstraintError> {
-        if self.shortest == REFUSED {
+        let (Candidates::Dense { shortest, .. } | Candidates::Sparse { shortest, .. }) = self;
+        if *shortest == REFUSED {
             return Err(ConstraintError::Stuck);
         }
-        let budget = (left.saturating_sub(1).min(REFUSED as usize - 1) as u32).max(self.shortest);
-        if budget >= self.longest {
-            // Far from the end (the usual case): no filtering.
-            return Ok(&self.mask);
+        let budget = (left.saturating_sub(1).min(REFUSED as usize - 1) as u32).max(*shortest);
+        match self {
+            Candidates::Dense {
+                rest,
+                mask,
+                longest,
+                ..
+            } => {
+                if budget >= *longest {
+                    // Far from the end (the usual case): no filtering.
+                    return Ok(mask);
+                }
+                scratch.clear();
+                scratch.extend(rest.iter().map(|&r| r <= budget));
+            }
+            Candidates::Sparse { ids, len, .. } => {
+                scratch.clear();
+                scratch.resize(*len, false);
+                for &(id, r) in ids {
+                    if r <= budget {
+                        scratch[id as usize] = true;
+                    }
+                }
+            }
         }
-        scratch.clear();
-        scratch.extend(self.rest.iter().map(|&r| r <= budget));
         Ok(scratch)
     }
 }
@@ -318,6 +362,9 @@ impl ConstraintState {
                         *slot = self.min_rest(Phase::Thinking { closed: 0 }) as u32;
                     }
                 }
+            }
+            if self.cache.len() >= MAX_KEPT_PHASES {
+                self.cache.clear();
             }
             self.cache.insert(phase, Candidates::new(rest));
         }
