@@ -23,6 +23,10 @@ pub struct ChatRequest {
     pub keep_alive: Option<KeepAlive>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub options: Option<Options>,
+    /// `"json"`: the answer is constrained to one JSON object; a JSON schema: to its
+    /// properties and types (the subset `docs/api.md` lists).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<Value>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -27,6 +27,10 @@ pub struct GenerateRequest {
     pub keep_alive: Option<KeepAlive>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub options: Option<Options>,
+    /// `"json"`: the answer is constrained to one JSON object; a JSON schema: to its
+    /// properties and types (the subset `docs/api.md` lists).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<serde_json::Value>,
 }
 
 /// One ndjson line of the answer. The last one has `done: true` and the statistics.

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rmx_models::{CausalLm, ModelInfo};
+use rmx_text::constrain::TokenBytes;
 use rmx_text::template::ChatTemplate;
 use rmx_text::tokenizer::Tokenizer;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
@@ -164,6 +165,8 @@ fn run(
     count: &AtomicUsize,
 ) {
     let mut active: Vec<Sequence> = Vec::new();
+    // Built on the first constrained request: most engines never need it.
+    let mut vocab: Option<Arc<TokenBytes>> = None;
     loop {
         let next = if active.is_empty() {
             match rx.recv() {
@@ -174,9 +177,9 @@ fn run(
             rx.try_recv().ok()
         };
         if let Some(cmd) = next {
-            admit(cmd, model, tokenizer, &mut active);
+            admit(cmd, model, tokenizer, &mut vocab, &mut active);
             while let Ok(cmd) = rx.try_recv() {
-                admit(cmd, model, tokenizer, &mut active);
+                admit(cmd, model, tokenizer, &mut vocab, &mut active);
             }
         }
         active.retain(|s| !s.is_cancelled());
@@ -205,10 +208,16 @@ fn admit(
     cmd: Command,
     model: &dyn CausalLm,
     tokenizer: &Arc<Tokenizer>,
+    vocab: &mut Option<Arc<TokenBytes>>,
     active: &mut Vec<Sequence>,
 ) {
     let Command::Generate(req, tx, at) = cmd;
-    match Sequence::new(req, tx.clone(), model, tokenizer, at) {
+    let bytes = req.constraint.as_ref().map(|_| {
+        vocab
+            .get_or_insert_with(|| Arc::new(TokenBytes::from_tokenizer(tokenizer)))
+            .clone()
+    });
+    match Sequence::new(req, tx.clone(), model, tokenizer, bytes, at) {
         Ok(s) => active.push(s),
         Err(e) => {
             let _ = tx.send(Event::Error(e.to_string()));

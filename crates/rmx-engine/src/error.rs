@@ -26,6 +26,8 @@ pub enum EngineError {
     Invalid(String),
     #[error("the engine thread has stopped")]
     Stopped,
+    #[error("constrained output: {0}")]
+    Constraint(#[from] rmx_text::constrain::ConstraintError),
     #[error(transparent)]
     Mlx(#[from] rmx_mlx::Error),
 }

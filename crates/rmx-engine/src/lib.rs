@@ -16,4 +16,5 @@ pub use prompt::ChatPrompt;
 pub use request::{
     Event, FinishReason, GenerateRequest, SamplingParams, Timings, TokenLogprob, Usage,
 };
+pub use rmx_text::constrain::{Constraint, Output as ConstraintOutput, Think};
 pub use sequence::PREFILL_CHUNK;

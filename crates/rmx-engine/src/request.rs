@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use rmx_text::constrain::Constraint;
 use serde::{Deserialize, Serialize};
 
 /// How to pick each next token. `temperature == 0` is greedy, exactly as mlx-lm.
@@ -72,6 +73,9 @@ pub struct GenerateRequest {
     pub keep_special_tokens: bool,
     /// Generate through EOS tokens (benchmarks and reference comparisons).
     pub ignore_eos: bool,
+    /// Keep the output in this shape (JSON object, forced tool call); the generation ends
+    /// with [`FinishReason::Stop`] as soon as the shape is complete.
+    pub constraint: Option<Constraint>,
 }
 
 impl GenerateRequest {
@@ -85,6 +89,7 @@ impl GenerateRequest {
             top_logprobs: None,
             keep_special_tokens: false,
             ignore_eos: false,
+            constraint: None,
         }
     }
 }

@@ -112,7 +112,18 @@ impl Sampler {
 
     /// Chooses the next token from `[1, vocab]` logits.
     pub fn choose(&mut self, logits: &Array) -> Result<Choice> {
-        let logits = self.process(logits)?;
+        self.choose_within(logits, None)
+    }
+
+    /// Chooses the next token among the ids `allowed` marks (`[1, vocab]` bool; None: all).
+    /// The others' logits become -inf before anything else looks at them, so greedy and
+    /// random choices and the reported logprobs all see only the allowed tokens.
+    pub fn choose_within(&mut self, logits: &Array, allowed: Option<&Array>) -> Result<Choice> {
+        let mut logits = self.process(logits)?;
+        if let Some(mask) = allowed {
+            let neg_inf = logits.weak_scalar(f64::NEG_INFINITY)?;
+            logits = r#where(mask, &logits, &neg_inf)?;
+        }
         let logprobs = logits.subtract(&logits.logsumexp(&[], true)?)?;
         let token = match self.key.take() {
             None => logprobs.argmax(-1, false)?,

@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use rmx_mlx::Array;
 use rmx_models::{CausalLm, LayerCache};
+use rmx_text::constrain::{ConstraintState, TokenBytes};
 use rmx_text::detok::Detokenizer;
 use rmx_text::stop::StopMatcher;
 use rmx_text::tokenizer::Tokenizer;
@@ -48,6 +49,32 @@ pub struct Sequence {
     generated: usize,
     submitted: Instant,
     first_token: Option<Instant>,
+    constraint: Option<Constrained>,
+}
+
+/// A sequence's constraint, with the vocabulary's bytes and the model's vocabulary size (the
+/// logits can be wider than the tokenizer).
+struct Constrained {
+    state: ConstraintState,
+    vocab: Arc<TokenBytes>,
+    logits_width: i32,
+}
+
+impl Constrained {
+    /// `[1, width]` bool: the ids allowed next.
+    fn mask(&mut self, left: usize) -> Result<Array> {
+        let allowed = self.state.allowed_mask(&self.vocab, left)?;
+        let width = self.logits_width as usize;
+        if allowed.len() == width {
+            return Ok(Array::from_slice(allowed, &[1, self.logits_width])?);
+        }
+        // The logits are wider than the tokenizer (padded vocabularies): the padding is never
+        // allowed.
+        let mut mask = vec![false; width];
+        let n = allowed.len().min(width);
+        mask[..n].copy_from_slice(&allowed[..n]);
+        Ok(Array::from_slice(&mask, &[1, self.logits_width])?)
+    }
 }
 
 impl Sequence {
@@ -56,8 +83,17 @@ impl Sequence {
         tx: UnboundedSender<Event>,
         model: &dyn CausalLm,
         tokenizer: &Arc<Tokenizer>,
+        vocab: Option<Arc<TokenBytes>>,
         submitted: Instant,
     ) -> Result<Sequence> {
+        let constraint = match (&req.constraint, vocab) {
+            (Some(c), Some(vocab)) => Some(Constrained {
+                state: ConstraintState::new(c, &vocab)?,
+                vocab,
+                logits_width: model.info().vocab_size,
+            }),
+            _ => None,
+        };
         let sampler = Sampler::new(&req.sampling, model.info().vocab_size, &req.prompt)?;
         let mut stop_ids: HashSet<u32> = if req.ignore_eos {
             HashSet::new()
@@ -76,6 +112,7 @@ impl Sequence {
             generated: 0,
             submitted,
             first_token: None,
+            constraint,
             req,
             tx,
         })
@@ -102,10 +139,19 @@ impl Sequence {
             let first = self.step(model, &Array::from_slice(&[last], &[1, 1])?)?;
             self.pending = Some(first);
         }
-        // Queue the next step before reading this one, unless this is the last token.
         let Some(current) = self.pending.take() else {
             return Ok(Progress::Working);
         };
+        if self.constraint.is_some() {
+            // The next step's allowed ids depend on this token: read it first.
+            if self.emit(&current)? {
+                return Ok(Progress::Finished);
+            }
+            let t = current.choice.token.reshape(&[1, 1])?;
+            self.pending = Some(self.step(model, &t)?);
+            return Ok(Progress::Working);
+        }
+        // Queue the next step before reading this one, unless this is the last token.
         let next = if self.generated + 1 < self.req.max_tokens {
             let t = current.choice.token.reshape(&[1, 1])?;
             Some(self.step(model, &t)?)
@@ -139,7 +185,12 @@ impl Sequence {
         let logits = model.lm_head(&hidden)?;
         let l = logits.dim(1);
         let logits = logits.slice_axis(1, l - 1, l)?.squeeze(&[1])?;
-        let choice = self.sampler.choose(&logits)?;
+        let left = self.req.max_tokens.saturating_sub(self.generated);
+        let mask = match self.constraint.as_mut() {
+            Some(c) => Some(c.mask(left)?),
+            None => None,
+        };
+        let choice = self.sampler.choose_within(&logits, mask.as_ref())?;
         let (top, chosen_lp) = match self.req.top_logprobs {
             Some(n) => {
                 let lp = choice.logprobs.reshape(&[-1])?;
@@ -180,6 +231,9 @@ impl Sequence {
             self.first_token = Some(Instant::now());
         }
         self.generated += 1;
+        if let Some(c) = self.constraint.as_mut() {
+            c.state.accept(&c.vocab, id)?;
+        }
         if self.stop_ids.contains(&id) {
             self.finish(FinishReason::Stop, None, String::new());
             return Ok(true);
@@ -212,21 +266,38 @@ impl Sequence {
             self.finish(FinishReason::Stop, out.stop, String::new());
             return Ok(true);
         }
+        if self
+            .constraint
+            .as_ref()
+            .is_some_and(|c| c.state.is_complete())
+        {
+            // The shape is whole: nothing may follow, so stop without asking for EOS.
+            let (stop, text) = self.flush();
+            self.finish(FinishReason::Stop, stop, text);
+            return Ok(true);
+        }
         if self.generated >= self.req.max_tokens {
-            let rest = self.detok.finish().unwrap_or_default();
-            let mut tail = self.stop.push(&rest);
-            if tail.stop.is_none() {
-                tail.text.push_str(&self.stop.finish());
-            }
+            let (stop, text) = self.flush();
             // A stop string completed by the last token's held-back text still ended the answer.
-            let finish = match tail.stop {
+            let finish = match stop {
                 Some(_) => FinishReason::Stop,
                 None => FinishReason::Length,
             };
-            self.finish(finish, tail.stop, tail.text);
+            self.finish(finish, stop, text);
             return Ok(true);
         }
         Ok(false)
+    }
+
+    /// The text held back by the detokenizer and the stop matcher, and the stop string it
+    /// completed, if any.
+    fn flush(&mut self) -> (Option<String>, String) {
+        let rest = self.detok.finish().unwrap_or_default();
+        let mut tail = self.stop.push(&rest);
+        if tail.stop.is_none() {
+            tail.text.push_str(&self.stop.finish());
+        }
+        (tail.stop, tail.text)
     }
 
     fn finish(&mut self, finish: FinishReason, stop_sequence: Option<String>, text: String) {

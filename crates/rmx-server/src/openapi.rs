@@ -304,8 +304,10 @@ fn schemas() -> Value {
                 "max_tokens": {"type": "integer", "minimum": 1},
                 "max_completion_tokens": {"type": "integer", "minimum": 1},
                 "tools": {"type": "array", "items": {"type": "object"}},
-                "tool_choice": {"oneOf": [{"enum": ["auto", "none", "required"]}, {"type": "object"}]},
-                "response_format": {"type": "object", "properties": {"type": {"enum": ["text", "json_object", "json_schema"]}}},
+                "tool_choice": {"oneOf": [{"enum": ["auto", "none", "required"]}, {"type": "object"}],
+                    "description": "`required` or a named function is enforced by constrained decoding: the reply is one call of an allowed tool with a JSON object of arguments, finish_reason `tool_calls`. Enforced for models whose tool-call format is Hermes (Qwen) or Llama 3 JSON; other formats answer 400."},
+                "response_format": {"type": "object", "properties": {"type": {"enum": ["text", "json_object", "json_schema"]}},
+                    "description": "`json_object` is enforced by constrained decoding as one JSON object; `json_schema` as an object with every schema property in order and their types (string, number, integer, boolean, null, object, array; enum, const). anyOf, $ref, type lists, items, formats and ranges are not enforced (docs/api.md)."},
                 "logprobs": {"type": "boolean"},
                 "top_logprobs": {"type": "integer", "minimum": 0, "maximum": 20},
                 "chat_template_kwargs": {"type": "object"},
@@ -330,7 +332,8 @@ fn schemas() -> Value {
                 "input": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "object"}}]},
                 "instructions": {"type": "string"},
                 "tools": {"type": "array", "items": {"type": "object"}},
-                "tool_choice": {},
+                "tool_choice": {"description": "`required` or a named function is enforced (one constrained call), as for chat completions."},
+                "text": {"type": "object", "description": "`format.type` `json_object` is enforced as one JSON object, `json_schema` as its properties and types (the subset chat completions enforce)."},
                 "stream": {"type": "boolean"},
                 "max_output_tokens": {"type": "integer", "minimum": 1},
                 "temperature": {"type": "number"},
@@ -361,7 +364,7 @@ fn schemas() -> Value {
                 "top_p": {"type": "number"},
                 "top_k": {"type": "integer"},
                 "tools": {"type": "array", "items": {"type": "object"}},
-                "tool_choice": {"type": "object"},
+                "tool_choice": {"type": "object", "description": "`any` or a named `tool` is enforced by constrained decoding: the reply is one `tool_use` block (Hermes and Llama 3 JSON tool-call formats; others answer 400)."},
                 "thinking": {"type": "object"}
             }
         },
@@ -398,7 +401,10 @@ fn schemas() -> Value {
         },
         "NativeRequest": {
             "type": "object", "description": "Ollama's request body for this route.",
-            "properties": {"model": {"type": "string"}}
+            "properties": {
+                "model": {"type": "string"},
+                "format": {"description": "`chat` and `generate`: `\"json\"` is enforced as one JSON object, a JSON schema as its properties and types (the subset chat completions enforce)."}
+            }
         }
     })
 }

@@ -29,6 +29,8 @@
 //! - splits the output into reasoning (when the template knows `<think>`), content and tool
 //!   calls (when the request has tools; the format from the alias hints, else detected from
 //!   the template);
+//! - enforces a requested [`Shape`] (JSON mode, a forced tool call) by constrained decoding
+//!   on the engine, refusing with a 400 what it cannot enforce (`docs/api.md`);
 //! - ends every stream with exactly one [`ServiceEvent::Done`] or [`ServiceEvent::Error`],
 //!   also when the daemon shuts down (`Done` with [`FinishReason::Cancelled`]).
 //!
@@ -43,7 +45,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use futures_util::Stream;
 use rmx_api::KeepAlive;
-use rmx_engine::{ChatPrompt, Engine, Event, GenerateRequest};
+use rmx_engine::{ChatPrompt, Constraint, Engine, Event, GenerateRequest, Think};
 use rmx_store::{ModelRef, Store, ToolParser};
 use rmx_text::reasoning::{ReasoningEvent, ReasoningParser};
 use rmx_text::toolcall::{ToolCallEvent, ToolCallFormat, ToolCallParser};
@@ -93,7 +95,34 @@ pub struct InternalRequest {
     pub keep_alive: Option<KeepAlive>,
     /// Some(b): sets the template's `enable_thinking` (unless `template_kwargs` has it).
     pub think: Option<bool>,
+    /// Keep the answer in this shape (constrained decoding).
+    pub shape: Option<Shape>,
 }
+
+/// What constrained decoding enforces on an answer. The answer may still start with a
+/// thought (`<think>...</think>`) where the model's template thinks; the shape follows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Shape {
+    /// One JSON object (JSON mode).
+    JsonObject,
+    /// One JSON object with the schema's properties, in order, and their types (the subset
+    /// `rmx_text::constrain` enforces; `docs/api.md` lists it).
+    JsonSchema(Value),
+    /// One call, in the model's tool-call markup, of one of these tools (`tool_choice`
+    /// `required` or a named tool).
+    ToolCall { names: Vec<String> },
+}
+
+/// The names of OpenAI-shaped tool definitions, for [`Shape::ToolCall`].
+pub fn tool_names(tools: &[Value]) -> Vec<String> {
+    tools
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Names the `tool_choice` value a surface sent, for the error when it cannot be forced.
+pub const FORCED_TOOL_CALL: &str = "a forced tool call (`tool_choice` `required` or a named tool)";
 
 /// Why an answer ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,6 +174,8 @@ pub struct Final {
     /// The request's stop string that ended the answer (finish is then `Stop`, or `ToolCalls`
     /// when calls came before it); only Anthropic's API names it.
     pub stop_sequence: Option<String>,
+    /// Generated tokens inside `<think>...</think>` (the tags included).
+    pub reasoning_tokens: usize,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -436,6 +467,7 @@ impl Service {
         greq.sampling = req.sampling.clone();
         greq.stop = req.stop.clone();
         greq.top_logprobs = req.logprobs;
+        greq.constraint = built.constraint;
         let engine_rx = engine.generate(greq)?;
         let (tx, rx) = mpsc::unbounded_channel();
         let pump = Pump {
@@ -443,6 +475,7 @@ impl Service {
             reasoning: built.reasoning,
             tools: built.tools,
             calls: 0,
+            reasoning_tokens: 0,
             load_duration,
             started,
             lease,
@@ -461,6 +494,7 @@ struct BuiltPrompt {
     tokens: Vec<u32>,
     reasoning: ReasoningParser,
     tools: Option<ToolCallParser>,
+    constraint: Option<Constraint>,
 }
 
 fn build_prompt(
@@ -478,6 +512,7 @@ fn build_prompt(
             tokens: engine.raw_tokens(text)?,
             reasoning: ReasoningParser::disabled(),
             tools: None,
+            constraint: constraint(req.shape.as_ref(), None, Think::No)?,
         }),
         PromptInput::Chat {
             messages,
@@ -496,6 +531,7 @@ fn build_prompt(
                     tokens: engine.raw_tokens(&text.join("\n\n"))?,
                     reasoning: ReasoningParser::disabled(),
                     tools: None,
+                    constraint: constraint(req.shape.as_ref(), None, Think::No)?,
                 });
             }
             let mut kwargs = template_kwargs.clone();
@@ -521,25 +557,60 @@ fn build_prompt(
             let hints = lease.slot().hints;
             let thinks = template.contains("<think>")
                 || hints.is_some_and(|h| h.reasoning_parser == rmx_store::ReasoningParser::Think);
-            let reasoning = if thinks {
-                ReasoningParser::think_tags(rendered.trim_end().ends_with("<think>"))
+            let inside = rendered.trim_end().ends_with("<think>");
+            let (reasoning, think) = if thinks {
+                let think = if inside {
+                    Think::Inside
+                } else {
+                    Think::MayOpen
+                };
+                (ReasoningParser::think_tags(inside), think)
             } else {
-                ReasoningParser::disabled()
+                (ReasoningParser::disabled(), Think::No)
             };
+            let format = hints
+                .and_then(|h| tool_format(h.tool_parser))
+                .or_else(|| ToolCallFormat::detect_from_template(&template));
             let tools = tools.and_then(|t| {
-                let format = hints
-                    .and_then(|h| tool_format(h.tool_parser))
-                    .or_else(|| ToolCallFormat::detect_from_template(&template))?;
                 let list = t.as_array().cloned().unwrap_or_default();
-                Some(ToolCallParser::new(format).with_tools(&list))
+                Some(ToolCallParser::new(format?).with_tools(&list))
             });
             Ok(BuiltPrompt {
                 tokens,
                 reasoning,
                 tools,
+                constraint: constraint(req.shape.as_ref(), format, think)?,
             })
         }
     }
+}
+
+/// The engine's constraint for a requested shape; a tool call needs a format that can be
+/// forced, else the request is refused rather than answered unconstrained.
+fn constraint(
+    shape: Option<&Shape>,
+    format: Option<ToolCallFormat>,
+    think: Think,
+) -> Result<Option<Constraint>, ServiceError> {
+    let c = match shape {
+        None => return Ok(None),
+        Some(Shape::JsonObject) => Constraint::json_object(),
+        Some(Shape::JsonSchema(s)) => Constraint::json_schema(s.clone()),
+        Some(Shape::ToolCall { names }) => {
+            let format = format.ok_or_else(|| {
+                ServiceError::BadRequest(format!(
+                    "{FORCED_TOOL_CALL} is not supported for this model: its chat template shows \
+                     no tool-call format; use `tool_choice` `auto`"
+                ))
+            })?;
+            Constraint::tool_call(format, names.clone()).map_err(|e| {
+                ServiceError::BadRequest(format!(
+                    "{FORCED_TOOL_CALL} cannot be enforced for this model: {e}; use `tool_choice` `auto`"
+                ))
+            })?
+        }
+    };
+    Ok(Some(c.with_think(think)))
 }
 
 fn tool_format(p: ToolParser) -> Option<ToolCallFormat> {
@@ -560,6 +631,8 @@ struct Pump {
     reasoning: ReasoningParser,
     tools: Option<ToolCallParser>,
     calls: usize,
+    /// Tokens that began or ended inside the reasoning block.
+    reasoning_tokens: usize,
     load_duration: Duration,
     started: Instant,
     lease: Lease,
@@ -604,7 +677,11 @@ impl Pump {
                         };
                         let _ = self.tx.send(ServiceEvent::Logprob(ev));
                     }
+                    let before = self.reasoning.in_reasoning();
                     self.text(&text);
+                    if before || self.reasoning.in_reasoning() {
+                        self.reasoning_tokens += 1;
+                    }
                 }
                 Some(Event::Done {
                     finish,
@@ -705,6 +782,7 @@ impl Pump {
             total_duration: self.started.elapsed(),
             ended_in_reasoning: end.ended_in_reasoning,
             stop_sequence,
+            reasoning_tokens: self.reasoning_tokens,
         }));
     }
 }

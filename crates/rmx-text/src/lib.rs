@@ -3,6 +3,7 @@
 //! Kept apart from `rmx-engine` so it builds and tests without the MLX runtime, and so the
 //! server can parse and render without touching the engine thread.
 
+pub mod constrain;
 pub mod detok;
 pub mod reasoning;
 pub mod stop;

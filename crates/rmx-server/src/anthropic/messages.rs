@@ -20,7 +20,8 @@ use crate::openai::body::{parse, BodyError};
 use crate::openai::chat::arguments_value;
 use crate::openai::sse;
 use crate::service::{
-    Completion, Final, FinishReason, InternalRequest, PromptInput, SamplingParams, Service,
+    tool_names, Completion, Final, FinishReason, InternalRequest, PromptInput, SamplingParams,
+    Service, Shape,
 };
 
 pub async fn handler(
@@ -123,6 +124,19 @@ pub fn to_internal(req: &MessagesRequest) -> Result<InternalRequest, AnthropicEr
             "tool_choice: names `{name}`, which is not in `tools`"
         )));
     }
+    // `any` and a named tool are enforced: the reply is constrained to one call.
+    let shape = match &req.tool_choice {
+        Some(ToolChoice::Any { .. } | ToolChoice::Tool { .. }) if tools.is_empty() => {
+            return Err(AnthropicError::Invalid(
+                "tool_choice: asks for a tool call but `tools` has no tool with an `input_schema`"
+                    .into(),
+            ))
+        }
+        Some(ToolChoice::Any { .. } | ToolChoice::Tool { .. }) => Some(Shape::ToolCall {
+            names: tool_names(&tools),
+        }),
+        _ => None,
+    };
     let think = match req.thinking {
         Some(Thinking::Enabled { .. }) => Some(true),
         Some(Thinking::Disabled) => Some(false),
@@ -148,6 +162,7 @@ pub fn to_internal(req: &MessagesRequest) -> Result<InternalRequest, AnthropicEr
         logprobs: None,
         keep_alive: None,
         think,
+        shape,
     })
 }
 

@@ -29,6 +29,7 @@ fn fin(finish: FinishReason) -> Final {
         total_duration: Duration::ZERO,
         ended_in_reasoning: false,
         stop_sequence: None,
+        reasoning_tokens: 0,
     }
 }
 

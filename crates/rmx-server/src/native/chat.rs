@@ -10,7 +10,7 @@ use axum::Json;
 use rmx_api::{ChatRequest, ChatResponse, DoneStats, FunctionCall, Message, ToolCall};
 use serde_json::{json, Map, Value};
 
-use super::{ndjson, now_rfc3339, parse, sampling, stats, NativeError};
+use super::{ndjson, now_rfc3339, parse, sampling, shape, stats, NativeError};
 use crate::service::{InternalRequest, PromptInput, Service, ServiceEvent};
 
 pub async fn chat(State(svc): State<Arc<Service>>, body: Bytes) -> Result<Response, NativeError> {
@@ -29,6 +29,7 @@ pub async fn chat(State(svc): State<Arc<Service>>, body: Bytes) -> Result<Respon
         logprobs: None,
         keep_alive: req.keep_alive,
         think: req.think,
+        shape: shape(req.format.as_ref())?,
     };
     let mut stream = svc.generate(internal).await?;
     let hide_reasoning = req.think == Some(false);

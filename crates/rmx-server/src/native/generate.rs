@@ -9,7 +9,7 @@ use axum::Json;
 use rmx_api::{DoneStats, GenerateRequest, GenerateResponse};
 use serde_json::{json, Map, Value};
 
-use super::{ndjson, now_rfc3339, parse, sampling, stats, NativeError};
+use super::{ndjson, now_rfc3339, parse, sampling, shape, stats, NativeError};
 use crate::service::{InternalRequest, PromptInput, Service, ServiceEvent};
 
 pub async fn generate(
@@ -44,6 +44,7 @@ pub async fn generate(
         logprobs: None,
         keep_alive: req.keep_alive,
         think: req.think,
+        shape: shape(req.format.as_ref())?,
     };
     let mut stream = svc.generate(internal).await?;
     let hide_reasoning = req.think == Some(false);

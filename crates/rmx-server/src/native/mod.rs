@@ -17,7 +17,7 @@ use serde::de::DeserializeOwned;
 pub use error::NativeError;
 
 use crate::error::ServiceError;
-use crate::service::Service;
+use crate::service::{Service, Shape};
 
 pub fn routes() -> Router<Arc<Service>> {
     Router::new()
@@ -39,6 +39,21 @@ fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, NativeError> {
             "invalid request body: {e}"
         )))
     })
+}
+
+/// Ollama's `format`: `"json"` constrains the answer to one JSON object, a JSON schema to its
+/// properties and types; `""` or none leaves it free.
+fn shape(format: Option<&serde_json::Value>) -> Result<Option<Shape>, NativeError> {
+    use serde_json::Value;
+    match format {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.is_empty() => Ok(None),
+        Some(Value::String(s)) if s == "json" => Ok(Some(Shape::JsonObject)),
+        Some(schema @ Value::Object(_)) => Ok(Some(Shape::JsonSchema(schema.clone()))),
+        Some(other) => Err(NativeError(ServiceError::BadRequest(format!(
+            "invalid `format` {other}: expected \"json\" or a JSON schema object"
+        )))),
+    }
 }
 
 fn now_rfc3339() -> String {

@@ -20,7 +20,8 @@ use super::error::OpenAiError;
 use super::sse::{self, data_event, Translator};
 use super::{json_instruction, new_id, template_kwargs, unix_time, usage, Knobs};
 use crate::service::{
-    Completion, FinishReason, InternalRequest, PromptInput, Service, ServiceEvent, TokenLogprob,
+    tool_names, Completion, FinishReason, InternalRequest, PromptInput, Service, ServiceEvent,
+    Shape, TokenLogprob,
 };
 
 pub async fn handler(
@@ -159,6 +160,21 @@ pub fn to_internal(req: &ChatCompletionRequest) -> Result<InternalRequest, OpenA
         req.chat_template_kwargs.as_ref(),
         req.reasoning_effort.as_deref(),
     );
+    // A forced call wins over JSON mode: the call's arguments are a JSON object anyway.
+    let shape = match (&req.tool_choice, &tools) {
+        (Some(ToolChoice::Named(_) | ToolChoice::Mode(ToolChoiceMode::Required)), Some(t)) => {
+            Some(Shape::ToolCall {
+                names: tool_names(t.as_array().map_or(&[][..], Vec::as_slice)),
+            })
+        }
+        _ => match &req.response_format {
+            Some(ResponseFormat::JsonObject) => Some(Shape::JsonObject),
+            Some(ResponseFormat::JsonSchema { json_schema }) => Some(Shape::JsonSchema(
+                json_schema.get("schema").unwrap_or(json_schema).clone(),
+            )),
+            Some(ResponseFormat::Text) | None => None,
+        },
+    };
     Ok(InternalRequest {
         model: req.model.clone(),
         prompt: PromptInput::Chat {
@@ -175,6 +191,7 @@ pub fn to_internal(req: &ChatCompletionRequest) -> Result<InternalRequest, OpenA
             .then(|| req.top_logprobs.unwrap_or(0) as usize),
         keep_alive: None,
         think,
+        shape,
     })
 }
 
@@ -297,6 +314,7 @@ pub fn completion_body(
         total_duration: Default::default(),
         ended_in_reasoning: false,
         stop_sequence: None,
+        reasoning_tokens: 0,
     });
     let tool_calls: Vec<ToolCall> = c
         .tool_calls
@@ -333,7 +351,7 @@ pub fn completion_body(
             }),
             finish_reason: Some(finish_reason(done.finish).into()),
         }],
-        usage: usage(&done.usage),
+        usage: usage(&done.usage, done.reasoning_tokens),
         system_fingerprint: None,
     }
 }
@@ -445,7 +463,7 @@ impl ChatStream {
                 let mut out =
                     vec![self.delta(ChunkDelta::default(), Some(finish_reason(f.finish)))];
                 if self.include_usage {
-                    out.push(self.chunk(Vec::new(), Some(usage(&f.usage))));
+                    out.push(self.chunk(Vec::new(), Some(usage(&f.usage, f.reasoning_tokens))));
                 }
                 return Ok(out);
             }

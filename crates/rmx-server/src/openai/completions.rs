@@ -165,6 +165,7 @@ pub fn to_internal(req: &CompletionRequest) -> Result<(InternalRequest, String),
             logprobs: req.logprobs.map(|n| n as usize),
             keep_alive: None,
             think: None,
+            shape: None,
         },
         prompt,
     ))
@@ -253,7 +254,7 @@ impl TextStream {
                 if self.include_usage {
                     let mut u = self.chunk(String::new(), None, None);
                     u.choices.clear();
-                    u.usage = Some(usage(&f.usage));
+                    u.usage = Some(usage(&f.usage, f.reasoning_tokens));
                     out.push(u);
                 }
                 out

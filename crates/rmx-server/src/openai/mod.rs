@@ -46,7 +46,8 @@ pub fn new_id(prefix: &str) -> String {
     format!("{prefix}-{}", call.trim_start_matches("call_"))
 }
 
-pub fn usage(u: &EngineUsage) -> rmx_api::openai::Usage {
+/// `reasoning_tokens`: the completion tokens generated inside `<think>...</think>`.
+pub fn usage(u: &EngineUsage, reasoning_tokens: usize) -> rmx_api::openai::Usage {
     rmx_api::openai::Usage {
         prompt_tokens: u.prompt_tokens,
         completion_tokens: u.completion_tokens,
@@ -54,7 +55,9 @@ pub fn usage(u: &EngineUsage) -> rmx_api::openai::Usage {
         prompt_tokens_details: Some(rmx_api::openai::PromptTokensDetails {
             cached_tokens: u.cached_tokens,
         }),
-        completion_tokens_details: None,
+        completion_tokens_details: Some(rmx_api::openai::CompletionTokensDetails {
+            reasoning_tokens,
+        }),
     }
 }
 
@@ -126,8 +129,9 @@ pub fn template_kwargs(
     (out, think)
 }
 
-/// The instruction that stands in for `response_format`: the core has no constrained
-/// decoding yet, so the model is told, as llama.cpp's server does without a grammar.
+/// The instruction that goes with `response_format`: constrained decoding enforces the shape,
+/// but a model that is told writes better content, and the parts of a schema the constraint
+/// does not enforce (`anyOf`, formats, ranges) are only asked for here.
 pub fn json_instruction(schema: Option<&Value>) -> String {
     match schema {
         Some(s) => format!(

@@ -25,7 +25,9 @@ use super::chat::{add_system, arguments_value};
 use super::error::OpenAiError;
 use super::sse::{self, named_event, Translator};
 use super::{json_instruction, new_id, template_kwargs, unix_time, Knobs};
-use crate::service::{FinishReason, InternalRequest, PromptInput, Service, ServiceEvent};
+use crate::service::{
+    tool_names, FinishReason, InternalRequest, PromptInput, Service, ServiceEvent, Shape,
+};
 
 pub async fn handler(
     State(service): State<Arc<Service>>,
@@ -125,6 +127,32 @@ pub fn to_internal(req: &ResponsesRequest) -> Result<InternalRequest, OpenAiErro
             format!("`tool_choice` names `{n}`, which is not in `tools`"),
         ));
     }
+    // `required` and a named function are enforced (one call, constrained); so is a JSON
+    // text format, as one JSON object.
+    let forced = named.is_some() || choice.and_then(Value::as_str) == Some("required");
+    let shape = if forced {
+        if tools.is_empty() {
+            return Err(OpenAiError::invalid(
+                "tool_choice",
+                "`tool_choice` asks for a tool call but `tools` has no function tool",
+            ));
+        }
+        Some(Shape::ToolCall {
+            names: tool_names(&tools),
+        })
+    } else {
+        let format = req.text.as_ref().and_then(|t| t.get("format"));
+        match format.and_then(|f| f.get("type")).and_then(Value::as_str) {
+            Some("json_object") => Some(Shape::JsonObject),
+            Some("json_schema") => Some(Shape::JsonSchema(
+                format
+                    .and_then(|f| f.get("schema"))
+                    .cloned()
+                    .unwrap_or(Value::Null),
+            )),
+            _ => None,
+        }
+    };
     let effort = req.reasoning.as_ref().and_then(|r| r.effort.as_deref());
     let (kwargs, think) = template_kwargs(req.chat_template_kwargs.as_ref(), effort);
     Ok(InternalRequest {
@@ -140,6 +168,7 @@ pub fn to_internal(req: &ResponsesRequest) -> Result<InternalRequest, OpenAiErro
         logprobs: None,
         keep_alive: None,
         think,
+        shape,
     })
 }
 
@@ -553,7 +582,9 @@ impl ResponsesStream {
                         cached_tokens: u.cached_tokens,
                     },
                     output_tokens: u.completion_tokens,
-                    output_tokens_details: OutputTokensDetails::default(),
+                    output_tokens_details: OutputTokensDetails {
+                        reasoning_tokens: f.reasoning_tokens,
+                    },
                     total_tokens: u.prompt_tokens + u.completion_tokens,
                 });
                 let seq = self.next_seq();

@@ -142,6 +142,7 @@ mod tests {
             total_duration: Duration::ZERO,
             ended_in_reasoning: false,
             stop_sequence: None,
+            reasoning_tokens: 0,
         })
     }
 

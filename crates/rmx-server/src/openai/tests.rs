@@ -12,7 +12,8 @@ use serde_json::{json, Value};
 use super::chat::{self, ChatStream};
 use super::responses::{self, ResponsesStream};
 use crate::service::{
-    CollectedCall, Completion, Final, FinishReason, PromptInput, ServiceEvent, TokenLogprob, Usage,
+    CollectedCall, Completion, Final, FinishReason, PromptInput, ServiceEvent, Shape, TokenLogprob,
+    Usage,
 };
 
 fn done(finish: FinishReason) -> ServiceEvent {
@@ -32,6 +33,7 @@ fn fin(finish: FinishReason) -> Final {
         total_duration: Duration::ZERO,
         ended_in_reasoning: false,
         stop_sequence: None,
+        reasoning_tokens: 0,
     }
 }
 
@@ -261,6 +263,7 @@ fn chat_request_translation_for_templates() {
     assert_eq!(internal.stop, vec!["END".to_string()]);
     assert_eq!(internal.logprobs, Some(3));
     assert_eq!(internal.think, Some(false));
+    assert_eq!(internal.shape, Some(Shape::JsonObject));
     let m = chat_messages(&req);
     assert_eq!(m[0]["role"], "system");
     assert!(m[0]["content"]
@@ -305,6 +308,27 @@ fn tool_choice_modes() {
         tools_of(json!({"type": "function", "function": {"name": "zz"}}))
             .is_err_and(|e| e.contains("zz"))
     );
+    // `required` and a named function are enforced; a forced call wins over JSON mode.
+    let shape_of = |choice: Value| {
+        let req = chat_req(
+            json!({"model": "m", "messages": [{"role": "user", "content": "x"}],
+                                  "tools": tools, "tool_choice": choice,
+                                  "response_format": {"type": "json_object"}}),
+        );
+        chat::to_internal(&req).expect("valid").shape
+    };
+    let call = |names: &[&str]| {
+        Some(Shape::ToolCall {
+            names: names.iter().map(|n| n.to_string()).collect(),
+        })
+    };
+    assert_eq!(shape_of(json!("required")), call(&["a", "b"]));
+    assert_eq!(
+        shape_of(json!({"type": "function", "function": {"name": "b"}})),
+        call(&["b"])
+    );
+    assert_eq!(shape_of(json!("auto")), Some(Shape::JsonObject));
+    assert_eq!(shape_of(json!("none")), Some(Shape::JsonObject));
 }
 
 #[test]

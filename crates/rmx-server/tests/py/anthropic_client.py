@@ -79,6 +79,15 @@ client.messages.create(model=model, tools=tools, tool_choice={"type": "any"}, **
     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"}]}])
 ok("tools accepted and rendered, tool history")
 
+# tool_choice any / tool is enforced: the random model's reply is one tool_use block.
+for choice in ({"type": "any"}, {"type": "tool", "name": "get_weather"}):
+    forced = client.messages.create(model=model, tools=tools, tool_choice=choice, messages=msgs,
+                                    max_tokens=80, extra_body={"temperature": 0.8})
+    uses = [b for b in forced.content if b.type == "tool_use"]
+    assert forced.stop_reason == "tool_use" and len(uses) == 1, forced
+    assert uses[0].name == "get_weather" and isinstance(uses[0].input, dict), uses[0]
+ok("tool_choice any and tool enforced")
+
 # count_tokens agrees with the usage of the same request.
 count = client.messages.count_tokens(model=model, messages=msgs, system="Be brief.")
 assert count.input_tokens == whole.usage.input_tokens + whole.usage.cache_read_input_tokens, (count, whole.usage)

@@ -2,6 +2,7 @@
 
 usage: ollama_client.py BASE_URL MODEL
 """
+import json
 import sys
 
 import ollama
@@ -29,6 +30,15 @@ gstream = "".join(p.response for p in client.generate(model=model, prompt="Once 
                                                        raw=True, stream=True))
 assert gstream == gen.response, (gstream, gen.response)
 ok("generate whole and stream")
+
+# format "json" and a schema are enforced as one JSON object (the random model writes none).
+jopts = {"temperature": 0.8, "num_predict": 60, "seed": 2}
+for fmt in ("json", {"type": "object", "properties": {"a": {"type": "string"}}}):
+    r = client.chat(model=model, messages=[{"role": "user", "content": "A cat as JSON"}], format=fmt, options=jopts)
+    assert isinstance(json.loads(r.message.content), dict), r.message
+    g = client.generate(model=model, prompt="A cat as JSON", format=fmt, options=jopts, raw=True)
+    assert isinstance(json.loads(g.response), dict), g.response
+ok("format json enforced")
 
 client.list()
 ok("tags")

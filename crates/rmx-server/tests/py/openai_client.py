@@ -61,6 +61,44 @@ client.chat.completions.create(model=model, messages=history, tools=tools,
                                tool_choice={"type": "function", "function": {"name": "get_time"}}, **greedy)
 ok("tools accepted and rendered, tool history")
 
+# Constrained decoding: the tiny model's free output is random text, so only an enforced
+# constraint makes these parse.
+for seed, fmt in ((1, {"type": "json_object"}),
+                  (2, {"type": "json_schema", "json_schema": {"name": "cat", "schema": {"type": "object"}}})):
+    r = client.chat.completions.create(model=model, messages=msgs, response_format=fmt, temperature=0.8,
+                                       seed=seed, max_tokens=60)
+    assert isinstance(json.loads(r.choices[0].message.content), dict), r.choices[0].message
+    assert r.choices[0].finish_reason == "stop", r.choices[0]
+schema = {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"},
+                                          "unit": {"enum": ["C", "F"]}}, "required": ["city", "days", "unit"]}
+r = client.chat.completions.create(model=model, messages=msgs, temperature=0.8, seed=6, max_tokens=60,
+                                   response_format={"type": "json_schema",
+                                                    "json_schema": {"name": "forecast", "schema": schema}})
+obj = json.loads(r.choices[0].message.content)
+assert list(obj) == ["city", "days", "unit"], obj
+assert isinstance(obj["city"], str) and isinstance(obj["days"], int) and obj["unit"] in ("C", "F"), obj
+ok("response_format json_object enforced")
+
+for seed, choice, allowed in ((3, "required", {"get_weather", "get_time"}),
+                              (4, {"type": "function", "function": {"name": "get_time"}}, {"get_time"})):
+    r = client.chat.completions.create(model=model, messages=msgs, tools=tools, tool_choice=choice,
+                                       temperature=0.8, seed=seed, max_tokens=80)
+    c = r.choices[0]
+    assert c.finish_reason == "tool_calls", c
+    assert len(c.message.tool_calls) == 1, c.message
+    assert c.message.tool_calls[0].function.name in allowed, c.message
+    assert isinstance(json.loads(c.message.tool_calls[0].function.arguments), dict), c.message
+    assert r.usage.completion_tokens_details is not None, r.usage
+    # Streamed, the same constraint: the call arrives in deltas that add up to JSON arguments.
+    chunks = list(client.chat.completions.create(model=model, messages=msgs, tools=tools, tool_choice=choice,
+                                                 temperature=0.8, seed=seed, max_tokens=80, stream=True))
+    deltas = [tc for ch in chunks if ch.choices for tc in (ch.choices[0].delta.tool_calls or [])]
+    name = "".join(d.function.name or "" for d in deltas if d.function)
+    args = "".join(d.function.arguments or "" for d in deltas if d.function)
+    assert name in allowed and isinstance(json.loads(args), dict), (name, args)
+    assert [ch.choices[0].finish_reason for ch in chunks if ch.choices and ch.choices[0].finish_reason] == ["tool_calls"]
+ok("tool_choice required and named enforced")
+
 # Logprobs.
 lp = client.chat.completions.create(model=model, messages=msgs, logprobs=True, top_logprobs=2, **greedy)
 content = lp.choices[0].logprobs.content
