@@ -43,6 +43,7 @@ print(f"| {name} | {rd['decode_tps']['median']:.1f} | {md['decode_tps']:.1f} | {
       f"| {rd['peak_memory_bytes']/1e9:.2f} / {md['peak_memory_bytes']/1e9:.2f} |")
 PY
 )")
+  echo "${rows[-1]}"
 done
 echo
 echo "| model | rmx decode tok/s | mlx-lm decode | ratio | rmx % of roofline | rmx prefill@2K tok/s | mlx-lm prefill@2K | ratio | TTFT@2K ms rmx / mlx-lm | peak GB rmx / mlx-lm |"

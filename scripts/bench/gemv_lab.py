@@ -15,7 +15,7 @@ import time
 import mlx.core as mx
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-HEADER = open(os.path.join(ROOT, "crates/rmx-models/src/kernels/qgemv.cuh")).read()
+HEADER = open(os.path.join(ROOT, "crates/rmx-models/src/kernels/decode.cuh")).read()
 
 SHAPES = {
     # name: (layers, hidden, q_out, kv_out, ffn)

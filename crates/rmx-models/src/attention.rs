@@ -6,7 +6,7 @@ use rmx_mlx::{fast, Array};
 use crate::cache::{AttnMask, LayerCache};
 use crate::config::QuantConfig;
 use crate::error::Result;
-use crate::fastpath::fast_path;
+use crate::fastpath::{self, fast_path, QkvRope};
 use crate::layers::{Linear, RmsNorm};
 use crate::rope::Rope;
 use crate::weights::Weights;
@@ -64,6 +64,10 @@ impl Qkv {
 
 pub struct Attention {
     qkv: Qkv,
+    /// The rope's inverse frequencies, when the fused decode kernel can run (fast path, rope
+    /// over the whole head).
+    decode_inv_freq: Option<Array>,
+    head_dim: i32,
     o: Linear,
     q_norm: Option<RmsNorm>,
     k_norm: Option<RmsNorm>,
@@ -94,7 +98,13 @@ impl Attention {
                 Some(norm(w, &format!("{path}.k_norm"), s.head_dim)?),
             )
         };
+        let decode_inv_freq = match rope.layout() {
+            (dims, _) if fast_path().kernels && dims == s.head_dim => Some(rope.inv_freq()?),
+            _ => None,
+        };
         Ok(Attention {
+            decode_inv_freq,
+            head_dim: s.head_dim,
             qkv: Qkv::new(
                 Linear::load(w, q, &format!("{path}.q_proj"), s.hidden, qd, s.qkv_bias)?,
                 Linear::load(w, q, &format!("{path}.k_proj"), s.hidden, kvd, s.qkv_bias)?,
@@ -127,18 +137,68 @@ impl Attention {
     }
 
     pub fn forward(&self, x: &Array, mask: &AttnMask, cache: &mut LayerCache) -> Result<Array> {
+        self.o.forward(&self.attend(x, mask, cache)?)
+    }
+
+    /// `res + attention(x)`, the o projection adding the residual stream.
+    pub fn forward_residual(
+        &self,
+        x: &Array,
+        mask: &AttnMask,
+        cache: &mut LayerCache,
+        res: &Array,
+    ) -> Result<Array> {
+        self.o.forward_residual(&self.attend(x, mask, cache)?, res)
+    }
+
+    /// Everything before the o projection: `[B, L, heads * head_dim]`.
+    fn attend(&self, x: &Array, mask: &AttnMask, cache: &mut LayerCache) -> Result<Array> {
         let s = x.shape();
-        let (q, k, v) = self.qkv.forward(x)?;
-        let q = self.heads_first(&q, self.heads, self.q_norm.as_ref())?;
-        let k = self.heads_first(&k, self.kv_heads, self.k_norm.as_ref())?;
-        let v = self.heads_first(&v, self.kv_heads, None)?;
-        let offset = cache.offset();
-        let q = self.rope.forward(&q, offset)?;
-        let k = self.rope.forward(&k, offset)?;
+        let (q, k, v) = match self.decode_heads(x, cache.offset())? {
+            Some([q, k, v]) => (q, k, v),
+            None => {
+                let (q, k, v) = self.qkv.forward(x)?;
+                let q = self.heads_first(&q, self.heads, self.q_norm.as_ref())?;
+                let k = self.heads_first(&k, self.kv_heads, self.k_norm.as_ref())?;
+                let v = self.heads_first(&v, self.kv_heads, None)?;
+                let offset = cache.offset();
+                (
+                    self.rope.forward(&q, offset)?,
+                    self.rope.forward(&k, offset)?,
+                    v,
+                )
+            }
+        };
         let (k, v) = cache.update_and_fetch(&k, &v)?;
         let out = fast::scaled_dot_product_attention(&q, &k, &v, self.scale, mask.as_fast(), None)?;
-        let out = out.transpose(&[0, 2, 1, 3])?.reshape(&[s[0], s[1], -1])?;
-        self.o.forward(&out)
+        if s[0] == 1 && s[1] == 1 {
+            // One token: [1, H, 1, D] is already laid out as [1, 1, H * D].
+            return Ok(out.reshape(&[1, 1, -1])?);
+        }
+        Ok(out.transpose(&[0, 2, 1, 3])?.reshape(&[s[0], s[1], -1])?)
+    }
+
+    /// Decode on the fast path: q, k, v of one token from the fused product and one kernel.
+    fn decode_heads(&self, x: &Array, offset: i32) -> Result<Option<[Array; 3]>> {
+        let (Qkv::Fused { qkv, .. }, Some(inv_freq)) = (&self.qkv, &self.decode_inv_freq) else {
+            return Ok(None);
+        };
+        if x.size() != x.dim(-1) as usize {
+            return Ok(None);
+        }
+        let norms = match (&self.q_norm, &self.k_norm) {
+            (Some(q), Some(k)) => Some((q.parts().0, k.parts().0, q.parts().1)),
+            _ => None,
+        };
+        let p = QkvRope {
+            heads: self.heads,
+            kv_heads: self.kv_heads,
+            head_dim: self.head_dim,
+            norms,
+            traditional: self.rope.layout().1,
+            inv_freq,
+        };
+        fastpath::qkv_rope(&qkv.forward(x)?, &p, offset)
     }
 }
 
@@ -188,7 +248,16 @@ impl Mlp {
     }
 
     pub fn forward(&self, x: &Array) -> Result<Array> {
-        let h = match (&self.gate_up, self.gelu) {
+        self.down.forward(&self.activated(x)?)
+    }
+
+    /// `res + mlp(x)`, the down projection adding the residual stream.
+    pub fn forward_residual(&self, x: &Array, res: &Array) -> Result<Array> {
+        self.down.forward_residual(&self.activated(x)?, res)
+    }
+
+    fn activated(&self, x: &Array) -> Result<Array> {
+        Ok(match (&self.gate_up, self.gelu) {
             (GateUp::Fused(both), false) => both.forward_swiglu(x, self.hidden)?,
             (GateUp::Fused(both), true) => {
                 let p = both.forward(x)?.split_at(&[self.hidden], -1)?;
@@ -202,7 +271,6 @@ impl Mlp {
                     crate::layers::swiglu(&g, &u)?
                 }
             }
-        };
-        self.down.forward(&h)
+        })
     }
 }

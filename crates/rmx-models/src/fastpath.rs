@@ -1,6 +1,6 @@
 //! Where the CUDA backend leaves mlx-lm's op-for-op graph, because measurement on the H100 said
 //! so (docs/perf.md): decode's quantized matrix-vector products run on rmx's own kernels
-//! (kernels/qgemv.cuh), the projections that read the same input are fused into one weight
+//! (kernels/decode.cuh), the projections that read the same input are fused into one weight
 //! (QKV, gate+up) so a token launches fewer kernels, and long prefills on quantized weights
 //! dequantize to a dense GEMM instead of MLX's quantized GEMM. On the CPU and Metal backends
 //! none of this applies: there the graph is mlx-lm's, which the parity tests pin token for token.
@@ -9,7 +9,9 @@
 //! warp of the GEMV kernels, `RMX_DEQUANT_PREFILL_ROWS` the prompt rows from which prefill
 //! dequantizes (0 disables it).
 
-use std::cell::OnceCell;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
 use std::sync::OnceLock;
 
 use rmx_mlx::quant::{QuantSpec, Quantized};
@@ -17,7 +19,27 @@ use rmx_mlx::{Array, Backend, Dtype, Kernel, KernelLang, Launch, TemplateArg};
 
 use crate::error::Result;
 
-const HEADER: &str = include_str!("kernels/qgemv.cuh");
+const SOURCE: &str = include_str!("kernels/decode.cuh");
+
+/// The NVRTC header for kernels of one section of kernels/decode.cuh: its "common" section and
+/// that one, without comment lines. MLX copies and hashes the whole source at every launch, so
+/// a short source is CPU time saved on every kernel of every token.
+fn header(section: &str) -> String {
+    let mut out = String::new();
+    let mut keep = false;
+    for line in SOURCE.lines() {
+        if let Some(name) = line.strip_prefix("// @section ") {
+            keep = name == "common" || name == section;
+            continue;
+        }
+        let t = line.trim_start();
+        if keep && !t.is_empty() && !t.starts_with("//") {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
 
 /// The choices, made once per process: the backend cannot change under a running engine.
 #[derive(Debug, Clone, Copy)]
@@ -51,40 +73,76 @@ pub fn fast_path() -> FastPath {
     })
 }
 
+/// One kernel of kernels/decode.cuh: its MLX name, parameter names and body.
+struct Spec {
+    name: &'static str,
+    section: &'static str,
+    inputs: &'static [&'static str],
+    outputs: &'static [&'static str],
+    body: &'static str,
+}
+
+const QGEMV: Spec = Spec {
+    name: "rmx_qgemv",
+    section: "qgemv",
+    inputs: &["x", "w", "scales", "biases"],
+    outputs: &["y"],
+    body: "rmx::qgemv<T, BITS, G, ROWS, K>(x, w, scales, biases, y, N);",
+};
+const QGEMV_RES: Spec = Spec {
+    name: "rmx_qgemv_res",
+    section: "qgemv",
+    inputs: &["x", "w", "scales", "biases", "res"],
+    outputs: &["y"],
+    body: "rmx::qgemv<T, BITS, G, ROWS, K, true>(x, w, scales, biases, y, N, res);",
+};
+const QGEMV_SWIGLU: Spec = Spec {
+    name: "rmx_qgemv_swiglu",
+    section: "qgemv",
+    inputs: &["x", "w", "scales", "biases"],
+    outputs: &["y"],
+    body: "rmx::qgemv_swiglu<T, BITS, G, ROWS, K>(x, w, scales, biases, y, N);",
+};
+const QKV_ROPE: Spec = Spec {
+    name: "rmx_qkv_rope",
+    section: "qkv_rope",
+    inputs: &["qkv", "qn", "kn", "inv_freq", "offset", "eps"],
+    outputs: &["q", "k", "v"],
+    body: "rmx::qkv_rope<T, H, KV, D, NORM, TRADITIONAL>(qkv, qn, kn, inv_freq, offset, eps, q, k, v);",
+};
+
 thread_local! {
     // Kernels hold MLX objects, which stay on the engine thread that made them.
-    static PLAIN: OnceCell<Kernel> = const { OnceCell::new() };
-    static SWIGLU: OnceCell<Kernel> = const { OnceCell::new() };
+    static KERNELS: RefCell<HashMap<&'static str, Rc<Kernel>>> = RefCell::new(HashMap::new());
+}
+
+fn kernel(spec: &Spec) -> Result<Rc<Kernel>> {
+    KERNELS.with(|ks| {
+        if let Some(k) = ks.borrow().get(spec.name) {
+            return Ok(k.clone());
+        }
+        let k = Rc::new(Kernel::new(
+            KernelLang::Cuda,
+            spec.name,
+            spec.inputs,
+            spec.outputs,
+            spec.body,
+            &header(spec.section),
+        )?);
+        ks.borrow_mut().insert(spec.name, k.clone());
+        Ok(k)
+    })
 }
 
 /// What a GEMV product computes from its weight rows.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Epilogue {
+#[derive(Clone, Copy)]
+pub enum Epilogue<'a> {
     /// `y = x W^T`.
     Plain,
+    /// `y = x W^T + res` (the residual stream), one launch instead of two.
+    Residual(&'a Array),
     /// W is `[gate; up]`; `y = silu(x G^T) * (x U^T)`, half as many outputs as rows.
     SwiGlu,
-}
-
-fn with_kernel<R>(e: Epilogue, f: impl FnOnce(&Kernel) -> Result<R>) -> Result<R> {
-    let (cell, func) = match e {
-        Epilogue::Plain => (&PLAIN, "qgemv"),
-        Epilogue::SwiGlu => (&SWIGLU, "qgemv_swiglu"),
-    };
-    cell.with(|c| {
-        if c.get().is_none() {
-            let k = Kernel::new(
-                KernelLang::Cuda,
-                &format!("rmx_{func}"),
-                &["x", "w", "scales", "biases"],
-                &["y"],
-                &format!("rmx::{func}<T, BITS, G, ROWS, K>(x, w, scales, biases, y, N);"),
-                HEADER,
-            )?;
-            let _ = c.set(k);
-        }
-        f(c.get().expect("set just above"))
-    })
 }
 
 /// `x @ W^T` through rmx's kernel when it applies (CUDA, one row, 4/8-bit affine with biases,
@@ -111,32 +169,95 @@ pub fn qgemv(x: &Array, q: &Quantized, spec: QuantSpec, e: Epilogue) -> Result<O
     }
     let n_rows = q.weight.dim(0);
     let n = match e {
-        Epilogue::Plain => n_rows,
         Epilogue::SwiGlu => n_rows / 2,
+        _ => n_rows,
+    };
+    let mut out_shape = x.shape();
+    *out_shape.last_mut().expect("x has a last axis") = n;
+    let mut inputs = vec![x, &q.weight, &q.scales, biases];
+    let kspec = match e {
+        Epilogue::Plain => &QGEMV,
+        Epilogue::SwiGlu => &QGEMV_SWIGLU,
+        Epilogue::Residual(res) => {
+            if res.shape() != out_shape || res.dtype() != dtype {
+                return Ok(None);
+            }
+            inputs.push(res);
+            &QGEMV_RES
+        }
     };
     let r = fp.rows_per_warp;
     let warps = (n + r - 1) / r;
-    let mut out_shape = x.shape();
-    *out_shape.last_mut().expect("x has a last axis") = n;
-    let y = with_kernel(e, |kern| {
-        Ok(kern.launch(&Launch {
-            inputs: &[x, &q.weight, &q.scales, biases],
-            output_shapes: &[&out_shape],
-            output_dtypes: &[dtype],
-            grid: [warps * 32, 1, 1],
-            threadgroup: [128, 1, 1],
-            template: &[
-                ("T", TemplateArg::Dtype(dtype)),
-                ("BITS", TemplateArg::Int(spec.bits)),
-                ("G", TemplateArg::Int(spec.group_size)),
-                ("ROWS", TemplateArg::Int(r)),
-                ("K", TemplateArg::Int(k)),
-                ("N", TemplateArg::Int(n)),
-            ],
-            init_value: None,
-        })?)
+    let y = kernel(kspec)?.launch(&Launch {
+        inputs: &inputs,
+        output_shapes: &[&out_shape],
+        output_dtypes: &[dtype],
+        grid: [warps * 32, 1, 1],
+        threadgroup: [128, 1, 1],
+        template: &[
+            ("T", TemplateArg::Dtype(dtype)),
+            ("BITS", TemplateArg::Int(spec.bits)),
+            ("G", TemplateArg::Int(spec.group_size)),
+            ("ROWS", TemplateArg::Int(r)),
+            ("K", TemplateArg::Int(k)),
+            ("N", TemplateArg::Int(n)),
+        ],
+        init_value: None,
     })?;
     Ok(y.into_iter().next())
+}
+
+/// The per-head work between a token's fused QKV product and attention.
+pub struct QkvRope<'a> {
+    pub heads: i32,
+    pub kv_heads: i32,
+    pub head_dim: i32,
+    /// Per-head RMS norm weights for q and k, and their epsilon.
+    pub norms: Option<(&'a Array, &'a Array, f32)>,
+    pub traditional: bool,
+    /// `[head_dim / 2]` float32 inverse frequencies, rope scale folded in.
+    pub inv_freq: &'a Array,
+}
+
+/// Splits one token's `[1, 1, (H + 2 KV) * D]` QKV row into q `[1, H, 1, D]`, k and v
+/// `[1, KV, 1, D]`, q and k normed and rotated at `offset`. `None` when the kernel does not
+/// apply (not CUDA, not one token, odd head size or dtype).
+pub fn qkv_rope(qkv: &Array, p: &QkvRope, offset: i32) -> Result<Option<[Array; 3]>> {
+    let (h, kv, d) = (p.heads, p.kv_heads, p.head_dim);
+    let dtype = qkv.dtype();
+    if !fast_path().kernels
+        || qkv.size() != ((h + 2 * kv) * d) as usize
+        || d % 2 != 0
+        || d / 2 > 1024
+        || !matches!(dtype, Dtype::Bf16 | Dtype::F16)
+        || p.norms
+            .is_some_and(|(q, k, _)| q.dtype() != dtype || k.dtype() != dtype)
+    {
+        return Ok(None);
+    }
+    let offset = Array::from_slice(&[offset], &[1])?;
+    let (qn, kn, eps) = match p.norms {
+        Some((q, k, e)) => (q, k, e),
+        None => (qkv, qkv, 0.0),
+    };
+    let eps = Array::from_slice(&[eps], &[1])?;
+    let out = kernel(&QKV_ROPE)?.launch(&Launch {
+        inputs: &[qkv, qn, kn, p.inv_freq, &offset, &eps],
+        output_shapes: &[&[1, h, 1, d], &[1, kv, 1, d], &[1, kv, 1, d]],
+        output_dtypes: &[dtype, dtype, dtype],
+        grid: [(h + 2 * kv) * (d / 2), 1, 1],
+        threadgroup: [d / 2, 1, 1],
+        template: &[
+            ("T", TemplateArg::Dtype(dtype)),
+            ("H", TemplateArg::Int(h)),
+            ("KV", TemplateArg::Int(kv)),
+            ("D", TemplateArg::Int(d)),
+            ("NORM", TemplateArg::Bool(p.norms.is_some())),
+            ("TRADITIONAL", TemplateArg::Bool(p.traditional)),
+        ],
+        init_value: None,
+    })?;
+    Ok(out.try_into().ok())
 }
 
 /// Whether `x @ W^T` with an `[n, k]` weight should dequantize and run a dense GEMM: measured on
@@ -150,4 +271,35 @@ pub fn dequant_prefill(x: &Array, n: i32) -> bool {
     fast_path()
         .dequant_prefill_rows
         .is_some_and(|min| rows >= min && work >= 1 << 32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::header;
+
+    fn balanced(src: &str) -> bool {
+        src.matches('{').count() == src.matches('}').count()
+    }
+
+    #[test]
+    fn each_section_header_holds_what_its_kernels_call_and_no_comments() {
+        let g = header("qgemv");
+        let r = header("qkv_rope");
+        for (h, has, lacks) in [
+            (
+                &g,
+                &["chunk_dot", "qgemv_swiglu", "warp_sum", "Vec8"][..],
+                "qkv_rope",
+            ),
+            (&r, &["qkv_rope", "warp_sum", "to_float"][..], "chunk_dot"),
+        ] {
+            assert!(balanced(h), "unbalanced braces:\n{h}");
+            for f in has {
+                assert!(h.contains(f), "{f} missing");
+            }
+            assert!(!h.contains(lacks));
+            assert!(h.lines().all(|l| !l.trim_start().starts_with("//")));
+        }
+        assert!(g.len() < super::SOURCE.len() / 2 + 2000);
+    }
 }

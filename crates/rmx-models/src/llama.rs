@@ -56,12 +56,10 @@ pub(crate) struct DecoderLayer {
 
 impl DecoderLayer {
     pub fn forward(&self, x: &Array, mask: &AttnMask, cache: &mut LayerCache) -> Result<Array> {
-        let h = x.add(
-            &self
-                .attn
-                .forward(&self.input_norm.forward(x)?, mask, cache)?,
-        )?;
-        Ok(h.add(&self.mlp.forward(&self.post_norm.forward(&h)?)?)?)
+        let h = self
+            .attn
+            .forward_residual(&self.input_norm.forward(x)?, mask, cache, x)?;
+        self.mlp.forward_residual(&self.post_norm.forward(&h)?, &h)
     }
 }
 

@@ -71,6 +71,31 @@ impl Rope {
         }
     }
 
+    /// The rotated dimensions and whether pairs are adjacent (`traditional`) or half apart.
+    pub fn layout(&self) -> (i32, bool) {
+        (self.dims, self.traditional)
+    }
+
+    /// `[dims / 2]` float32 inverse frequencies with the scale folded in, as MLX's rope kernel
+    /// computes them (`exp2(-i / (dims/2) * log2(base))`, or `1 / freqs[i]`), for fused kernels.
+    pub fn inv_freq(&self) -> Result<Array> {
+        let half = self.dims / 2;
+        match (&self.freqs, self.base) {
+            (Some(f), _) => Ok(Array::scalar(self.scale)?.divide(f)?),
+            (None, Some(base)) => {
+                let log2 = (base as f64).log2();
+                let v: Vec<f32> = (0..half)
+                    .map(|i| {
+                        let d = i as f32 / half as f32;
+                        self.scale * (-(d as f64) * log2).exp2() as f32
+                    })
+                    .collect();
+                Ok(Array::from_slice(&v, &[half])?)
+            }
+            (None, None) => unreachable!("a rope has a base or frequencies"),
+        }
+    }
+
     pub fn forward(&self, x: &Array, offset: i32) -> Result<Array> {
         let p = FastRope {
             dims: self.dims,

@@ -1,4 +1,4 @@
-// Quantized matrix-vector products for decode (a few rows of x against MLX affine-quantized
+// Decode kernels. Quantized matrix-vector products (a few rows of x against MLX affine-quantized
 // weights), as NVRTC sources for mlx::core::fast::cuda_kernel. MLX's own CUDA qmv reaches ~0.66
 // TB/s at 4-bit on an H100 (../shared/PERF-BASELINES.md); decode is bound by reading the weights
 // once, so these kernels are written for bandwidth: 16-byte weight loads coalesced across a warp,
@@ -9,6 +9,7 @@
 // [BITS*j, BITS*j+BITS); scales and biases are T [N, K/G]; W[n,k] = w*scale + bias.
 // One warp computes ROWS consecutive outputs y[m, n..n+ROWS) = x[m, :] . W[n, :].
 
+// @section common
 namespace rmx {
 
 template <typename T>
@@ -64,6 +65,12 @@ __device__ __forceinline__ float field(uint32_t u, int j) {
   return __uint_as_float(0x4b000000u | ((u >> (BITS * j)) & mask)) - 8388608.0f;
 }
 
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
 __device__ __forceinline__ uint4 load_stream(const uint32_t* p) {
   // Weights are read once per token: don't let them evict x from L1.
   uint4 r;
@@ -72,6 +79,11 @@ __device__ __forceinline__ uint4 load_stream(const uint32_t* p) {
                : "l"(p));
   return r;
 }
+
+}  // namespace rmx
+
+// @section qgemv
+namespace rmx {
 
 // Dot products of one 16-byte chunk of each of ROWS rows with the matching slice of x.
 // A chunk holds PER = 128/BITS weights: 32 at 4-bit, 16 at 8-bit.
@@ -110,17 +122,13 @@ __device__ __forceinline__ void chunk_dot(
   }
 }
 
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-// y[m, n] for ROWS rows per warp; grid.y indexes m. K must be a multiple of 128/BITS*... (one
-// chunk) and of G; MLX's quantization already requires K % G == 0 with G >= 32.
-template <typename T, int BITS, int G, int ROWS, int K>
+// y[m, n] for ROWS rows per warp; grid.y indexes m. K must be a multiple of one chunk (128/BITS)
+// and G of the chunk, which MLX's quantization (G >= 32) gives. With RES, y = x W^T + res: the
+// product is rounded to T first and then added, as the separate ops would.
+template <typename T, int BITS, int G, int ROWS, int K, bool RES = false>
 __device__ __forceinline__ void qgemv(
-    const T* x, const uint32_t* w, const T* scales, const T* biases, T* y, int N) {
+    const T* x, const uint32_t* w, const T* scales, const T* biases, T* y, int N,
+    const T* res = nullptr) {
   constexpr int PER = 128 / BITS;
   constexpr int CHUNKS = K / PER;
   constexpr int WORDS = K * BITS / 32;
@@ -141,8 +149,16 @@ __device__ __forceinline__ void qgemv(
   for (int r = 0; r < ROWS; ++r) acc[r] = warp_sum(acc[r]);
   if (lane == 0) {
 #pragma unroll
-    for (int r = 0; r < ROWS; ++r)
-      if (row0 + r < N) y[(size_t)m * N + row0 + r] = static_cast<T>(acc[r]);
+    for (int r = 0; r < ROWS; ++r) {
+      if (row0 + r < N) {
+        size_t i = (size_t)m * N + row0 + r;
+        if constexpr (RES) {
+          y[i] = static_cast<T>(to_float(static_cast<T>(acc[r])) + to_float(res[i]));
+        } else {
+          y[i] = static_cast<T>(acc[r]);
+        }
+      }
+    }
   }
 }
 
@@ -189,6 +205,56 @@ __device__ __forceinline__ void qgemv_swiglu(
       }
     }
   }
+}
+
+}  // namespace rmx
+
+// @section qkv_rope
+namespace rmx {
+
+// After the fused QKV product of one token: split [q | k | v] into heads, apply the per-head RMS
+// norms (Qwen3, Gemma 3) and the rotary embedding at `offset`, and write q, k, v as [1, heads, 1,
+// D] -- the ops mlx-lm runs as a split, three reshapes, two norms, three transposes and two ropes,
+// so one launch instead of eleven graph nodes. One block per head, thread i owns the rotary pair
+// (i, i + D/2), or (2i, 2i + 1) when TRADITIONAL. inv_freq holds MLX's per-pair inverse
+// frequencies (times the rope scale); theta = offset * inv_freq as in MLX's rope kernel.
+template <typename T, int H, int KV, int D, bool NORM, bool TRADITIONAL>
+__device__ __forceinline__ void qkv_rope(
+    const T* qkv, const T* qn, const T* kn, const float* inv_freq, const int32_t* offset,
+    const float* eps, T* q, T* k, T* v) {
+  const int h = blockIdx.x;
+  const int i = threadIdx.x;
+  const int i1 = TRADITIONAL ? 2 * i : i;
+  const int i2 = TRADITIONAL ? 2 * i + 1 : i + D / 2;
+  if (h >= H + KV) {  // v: a copy into its own array
+    const T* src = qkv + (size_t)(H + KV) * D + (size_t)(h - H - KV) * D;
+    T* dst = v + (size_t)(h - H - KV) * D;
+    dst[i1] = src[i1];
+    dst[i2] = src[i2];
+    return;
+  }
+  const bool is_q = h < H;
+  const T* src = qkv + (size_t)h * D;
+  T* dst = is_q ? q + (size_t)h * D : k + (size_t)(h - H) * D;
+  float x1 = to_float(src[i1]);
+  float x2 = to_float(src[i2]);
+  if constexpr (NORM) {
+    __shared__ float part[32];
+    float ss = warp_sum(x1 * x1 + x2 * x2);
+    if ((i & 31) == 0) part[i >> 5] = ss;
+    __syncthreads();
+    float total = 0.f;
+#pragma unroll
+    for (int j = 0; j < (D / 2 + 31) / 32; ++j) total += part[j];
+    const float inv = rsqrtf(total / D + eps[0]);
+    const T* w = is_q ? qn : kn;
+    x1 = to_float(static_cast<T>(to_float(static_cast<T>(x1 * inv)) * to_float(w[i1])));
+    x2 = to_float(static_cast<T>(to_float(static_cast<T>(x2 * inv)) * to_float(w[i2])));
+  }
+  const float theta = static_cast<float>(offset[0]) * inv_freq[i];
+  const float c = cos(theta), s = sin(theta);
+  dst[i1] = static_cast<T>(x1 * c - x2 * s);
+  dst[i2] = static_cast<T>(x1 * s + x2 * c);
 }
 
 }  // namespace rmx
