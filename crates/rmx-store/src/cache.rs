@@ -10,31 +10,39 @@
 //! ```
 //!
 //! Sharing this layout is what lets rmx reuse models mlx-lm downloaded and the other way round.
+//!
+//! The cache root, repo folder names and writing refs go through the `hf-hub` crate. The rest
+//! stays here because hf-hub 0.4 keeps it private to its own downloader (blob and snapshot
+//! paths, symlinking) or does not have it (`.locks/`, `.incomplete`, reading a ref on its own).
 
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use hf_hub::{Cache, Repo, RepoType};
+
 use crate::error::{IoContext, StoreError};
 use crate::repo_id::RepoId;
 
 #[derive(Debug, Clone)]
 pub struct HubCache {
-    root: PathBuf,
+    cache: Cache,
 }
 
 impl HubCache {
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        HubCache { root: root.into() }
+        HubCache {
+            cache: Cache::new(root.into()),
+        }
     }
 
     pub fn root(&self) -> &Path {
-        &self.root
+        self.cache.path()
     }
 
     pub fn repo_dir(&self, repo: &RepoId) -> PathBuf {
-        self.root.join(repo.folder_name())
+        self.root().join(repo.folder_name())
     }
 
     pub fn blob_path(&self, repo: &RepoId, etag: &str) -> PathBuf {
@@ -48,7 +56,7 @@ impl HubCache {
     }
 
     pub fn lock_path(&self, repo: &RepoId, etag: &str) -> PathBuf {
-        self.root
+        self.root()
             .join(".locks")
             .join(repo.folder_name())
             .join(format!("{etag}.lock"))
@@ -58,7 +66,9 @@ impl HubCache {
         self.repo_dir(repo).join("snapshots").join(commit)
     }
 
-    /// The commit `refs/main` names, if any.
+    /// The commit `refs/main` names, if any. Ours: hf-hub reads a ref only inside
+    /// `CacheRepo::get`, unchecked (its text becomes a path) and without the fallback
+    /// [`current_snapshot`](Self::current_snapshot) needs.
     pub fn read_ref(&self, repo: &RepoId, name: &str) -> Result<Option<String>, StoreError> {
         let path = self.repo_dir(repo).join("refs").join(name);
         match fs::read_to_string(&path) {
@@ -69,14 +79,14 @@ impl HubCache {
     }
 
     /// Record that `name` (a branch) points at `commit`: written last, after every file of the
-    /// snapshot is in place.
+    /// snapshot is in place. hf-hub rewrites the file in place, as huggingface_hub does; a
+    /// reader catching it half-written finds no such snapshot and takes the newest one.
     pub fn write_ref(&self, repo: &RepoId, name: &str, commit: &str) -> Result<(), StoreError> {
-        let dir = self.repo_dir(repo).join("refs");
-        fs::create_dir_all(&dir).at("create", &dir)?;
-        let path = dir.join(name);
-        let tmp = dir.join(format!(".{name}.tmp"));
-        fs::write(&tmp, commit).at("write", &tmp)?;
-        fs::rename(&tmp, &path).at("replace", &path)
+        let revision = Repo::with_revision(repo.to_string(), RepoType::Model, name.to_string());
+        self.cache
+            .repo(revision)
+            .create_ref(commit)
+            .at("write", self.repo_dir(repo).join("refs").join(name))
     }
 
     /// The snapshot rmx should use: the one `refs/main` names, else the most recently

@@ -35,13 +35,13 @@ impl RepoId {
         &self.0
     }
 
-    /// `models--owner--name`, huggingface_hub's folder for this repo.
+    /// `models--owner--name`, huggingface_hub's folder for this repo (named by hf-hub).
     pub fn folder_name(&self) -> String {
-        format!("models--{}", self.0.replace('/', "--"))
+        hf_hub::Repo::model(self.0.clone()).folder_name()
     }
 
-    /// The inverse of [`folder_name`](Self::folder_name); `None` for datasets, spaces and
-    /// anything else in the cache.
+    /// The inverse of [`folder_name`](Self::folder_name) (hf-hub has none); `None` for
+    /// datasets, spaces and anything else in the cache.
     pub fn from_folder_name(folder: &str) -> Option<Self> {
         let rest = folder.strip_prefix("models--")?;
         let (owner, name) = rest.split_once("--")?;
