@@ -60,6 +60,9 @@ impl StoreConfig {
     }
 
     /// [`from_env`](Self::from_env) over any variable source (tests pass a map).
+    ///
+    /// The paths are worked out here, not by `hf_hub::Cache::from_env`: hf-hub 0.4 ignores
+    /// `HF_HUB_CACHE`, `XDG_CACHE_HOME` and `HF_TOKEN_PATH`, and panics without a home folder.
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self, StoreError> {
         let home = var("HOME").map(PathBuf::from);
         let hf_home = match (var("HF_HOME"), var("XDG_CACHE_HOME"), &home) {
@@ -78,15 +81,15 @@ impl StoreConfig {
             (None, None) => return Err(StoreError::NoHome),
         };
         let endpoint = var("HF_ENDPOINT").unwrap_or_else(|| DEFAULT_ENDPOINT.to_string());
-        let token = var("HF_TOKEN").or_else(|| {
-            let path = var("HF_TOKEN_PATH")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| hf_home.join("token"));
-            // A missing or unreadable token file means "anonymous", as in huggingface_hub.
-            std::fs::read_to_string(path)
+        // A missing, unreadable or empty token file means "anonymous", as in huggingface_hub.
+        let token = var("HF_TOKEN").or_else(|| match var("HF_TOKEN_PATH") {
+            Some(path) => std::fs::read_to_string(path)
                 .ok()
                 .map(|t| t.trim().to_string())
-                .filter(|t| !t.is_empty())
+                .filter(|t| !t.is_empty()),
+            // hf-hub looks beside its `hub` folder: `HF_HOME/token` for `HF_HOME/hub`, which is
+            // where `hf auth login` writes it even when `HF_HUB_CACHE` moves the cache.
+            None => hf_hub::Cache::new(hf_home.join("hub")).token(),
         });
         let mut config = StoreConfig::new(hub_cache, rmx_home, endpoint);
         config.token = token;
@@ -127,6 +130,38 @@ mod tests {
         assert_eq!(c.endpoint, "http://127.0.0.1:9");
         assert_eq!(c.token.as_deref(), Some("hf_x"));
         assert_eq!(c.rmx_home, PathBuf::from("/r"));
+        Ok(())
+    }
+
+    #[test]
+    fn token_file_is_read_from_hf_home_or_hf_token_path() -> Result<(), Box<dyn std::error::Error>>
+    {
+        let dir = tempfile::tempdir()?;
+        let hf_home = dir.path().join("hf");
+        std::fs::create_dir_all(&hf_home)?;
+        std::fs::write(hf_home.join("token"), "hf_file\n")?;
+        let hf_home = hf_home.to_string_lossy().into_owned();
+        let c = StoreConfig::from_vars(vars(&[
+            ("HOME", "/h"),
+            ("HF_HOME", &hf_home),
+            ("HF_HUB_CACHE", "/elsewhere/hub"),
+        ]))?;
+        assert_eq!(c.token.as_deref(), Some("hf_file"));
+        let other = dir.path().join("other-token");
+        std::fs::write(&other, "hf_other")?;
+        let other = other.to_string_lossy().into_owned();
+        let c = StoreConfig::from_vars(vars(&[
+            ("HOME", "/h"),
+            ("HF_HOME", &hf_home),
+            ("HF_TOKEN_PATH", &other),
+        ]))?;
+        assert_eq!(c.token.as_deref(), Some("hf_other"));
+        let c = StoreConfig::from_vars(vars(&[
+            ("HOME", "/h"),
+            ("HF_HOME", &hf_home),
+            ("HF_TOKEN", "hf_env"),
+        ]))?;
+        assert_eq!(c.token.as_deref(), Some("hf_env"));
         Ok(())
     }
 
