@@ -2,6 +2,11 @@
 //! `blobs/<etag>`. A blob only ever gets its final name once its size (and, for LFS files, its
 //! sha256) is right, so a crash or a cancelled pull leaves at worst an `.incomplete` file that
 //! the next pull continues from.
+//!
+//! Ours rather than hf-hub's downloader: hf-hub 0.4 keeps a partial file as `<etag>.sync.part`
+//! with its own trailing progress marker (not huggingface_hub's `.incomplete`, so neither side
+//! resumes the other's), never checks the sha256, and locks next to the blob instead of in
+//! `.locks/`.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
