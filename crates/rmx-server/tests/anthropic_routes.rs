@@ -5,19 +5,9 @@
 mod common_api;
 
 use axum::http::StatusCode;
-use common_api::{app, json, model_name, post, service, text};
+use common_api::{app, json, model_name, post, service, sse_named, text};
 use serde_json::{json, Value};
 use tower::ServiceExt;
-
-fn events(body: &str) -> Vec<(String, Value)> {
-    body.split("\n\n")
-        .filter_map(|ev| {
-            let name = ev.lines().find_map(|l| l.strip_prefix("event: "))?;
-            let data = ev.lines().find_map(|l| l.strip_prefix("data: "))?;
-            Some((name.to_string(), serde_json::from_str(data).ok()?))
-        })
-        .collect()
-}
 
 #[tokio::test]
 async fn message_stream_order_and_text() {
@@ -51,7 +41,7 @@ async fn message_stream_order_and_text() {
             .expect("r"),
     )
     .await;
-    let evs = events(&body);
+    let evs = sse_named(&body);
     let names: Vec<&str> = evs
         .iter()
         .map(|(n, _)| n.as_str())
@@ -188,7 +178,7 @@ async fn a_stop_sequence_ends_the_answer_and_is_named() {
             .expect("r"),
     )
     .await;
-    let evs = events(&body);
+    let evs = sse_named(&body);
     let streamed: String = evs
         .iter()
         .filter_map(|(_, d)| d["delta"]["text"].as_str())

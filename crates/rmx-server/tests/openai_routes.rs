@@ -5,7 +5,7 @@
 mod common_api;
 
 use axum::http::StatusCode;
-use common_api::{app, json, model_name, post, service, text};
+use common_api::{app, json, model_name, post, service, sse_named, text};
 use serde_json::{json, Value};
 use tower::ServiceExt;
 
@@ -16,16 +16,6 @@ fn sse_data(body: &str) -> Vec<String> {
                 .find_map(|l| l.strip_prefix("data: ").or_else(|| l.strip_prefix("data:")))
         })
         .map(str::to_string)
-        .collect()
-}
-
-fn sse_named(body: &str) -> Vec<(String, Value)> {
-    body.split("\n\n")
-        .filter_map(|ev| {
-            let name = ev.lines().find_map(|l| l.strip_prefix("event: "))?;
-            let data = ev.lines().find_map(|l| l.strip_prefix("data: "))?;
-            Some((name.to_string(), serde_json::from_str(data).ok()?))
-        })
         .collect()
 }
 

@@ -147,3 +147,15 @@ pub fn serve(app: Router) -> String {
     });
     rx.recv().expect("server address")
 }
+
+/// The `(event name, JSON data)` pairs of a named-event SSE body (Anthropic's stream, OpenAI's
+/// Responses stream).
+pub fn sse_named(body: &str) -> Vec<(String, Value)> {
+    body.split("\n\n")
+        .filter_map(|ev| {
+            let name = ev.lines().find_map(|l| l.strip_prefix("event: "))?;
+            let data = ev.lines().find_map(|l| l.strip_prefix("data: "))?;
+            Some((name.to_string(), serde_json::from_str(data).ok()?))
+        })
+        .collect()
+}
