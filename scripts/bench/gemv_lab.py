@@ -43,12 +43,11 @@ def qgemv(x, w, s, b, bits, g, rows, tg, kind="plain"):
     M, K = x.shape
     N = w.shape[0] // (2 if kind == "swiglu" else 1)
     warps = (N + rows - 1) // rows
-    src_n = N
     k = kernel(kind)
     # N is a template constant too (one compile per shape is fine: a model has a handful).
     return k(
         inputs=[x, w, s, b],
-        template=[("T", x.dtype), ("BITS", bits), ("G", g), ("ROWS", rows), ("K", K), ("N", src_n)],
+        template=[("T", x.dtype), ("BITS", bits), ("G", g), ("ROWS", rows), ("K", K), ("N", N)],
         grid=(warps * 32, M, 1),
         threadgroup=(tg, 1, 1),
         output_shapes=[(M, N)],

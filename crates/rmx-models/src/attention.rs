@@ -38,15 +38,9 @@ enum Qkv {
 
 impl Qkv {
     fn new(q: Linear, k: Linear, v: Linear, qd: i32, kvd: i32) -> Result<Qkv> {
-        if !fast_path().kernels {
-            return Ok(Qkv::Separate { q, k, v });
-        }
-        Ok(match Linear::fuse(vec![q, k, v])? {
+        Ok(match Linear::fuse([q, k, v])? {
             Ok(qkv) => Qkv::Fused { qkv, qd, kvd },
-            Err(parts) => {
-                let [q, k, v]: [Linear; 3] = parts.try_into().ok().expect("three parts back");
-                Qkv::Separate { q, k, v }
-            }
+            Err([q, k, v]) => Qkv::Separate { q, k, v },
         })
     }
 
@@ -187,7 +181,10 @@ impl Attention {
             return Ok(None);
         }
         let norms = match (&self.q_norm, &self.k_norm) {
-            (Some(q), Some(k)) => Some((q.parts().0, k.parts().0, q.parts().1)),
+            (Some(q), Some(k)) => {
+                let (qw, eps) = q.parts();
+                Some((qw, k.parts().0, eps))
+            }
             _ => None,
         };
         let p = QkvRope {
@@ -228,16 +225,9 @@ impl Mlp {
     ) -> Result<Mlp> {
         let gate = Linear::load(w, q, &format!("{path}.gate_proj"), dim, hidden, bias)?;
         let up = Linear::load(w, q, &format!("{path}.up_proj"), dim, hidden, bias)?;
-        let gate_up = if fast_path().kernels {
-            match Linear::fuse(vec![gate, up])? {
-                Ok(both) => GateUp::Fused(both),
-                Err(parts) => {
-                    let [gate, up]: [Linear; 2] = parts.try_into().ok().expect("two parts back");
-                    GateUp::Separate { gate, up }
-                }
-            }
-        } else {
-            GateUp::Separate { gate, up }
+        let gate_up = match Linear::fuse([gate, up])? {
+            Ok(both) => GateUp::Fused(both),
+            Err([gate, up]) => GateUp::Separate { gate, up },
         };
         Ok(Mlp {
             gate_up,

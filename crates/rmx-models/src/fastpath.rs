@@ -153,11 +153,10 @@ pub fn qgemv(x: &Array, q: &Quantized, spec: QuantSpec, e: Epilogue) -> Result<O
         return Ok(None);
     };
     let k = x.dim(-1);
-    let rows = x.size() / k.max(1) as usize;
     let dtype = x.dtype();
     let per_chunk = 128 / spec.bits.max(1);
     if !fp.kernels
-        || rows != 1
+        || rows(x) != 1
         || !matches!(spec.bits, 4 | 8)
         || spec.group_size % per_chunk != 0
         || k % per_chunk != 0
@@ -265,12 +264,16 @@ pub fn qkv_rope(qkv: &Array, p: &QkvRope, offset: i32) -> Result<Option<[Array; 
 /// 8B model's matrices but loses below ~4G multiply-adds, where dequantizing costs more than
 /// the quantized GEMM saves (Qwen3-0.6B's small matrices at 512 and 1K rows).
 pub fn dequant_prefill(x: &Array, n: i32) -> bool {
-    let k = x.dim(-1).max(1) as usize;
-    let rows = x.size() / k;
-    let work = rows as u64 * k as u64 * n.max(0) as u64;
+    let rows = rows(x);
+    let work = rows as u64 * x.dim(-1).max(0) as u64 * n.max(0) as u64;
     fast_path()
         .dequant_prefill_rows
         .is_some_and(|min| rows >= min && work >= 1 << 32)
+}
+
+/// The rows of `x` as a matrix `[rows, x.dim(-1)]`.
+fn rows(x: &Array) -> usize {
+    x.size() / x.dim(-1).max(1) as usize
 }
 
 #[cfg(test)]

@@ -112,33 +112,36 @@ impl Linear {
     }
 
     /// One layer out of several that read the same input (`[q; k; v]`, `[gate; up]`), so a
-    /// token runs one product instead of several. Only bias-free quantized layers of one
-    /// quantization fuse (otherwise the parts come back as they were): measured on the H100,
-    /// fusing dense bf16 layers made Llama-3-8B slower (decode 164 -> 160, prefill@2K 30.4K ->
-    /// 28.2K tok/s), since cuBLAS already reads them at bandwidth. The result is evaluated now so
-    /// the parts' memory goes at once.
-    pub fn fuse(parts: Vec<Linear>) -> Result<std::result::Result<Linear, Vec<Linear>>> {
-        let mut quants = Vec::new();
-        let mut spec = None;
+    /// token runs one product instead of several — on the CUDA fast path only, and only for
+    /// bias-free quantized layers of one quantization (otherwise the parts come back as they
+    /// were): measured on the H100, fusing dense bf16 layers made Llama-3-8B slower (decode 164
+    /// -> 160, prefill@2K 30.4K -> 28.2K tok/s), since cuBLAS already reads them at bandwidth.
+    /// The result is evaluated now so the parts' memory goes at once.
+    pub fn fuse<const N: usize>(
+        parts: [Linear; N],
+    ) -> Result<std::result::Result<Linear, [Linear; N]>> {
+        let mut quants = Vec::with_capacity(N);
         for p in &parts {
             match p {
                 Linear::Quant {
                     q,
-                    spec: s,
+                    spec,
                     bias: None,
-                } if spec.is_none_or(|first| first == *s)
-                    && q.biases.is_some() == parts_have_biases(&parts) =>
-                {
-                    spec = Some(*s);
-                    quants.push(q);
-                }
+                } => quants.push((q, *spec)),
                 _ => return Ok(Err(parts)),
             }
         }
-        let Some(spec) = spec.filter(|_| parts.len() >= 2) else {
+        let Some(&(first, spec)) = quants.first() else {
             return Ok(Err(parts));
         };
-        let q = fuse_quantized(&quants)?;
+        let alike = quants
+            .iter()
+            .all(|(q, s)| *s == spec && q.biases.is_some() == first.biases.is_some());
+        if N < 2 || !alike || !fastpath::fast_path().kernels {
+            return Ok(Err(parts));
+        }
+        let qs: Vec<&Quantized> = quants.iter().map(|(q, _)| *q).collect();
+        let q = fuse_quantized(&qs)?;
         let mut all = vec![&q.weight, &q.scales];
         all.extend(q.biases.as_ref());
         rmx_mlx::eval(&all)?;
@@ -149,42 +152,36 @@ impl Linear {
         }))
     }
 
+    /// This layer's product through one of rmx's kernels, when one applies (a bias-free
+    /// quantized layer on the fast path); `None` means "use MLX's ops".
+    fn kernel_product(&self, x: &Array, e: Epilogue) -> Result<Option<Array>> {
+        match self {
+            Linear::Quant {
+                q,
+                spec,
+                bias: None,
+            } => fastpath::qgemv(x, q, *spec, e),
+            _ => Ok(None),
+        }
+    }
+
     /// `res + x W^T`: on the fast path one kernel adds the residual stream as it writes.
     pub fn forward_residual(&self, x: &Array, res: &Array) -> Result<Array> {
-        if let Linear::Quant {
-            q,
-            spec,
-            bias: None,
-        } = self
-        {
-            if let Some(y) = fastpath::qgemv(x, q, *spec, Epilogue::Residual(res))? {
-                return Ok(y);
-            }
+        match self.kernel_product(x, Epilogue::Residual(res))? {
+            Some(y) => Ok(y),
+            None => Ok(res.add(&self.forward(x)?)?),
         }
-        Ok(res.add(&self.forward(x)?)?)
     }
 
     /// `silu(x G^T) * (x U^T)` for a fused `[gate; up]` layer of `2 * hidden` outputs.
     pub fn forward_swiglu(&self, x: &Array, hidden: i32) -> Result<Array> {
-        if let Linear::Quant {
-            q,
-            spec,
-            bias: None,
-        } = self
-        {
-            if let Some(y) = fastpath::qgemv(x, q, *spec, Epilogue::SwiGlu)? {
-                return Ok(y);
-            }
+        if let Some(y) = self.kernel_product(x, Epilogue::SwiGlu)? {
+            return Ok(y);
         }
         let both = self.forward(x)?;
         let parts = both.split_at(&[hidden], -1)?;
         swiglu(&parts[0], &parts[1])
     }
-}
-
-/// Whether the first part carries affine biases (all parts must agree to fuse).
-fn parts_have_biases(parts: &[Linear]) -> bool {
-    matches!(parts.first(), Some(Linear::Quant { q, .. }) if q.biases.is_some())
 }
 
 fn fuse_quantized(qs: &[&Quantized]) -> rmx_mlx::Result<Quantized> {
