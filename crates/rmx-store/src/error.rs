@@ -133,6 +133,21 @@ pub(crate) trait IoContext<T> {
     fn at(self, action: &'static str, path: impl Into<PathBuf>) -> Result<T, StoreError>;
 }
 
+impl StoreError {
+    /// The error and its causes, one line ("request to ... failed: connection refused"): what
+    /// progress events and the daemon's error lines carry.
+    pub fn with_causes(&self) -> String {
+        let mut text = self.to_string();
+        let mut source = std::error::Error::source(self);
+        while let Some(inner) = source {
+            text.push_str(": ");
+            text.push_str(&inner.to_string());
+            source = inner.source();
+        }
+        text
+    }
+}
+
 impl<T> IoContext<T> for Result<T, io::Error> {
     fn at(self, action: &'static str, path: impl Into<PathBuf>) -> Result<T, StoreError> {
         self.map_err(|source| StoreError::Io {

@@ -111,7 +111,7 @@ pub(crate) async fn fetch_file(ctx: &TransferCtx<'_>, meta: &FileMeta) -> Result
             file: meta.file.clone(),
             digest: meta.digest(),
             attempt,
-            error: error_chain(&error),
+            error: error.with_causes(),
         });
         tokio::time::sleep(backoff(attempt)).await;
     }
@@ -311,17 +311,6 @@ fn is_transient(error: &StoreError) -> bool {
 
 fn backoff(attempt: u32) -> Duration {
     Duration::from_millis((200u64 << attempt.min(5)).min(5_000))
-}
-
-fn error_chain(error: &StoreError) -> String {
-    let mut text = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(inner) = source {
-        text.push_str(": ");
-        text.push_str(&inner.to_string());
-        source = inner.source();
-    }
-    text
 }
 
 async fn file_len(path: &Path) -> Result<u64, StoreError> {

@@ -154,19 +154,7 @@ fn pull_error(e: StoreError) -> (StatusCode, String) {
         | StoreError::ChecksumMismatch { .. } => StatusCode::BAD_GATEWAY,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
-    (status, error_chain(&e))
-}
-
-/// The error and its causes ("request to ... failed: connection refused").
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(inner) = source {
-        text.push_str(": ");
-        text.push_str(&inner.to_string());
-        source = inner.source();
-    }
-    text
+    (status, e.with_causes())
 }
 
 /// Turns the store's events into lines: Ollama's statuses with the event as `detail`.
