@@ -6,7 +6,7 @@ use rmx_mlx::{fast, Array};
 use crate::cache::{AttnMask, LayerCache};
 use crate::config::QuantConfig;
 use crate::error::Result;
-use crate::fastpath::{self, fast_path, QkvRope};
+use crate::fastpath::{self, fast_path, QkvRope, QkvRows};
 use crate::layers::{Linear, RmsNorm};
 use crate::rope::Rope;
 use crate::weights::Weights;
@@ -131,22 +131,28 @@ impl Attention {
     }
 
     pub fn forward(&self, x: &Array, mask: &AttnMask, cache: &mut LayerCache) -> Result<Array> {
-        self.o.forward(&self.attend(x, mask, cache)?)
+        self.o.forward(&self.attend(Input::Normed(x), mask, cache)?)
     }
 
-    /// `res + attention(x)`, the o projection adding the residual stream.
-    pub fn forward_residual(
+    /// `x + attention(norm(x))`: the pre-norm block, with the norm left to the fast path's
+    /// kernels when they run.
+    pub fn forward_prenorm(
         &self,
         x: &Array,
+        norm: &RmsNorm,
         mask: &AttnMask,
         cache: &mut LayerCache,
-        res: &Array,
     ) -> Result<Array> {
-        self.o.forward_residual(&self.attend(x, mask, cache)?, res)
+        self.o
+            .forward_residual(&self.attend(Input::Raw(x, norm), mask, cache)?, x)
     }
 
     /// Everything before the o projection: `[B, L, heads * head_dim]`.
-    fn attend(&self, x: &Array, mask: &AttnMask, cache: &mut LayerCache) -> Result<Array> {
+    fn attend(&self, input: Input, mask: &AttnMask, cache: &mut LayerCache) -> Result<Array> {
+        if let Some(out) = self.decode_attention(&input, mask, cache)? {
+            return Ok(out);
+        }
+        let x = &input.normed()?;
         let s = x.shape();
         let (q, k, v) = match self.decode_heads(x, cache.offset())? {
             Some([q, k, v]) => (q, k, v),
@@ -172,6 +178,75 @@ impl Attention {
         Ok(out.transpose(&[0, 2, 1, 3])?.reshape(&[s[0], s[1], -1])?)
     }
 
+    fn rope_params<'a>(&'a self, inv_freq: &'a Array) -> QkvRope<'a> {
+        let norms = match (&self.q_norm, &self.k_norm) {
+            (Some(q), Some(k)) => {
+                let (qw, eps) = q.parts();
+                Some((qw, k.parts().0, eps))
+            }
+            _ => None,
+        };
+        QkvRope {
+            heads: self.heads,
+            kv_heads: self.kv_heads,
+            head_dim: self.head_dim,
+            norms,
+            traditional: self.rope.layout().1,
+            inv_freq,
+        }
+    }
+
+    /// A decode step on the fast path: the projections, then one kernel for rope, norms, the
+    /// cache write and attention. `None` when it does not apply (not CUDA, several tokens, a
+    /// sliding-window cache, a long context, an odd head size).
+    fn decode_attention(
+        &self,
+        input: &Input,
+        mask: &AttnMask,
+        cache: &mut LayerCache,
+    ) -> Result<Option<Array>> {
+        let (Some(inv_freq), LayerCache::Full(kv), AttnMask::None) =
+            (&self.decode_inv_freq, cache, mask)
+        else {
+            return Ok(None);
+        };
+        let x = input.raw();
+        if x.size() != x.dim(-1) as usize {
+            return Ok(None);
+        }
+        let p = self.rope_params(inv_freq);
+        if !fastpath::decode_attention_fits(&p, x.dtype(), kv.offset + 1) {
+            return Ok(None);
+        }
+        let fused;
+        let separate;
+        let rows = match &self.qkv {
+            Qkv::Fused { qkv, .. } => {
+                fused = match input {
+                    Input::Raw(x, n) => qkv.forward_prenorm(x, n)?,
+                    Input::Normed(x) => qkv.forward(x)?,
+                };
+                QkvRows::Fused(&fused)
+            }
+            Qkv::Separate { q, k, v } => {
+                let x = input.normed()?;
+                separate = [q.forward(&x)?, k.forward(&x)?, v.forward(&x)?];
+                QkvRows::Separate([&separate[0], &separate[1], &separate[2]])
+            }
+        };
+        let dtype = match &rows {
+            QkvRows::Fused(r) => r.dtype(),
+            QkvRows::Separate(r) => r[0].dtype(),
+        };
+        if dtype != x.dtype() {
+            return Ok(None);
+        }
+        let (keys, values, offset) = kv.decode_slot(self.kv_heads, self.head_dim, dtype)?;
+        Ok(Some(fastpath::decode_attention(
+            &rows, &p, self.scale, &keys, &values, offset,
+        )?))
+    }
+
     /// Decode on the fast path: q, k, v of one token from the fused product and one kernel.
     fn decode_heads(&self, x: &Array, offset: i32) -> Result<Option<[Array; 3]>> {
         let (Qkv::Fused { qkv, .. }, Some(inv_freq)) = (&self.qkv, &self.decode_inv_freq) else {
@@ -180,22 +255,28 @@ impl Attention {
         if x.size() != x.dim(-1) as usize {
             return Ok(None);
         }
-        let norms = match (&self.q_norm, &self.k_norm) {
-            (Some(q), Some(k)) => {
-                let (qw, eps) = q.parts();
-                Some((qw, k.parts().0, eps))
-            }
-            _ => None,
-        };
-        let p = QkvRope {
-            heads: self.heads,
-            kv_heads: self.kv_heads,
-            head_dim: self.head_dim,
-            norms,
-            traditional: self.rope.layout().1,
-            inv_freq,
-        };
-        fastpath::qkv_rope(&qkv.forward(x)?, &p, offset)
+        fastpath::qkv_rope(&qkv.forward(x)?, &self.rope_params(inv_freq), offset)
+    }
+}
+
+/// A block's input: already normed, or raw with the norm still to apply.
+enum Input<'a> {
+    Normed(&'a Array),
+    Raw(&'a Array, &'a RmsNorm),
+}
+
+impl Input<'_> {
+    fn raw(&self) -> &Array {
+        match self {
+            Input::Normed(x) | Input::Raw(x, _) => x,
+        }
+    }
+
+    fn normed(&self) -> Result<Array> {
+        match self {
+            Input::Normed(x) => Ok((*x).clone()),
+            Input::Raw(x, n) => n.forward(x),
+        }
     }
 }
 
@@ -241,14 +322,19 @@ impl Mlp {
         self.down.forward(&self.activated(x)?)
     }
 
-    /// `res + mlp(x)`, the down projection adding the residual stream.
-    pub fn forward_residual(&self, x: &Array, res: &Array) -> Result<Array> {
-        self.down.forward_residual(&self.activated(x)?, res)
+    /// `x + mlp(norm(x))`: the pre-norm block, the norm inside the gate/up kernel on the fast
+    /// path.
+    pub fn forward_prenorm(&self, x: &Array, norm: &RmsNorm) -> Result<Array> {
+        let a = match (&self.gate_up, self.gelu) {
+            (GateUp::Fused(both), false) => both.forward_swiglu(x, self.hidden, Some(norm))?,
+            _ => self.activated(&norm.forward(x)?)?,
+        };
+        self.down.forward_residual(&a, x)
     }
 
     fn activated(&self, x: &Array) -> Result<Array> {
         Ok(match (&self.gate_up, self.gelu) {
-            (GateUp::Fused(both), false) => both.forward_swiglu(x, self.hidden)?,
+            (GateUp::Fused(both), false) => both.forward_swiglu(x, self.hidden, None)?,
             (GateUp::Fused(both), true) => {
                 let p = both.forward(x)?.split_at(&[self.hidden], -1)?;
                 crate::layers::gelu_approx(&p[0])?.multiply(&p[1])?

@@ -2,7 +2,7 @@
 //! (step-wise preallocation, the rotating buffer's order, its masks) because the order in which
 //! attention sums its keys decides the low bits of the logits.
 
-use rmx_mlx::{concatenate, Array};
+use rmx_mlx::{concatenate, Array, Dtype};
 
 use crate::error::Result;
 
@@ -62,29 +62,39 @@ pub struct KvCache {
 }
 
 impl KvCache {
+    /// Makes room for `n` more positions, growing by whole steps of `[b, heads, STEP, dim]` as
+    /// mlx-lm does.
+    fn reserve(&mut self, n: i32, b: i32, heads: i32, dim: i32, dtype: Dtype) -> Result<()> {
+        let prev = self.offset;
+        let cap = self.keys.as_ref().map_or(0, |a| a.dim(2));
+        if self.keys.is_some() && prev + n <= cap {
+            return Ok(());
+        }
+        let steps = (STEP + n - 1) / STEP;
+        let new_k = Array::zeros(&[b, heads, steps * STEP, dim], dtype)?;
+        let new_v = Array::zeros(&[b, heads, steps * STEP, dim], dtype)?;
+        match (self.keys.take(), self.values.take()) {
+            (Some(mut ok), Some(mut ov)) => {
+                if prev % STEP != 0 {
+                    ok = seq_slice(&ok, 0, prev)?;
+                    ov = seq_slice(&ov, 0, prev)?;
+                }
+                self.keys = Some(concatenate(&[&ok, &new_k], 2)?);
+                self.values = Some(concatenate(&[&ov, &new_v], 2)?);
+            }
+            _ => {
+                self.keys = Some(new_k);
+                self.values = Some(new_v);
+            }
+        }
+        Ok(())
+    }
+
     pub fn update_and_fetch(&mut self, k: &Array, v: &Array) -> Result<(Array, Array)> {
         let prev = self.offset;
         let n = k.dim(2);
-        let cap = self.keys.as_ref().map_or(0, |a| a.dim(2));
-        if self.keys.is_none() || prev + n > cap {
-            let steps = (STEP + n - 1) / STEP;
-            let new_k = zeros_like_steps(k, steps * STEP)?;
-            let new_v = zeros_like_steps(v, steps * STEP)?;
-            match (self.keys.take(), self.values.take()) {
-                (Some(mut ok), Some(mut ov)) => {
-                    if prev % STEP != 0 {
-                        ok = seq_slice(&ok, 0, prev)?;
-                        ov = seq_slice(&ov, 0, prev)?;
-                    }
-                    self.keys = Some(concatenate(&[&ok, &new_k], 2)?);
-                    self.values = Some(concatenate(&[&ov, &new_v], 2)?);
-                }
-                _ => {
-                    self.keys = Some(new_k);
-                    self.values = Some(new_v);
-                }
-            }
-        }
+        let s = k.shape();
+        self.reserve(n, s[0], s[1], s[3], k.dtype())?;
         self.offset += n;
         let (keys, values) = (self.keys.take(), self.values.take());
         let (Some(keys), Some(values)) = (keys, values) else {
@@ -103,6 +113,25 @@ impl KvCache {
         self.keys = Some(keys);
         self.values = Some(values);
         Ok(out)
+    }
+
+    /// One decode position for a kernel that writes the new key and value itself: the whole
+    /// `[1, heads, cap, dim]` buffers (row-contiguous: made by `zeros`, `concatenate` or
+    /// `slice_update`, and owned by this cache alone, so writing into them in place is seen by
+    /// nobody else) and the position to write, which now counts as filled.
+    pub fn decode_slot(
+        &mut self,
+        heads: i32,
+        dim: i32,
+        dtype: Dtype,
+    ) -> Result<(Array, Array, i32)> {
+        self.reserve(1, 1, heads, dim, dtype)?;
+        let at = self.offset;
+        self.offset += 1;
+        match (&self.keys, &self.values) {
+            (Some(k), Some(v)) => Ok((k.clone(), v.clone(), at)),
+            _ => unreachable!("allocated above"),
+        }
     }
 
     /// mlx-lm's `KVCache.make_mask` (no window): "causal" for several queries, none for one.
@@ -329,5 +358,34 @@ impl LayerCache {
     /// Bytes held by this layer's keys and values.
     pub fn nbytes(&self) -> usize {
         self.state().iter().map(|a| a.nbytes()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decode_slots_follow_the_prompt_and_grow_by_whole_steps_keeping_what_was_written() {
+        let mut c = KvCache::default();
+        let k = Array::from_slice(&[1.0f32; 2 * 3 * 4], &[1, 2, 3, 4]).unwrap();
+        c.update_and_fetch(&k, &k).unwrap();
+        let (keys, values, at) = c.decode_slot(2, 4, Dtype::F32).unwrap();
+        assert_eq!((at, c.offset), (3, 4));
+        assert_eq!(keys.shape(), vec![1, 2, 256, 4]);
+        assert_eq!(values.shape(), vec![1, 2, 256, 4]);
+        let mut last = at;
+        while c.offset < 256 {
+            last = c.decode_slot(2, 4, Dtype::F32).unwrap().2;
+        }
+        assert_eq!(last, 255);
+        let (keys, _, at) = c.decode_slot(2, 4, Dtype::F32).unwrap();
+        assert_eq!(at, 256);
+        assert_eq!(keys.shape(), vec![1, 2, 512, 4]);
+        // The prompt's keys survive the growth; the new step is zeros.
+        let head = keys.slice_axis(2, 0, 3).unwrap().to_vec::<f32>().unwrap();
+        assert!(head.iter().all(|v| *v == 1.0));
+        let tail = keys.slice_axis(2, 3, 512).unwrap().to_vec::<f32>().unwrap();
+        assert!(tail.iter().all(|v| *v == 0.0));
     }
 }

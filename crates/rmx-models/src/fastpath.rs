@@ -5,9 +5,16 @@
 //! dequantize to a dense GEMM instead of MLX's quantized GEMM. On the CPU and Metal backends
 //! none of this applies: there the graph is mlx-lm's, which the parity tests pin token for token.
 //!
+//! A decode step's attention is one kernel too (rope, q/k norms, the KV-cache write and the
+//! attention itself), the layers' input norms ride in the GEMV that reads them, and SwiGLU is one
+//! elementwise kernel instead of three ops. Fewer nodes matter as much as faster ones: MLX spends
+//! several µs of CPU per graph node, which bounds decode on small models.
+//!
 //! `RMX_FAST_PATH=0` turns it all off (for A/B measurements), `RMX_QGEMV_ROWS` sets the rows per
 //! warp of the GEMV kernels, `RMX_DEQUANT_PREFILL_ROWS` the prompt rows from which prefill
-//! dequantizes (0 disables it).
+//! dequantizes (0 disables it), `RMX_FAST_ATTN_MAX` the longest context the one-kernel decode
+//! attention serves (beyond it, MLX's two-pass attention over the same cache),
+//! `RMX_DECODE_ADDMM=1` folds a dense layer's residual add into cuBLAS for one-row products too.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -49,6 +56,11 @@ pub struct FastPath {
     pub rows_per_warp: i32,
     /// Dequantize + dense matmul from this many rows on.
     pub dequant_prefill_rows: Option<usize>,
+    /// Contexts up to this many positions decode through `decode_attention`.
+    pub attn_max: i32,
+    /// A dense layer's residual add as one cuBLAS call (beta = 1) for single rows too; off by
+    /// default since MLX runs a one-row product as its own GEMV kernel, not cuBLAS.
+    pub decode_addmm: bool,
 }
 
 fn env_num(name: &str) -> Option<usize> {
@@ -69,6 +81,8 @@ pub fn fast_path() -> FastPath {
                 Some(n) => Some(n),
                 None => Some(512),
             },
+            attn_max: env_num("RMX_FAST_ATTN_MAX").map_or(1024, |n| n.min(1 << 20) as i32),
+            decode_addmm: env_num("RMX_DECODE_ADDMM") == Some(1),
         }
     })
 }
@@ -103,6 +117,34 @@ const QGEMV_SWIGLU: Spec = Spec {
     outputs: &["y"],
     body: "rmx::qgemv_swiglu<T, BITS, G, ROWS, K>(x, w, scales, biases, y, N);",
 };
+const QGEMV_NORM: Spec = Spec {
+    name: "rmx_qgemv_norm",
+    section: "qgemv",
+    inputs: &["x", "w", "scales", "biases", "nw", "eps"],
+    outputs: &["y"],
+    body: "rmx::qgemv<T, BITS, G, ROWS, K, false, true>(x, w, scales, biases, y, N, nullptr, nw, eps);",
+};
+const QGEMV_SWIGLU_NORM: Spec = Spec {
+    name: "rmx_qgemv_swiglu_norm",
+    section: "qgemv",
+    inputs: &["x", "w", "scales", "biases", "nw", "eps"],
+    outputs: &["y"],
+    body: "rmx::qgemv_swiglu<T, BITS, G, ROWS, K, true>(x, w, scales, biases, y, N, nw, eps);",
+};
+const DECODE_ATTN: Spec = Spec {
+    name: "rmx_decode_attn",
+    section: "attn",
+    inputs: &["qs", "ks", "vs", "qn", "kn", "inv_freq", "pos", "par", "kc", "vc"],
+    outputs: &["o"],
+    body: "rmx::decode_attn<T, H, KV, D, NORM, TRADITIONAL, QOFF, KOFF, VOFF>(qs, ks, vs, qn, kn, inv_freq, pos, par, kc, vc, o);",
+};
+const SWIGLU: Spec = Spec {
+    name: "rmx_swiglu",
+    section: "swiglu",
+    inputs: &["gate", "up"],
+    outputs: &["y"],
+    body: "rmx::swiglu<T, F, GS, US, GOFF, UOFF>(gate, up, y);",
+};
 const QKV_ROPE: Spec = Spec {
     name: "rmx_qkv_rope",
     section: "qkv_rope",
@@ -114,6 +156,36 @@ const QKV_ROPE: Spec = Spec {
 thread_local! {
     // Kernels hold MLX objects, which stay on the engine thread that made them.
     static KERNELS: RefCell<HashMap<&'static str, Rc<Kernel>>> = RefCell::new(HashMap::new());
+    // Small constant inputs (eps, scale) made once, not once per launch.
+    static CONSTS: RefCell<HashMap<Vec<u32>, Array>> = RefCell::new(HashMap::new());
+    // `{offset, cap}` of the step in flight: every layer of a token shares one array.
+    static POS: RefCell<Option<([i32; 2], Array)>> = const { RefCell::new(None) };
+}
+
+/// A float32 array of `vals`, made once per thread.
+fn consts(vals: &[f32]) -> Result<Array> {
+    let key: Vec<u32> = vals.iter().map(|v| v.to_bits()).collect();
+    CONSTS.with(|c| {
+        if let Some(a) = c.borrow().get(&key) {
+            return Ok(a.clone());
+        }
+        let a = Array::from_slice(vals, &[vals.len() as i32])?;
+        c.borrow_mut().insert(key, a.clone());
+        Ok(a)
+    })
+}
+
+fn pos_array(pos: [i32; 2]) -> Result<Array> {
+    POS.with(|p| {
+        if let Some((k, a)) = &*p.borrow() {
+            if *k == pos {
+                return Ok(a.clone());
+            }
+        }
+        let a = Array::from_slice(&pos, &[2])?;
+        *p.borrow_mut() = Some((pos, a.clone()));
+        Ok(a)
+    })
 }
 
 fn kernel(spec: &Spec) -> Result<Rc<Kernel>> {
@@ -145,9 +217,18 @@ pub enum Epilogue<'a> {
     SwiGlu,
 }
 
-/// `x @ W^T` through rmx's kernel when it applies (CUDA, one row, 4/8-bit affine with biases,
-/// matching dtypes); `None` means "use MLX's op".
-pub fn qgemv(x: &Array, q: &Quantized, spec: QuantSpec, e: Epilogue) -> Result<Option<Array>> {
+/// An RMS norm applied to a product's input inside the kernel: its weight and epsilon.
+pub type Norm<'a> = (&'a Array, f32);
+
+/// `x @ W^T` (of `rms_norm(x)` with `norm`) through rmx's kernel when it applies (CUDA, one row,
+/// 4/8-bit affine with biases, matching dtypes); `None` means "use MLX's op".
+pub fn qgemv(
+    x: &Array,
+    q: &Quantized,
+    spec: QuantSpec,
+    e: Epilogue,
+    norm: Option<Norm>,
+) -> Result<Option<Array>> {
     let fp = fast_path();
     let Some(biases) = &q.biases else {
         return Ok(None);
@@ -163,6 +244,7 @@ pub fn qgemv(x: &Array, q: &Quantized, spec: QuantSpec, e: Epilogue) -> Result<O
         || !matches!(dtype, Dtype::Bf16 | Dtype::F16)
         || q.scales.dtype() != dtype
         || biases.dtype() != dtype
+        || norm.is_some_and(|(w, _)| w.dtype() != dtype || w.size() != k as usize)
     {
         return Ok(None);
     }
@@ -174,10 +256,21 @@ pub fn qgemv(x: &Array, q: &Quantized, spec: QuantSpec, e: Epilogue) -> Result<O
     let mut out_shape = x.shape();
     *out_shape.last_mut().expect("x has a last axis") = n;
     let mut inputs = vec![x, &q.weight, &q.scales, biases];
-    let kspec = match e {
-        Epilogue::Plain => &QGEMV,
-        Epilogue::SwiGlu => &QGEMV_SWIGLU,
-        Epilogue::Residual(res) => {
+    let eps;
+    let kspec = match (e, norm) {
+        (Epilogue::Plain, None) => &QGEMV,
+        (Epilogue::SwiGlu, None) => &QGEMV_SWIGLU,
+        (Epilogue::Plain | Epilogue::SwiGlu, Some((w, e_))) => {
+            eps = consts(&[e_])?;
+            inputs.push(w);
+            inputs.push(&eps);
+            match e {
+                Epilogue::SwiGlu => &QGEMV_SWIGLU_NORM,
+                _ => &QGEMV_NORM,
+            }
+        }
+        (Epilogue::Residual(_), Some(_)) => return Ok(None),
+        (Epilogue::Residual(res), None) => {
             if res.shape() != out_shape || res.dtype() != dtype {
                 return Ok(None);
             }
@@ -259,6 +352,118 @@ pub fn qkv_rope(qkv: &Array, p: &QkvRope, offset: i32) -> Result<Option<[Array; 
     Ok(out.try_into().ok())
 }
 
+/// Where a decode step's q, k and v rows are.
+pub enum QkvRows<'a> {
+    /// One `[1, 1, (H + 2 KV) * D]` row from the fused projection.
+    Fused(&'a Array),
+    /// Three rows, `[1, 1, H * D]` and `[1, 1, KV * D]` twice.
+    Separate([&'a Array; 3]),
+}
+
+/// Whether `decode_attention` serves a step with `dtype` rows at a context of `positions`
+/// (the new token included); checked before the cache hands out a slot.
+pub fn decode_attention_fits(p: &QkvRope, dtype: Dtype, positions: i32) -> bool {
+    let (h, kv, d) = (p.heads, p.kv_heads, p.head_dim);
+    fast_path().kernels
+        && positions <= fast_path().attn_max
+        && kv > 0
+        && h % kv == 0
+        && d % 64 == 0
+        && d <= 512
+        && matches!(dtype, Dtype::Bf16 | Dtype::F16)
+        && p.norms
+            .is_none_or(|(q, k, _)| q.dtype() == dtype && k.dtype() == dtype)
+}
+
+/// One token's attention in one kernel (see `decode_attn` in kernels/decode.cuh): q and k
+/// normed and roped at `offset`, k and v written into `keys`/`values` (`[1, KV, cap, D]`, owned
+/// by the cache) at `offset`, attention over positions `0..=offset`. Returns `[1, 1, H * D]`.
+/// The caller has checked `decode_attention_fits`.
+pub fn decode_attention(
+    rows: &QkvRows,
+    p: &QkvRope,
+    scale: f32,
+    keys: &Array,
+    values: &Array,
+    offset: i32,
+) -> Result<Array> {
+    let (h, kv, d) = (p.heads, p.kv_heads, p.head_dim);
+    let (srcs, offs) = match rows {
+        QkvRows::Fused(r) => ([*r; 3], [0, h * d, (h + kv) * d]),
+        QkvRows::Separate(a) => (*a, [0; 3]),
+    };
+    let dtype = srcs[0].dtype();
+    let cap = keys.dim(2);
+    let pos = pos_array([offset, cap])?;
+    let (qn, kn, eps) = match p.norms {
+        Some((q, k, e)) => (q, k, e),
+        None => (srcs[0], srcs[0], 0.0),
+    };
+    let par = consts(&[eps, scale])?;
+    let out = kernel(&DECODE_ATTN)?.launch(&Launch {
+        inputs: &[
+            srcs[0], srcs[1], srcs[2], qn, kn, p.inv_freq, &pos, &par, keys, values,
+        ],
+        output_shapes: &[&[1, 1, h * d]],
+        output_dtypes: &[dtype],
+        grid: [h * 1024, 1, 1],
+        threadgroup: [1024, 1, 1],
+        template: &[
+            ("T", TemplateArg::Dtype(dtype)),
+            ("H", TemplateArg::Int(h)),
+            ("KV", TemplateArg::Int(kv)),
+            ("D", TemplateArg::Int(d)),
+            ("NORM", TemplateArg::Bool(p.norms.is_some())),
+            ("TRADITIONAL", TemplateArg::Bool(p.traditional)),
+            ("QOFF", TemplateArg::Int(offs[0])),
+            ("KOFF", TemplateArg::Int(offs[1])),
+            ("VOFF", TemplateArg::Int(offs[2])),
+        ],
+        init_value: None,
+    })?;
+    Ok(out.into_iter().next().expect("one output"))
+}
+
+/// `silu(gate) * up` as one kernel; with `up` None, `gate` is a fused `[.., 2F]` product (gate
+/// first). `None` off the fast path or for shapes the kernel does not take.
+pub fn swiglu(gate: &Array, up: Option<&Array>) -> Result<Option<Array>> {
+    let dtype = gate.dtype();
+    let width = gate.dim(-1);
+    let f = if up.is_some() { width } else { width / 2 };
+    let rows = rows(gate) as i32;
+    if !fast_path().kernels
+        || !matches!(dtype, Dtype::Bf16 | Dtype::F16)
+        || rows > 65535
+        || up.is_some_and(|u| u.shape() != gate.shape() || u.dtype() != dtype)
+        || (up.is_none() && width % 2 != 0)
+    {
+        return Ok(None);
+    }
+    let (up, stride, up_off) = match up {
+        Some(u) => (u, f, 0),
+        None => (gate, width, f),
+    };
+    let mut shape = gate.shape();
+    *shape.last_mut().expect("gate has a last axis") = f;
+    let y = kernel(&SWIGLU)?.launch(&Launch {
+        inputs: &[gate, up],
+        output_shapes: &[&shape],
+        output_dtypes: &[dtype],
+        grid: [f, rows, 1],
+        threadgroup: [256, 1, 1],
+        template: &[
+            ("T", TemplateArg::Dtype(dtype)),
+            ("F", TemplateArg::Int(f)),
+            ("GS", TemplateArg::Int(stride)),
+            ("US", TemplateArg::Int(stride)),
+            ("GOFF", TemplateArg::Int(0)),
+            ("UOFF", TemplateArg::Int(up_off)),
+        ],
+        init_value: None,
+    })?;
+    Ok(y.into_iter().next())
+}
+
 /// Whether `x @ W^T` with an `[n, k]` weight should dequantize and run a dense GEMM: measured on
 /// the H100 (scripts/bench/gemv_lab.py, docs/perf.md), the dense GEMM wins from ~512 rows on the
 /// 8B model's matrices but loses below ~4G multiply-adds, where dequantizing costs more than
@@ -272,7 +477,7 @@ pub fn dequant_prefill(x: &Array, n: i32) -> bool {
 }
 
 /// The rows of `x` as a matrix `[rows, x.dim(-1)]`.
-fn rows(x: &Array) -> usize {
+pub fn rows(x: &Array) -> usize {
     x.size() / x.dim(-1).max(1) as usize
 }
 
@@ -288,7 +493,11 @@ mod tests {
     fn each_section_header_holds_what_its_kernels_call_and_no_comments() {
         let g = header("qgemv");
         let r = header("qkv_rope");
+        let a = header("attn");
+        let s = header("swiglu");
         for (h, has, lacks) in [
+            (&a, &["decode_attn", "warp_sum", "neg_inf"][..], "chunk_dot"),
+            (&s, &["swiglu", "to_float"][..], "decode_attn"),
             (
                 &g,
                 &["chunk_dot", "qgemv_swiglu", "warp_sum", "Vec8"][..],

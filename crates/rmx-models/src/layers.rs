@@ -154,31 +154,63 @@ impl Linear {
 
     /// This layer's product through one of rmx's kernels, when one applies (a bias-free
     /// quantized layer on the fast path); `None` means "use MLX's ops".
-    fn kernel_product(&self, x: &Array, e: Epilogue) -> Result<Option<Array>> {
+    fn kernel_product(
+        &self,
+        x: &Array,
+        e: Epilogue,
+        norm: Option<&RmsNorm>,
+    ) -> Result<Option<Array>> {
         match self {
             Linear::Quant {
                 q,
                 spec,
                 bias: None,
-            } => fastpath::qgemv(x, q, *spec, e),
+            } => fastpath::qgemv(x, q, *spec, e, norm.map(|n| n.parts())),
             _ => Ok(None),
         }
     }
 
-    /// `res + x W^T`: on the fast path one kernel adds the residual stream as it writes.
-    pub fn forward_residual(&self, x: &Array, res: &Array) -> Result<Array> {
-        match self.kernel_product(x, Epilogue::Residual(res))? {
+    /// `rms_norm(x) W^T`: on the fast path the kernel norms the row it reads.
+    pub fn forward_prenorm(&self, x: &Array, norm: &RmsNorm) -> Result<Array> {
+        match self.kernel_product(x, Epilogue::Plain, Some(norm))? {
             Some(y) => Ok(y),
-            None => Ok(res.add(&self.forward(x)?)?),
+            None => self.forward(&norm.forward(x)?),
         }
     }
 
-    /// `silu(x G^T) * (x U^T)` for a fused `[gate; up]` layer of `2 * hidden` outputs.
-    pub fn forward_swiglu(&self, x: &Array, hidden: i32) -> Result<Array> {
-        if let Some(y) = self.kernel_product(x, Epilogue::SwiGlu)? {
+    /// `res + x W^T`: on the fast path one kernel adds the residual stream as it writes (one
+    /// cuBLAS call with beta = 1 for a dense layer's prefill).
+    pub fn forward_residual(&self, x: &Array, res: &Array) -> Result<Array> {
+        if let Some(y) = self.kernel_product(x, Epilogue::Residual(res), None)? {
             return Ok(y);
         }
-        let both = self.forward(x)?;
+        if let Linear::Dense {
+            weight_t,
+            bias: None,
+        } = self
+        {
+            let fp = fastpath::fast_path();
+            if fp.kernels && res.dtype() == x.dtype() && (fastpath::rows(x) > 1 || fp.decode_addmm)
+            {
+                return Ok(addmm(res, x, weight_t, 1.0, 1.0)?);
+            }
+        }
+        Ok(res.add(&self.forward(x)?)?)
+    }
+
+    /// `silu(x G^T) * (x U^T)` for a fused `[gate; up]` layer of `2 * hidden` outputs, of
+    /// `rms_norm(x)` when `norm` is given.
+    pub fn forward_swiglu(&self, x: &Array, hidden: i32, norm: Option<&RmsNorm>) -> Result<Array> {
+        if let Some(y) = self.kernel_product(x, Epilogue::SwiGlu, norm)? {
+            return Ok(y);
+        }
+        let both = match norm {
+            Some(n) => self.forward(&n.forward(x)?)?,
+            None => self.forward(x)?,
+        };
+        if let Some(y) = fastpath::swiglu(&both, None)? {
+            return Ok(y);
+        }
         let parts = both.split_at(&[hidden], -1)?;
         swiglu(&parts[0], &parts[1])
     }
@@ -201,7 +233,7 @@ fn fuse_quantized(qs: &[&Quantized]) -> rmx_mlx::Result<Quantized> {
 /// `x @ dequantize(W)^T`, by rmx's GEMV kernel, a dense GEMM on the dequantized weight for long
 /// prefills, or MLX's quantized matmul — see fastpath.rs for when each runs.
 fn quant_product(x: &Array, q: &Quantized, spec: QuantSpec) -> Result<Array> {
-    if let Some(y) = fastpath::qgemv(x, q, spec, Epilogue::Plain)? {
+    if let Some(y) = fastpath::qgemv(x, q, spec, Epilogue::Plain, None)? {
         return Ok(y);
     }
     if fastpath::dequant_prefill(x, q.weight.dim(0)) {
@@ -297,8 +329,11 @@ pub fn silu(x: &Array) -> Result<Array> {
     Ok(x.multiply(&x.sigmoid()?)?)
 }
 
-/// `silu(gate) * up`.
+/// `silu(gate) * up` (one kernel on the CUDA fast path).
 pub fn swiglu(gate: &Array, up: &Array) -> Result<Array> {
+    if let Some(y) = fastpath::swiglu(gate, Some(up))? {
+        return Ok(y);
+    }
     Ok(silu(gate)?.multiply(up)?)
 }
 

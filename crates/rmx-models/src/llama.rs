@@ -58,8 +58,8 @@ impl DecoderLayer {
     pub fn forward(&self, x: &Array, mask: &AttnMask, cache: &mut LayerCache) -> Result<Array> {
         let h = self
             .attn
-            .forward_residual(&self.input_norm.forward(x)?, mask, cache, x)?;
-        self.mlp.forward_residual(&self.post_norm.forward(&h)?, &h)
+            .forward_prenorm(x, &self.input_norm, mask, cache)?;
+        self.mlp.forward_prenorm(&h, &self.post_norm)
     }
 }
 

@@ -57,12 +57,22 @@ __device__ __forceinline__ float to_float(T v) {
   return static_cast<float>(v);
 }
 
-// BITS-bit field j of word u as a float: or-ing it into the mantissa of 2^23 and subtracting
-// 2^23 is exact for values below 2^23 and avoids I2F.
+// BITS-bit field j of a word as a float, lo = the word, hi = the word >> 16. The field is or-ed,
+// in place, into the mantissa of 2^e with e = 23 - its bit position, so the float is
+// 2^e + field exactly and one subtraction leaves the field: one LOP3 and one FADD per weight,
+// no shift and no I2F (which runs at 1/4 rate). Fields above bit 15 come from hi, so a field's
+// top bit stays within the 23-bit mantissa.
 template <int BITS>
-__device__ __forceinline__ float field(uint32_t u, int j) {
-  constexpr uint32_t mask = (1u << BITS) - 1u;
-  return __uint_as_float(0x4b000000u | ((u >> (BITS * j)) & mask)) - 8388608.0f;
+__device__ __forceinline__ float field(uint32_t lo, uint32_t hi, int j) {
+  constexpr int HALF = 16 / BITS;
+  const int p = j % HALF;
+  const uint32_t mask = ((1u << BITS) - 1u) << (BITS * p);
+  const uint32_t e = (127u + 23u - BITS * p) << 23;
+  return __uint_as_float(((j < HALF ? lo : hi) & mask) | e) - __uint_as_float(e);
+}
+
+__device__ __forceinline__ float neg_inf() {
+  return __int_as_float(0xff800000);
 }
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -85,20 +95,40 @@ __device__ __forceinline__ uint4 load_stream(const uint32_t* p) {
 // @section qgemv
 namespace rmx {
 
-// Dot products of one 16-byte chunk of each of ROWS rows with the matching slice of x.
+// One 16-byte chunk's worth of x (PER = 128/BITS values) as floats, and their sum. With NORM
+// the chunk is multiplied by the RMS-norm weight nw and its squares are added to ss: the norm's
+// 1/rms is a common factor of every output, applied once at the end, so the input norm of a
+// layer rides in the product that reads it instead of being an op of its own.
+template <typename T, int PER, bool NORM>
+__device__ __forceinline__ void load_x(
+    const T* xr, const T* nw, int c, float* xf, float& xsum, float& ss) {
+#pragma unroll
+  for (int i = 0; i < PER / 8; ++i) Vec8<T>::load(xr + PER * c + 8 * i, xf + 8 * i);
+  if constexpr (NORM) {
+#pragma unroll
+    for (int i = 0; i < PER / 8; ++i) {
+      float wf[8];
+      Vec8<T>::load(nw + PER * c + 8 * i, wf);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        ss = fmaf(xf[8 * i + j], xf[8 * i + j], ss);
+        xf[8 * i + j] *= wf[j];
+      }
+    }
+  }
+  xsum = 0.f;
+#pragma unroll
+  for (int i = 0; i < PER; ++i) xsum += xf[i];
+}
+
+// Dot products of one 16-byte chunk of each of ROWS rows with the matching slice of x (xf).
 // A chunk holds PER = 128/BITS weights: 32 at 4-bit, 16 at 8-bit.
 template <typename T, int BITS, int G, int ROWS>
 __device__ __forceinline__ void chunk_dot(
-    const T* xr, const uint32_t* w, const T* scales, const T* biases,
+    const float* xf, float xsum, const uint32_t* w, const T* scales, const T* biases,
     int row0, int N, int c, int words_per_row, int groups_per_row, float* acc) {
   constexpr int PER = 128 / BITS;
   constexpr int VPW = 32 / BITS;  // values per word
-  float xf[PER];
-#pragma unroll
-  for (int i = 0; i < PER / 8; ++i) Vec8<T>::load(xr + PER * c + 8 * i, xf + 8 * i);
-  float xsum = 0.f;
-#pragma unroll
-  for (int i = 0; i < PER; ++i) xsum += xf[i];
   uint4 wv[ROWS];
 #pragma unroll
   for (int r = 0; r < ROWS; ++r) {
@@ -115,20 +145,28 @@ __device__ __forceinline__ void chunk_dot(
     float d = 0.f;
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
+      const uint32_t hi = u[q] >> 16;
 #pragma unroll
-      for (int j = 0; j < VPW; ++j) d = fmaf(xf[VPW * q + j], field<BITS>(u[q], j), d);
+      for (int j = 0; j < VPW; ++j) d = fmaf(xf[VPW * q + j], field<BITS>(u[q], hi, j), d);
     }
     acc[r] = fmaf(s, d, fmaf(b, xsum, acc[r]));
   }
 }
 
+// 1/rms of a K-wide row from the warp's partial sums of squares (NORM only).
+template <int K>
+__device__ __forceinline__ float inv_rms(float ss, const float* eps) {
+  return rsqrtf(warp_sum(ss) / K + eps[0]);
+}
+
 // y[m, n] for ROWS rows per warp; grid.y indexes m. K must be a multiple of one chunk (128/BITS)
 // and G of the chunk, which MLX's quantization (G >= 32) gives. With RES, y = x W^T + res: the
-// product is rounded to T first and then added, as the separate ops would.
-template <typename T, int BITS, int G, int ROWS, int K, bool RES = false>
+// product is rounded to T first and then added, as the separate ops would. With NORM, x is first
+// RMS-normed with weight nw (T[K]) and eps (float[1]).
+template <typename T, int BITS, int G, int ROWS, int K, bool RES = false, bool NORM = false>
 __device__ __forceinline__ void qgemv(
     const T* x, const uint32_t* w, const T* scales, const T* biases, T* y, int N,
-    const T* res = nullptr) {
+    const T* res = nullptr, const T* nw = nullptr, const float* eps = nullptr) {
   constexpr int PER = 128 / BITS;
   constexpr int CHUNKS = K / PER;
   constexpr int WORDS = K * BITS / 32;
@@ -142,11 +180,20 @@ __device__ __forceinline__ void qgemv(
   float acc[ROWS];
 #pragma unroll
   for (int r = 0; r < ROWS; ++r) acc[r] = 0.f;
+  float ss = 0.f;
 #pragma unroll 4
-  for (int c = lane; c < CHUNKS; c += 32)
-    chunk_dot<T, BITS, G, ROWS>(xr, w, scales, biases, row0, N, c, WORDS, GROUPS, acc);
+  for (int c = lane; c < CHUNKS; c += 32) {
+    float xf[PER], xsum;
+    load_x<T, PER, NORM>(xr, nw, c, xf, xsum, ss);
+    chunk_dot<T, BITS, G, ROWS>(xf, xsum, w, scales, biases, row0, N, c, WORDS, GROUPS, acc);
+  }
 #pragma unroll
   for (int r = 0; r < ROWS; ++r) acc[r] = warp_sum(acc[r]);
+  if constexpr (NORM) {
+    const float inv = inv_rms<K>(ss, eps);
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) acc[r] *= inv;
+  }
   if (lane == 0) {
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
@@ -164,10 +211,11 @@ __device__ __forceinline__ void qgemv(
 
 // The MLP's first half for one token: gate and up are the two halves of one fused weight
 // [2*F, K] (gate rows first); out[m, f] = silu(gate) * up, so the [2F] intermediate never
-// reaches memory. ROWS outputs per warp means 2*ROWS weight rows.
-template <typename T, int BITS, int G, int ROWS, int K>
+// reaches memory. ROWS outputs per warp means 2*ROWS weight rows. NORM as in qgemv.
+template <typename T, int BITS, int G, int ROWS, int K, bool NORM = false>
 __device__ __forceinline__ void qgemv_swiglu(
-    const T* x, const uint32_t* w, const T* scales, const T* biases, T* y, int F) {
+    const T* x, const uint32_t* w, const T* scales, const T* biases, T* y, int F,
+    const T* nw = nullptr, const float* eps = nullptr) {
   constexpr int PER = 128 / BITS;
   constexpr int CHUNKS = K / PER;
   constexpr int WORDS = K * BITS / 32;
@@ -181,17 +229,28 @@ __device__ __forceinline__ void qgemv_swiglu(
   float g[ROWS], u[ROWS];
 #pragma unroll
   for (int r = 0; r < ROWS; ++r) g[r] = u[r] = 0.f;
+  float ss = 0.f;
 #pragma unroll 2
   for (int c = lane; c < CHUNKS; c += 32) {
-    chunk_dot<T, BITS, G, ROWS>(xr, w, scales, biases, row0, F, c, WORDS, GROUPS, g);
+    float xf[PER], xsum;
+    load_x<T, PER, NORM>(xr, nw, c, xf, xsum, ss);
+    chunk_dot<T, BITS, G, ROWS>(xf, xsum, w, scales, biases, row0, F, c, WORDS, GROUPS, g);
     chunk_dot<T, BITS, G, ROWS>(
-        xr, w + (size_t)F * WORDS, scales + (size_t)F * GROUPS, biases + (size_t)F * GROUPS,
-        row0, F, c, WORDS, GROUPS, u);
+        xf, xsum, w + (size_t)F * WORDS, scales + (size_t)F * GROUPS,
+        biases + (size_t)F * GROUPS, row0, F, c, WORDS, GROUPS, u);
   }
 #pragma unroll
   for (int r = 0; r < ROWS; ++r) {
     g[r] = warp_sum(g[r]);
     u[r] = warp_sum(u[r]);
+  }
+  if constexpr (NORM) {
+    const float inv = inv_rms<K>(ss, eps);
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+      g[r] *= inv;
+      u[r] *= inv;
+    }
   }
   if (lane == 0) {
 #pragma unroll
@@ -255,6 +314,174 @@ __device__ __forceinline__ void qkv_rope(
   const float c = cos(theta), s = sin(theta);
   dst[i1] = static_cast<T>(x1 * c - x2 * s);
   dst[i2] = static_cast<T>(x1 * s + x2 * c);
+}
+
+}  // namespace rmx
+
+// @section attn
+namespace rmx {
+
+// One token's attention, from its q/k/v rows to the attended [H * D] row, in one launch: the new
+// q and k are normed (Qwen3, Gemma 3) and roped at `offset` as in qkv_rope, the first query head
+// of each group stores the new k and v into the cache in place (kc, vc: [KV, cap, D], handed in
+// as inputs -- the cache owns them and nothing else reads position `offset` in this step), and
+// every block attends over positions 0..offset, the new one from shared memory. It replaces
+// mlx-lm's rope, norm, two slice_updates, two slices and the attention call, and the reshapes
+// between them. One block of NW warps per query head; warp j takes keys j, j + NW, ... with an
+// online softmax, as MLX's single-pass vector kernel does; then the warps' partials are merged.
+// q, k and v are read at element offsets QOFF, KOFF, VOFF of qs, ks, vs: one fused QKV row
+// passed three times, or three rows. pos = {offset, cap}; par = {eps, scale}.
+template <typename T, int H, int KV, int D, bool NORM, bool TRADITIONAL, int QOFF, int KOFF,
+          int VOFF>
+__device__ __forceinline__ void decode_attn(
+    const T* qs, const T* ks, const T* vs, const T* qn, const T* kn, const float* inv_freq,
+    const int32_t* pos, const float* par, const T* kc_in, const T* vc_in, T* out) {
+  constexpr int NW = 32;
+  constexpr int PL = D / 32;
+  static_assert(D % 64 == 0 && D <= 512, "q and k pairs fill whole warps");
+  T* kc = const_cast<T*>(kc_in);
+  T* vc = const_cast<T*>(vc_in);
+  const int h = blockIdx.x;
+  const int g = h / (H / KV);
+  const int t = threadIdx.x;
+  const int lane = t & 31;
+  const int warp = t >> 5;
+  const int offset = pos[0];
+  const int cap = pos[1];
+  __shared__ float qf[D];
+  __shared__ float kf[D];
+  __shared__ float vf[D];
+  __shared__ float red[2][NW];
+  __shared__ float acc[NW][D + 1];
+
+  // Threads [0, D/2) own q's rotary pairs, [D/2, D) k's, [D, 2D) copy v.
+  const bool active = t < D;
+  const bool is_k = t >= D / 2;
+  const int i = is_k ? t - D / 2 : t;
+  const int i1 = TRADITIONAL ? 2 * i : i;
+  const int i2 = TRADITIONAL ? 2 * i + 1 : i + D / 2;
+  float x1 = 0.f, x2 = 0.f;
+  if (active) {
+    const T* src = is_k ? ks + KOFF + (size_t)g * D : qs + QOFF + (size_t)h * D;
+    x1 = to_float(src[i1]);
+    x2 = to_float(src[i2]);
+  } else if (t < 2 * D) {
+    vf[t - D] = to_float(vs[VOFF + (size_t)g * D + (t - D)]);
+  }
+  if constexpr (NORM) {
+    const float ss = warp_sum(x1 * x1 + x2 * x2);
+    if (lane == 0) red[0][warp] = ss;
+    __syncthreads();
+    if (active) {
+      float total = 0.f;
+      const int w0 = is_k ? D / 64 : 0;
+#pragma unroll
+      for (int j = 0; j < D / 64; ++j) total += red[0][w0 + j];
+      const float inv = rsqrtf(total / D + par[0]);
+      const T* w = is_k ? kn : qn;
+      x1 = to_float(static_cast<T>(to_float(static_cast<T>(x1 * inv)) * to_float(w[i1])));
+      x2 = to_float(static_cast<T>(to_float(static_cast<T>(x2 * inv)) * to_float(w[i2])));
+    }
+  }
+  if (active) {
+    const float theta = static_cast<float>(offset) * inv_freq[i];
+    const float c = cos(theta), s = sin(theta);
+    float* dst = is_k ? kf : qf;
+    dst[i1] = to_float(static_cast<T>(x1 * c - x2 * s));
+    dst[i2] = to_float(static_cast<T>(x1 * s + x2 * c));
+  }
+  __syncthreads();
+  if (h % (H / KV) == 0 && t < D) {
+    const size_t at = ((size_t)g * cap + offset) * D + t;
+    kc[at] = static_cast<T>(kf[t]);
+    vc[at] = static_cast<T>(vf[t]);
+  }
+
+  const float scale = par[1] * 1.44269504088896340736f;  // log2(e): exp2 below
+  float q[PL], o[PL];
+#pragma unroll
+  for (int p = 0; p < PL; ++p) {
+    q[p] = scale * qf[lane * PL + p];
+    o[p] = 0.f;
+  }
+  float m = neg_inf(), l = 0.f;
+  const T* kb = kc + (size_t)g * cap * D + lane * PL;
+  const T* vb = vc + (size_t)g * cap * D + lane * PL;
+  for (int j = warp; j <= offset; j += NW) {
+    float kv[PL], vv[PL];
+    if (j < offset) {
+#pragma unroll
+      for (int p = 0; p < PL; ++p) {
+        kv[p] = to_float(kb[(size_t)j * D + p]);
+        vv[p] = to_float(vb[(size_t)j * D + p]);
+      }
+    } else {
+#pragma unroll
+      for (int p = 0; p < PL; ++p) {
+        kv[p] = kf[lane * PL + p];
+        vv[p] = vf[lane * PL + p];
+      }
+    }
+    float sc = 0.f;
+#pragma unroll
+    for (int p = 0; p < PL; ++p) sc = fmaf(q[p], kv[p], sc);
+    sc = warp_sum(sc);
+    const float mn = fmaxf(m, sc);
+    const float f = exp2f(m - mn);
+    const float e = exp2f(sc - mn);
+    m = mn;
+    l = l * f + e;
+#pragma unroll
+    for (int p = 0; p < PL; ++p) o[p] = fmaf(o[p], f, e * vv[p]);
+  }
+
+  __syncthreads();  // red is reused
+  if (lane == 0) {
+    red[0][warp] = m;
+    red[1][warp] = l;
+  }
+  __syncthreads();
+  float mx = neg_inf();
+#pragma unroll
+  for (int w = 0; w < NW; ++w) mx = fmaxf(mx, red[0][w]);
+  float denom = 0.f;
+#pragma unroll
+  for (int w = 0; w < NW; ++w) {
+    if (red[0][w] != neg_inf()) denom += red[1][w] * exp2f(red[0][w] - mx);
+  }
+  const float fw = m == neg_inf() ? 0.f : exp2f(m - mx);
+#pragma unroll
+  for (int p = 0; p < PL; ++p) acc[warp][lane * PL + p] = o[p] * fw;
+  __syncthreads();
+  if (t < D) {
+    float sum = 0.f;
+#pragma unroll
+    for (int w = 0; w < NW; ++w) sum += acc[w][t];
+    out[(size_t)h * D + t] = static_cast<T>(sum / denom);
+  }
+}
+
+}  // namespace rmx
+
+// @section swiglu
+namespace rmx {
+
+// silu(gate) * up elementwise for rows of F, as mlx-lm's three ops round it (sigmoid, the
+// product with gate, the product with up, each to T) in one pass over memory. gate and up are
+// read at row strides GS and US from element offsets GOFF and UOFF, so one fused [rows, 2F]
+// product (gate first) needs no split copies.
+// Grid: x over F, y over rows.
+template <typename T, int F, int GS, int US, int GOFF, int UOFF>
+__device__ __forceinline__ void swiglu(const T* gate, const T* up, T* y) {
+  const int f = blockIdx.x * blockDim.x + threadIdx.x;
+  if (f >= F) return;
+  const size_t r = blockIdx.y;
+  const size_t idx = r * F + f;
+  const float gv = to_float(gate[GOFF + r * GS + f]);
+  const float uv = to_float(up[UOFF + r * US + f]);
+  const float sig = to_float(static_cast<T>(1.f / (1.f + __expf(-gv))));
+  const float a = to_float(static_cast<T>(gv * sig));
+  y[idx] = static_cast<T>(a * uv);
 }
 
 }  // namespace rmx
