@@ -1,0 +1,97 @@
+"""Compile every kernel of crates/rmx-models/src/kernels/decode.cuh with NVRTC, the way MLX's
+fast::cuda_kernel wraps it, without a GPU: syntax and template errors show up here instead of on
+the lent H100's clock.
+
+    python -m venv /tmp/nvrtc && /tmp/nvrtc/bin/pip install nvidia-cuda-nvrtc-cu12 \
+        nvidia-cuda-runtime-cu12 nvidia-cuda-cccl-cu12
+    /tmp/nvrtc/bin/python scripts/bench/nvrtc_check.py
+
+The instantiations mirror fastpath.rs's launches for Qwen3-0.6B and Llama-3-8B shapes.
+"""
+
+import ctypes
+import glob
+import os
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SOURCE = (ROOT / "crates/rmx-models/src/kernels/decode.cuh").read_text()
+NV = pathlib.Path(sys.prefix) / glob.glob(f"{sys.prefix}/lib/python3*/site-packages/nvidia")[0]
+
+PRELUDE = """#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+typedef unsigned int uint32_t;
+typedef int int32_t;
+typedef unsigned long long uint64_t;
+"""
+
+
+def section(name):
+    out, keep = [], False
+    for line in SOURCE.splitlines():
+        if line.startswith("// @section "):
+            keep = line[len("// @section "):] in ("common", name)
+            continue
+        if keep and line.strip() and not line.strip().startswith("//"):
+            out.append(line)
+    return "\n".join(out)
+
+
+# (section, inputs as (type, name), outputs, body, template values)
+KERNELS = [
+    ("qgemv", [("T", "x"), ("uint32_t", "w"), ("T", "scales"), ("T", "biases"), ("T", "nw"), ("float", "eps")],
+     ["y"], "rmx::qgemv<T, BITS, G, ROWS, K, false, true>(x, w, scales, biases, y, N, nullptr, nw, eps);",
+     dict(BITS=4, G=64, ROWS=2, K=4096, N=6144)),
+    ("qgemv", [("T", "x"), ("uint32_t", "w"), ("T", "scales"), ("T", "biases"), ("T", "res")],
+     ["y"], "rmx::qgemv<T, BITS, G, ROWS, K, true>(x, w, scales, biases, y, N, res);",
+     dict(BITS=8, G=64, ROWS=2, K=4096, N=4096)),
+    ("qgemv", [("T", "x"), ("uint32_t", "w"), ("T", "scales"), ("T", "biases"), ("T", "nw"), ("float", "eps")],
+     ["y"], "rmx::qgemv_swiglu<T, BITS, G, ROWS, K, true>(x, w, scales, biases, y, N, nw, eps);",
+     dict(BITS=4, G=64, ROWS=2, K=1024, N=3072)),
+    ("attn", [("T", "qs"), ("T", "ks"), ("T", "vs"), ("T", "qn"), ("T", "kn"), ("float", "inv_freq"),
+              ("int32_t", "pos"), ("float", "par"), ("T", "kc"), ("T", "vc")],
+     ["o"], "rmx::decode_attn<T, H, KV, D, NORM, TRADITIONAL, QOFF, KOFF, VOFF>(qs, ks, vs, qn, kn, inv_freq, pos, par, kc, vc, o);",
+     dict(H=16, KV=8, D=128, NORM="true", TRADITIONAL="false", QOFF=0, KOFF=2048, VOFF=3072)),
+    ("swiglu", [("T", "gate"), ("T", "up")], ["y"], "rmx::swiglu<T, F, GS, US, GOFF, UOFF>(gate, up, y);",
+     dict(F=3072, GS=6144, US=6144, GOFF=0, UOFF=3072)),
+    ("qkv_rope", [("T", "qkv"), ("T", "qn"), ("T", "kn"), ("float", "inv_freq"), ("int32_t", "offset"), ("float", "eps")],
+     ["q", "k", "v"], "rmx::qkv_rope<T, H, KV, D, NORM, TRADITIONAL>(qkv, qn, kn, inv_freq, offset, eps, q, k, v);",
+     dict(H=32, KV=8, D=128, NORM="false", TRADITIONAL="false")),
+]
+
+
+def program(sec, ins, outs, body, tmpl, dtype):
+    args = [f"const {dtype if t == 'T' else t}* {n}" for t, n in ins]
+    args += [f"{dtype}* {n}" for n in outs]
+    consts = "".join(f"  constexpr {'bool' if v in ('true', 'false') else 'int'} {k} = {v};\n" for k, v in tmpl.items())
+    return (PRELUDE + section(sec) + "\n__global__ void k(" + ", ".join(args) + ") {\n"
+            + f"  using T = {dtype};\n" + consts + "  " + body + "\n}\n")
+
+
+def main():
+    nvrtc = ctypes.CDLL(str(NV / "cuda_nvrtc/lib/libnvrtc.so.12"))
+    includes = [f"-I{NV / 'cuda_runtime/include'}", f"-I{NV / 'cuda_cccl/include'}"]
+    failed = 0
+    for sec, ins, outs, body, tmpl in KERNELS:
+        for dtype in ("__nv_bfloat16", "__half"):
+            src = program(sec, ins, outs, body, tmpl, dtype).encode()
+            prog = ctypes.c_void_p()
+            assert nvrtc.nvrtcCreateProgram(ctypes.byref(prog), src, b"k.cu", 0, None, None) == 0
+            opts = [b"--gpu-architecture=compute_90", b"-std=c++17"] + [i.encode() for i in includes]
+            arr = (ctypes.c_char_p * len(opts))(*opts)
+            rc = nvrtc.nvrtcCompileProgram(prog, len(opts), arr)
+            size = ctypes.c_size_t()
+            nvrtc.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+            log = ctypes.create_string_buffer(size.value)
+            nvrtc.nvrtcGetProgramLog(prog, log)
+            ok = rc == 0
+            failed += not ok
+            print(f"{'ok  ' if ok else 'FAIL'} {sec:9} {body.split('(')[0]:22} {dtype}")
+            if not ok or log.value.strip():
+                print(log.value.decode())
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
