@@ -38,6 +38,13 @@ SHAPES = {
                        num_hidden_layers=28, intermediate_size=3072, num_attention_heads=16,
                        num_key_value_heads=8, head_dim=128, rms_norm_eps=1e-6, vocab_size=32000,
                        rope_theta=1000000.0, max_position_embeddings=40960, tie_word_embeddings=False),
+    # Gemma 3 270M's dims: sliding-window layers (rotating cache) with a global layer every 6th,
+    # head_dim 256, one kv head.
+    "gemma3-270m": dict(model_type="gemma3_text", architectures=["Gemma3ForCausalLM"], hidden_size=640,
+                        num_hidden_layers=18, intermediate_size=2048, num_attention_heads=4,
+                        num_key_value_heads=1, head_dim=256, rms_norm_eps=1e-6, vocab_size=262144,
+                        rope_theta=1000000.0, rope_local_base_freq=10000.0, query_pre_attn_scalar=256,
+                        sliding_window=512, sliding_window_pattern=6, max_position_embeddings=32768),
     # For trying the scripts on a CPU machine.
     "tiny": dict(model_type="qwen3", architectures=["Qwen3ForCausalLM"], hidden_size=64,
                  num_hidden_layers=2, intermediate_size=128, num_attention_heads=4,
