@@ -2,9 +2,9 @@
 fast::cuda_kernel wraps it, without a GPU: syntax and template errors show up here instead of on
 the lent H100's clock.
 
-    python -m venv /tmp/nvrtc && /tmp/nvrtc/bin/pip install nvidia-cuda-nvrtc-cu12 \
-        nvidia-cuda-runtime-cu12 nvidia-cuda-cccl-cu12
-    /tmp/nvrtc/bin/python scripts/bench/nvrtc_check.py
+    . scripts/test-env.sh && $RMX_TEST_PYTHON scripts/bench/nvrtc_check.py
+
+(the test venv has the pinned NVRTC wheels; crates/rmx-models/tests/kernels_nvrtc.rs runs this)
 
 The instantiations mirror fastpath.rs's launches for Qwen3-0.6B and Llama-3-8B shapes.
 """
@@ -17,7 +17,11 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SOURCE = (ROOT / "crates/rmx-models/src/kernels/decode.cuh").read_text()
-NV = pathlib.Path(sys.prefix) / glob.glob(f"{sys.prefix}/lib/python3*/site-packages/nvidia")[0]
+FOUND = glob.glob(f"{sys.prefix}/lib/python3*/site-packages/nvidia/cuda_nvrtc")
+if not FOUND:
+    sys.exit(f"no NVRTC under {sys.prefix}: pip install the nvidia-cuda-* pins of "
+             "scripts/requirements-test.txt (scripts/test-env.sh does)")
+NV = pathlib.Path(FOUND[0]).parent
 
 PRELUDE = """#include <cuda_bf16.h>
 #include <cuda_fp16.h>

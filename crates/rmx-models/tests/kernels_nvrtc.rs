@@ -1,0 +1,38 @@
+//! Every CUDA kernel of the fast path (src/kernels/decode.cuh) compiles under NVRTC the way MLX's
+//! `cuda_kernel` wraps it, on a machine without a GPU (pip's NVRTC from the test venv): a kernel
+//! that does not compile fails here instead of on the lent GPU's clock.
+
+use std::process::Command;
+
+#[test]
+fn every_fast_path_kernel_section_compiles_under_nvrtc() {
+    let python = std::env::var("RMX_TEST_PYTHON").unwrap_or_else(|_| {
+        panic!("RMX_TEST_PYTHON is not set: run `. scripts/test-env.sh` first, or scripts/test.sh")
+    });
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let out = Command::new(python)
+        .arg(format!("{root}/scripts/bench/nvrtc_check.py"))
+        .output()
+        .expect("run nvrtc_check.py");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The check must cover every section the engine launches kernels from.
+    let fastpath = include_str!("../src/fastpath.rs");
+    let sections: Vec<&str> = fastpath
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("section: \""))
+        .map(|l| l.trim_end_matches("\","))
+        .collect();
+    assert!(sections.len() >= 4, "sections found: {sections:?}");
+    for s in sections {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("ok") && l.split_whitespace().nth(1) == Some(s)),
+            "nvrtc_check.py compiled nothing of section {s}:\n{text}"
+        );
+    }
+}
