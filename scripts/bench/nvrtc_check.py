@@ -57,6 +57,11 @@ KERNELS = [
               ("int32_t", "pos"), ("float", "par"), ("T", "kc"), ("T", "vc")],
      ["o"], "rmx::decode_attn<T, H, KV, D, NORM, TRADITIONAL, QOFF, KOFF, VOFF>(qs, ks, vs, qn, kn, inv_freq, pos, par, kc, vc, o);",
      dict(H=16, KV=8, D=128, NORM="true", TRADITIONAL="false", QOFF=0, KOFF=2048, VOFF=3072)),
+    # Gemma 3's head size, the largest decode_attn takes.
+    ("attn", [("T", "qs"), ("T", "ks"), ("T", "vs"), ("T", "qn"), ("T", "kn"), ("float", "inv_freq"),
+              ("int32_t", "pos"), ("float", "par"), ("T", "kc"), ("T", "vc")],
+     ["o"], "rmx::decode_attn<T, H, KV, D, NORM, TRADITIONAL, QOFF, KOFF, VOFF>(qs, ks, vs, qn, kn, inv_freq, pos, par, kc, vc, o);",
+     dict(H=4, KV=1, D=256, NORM="true", TRADITIONAL="false", QOFF=0, KOFF=0, VOFF=0)),
     ("swiglu", [("T", "gate"), ("T", "up")], ["y"], "rmx::swiglu<T, F, GS, US, GOFF, UOFF>(gate, up, y);",
      dict(F=3072, GS=6144, US=6144, GOFF=0, UOFF=3072)),
     ("qkv_rope", [("T", "qkv"), ("T", "qn"), ("T", "kn"), ("float", "inv_freq"), ("int32_t", "offset"), ("float", "eps")],

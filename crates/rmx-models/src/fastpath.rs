@@ -369,7 +369,7 @@ pub fn decode_attention_fits(p: &QkvRope, dtype: Dtype, positions: i32) -> bool 
         && kv > 0
         && h % kv == 0
         && d % 64 == 0
-        && d <= 512
+        && d <= 256
         && matches!(dtype, Dtype::Bf16 | Dtype::F16)
         && p.norms
             .is_none_or(|(q, k, _)| q.dtype() == dtype && k.dtype() == dtype)
