@@ -290,3 +290,28 @@ fn gemma_positional_arguments_are_kept_as_text() {
     let text = "```tool_code\nget_weather(\"Paris\")\n```";
     check(Gemma, &[], text, text, &[]);
 }
+
+// ---- tags inside arguments ----
+
+#[test]
+fn tags_inside_a_string_argument_are_argument_text() {
+    let text = "<tool_call>\n{\"name\": \"write_file\", \"arguments\": {\"text\": \"a </tool_call> b <tool_call> c\"}}\n</tool_call>";
+    check(
+        Hermes,
+        &[],
+        text,
+        "",
+        &[(
+            "write_file",
+            json!({"text": "a </tool_call> b <tool_call> c"}),
+        )],
+    );
+}
+
+#[test]
+fn an_unterminated_string_does_not_hide_the_closing_tag_on_the_next_line() {
+    let text = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris}}\n</tool_call>\nDone.";
+    let (content, _) = assert_stream_agrees(Hermes, &[], text, false);
+    assert!(content.ends_with("Done."), "{content:?}");
+    assert!(!content.contains("</tool_call>\nDone"), "{content:?}");
+}

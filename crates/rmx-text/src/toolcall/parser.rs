@@ -233,11 +233,23 @@ impl ToolCallParser {
         let open = trigger.open;
         match trigger.close {
             Close::Tag(close) => {
-                let from = scan.search_from(body, open.len().max(close.len()));
-                let find = |marker: &str| body[from..].find(marker).map(|i| from + i);
-                let close_at = find(close);
+                let (close_at, reopen_at) = if body.trim_start().starts_with('{') {
+                    // A JSON body: tags inside its strings are argument text.
+                    match scan.tags.find(body, &[close, open]) {
+                        Some((at, 0)) => (Some(at), None),
+                        Some((at, _)) => (None, Some(at)),
+                        None => (None, None),
+                    }
+                } else {
+                    let from = scan.search_from(body, open.len().max(close.len()));
+                    let find = |marker: &str| body[from..].find(marker).map(|i| from + i);
+                    let close_at = find(close);
+                    (
+                        close_at,
+                        find(open).filter(|&r| close_at.is_none_or(|c| r < c)),
+                    )
+                };
                 // A new call opening before this one closed: the closing tag was forgotten.
-                let reopen_at = find(open).filter(|&r| close_at.is_none_or(|c| r < c));
                 if let Some(r) = reopen_at {
                     return Split::done(0..r, format!("{open}{}", &body[..r]), r);
                 }

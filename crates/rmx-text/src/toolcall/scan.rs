@@ -61,6 +61,64 @@ pub(crate) struct BodyScan {
     pub last_end: Option<usize>,
     /// The value being read, if its start has been seen.
     pub value: Option<ValueScan>,
+    /// Where a JSON body's markers outside its strings have been looked for.
+    pub tags: TagScan,
+}
+
+/// A search for a call's closing (or a new call's opening) tag in a JSON body that does not
+/// stop at tags inside JSON strings: an argument may well hold the text `</tool_call>`. Double
+/// quotes start and end strings (with backslash escapes); a raw newline also ends one, since
+/// JSON strings cannot hold one, so a model's unterminated string does not hide the real tag
+/// on the next line. Once the top-level value has closed, quotes no longer count.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TagScan {
+    pos: usize,
+    in_string: bool,
+    escaped: bool,
+    depth: usize,
+    closed: bool,
+}
+
+impl TagScan {
+    /// The first of `markers` in `body` outside strings: (position, marker index). Resumes
+    /// where the last call stopped, so each delta is looked at once.
+    pub fn find(&mut self, body: &str, markers: &[&str]) -> Option<(usize, usize)> {
+        let b = body.as_bytes();
+        while self.pos < b.len() {
+            let c = b[self.pos];
+            if self.in_string {
+                if self.escaped {
+                    self.escaped = false;
+                } else if c == b'\\' {
+                    self.escaped = true;
+                } else if c == b'"' || c == b'\n' {
+                    self.in_string = false;
+                }
+            } else {
+                let rest = &b[self.pos..];
+                for (i, m) in markers.iter().enumerate() {
+                    if rest.starts_with(m.as_bytes()) {
+                        return Some((self.pos, i));
+                    }
+                    if !m.is_empty() && m.as_bytes().starts_with(rest) {
+                        // The end may be the start of a marker: look again with more text.
+                        return None;
+                    }
+                }
+                match c {
+                    b'"' if !self.closed => self.in_string = true,
+                    b'{' | b'[' => self.depth += 1,
+                    b'}' | b']' => {
+                        self.depth = self.depth.saturating_sub(1);
+                        self.closed |= self.depth == 0;
+                    }
+                    _ => {}
+                }
+            }
+            self.pos += 1;
+        }
+        None
+    }
 }
 
 impl BodyScan {
