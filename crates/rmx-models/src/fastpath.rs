@@ -332,7 +332,7 @@ pub fn qkv_rope(qkv: &Array, p: &QkvRope, offset: i32) -> Result<Option<[Array; 
         Some((q, k, e)) => (q, k, e),
         None => (qkv, qkv, 0.0),
     };
-    let eps = Array::from_slice(&[eps], &[1])?;
+    let eps = consts(&[eps])?;
     let out = kernel(&QKV_ROPE)?.launch(&Launch {
         inputs: &[qkv, qn, kn, p.inv_freq, &offset, &eps],
         output_shapes: &[&[1, h, 1, d], &[1, kv, 1, d], &[1, kv, 1, d]],
