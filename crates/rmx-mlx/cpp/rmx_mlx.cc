@@ -8,6 +8,8 @@
 
 #include "mlx/backend/cuda/cuda.h"
 #include "mlx/backend/gpu/device_info.h"
+
+#include <dlfcn.h>
 #include "mlx/backend/metal/metal.h"
 #include "mlx/compile_impl.h"
 #include "rmx-mlx/src/ffi.rs.h"
@@ -520,6 +522,28 @@ bool gpu_available() { return mx::gpu::is_available(); }
 uint8_t default_device_type() { return mx::default_device().type == mx::Device::gpu ? 1 : 0; }
 void set_default_device(uint8_t type) { mx::set_default_device(device_of(type)); }
 void synchronize() { mx::synchronize(); }
+
+int32_t cuda_sm_count() {
+  // MLX does not report it, and a kernel whose blocks wait for each other must know how many
+  // can be resident at once. The driver API is reached through dlopen so that builds against
+  // the CPU or Metal libmlx need no CUDA at all; 0 means "unknown".
+  void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (!h) return 0;
+  using Init = int (*)(unsigned);
+  using Get = int (*)(int*, int);
+  using Attr = int (*)(int*, int, int);
+  auto init = reinterpret_cast<Init>(dlsym(h, "cuInit"));
+  auto get = reinterpret_cast<Get>(dlsym(h, "cuDeviceGet"));
+  auto attr = reinterpret_cast<Attr>(dlsym(h, "cuDeviceGetAttribute"));
+  int dev = 0, n = 0;
+  constexpr int kMultiprocessorCount = 16;  // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+  if (!init || !get || !attr || init(0) != 0 || get(&dev, 0) != 0 ||
+      attr(&n, kMultiprocessorCount, dev) != 0) {
+    n = 0;
+  }
+  dlclose(h);
+  return n;
+}
 
 rust::String device_info_json(uint8_t type) {
   // A flat JSON object; values are strings or integers (MLX's own variant).

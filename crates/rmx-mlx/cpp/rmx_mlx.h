@@ -193,5 +193,6 @@ uint8_t default_device_type();
 void set_default_device(uint8_t type);
 void synchronize();
 rust::String device_info_json(uint8_t type);
+int32_t cuda_sm_count();
 
 }  // namespace rmx

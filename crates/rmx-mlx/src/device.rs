@@ -72,6 +72,14 @@ pub fn device_info_json(d: DeviceType) -> Result<String> {
     )
 }
 
+/// The number of streaming multiprocessors of CUDA device 0, from the driver; `None` without a
+/// CUDA driver. Kernels that synchronize across their whole grid size it by this.
+pub fn cuda_sm_count() -> Option<i32> {
+    static N: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
+    let n = *N.get_or_init(bridge::cuda_sm_count);
+    (n > 0).then_some(n)
+}
+
 /// The version of the libmlx this process runs against.
 pub fn mlx_version() -> String {
     bridge::version()

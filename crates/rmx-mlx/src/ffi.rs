@@ -300,5 +300,6 @@ pub(crate) mod bridge {
         fn set_default_device(device_type: u8) -> Result<()>;
         fn synchronize() -> Result<()>;
         fn device_info_json(device_type: u8) -> Result<String>;
+        fn cuda_sm_count() -> i32;
     }
 }

@@ -51,6 +51,20 @@ impl Kernel {
         source: &str,
         header: &str,
     ) -> Result<Kernel> {
+        Kernel::with_shared_memory(lang, name, input_names, output_names, source, header, 0)
+    }
+
+    /// As `new`, with `shared_memory` bytes of dynamic shared memory per block (CUDA's
+    /// `extern __shared__`; MLX raises the kernel's limit past the default 48 KB). Metal ignores it.
+    pub fn with_shared_memory(
+        lang: KernelLang,
+        name: &str,
+        input_names: &[&str],
+        output_names: &[&str],
+        source: &str,
+        header: &str,
+        shared_memory: i32,
+    ) -> Result<Kernel> {
         let ins: Vec<String> = input_names.iter().map(|s| s.to_string()).collect();
         let outs: Vec<String> = output_names.iter().map(|s| s.to_string()).collect();
         let raw = match lang {
@@ -60,7 +74,7 @@ impl Kernel {
             )?,
             KernelLang::Cuda => check(
                 "cuda_kernel",
-                bridge::cuda_kernel(name, &ins, &outs, source, header, true, 0),
+                bridge::cuda_kernel(name, &ins, &outs, source, header, true, shared_memory),
             )?,
         };
         Ok(Kernel {

@@ -26,8 +26,8 @@ pub mod random;
 pub use array::Array;
 pub use compile::{compile, Compiled};
 pub use device::{
-    backend, default_device, device_info_json, gpu_available, mlx_version, set_default_device,
-    synchronize, Backend, DeviceType, BUILD_MLX_LIBDIR, BUILD_MLX_VERSION,
+    backend, cuda_sm_count, default_device, device_info_json, gpu_available, mlx_version,
+    set_default_device, synchronize, Backend, DeviceType, BUILD_MLX_LIBDIR, BUILD_MLX_VERSION,
 };
 pub use dtype::{Dtype, Element};
 pub use error::{Error, Result};
