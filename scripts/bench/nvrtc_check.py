@@ -69,13 +69,60 @@ KERNELS = [
      dict(H=32, KV=8, D=128, NORM="false", TRADITIONAL="false")),
 ]
 
+# The one-launch decoder layer (decode_layer.rs), at Qwen3-0.6B 4-bit and Llama-3-8B 8-bit shapes;
+# the scratch offsets are decode_layer.rs's scratch_layout for them.
+LAYER_INS = [("T", "x"), ("uint32_t", "wq"), ("T", "sq"), ("T", "bq"), ("uint32_t", "wo"), ("T", "so"),
+             ("T", "bo"), ("uint32_t", "wg"), ("T", "sg"), ("T", "bg"), ("uint32_t", "wd"), ("T", "sd"),
+             ("T", "bd"), ("T", "n1"), ("T", "n2"), ("T", "qn"), ("T", "kn"), ("float", "inv_freq"),
+             ("int32_t", "pos"), ("float", "par"), ("T", "kc"), ("T", "vc"), ("uint32_t", "bar")]
+LAYER_BODY = ("rmx::decode_layer<T, BITS, G, HID, H, KV, D, F, QKNORM, TRADITIONAL, NT, SMAX, O_ML, O_PART, "
+              "O_ATT, O_H, O_ACT>(x, wq, sq, bq, wo, so, bo, wg, sg, bg, wd, sd, bd, n1, n2, qn, kn, "
+              "inv_freq, pos, par, kc, vc, bar, y, scratch);")
+
+
+def layout(hid, h, kv, d, f, smax=64):
+    lines = lambda n: (n + 31) // 32 * 32
+    ml = lines((h + 2 * kv) * d // 2)
+    part = ml + lines(h * smax * 2)
+    att = part + lines(h * smax * d)
+    res = att + lines(h * d // 2)
+    return dict(SMAX=smax, O_ML=ml, O_PART=part, O_ATT=att, O_H=res, O_ACT=res + lines(hid // 2))
+
+
+for bits, hid, h, kv, f, qk in ((4, 1024, 16, 8, 3072, "true"), (8, 4096, 32, 8, 14336, "false")):
+    KERNELS.append(("layer", LAYER_INS, ["y", ("float", "scratch")], LAYER_BODY,
+                    dict(BITS=bits, G=64, HID=hid, H=h, KV=kv, D=128, F=f, QKNORM=qk,
+                         TRADITIONAL="false", NT=512, **layout(hid, h, kv, 128, f))))
+
 
 def program(sec, ins, outs, body, tmpl, dtype):
     args = [f"const {dtype if t == 'T' else t}* {n}" for t, n in ins]
-    args += [f"{dtype}* {n}" for n in outs]
+    args += [f"{dtype}* {n}" if isinstance(n, str) else f"{n[0]}* {n[1]}" for n in outs]
     consts = "".join(f"  constexpr {'bool' if v in ('true', 'false') else 'int'} {k} = {v};\n" for k, v in tmpl.items())
     return (PRELUDE + section(sec) + "\n__global__ void k(" + ", ".join(args) + ") {\n"
             + f"  using T = {dtype};\n" + consts + "  " + body + "\n}\n")
+
+
+# With RMX_PTXAS=<path to ptxas> (pip's nvidia-cuda-nvcc-cu12 has one), each kernel's registers
+# and spills for sm_90 are printed too: the layer kernel needs <= 128 registers per thread for its
+# one 512-thread block per SM.
+PTXAS = os.environ.get("RMX_PTXAS")
+
+
+def registers(nvrtc, prog):
+    import subprocess
+    import tempfile
+    size = ctypes.c_size_t()
+    nvrtc.nvrtcGetPTXSize(prog, ctypes.byref(size))
+    ptx = ctypes.create_string_buffer(size.value)
+    nvrtc.nvrtcGetPTX(prog, ptx)
+    with tempfile.NamedTemporaryFile(suffix=".ptx") as f:
+        f.write(ptx.value)
+        f.flush()
+        out = subprocess.run([PTXAS, "-arch=sm_90", "-v", f.name, "-o", "/dev/null"],
+                             capture_output=True, text=True)
+    return " ".join(l.split(":", 1)[-1].strip() for l in out.stderr.splitlines()
+                    if "registers" in l or "spill" in l)
 
 
 def main():
@@ -99,6 +146,8 @@ def main():
             print(f"{'ok  ' if ok else 'FAIL'} {sec:9} {body.split('(')[0]:22} {dtype}")
             if not ok or log.value.strip():
                 print(log.value.decode())
+            if ok and PTXAS:
+                print("     " + registers(nvrtc, prog))
     sys.exit(1 if failed else 0)
 
 

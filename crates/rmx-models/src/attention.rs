@@ -1,6 +1,7 @@
 //! The attention block the decoder families share: projections, optional q/k norms, rotary
 //! embedding at the cache's offset, the cache update, and MLX's fused attention.
 
+use rmx_mlx::quant::{QuantSpec, Quantized};
 use rmx_mlx::{fast, Array};
 
 use crate::cache::{AttnMask, LayerCache};
@@ -259,6 +260,48 @@ impl Attention {
     }
 }
 
+/// What the one-launch decoder layer (decode_layer.rs) needs of an attention block: its fused
+/// quantized QKV and o weights and the shape of its heads.
+pub(crate) struct AttnParts<'a> {
+    pub qkv: (&'a Quantized, QuantSpec),
+    pub o: (&'a Quantized, QuantSpec),
+    pub rope: QkvRope<'a>,
+    pub scale: f32,
+}
+
+impl Attention {
+    /// `None` unless the projections are bias-free quantized (QKV fused) and the rope covers
+    /// the whole head.
+    pub(crate) fn decode_parts(&self) -> Option<AttnParts<'_>> {
+        let Qkv::Fused {
+            qkv:
+                Linear::Quant {
+                    q: qkv,
+                    spec: qkv_spec,
+                    bias: None,
+                },
+            ..
+        } = &self.qkv
+        else {
+            return None;
+        };
+        let Linear::Quant {
+            q: o,
+            spec: o_spec,
+            bias: None,
+        } = &self.o
+        else {
+            return None;
+        };
+        Some(AttnParts {
+            qkv: (qkv, *qkv_spec),
+            o: (o, *o_spec),
+            rope: self.rope_params(self.decode_inv_freq.as_ref()?),
+            scale: self.scale,
+        })
+    }
+}
+
 /// A block's input: already normed, or raw with the norm still to apply.
 enum Input<'a> {
     Normed(&'a Array),
@@ -330,6 +373,32 @@ impl Mlp {
             _ => self.activated(&norm.forward(x)?)?,
         };
         self.down.forward_residual(&a, x)
+    }
+
+    /// The fused quantized `[gate; up]` and down weights of a bias-free SwiGLU MLP, and the
+    /// hidden size, for the one-launch decoder layer.
+    pub(crate) fn decode_parts(&self) -> Option<[(&Quantized, QuantSpec); 2]> {
+        let (
+            GateUp::Fused(Linear::Quant {
+                q: gu,
+                spec: gu_spec,
+                bias: None,
+            }),
+            Linear::Quant {
+                q: d,
+                spec: d_spec,
+                bias: None,
+            },
+            false,
+        ) = (&self.gate_up, &self.down, self.gelu)
+        else {
+            return None;
+        };
+        Some([(gu, *gu_spec), (d, *d_spec)])
+    }
+
+    pub(crate) fn hidden(&self) -> i32 {
+        self.hidden
     }
 
     fn activated(&self, x: &Array) -> Result<Array> {

@@ -14,7 +14,9 @@
 //! warp of the GEMV kernels, `RMX_DEQUANT_PREFILL_ROWS` the prompt rows from which prefill
 //! dequantizes (0 disables it), `RMX_FAST_ATTN_MAX` the longest context the one-kernel decode
 //! attention serves (beyond it, MLX's two-pass attention over the same cache),
-//! `RMX_DECODE_ADDMM=1` folds a dense layer's residual add into cuBLAS for one-row products too.
+//! `RMX_DECODE_ADDMM=1` folds a dense layer's residual add into cuBLAS for one-row products too,
+//! `RMX_LAYER_KERNEL=0` keeps a quantized decoder layer at five kernels instead of one
+//! (decode_layer.rs).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -61,6 +63,9 @@ pub struct FastPath {
     /// A dense layer's residual add as one cuBLAS call (beta = 1) for single rows too; off by
     /// default since MLX runs a one-row product as its own GEMV kernel, not cuBLAS.
     pub decode_addmm: bool,
+    /// Blocks of the one-launch decoder layer (decode_layer.rs): one per SM, from the driver;
+    /// `None` turns that kernel off.
+    pub layer_blocks: Option<i32>,
 }
 
 fn env_num(name: &str) -> Option<usize> {
@@ -83,17 +88,22 @@ pub fn fast_path() -> FastPath {
             },
             attn_max: env_num("RMX_FAST_ATTN_MAX").map_or(1024, |n| n.min(1 << 20) as i32),
             decode_addmm: env_num("RMX_DECODE_ADDMM") == Some(1),
+            layer_blocks: match env_num("RMX_LAYER_KERNEL") {
+                _ if !on => None,
+                Some(0) => None,
+                _ => rmx_mlx::cuda_sm_count(),
+            },
         }
     })
 }
 
 /// One kernel of kernels/decode.cuh: its MLX name, parameter names and body.
-struct Spec {
-    name: &'static str,
-    section: &'static str,
-    inputs: &'static [&'static str],
-    outputs: &'static [&'static str],
-    body: &'static str,
+pub(crate) struct Spec {
+    pub name: &'static str,
+    pub section: &'static str,
+    pub inputs: &'static [&'static str],
+    pub outputs: &'static [&'static str],
+    pub body: &'static str,
 }
 
 const QGEMV: Spec = Spec {
@@ -155,7 +165,7 @@ const QKV_ROPE: Spec = Spec {
 
 thread_local! {
     // Kernels hold MLX objects, which stay on the engine thread that made them.
-    static KERNELS: RefCell<HashMap<&'static str, Rc<Kernel>>> = RefCell::new(HashMap::new());
+    static KERNELS: RefCell<HashMap<(&'static str, i32), Rc<Kernel>>> = RefCell::new(HashMap::new());
     // Small constant inputs (eps, scale) made once, not once per launch.
     static CONSTS: RefCell<HashMap<Vec<u32>, Array>> = RefCell::new(HashMap::new());
     // `{offset, cap}` of the step in flight: every layer of a token shares one array.
@@ -163,7 +173,7 @@ thread_local! {
 }
 
 /// A float32 array of `vals`, made once per thread.
-fn consts(vals: &[f32]) -> Result<Array> {
+pub(crate) fn consts(vals: &[f32]) -> Result<Array> {
     let key: Vec<u32> = vals.iter().map(|v| v.to_bits()).collect();
     CONSTS.with(|c| {
         if let Some(a) = c.borrow().get(&key) {
@@ -175,7 +185,7 @@ fn consts(vals: &[f32]) -> Result<Array> {
     })
 }
 
-fn pos_array(pos: [i32; 2]) -> Result<Array> {
+pub(crate) fn pos_array(pos: [i32; 2]) -> Result<Array> {
     POS.with(|p| {
         if let Some((k, a)) = &*p.borrow() {
             if *k == pos {
@@ -189,19 +199,26 @@ fn pos_array(pos: [i32; 2]) -> Result<Array> {
 }
 
 fn kernel(spec: &Spec) -> Result<Rc<Kernel>> {
+    kernel_with_shared(spec, 0)
+}
+
+/// `spec`'s kernel with `shared_memory` bytes of dynamic shared memory per block.
+pub(crate) fn kernel_with_shared(spec: &Spec, shared_memory: i32) -> Result<Rc<Kernel>> {
     KERNELS.with(|ks| {
-        if let Some(k) = ks.borrow().get(spec.name) {
+        if let Some(k) = ks.borrow().get(&(spec.name, shared_memory)) {
             return Ok(k.clone());
         }
-        let k = Rc::new(Kernel::new(
+        let k = Rc::new(Kernel::with_shared_memory(
             KernelLang::Cuda,
             spec.name,
             spec.inputs,
             spec.outputs,
             spec.body,
             &header(spec.section),
+            shared_memory,
         )?);
-        ks.borrow_mut().insert(spec.name, k.clone());
+        ks.borrow_mut()
+            .insert((spec.name, shared_memory), k.clone());
         Ok(k)
     })
 }

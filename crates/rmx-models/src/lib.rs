@@ -4,6 +4,7 @@
 mod attention;
 pub mod cache;
 mod config;
+mod decode_layer;
 mod error;
 mod fastpath;
 mod gemma3;

@@ -56,6 +56,9 @@ pub(crate) struct DecoderLayer {
 
 impl DecoderLayer {
     pub fn forward(&self, x: &Array, mask: &AttnMask, cache: &mut LayerCache) -> Result<Array> {
+        if let Some(y) = crate::decode_layer::forward(self, x, mask, cache)? {
+            return Ok(y);
+        }
         let h = self
             .attn
             .forward_prenorm(x, &self.input_norm, mask, cache)?;

@@ -21,13 +21,17 @@ fn every_fast_path_kernel_section_compiles_under_nvrtc() {
         String::from_utf8_lossy(&out.stderr)
     );
     // The check must cover every section the engine launches kernels from.
-    let fastpath = include_str!("../src/fastpath.rs");
-    let sections: Vec<&str> = fastpath
-        .lines()
+    let launchers = [
+        include_str!("../src/fastpath.rs"),
+        include_str!("../src/decode_layer.rs"),
+    ];
+    let sections: Vec<&str> = launchers
+        .iter()
+        .flat_map(|src| src.lines())
         .filter_map(|l| l.trim().strip_prefix("section: \""))
         .map(|l| l.trim_end_matches("\","))
         .collect();
-    assert!(sections.len() >= 4, "sections found: {sections:?}");
+    assert!(sections.len() >= 5, "sections found: {sections:?}");
     for s in sections {
         assert!(
             text.lines()

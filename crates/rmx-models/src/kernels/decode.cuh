@@ -486,3 +486,486 @@ __device__ __forceinline__ void swiglu(const T* gate, const T* up, T* y) {
 }
 
 }  // namespace rmx
+
+// @section layer
+namespace rmx {
+
+// A whole quantized pre-norm decoder layer (Llama, Qwen3) for one token in one launch: MLX
+// spends several µs of CPU per graph node, so five kernels per layer bound decode on small
+// models; here the five steps are phases of one kernel, separated by a grid-wide barrier.
+// The grid is one block per SM (decode_layer.rs asks the driver how many), so every block is
+// resident and the barrier cannot wait for a block that never runs.
+//
+// Every phase that reads a vector first stages it in shared memory as float (the input norms
+// applied there, rounded as MLX's rms_norm rounds), with the sum of each 16-byte weight chunk's
+// slice, so the weight loop spends its instructions on the weights alone: unpacking is one LOP3
+// and one FADD per weight, the product one FFMA, and the quantization bias one FFMA per chunk.
+// In the standalone kernels each lane also loads, converts (and norms) its x slice and sums it,
+// about as many instructions again as the weights take (estimated from the source: ~180 per
+// 16-byte chunk and row at 4-bit with a norm, ~105 here). Each block stages once per phase and
+// then serves ~1/132 of the phase's rows, which a standalone 4-warp block could not amortize.
+
+// A barrier across the grid. bar: two uint32 that outlive the launch, zero before first use: an
+// arrival count, which the last block to arrive resets, and a generation, which it then bumps
+// and the others wait for. Fences on both sides, as cooperative groups' grid sync has them, make
+// writes before the barrier visible after it.
+__device__ __forceinline__ void grid_sync(unsigned int* bar) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    volatile unsigned int* gen = bar + 1;
+    const unsigned int g = *gen;
+    __threadfence();
+    if (atomicAdd(bar, 1u) == gridDim.x - 1) {
+      atomicExch(bar, 0u);
+      __threadfence();
+      atomicAdd(bar + 1, 1u);
+    } else {
+      // A barrier that never opens means blocks that were not resident: fail the launch
+      // (MLX reports the CUDA error) after 2 s instead of hanging the process.
+      unsigned long long t0, t;
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+      while (*gen == g) {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        if (t - t0 > 2000000000ull) __trap();
+      }
+    }
+    __threadfence();
+  }
+  __syncthreads();
+}
+
+// Two T packed in a word, as floats, and back (rounded to nearest).
+template <typename T>
+__device__ __forceinline__ void unpack2(uint32_t u, float* out);
+template <>
+__device__ __forceinline__ void unpack2<__nv_bfloat16>(uint32_t u, float* out) {
+  out[0] = __uint_as_float(u << 16);
+  out[1] = __uint_as_float(u & 0xffff0000u);
+}
+template <>
+__device__ __forceinline__ void unpack2<__half>(uint32_t u, float* out) {
+  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&u));
+  out[0] = f.x;
+  out[1] = f.y;
+}
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float a, float b);
+template <>
+__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float a, float b) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+template <>
+__device__ __forceinline__ uint32_t pack2<__half>(float a, float b) {
+  const __half2 v = __floats2half2_rn(a, b);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+template <typename T>
+__device__ __forceinline__ float round_t(float v) {
+  return to_float(static_cast<T>(v));
+}
+
+// PL consecutive T (PL = 2, 4 or 8: one 4-, 8- or 16-byte load) as floats. CG reads through L2
+// only: for what other blocks wrote earlier in this launch.
+template <typename T, int PL, bool CG>
+__device__ __forceinline__ void load_pl(const T* p, float* out) {
+  uint32_t u[PL / 2];
+  if constexpr (PL == 2) {
+    const unsigned int* q = reinterpret_cast<const unsigned int*>(p);
+    u[0] = CG ? __ldcg(q) : *q;
+  } else if constexpr (PL == 4) {
+    const uint2* q = reinterpret_cast<const uint2*>(p);
+    const uint2 v = CG ? __ldcg(q) : *q;
+    u[0] = v.x;
+    u[1] = v.y;
+  } else {
+    static_assert(PL == 8, "2, 4 or 8 per lane");
+    const uint4* q = reinterpret_cast<const uint4*>(p);
+    const uint4 v = CG ? __ldcg(q) : *q;
+    u[0] = v.x;
+    u[1] = v.y;
+    u[2] = v.z;
+    u[3] = v.w;
+  }
+#pragma unroll
+  for (int i = 0; i < PL / 2; ++i) unpack2<T>(u[i], out + 2 * i);
+}
+
+template <typename T, int PL>
+__device__ __forceinline__ void store_pl(T* p, const float* v) {
+  uint32_t u[PL / 2];
+#pragma unroll
+  for (int i = 0; i < PL / 2; ++i) u[i] = pack2<T>(v[2 * i], v[2 * i + 1]);
+  if constexpr (PL == 2) {
+    *reinterpret_cast<unsigned int*>(p) = u[0];
+  } else if constexpr (PL == 4) {
+    *reinterpret_cast<uint2*>(p) = make_uint2(u[0], u[1]);
+  } else {
+    *reinterpret_cast<uint4*>(p) = make_uint4(u[0], u[1], u[2], u[3]);
+  }
+}
+
+template <bool CG, typename T>
+__device__ __forceinline__ float load1(const T* p) {
+  if constexpr (CG) {
+    return to_float(__ldcg(p));
+  } else {
+    return to_float(*p);
+  }
+}
+
+// Where float4 slot i of chunk c (PER floats: the x slice of one 16-byte weight chunk) lives in
+// a staged vector. The slots are permuted per chunk so that the eight lanes of a quarter warp,
+// which read eight consecutive chunks, hit eight different 16-byte bank groups.
+template <int PER>
+__device__ __forceinline__ int slot(int c, int i) {
+  constexpr int SL = PER / 4;
+  return c * SL + (i ^ ((c / (8 / SL)) & (SL - 1)));
+}
+
+// Stages x[0..K) into shared memory (xs, K floats) with each chunk's sum (sums, K / PER). With
+// NORM, x is RMS-normed with weight nw first, rounded as MLX's rms_norm rounds: T(w * T(x/rms)).
+// NT threads load 16-byte vectors, all issued before any is used. With a loop of scalar loads
+// here (and one row per pass) the kernel ran Llama-3-8B 4-bit at 251 tok/s, no faster than five
+// kernels (258); with this and row_dot2, 316 (docs/perf.md, row 10).
+// red: 32 floats of scratch. Ends with the block synchronized.
+template <typename T, int K, int PER, int NT, bool NORM, bool CG>
+__device__ __forceinline__ void stage(
+    const T* x, const T* nw, float eps, float* xs, float* sums, float* red) {
+  static_assert(K % 8 == 0 && PER % 8 == 0, "whole 16-byte vectors");
+  constexpr int V = K / 8;
+  constexpr int ITERS = (V + NT - 1) / NT;
+  const int t = threadIdx.x;
+  float4* x4 = reinterpret_cast<float4*>(xs);
+  uint4 raw[ITERS];
+#pragma unroll
+  for (int i = 0; i < ITERS; ++i) {
+    const int v = t + i * NT;
+    if (v < V) {
+      const uint4* p = reinterpret_cast<const uint4*>(x) + v;
+      raw[i] = CG ? __ldcg(p) : *p;
+    }
+  }
+  float ss = 0.f;
+#pragma unroll
+  for (int i = 0; i < ITERS; ++i) {
+    const int v = t + i * NT;
+    if (v < V) {
+      float f[8];
+      unpack2<T>(raw[i].x, f);
+      unpack2<T>(raw[i].y, f + 2);
+      unpack2<T>(raw[i].z, f + 4);
+      unpack2<T>(raw[i].w, f + 6);
+      if constexpr (NORM) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) ss = fmaf(f[j], f[j], ss);
+      }
+      const int c = (8 * v) / PER;
+      const int s0 = ((8 * v) % PER) / 4;
+      x4[slot<PER>(c, s0)] = make_float4(f[0], f[1], f[2], f[3]);
+      x4[slot<PER>(c, s0 + 1)] = make_float4(f[4], f[5], f[6], f[7]);
+    }
+  }
+  if constexpr (NORM) {
+    ss = warp_sum(ss);
+    if ((t & 31) == 0) red[t >> 5] = ss;
+    __syncthreads();
+    float total = 0.f;
+#pragma unroll
+    for (int w = 0; w < NT / 32; ++w) total += red[w];
+    const float inv = rsqrtf(total / K + eps);
+#pragma unroll
+    for (int i = 0; i < ITERS; ++i) {
+      const int v = t + i * NT;
+      if (v < V) {
+        const uint4 wr = reinterpret_cast<const uint4*>(nw)[v];
+        float wf[8];
+        unpack2<T>(wr.x, wf);
+        unpack2<T>(wr.y, wf + 2);
+        unpack2<T>(wr.z, wf + 4);
+        unpack2<T>(wr.w, wf + 6);
+        const int c = (8 * v) / PER;
+        const int s0 = ((8 * v) % PER) / 4;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float4 q = x4[slot<PER>(c, s0 + h)];
+          q.x = round_t<T>(wf[4 * h] * round_t<T>(q.x * inv));
+          q.y = round_t<T>(wf[4 * h + 1] * round_t<T>(q.y * inv));
+          q.z = round_t<T>(wf[4 * h + 2] * round_t<T>(q.z * inv));
+          q.w = round_t<T>(wf[4 * h + 3] * round_t<T>(q.w * inv));
+          x4[slot<PER>(c, s0 + h)] = q;
+        }
+      }
+    }
+  }
+  __syncthreads();
+  for (int c = t; c < K / PER; c += NT) {
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < PER / 4; ++i) {
+      const float4 q = x4[slot<PER>(c, i)];
+      s += (q.x + q.y) + (q.z + q.w);
+    }
+    sums[c] = s;
+  }
+  __syncthreads();
+}
+
+// Weight rows ra and rb against the staged x, for one warp; every lane gets both totals. Two
+// rows per pass share the x reads and keep twice the weight loads in flight.
+template <typename T, int BITS, int G, int K>
+__device__ __forceinline__ void row_dot2(
+    const float* xs, const float* sums, const uint32_t* w, const T* scales, const T* biases,
+    int ra, int rb, float& ya, float& yb) {
+  constexpr int PER = 128 / BITS;
+  constexpr int CHUNKS = K / PER;
+  constexpr int WORDS = K * BITS / 32;
+  constexpr int GROUPS = K / G;
+  constexpr int VPW = 32 / BITS;
+  const int lane = threadIdx.x & 31;
+  const uint32_t* wa = w + (size_t)ra * WORDS;
+  const uint32_t* wb = w + (size_t)rb * WORDS;
+  const float4* x4 = reinterpret_cast<const float4*>(xs);
+  float acc_a = 0.f, acc_b = 0.f;
+#pragma unroll 4
+  for (int c = lane; c < CHUNKS; c += 32) {
+    const uint4 va = load_stream(wa + 4 * c);
+    const uint4 vb = load_stream(wb + 4 * c);
+    const int g = (PER * c) / G;
+    const float sa = to_float(scales[(size_t)ra * GROUPS + g]);
+    const float ba = to_float(biases[(size_t)ra * GROUPS + g]);
+    const float sb = to_float(scales[(size_t)rb * GROUPS + g]);
+    const float bb = to_float(biases[(size_t)rb * GROUPS + g]);
+    const uint32_t ua[4] = {va.x, va.y, va.z, va.w};
+    const uint32_t ub[4] = {vb.x, vb.y, vb.z, vb.w};
+    float da = 0.f, db = 0.f;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const uint32_t ha = ua[q] >> 16, hb = ub[q] >> 16;
+#pragma unroll
+      for (int i = 0; i < VPW / 4; ++i) {
+        const float4 xv = x4[slot<PER>(c, q * (VPW / 4) + i)];
+        const float xe[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          da = fmaf(xe[e], field<BITS>(ua[q], ha, 4 * i + e), da);
+          db = fmaf(xe[e], field<BITS>(ub[q], hb, 4 * i + e), db);
+        }
+      }
+    }
+    const float sc = sums[c];
+    acc_a = fmaf(sa, da, fmaf(ba, sc, acc_a));
+    acc_b = fmaf(sb, db, fmaf(bb, sc, acc_b));
+  }
+  ya = warp_sum(acc_a);
+  yb = warp_sum(acc_b);
+}
+
+// The lane's PL elements of one head's row (src: written by other blocks in this launch),
+// RMS-normed with nw (NORM) and roped at `offset`, each step rounded to T as MLX's ops round.
+// Not TRADITIONAL: element e pairs with e + D/2, which lives in lane ^ 16.
+template <typename T, int D, bool NORM, bool TRADITIONAL>
+__device__ __forceinline__ void head_rope(
+    const T* src, const T* nw, float eps, const float* inv_freq, int offset, float* v) {
+  constexpr int PL = D / 32;
+  const int lane = threadIdx.x & 31;
+  load_pl<T, PL, true>(src + lane * PL, v);
+  if constexpr (NORM) {
+    float ss = 0.f;
+#pragma unroll
+    for (int p = 0; p < PL; ++p) ss = fmaf(v[p], v[p], ss);
+    const float inv = rsqrtf(warp_sum(ss) / D + eps);
+    float wv[PL];
+    load_pl<T, PL, false>(nw + lane * PL, wv);
+#pragma unroll
+    for (int p = 0; p < PL; ++p) v[p] = round_t<T>(round_t<T>(v[p] * inv) * wv[p]);
+  }
+  if constexpr (TRADITIONAL) {
+#pragma unroll
+    for (int p = 0; p < PL; p += 2) {
+      const float theta = static_cast<float>(offset) * inv_freq[(lane * PL + p) / 2];
+      const float c = cos(theta), s = sin(theta);
+      const float x1 = v[p], x2 = v[p + 1];
+      v[p] = round_t<T>(x1 * c - x2 * s);
+      v[p + 1] = round_t<T>(x1 * s + x2 * c);
+    }
+  } else {
+    const bool first = lane < 16;
+#pragma unroll
+    for (int p = 0; p < PL; ++p) {
+      const float other = __shfl_xor_sync(0xffffffffu, v[p], 16);
+      const float theta = static_cast<float>(offset) * inv_freq[(lane & 15) * PL + p];
+      const float c = cos(theta), s = sin(theta);
+      v[p] = first ? round_t<T>(v[p] * c - other * s) : round_t<T>(other * s + v[p] * c);
+    }
+  }
+}
+
+// The layer. Weights: fused [q; k; v] (wq*), o (wo*), fused [gate; up] (wg*), down (wd*), MLX
+// affine BITS-bit with groups of G. n1, n2: the input and post-attention norm weights; qn, kn:
+// the per-head q/k norms (QKNORM). pos = {offset, cap}; par = {eps, qk eps, attention scale};
+// kc, vc: the cache's [KV, cap, D] buffers, written in place at `offset` as decode_attn does.
+// scratch (float): the QKV row (T) from 0, attention partials (m, l) at O_ML and their rows at
+// O_PART ([H][SMAX][D]), the attended row (T) at O_ATT, the post-attention residual (T) at O_H,
+// the SwiGLU activations (T) at O_ACT -- each region on its own 128-byte lines.
+// Dynamic shared memory: max(HID, H*D, F) + max(...)/PER + 32 floats.
+template <typename T, int BITS, int G, int HID, int H, int KV, int D, int F, bool QKNORM,
+          bool TRADITIONAL, int NT, int SMAX, int O_ML, int O_PART, int O_ATT, int O_H, int O_ACT>
+__device__ __forceinline__ void decode_layer(
+    const T* x, const uint32_t* wq, const T* sq, const T* bq, const uint32_t* wo, const T* so,
+    const T* bo, const uint32_t* wg, const T* sg, const T* bg, const uint32_t* wd, const T* sd,
+    const T* bd, const T* n1, const T* n2, const T* qn, const T* kn, const float* inv_freq,
+    const int32_t* pos, const float* par, const T* kc_in, const T* vc_in,
+    const uint32_t* bar_in, T* y, float* scratch) {
+  constexpr int PER = 128 / BITS;
+  constexpr int NQKV = (H + 2 * KV) * D;
+  constexpr int PL = D / 32;
+  constexpr int GQ = H / KV;
+  constexpr int KMAX = (HID > H * D ? HID : H * D) > F ? (HID > H * D ? HID : H * D) : F;
+  static_assert(D % 64 == 0 && D <= 256, "head size");
+  extern __shared__ float smem[];
+  float* xs = smem;
+  float* sums = smem + KMAX;
+  float* red = sums + KMAX / PER;
+  T* qkv = reinterpret_cast<T*>(scratch);
+  float* ml = scratch + O_ML;
+  float* part = scratch + O_PART;
+  T* att = reinterpret_cast<T*>(scratch + O_ATT);
+  T* hb = reinterpret_cast<T*>(scratch + O_H);
+  T* act = reinterpret_cast<T*>(scratch + O_ACT);
+  T* kc = const_cast<T*>(kc_in);
+  T* vc = const_cast<T*>(vc_in);
+  unsigned int* bar = const_cast<unsigned int*>(bar_in);
+  const int lane = threadIdx.x & 31;
+  const int warps = blockDim.x >> 5;
+  const int gw = blockIdx.x * warps + (threadIdx.x >> 5);
+  const int nw = gridDim.x * warps;
+
+  // 1. QKV = rms_norm(x) Wqkv^T.
+  stage<T, HID, PER, NT, true, false>(x, n1, par[0], xs, sums, red);
+  for (int r = 2 * gw; r < NQKV; r += 2 * nw) {
+    float a, b;
+    row_dot2<T, BITS, G, HID>(xs, sums, wq, sq, bq, r, r + 1, a, b);
+    if (lane == 0) {
+      qkv[r] = static_cast<T>(a);
+      qkv[r + 1] = static_cast<T>(b);
+    }
+  }
+  grid_sync(bar);
+
+  // 2. Attention partials: head h's positions are split S ways (a warp each, at least 8
+  // positions per split); each warp keeps an online softmax over its positions. The warp whose
+  // split holds the new position makes that key and value itself; the group's first head stores
+  // them in the cache.
+  const int offset = pos[0];
+  const int cap = pos[1];
+  const int n = offset + 1;
+  const int S = max(1, min(min((n + 7) / 8, SMAX), nw / H));
+  const float qscale = par[2] * 1.44269504088896340736f;  // log2(e): exp2 below
+  for (int item = gw; item < H * S; item += nw) {
+    const int h = item / S;
+    const int s = item - h * S;
+    const int g = h / GQ;
+    float q[PL], o[PL];
+    head_rope<T, D, QKNORM, TRADITIONAL>(qkv + h * D, qn, par[1], inv_freq, offset, q);
+#pragma unroll
+    for (int p = 0; p < PL; ++p) {
+      q[p] *= qscale;
+      o[p] = 0.f;
+    }
+    float m = neg_inf(), l = 0.f;
+    const size_t base = (size_t)g * cap * D + lane * PL;
+    for (int j = s; j < n; j += S) {
+      float kv[PL], vv[PL];
+      if (j < offset) {
+        load_pl<T, PL, false>(kc + base + (size_t)j * D, kv);
+        load_pl<T, PL, false>(vc + base + (size_t)j * D, vv);
+      } else {
+        head_rope<T, D, QKNORM, TRADITIONAL>(qkv + (H + g) * D, kn, par[1], inv_freq, offset, kv);
+        load_pl<T, PL, true>(qkv + (H + KV + g) * D + lane * PL, vv);
+        if (h % GQ == 0) {
+          store_pl<T, PL>(kc + base + (size_t)offset * D, kv);
+          store_pl<T, PL>(vc + base + (size_t)offset * D, vv);
+        }
+      }
+      float sc = 0.f;
+#pragma unroll
+      for (int p = 0; p < PL; ++p) sc = fmaf(q[p], kv[p], sc);
+      sc = warp_sum(sc);
+      const float mn = fmaxf(m, sc);
+      const float f = exp2f(m - mn);
+      const float e = exp2f(sc - mn);
+      m = mn;
+      l = l * f + e;
+#pragma unroll
+      for (int p = 0; p < PL; ++p) o[p] = fmaf(o[p], f, e * vv[p]);
+    }
+    const int at = h * SMAX + s;
+    if (lane == 0) {
+      ml[2 * at] = m;
+      ml[2 * at + 1] = l;
+    }
+#pragma unroll
+    for (int p = 0; p < PL; ++p) part[(size_t)at * D + lane * PL + p] = o[p];
+  }
+  grid_sync(bar);
+
+  // 3. Merge each head's partials into the attended row, rounded to T as MLX's attention writes it.
+  for (int h = blockIdx.x; h < H; h += gridDim.x) {
+    const int t = threadIdx.x;
+    if (t < D) {
+      float mx = neg_inf();
+      for (int s = 0; s < S; ++s) mx = fmaxf(mx, __ldcg(ml + 2 * (h * SMAX + s)));
+      float den = 0.f, num = 0.f;
+#pragma unroll 8
+      for (int s = 0; s < S; ++s) {
+        const int at = h * SMAX + s;
+        const float f = exp2f(__ldcg(ml + 2 * at) - mx);
+        den = fmaf(__ldcg(ml + 2 * at + 1), f, den);
+        num = fmaf(__ldcg(part + (size_t)at * D + t), f, num);
+      }
+      att[h * D + t] = static_cast<T>(num / den);
+    }
+  }
+  grid_sync(bar);
+
+  // 4. h = x + att Wo^T (the product rounded to T first, as the separate ops would).
+  stage<T, H * D, PER, NT, false, true>(att, nullptr, 0.f, xs, sums, red);
+  for (int r = 2 * gw; r < HID; r += 2 * nw) {
+    float a, b;
+    row_dot2<T, BITS, G, H * D>(xs, sums, wo, so, bo, r, r + 1, a, b);
+    if (lane == 0) {
+      hb[r] = static_cast<T>(round_t<T>(a) + to_float(x[r]));
+      hb[r + 1] = static_cast<T>(round_t<T>(b) + to_float(x[r + 1]));
+    }
+  }
+  grid_sync(bar);
+
+  // 5. act = silu(gate) * up of rms_norm(h), rounded as mlx-lm's ops (see the swiglu section).
+  stage<T, HID, PER, NT, true, true>(hb, n2, par[0], xs, sums, red);
+  for (int r = gw; r < F; r += nw) {
+    float gv, uv;
+    row_dot2<T, BITS, G, HID>(xs, sums, wg, sg, bg, r, F + r, gv, uv);
+    gv = round_t<T>(gv);
+    uv = round_t<T>(uv);
+    if (lane == 0) {
+      const float sig = round_t<T>(1.f / (1.f + __expf(-gv)));
+      act[r] = static_cast<T>(round_t<T>(gv * sig) * uv);
+    }
+  }
+  grid_sync(bar);
+
+  // 6. y = h + act Wd^T.
+  stage<T, F, PER, NT, false, true>(act, nullptr, 0.f, xs, sums, red);
+  for (int r = 2 * gw; r < HID; r += 2 * nw) {
+    float a, b;
+    row_dot2<T, BITS, G, F>(xs, sums, wd, sd, bd, r, r + 1, a, b);
+    if (lane == 0) {
+      y[r] = static_cast<T>(round_t<T>(a) + load1<true>(hb + r));
+      y[r + 1] = static_cast<T>(round_t<T>(b) + load1<true>(hb + r + 1));
+    }
+  }
+}
+
+}  // namespace rmx
