@@ -53,8 +53,12 @@ SHAPES = {
 }
 
 
-def make(shape, quant, out):
-    from mlx.utils import tree_flatten, tree_map
+def make(shape, quant, out, peaked=False):
+    """Random weights of `shape`'s real sizes. With `peaked`, the RMS-norm weights are ones (the
+    final norm 4s) instead of N(0, 0.02): the logits then spread over several units, so a wrong
+    kernel shows as wrong tokens and log-probabilities rather than hiding in a nearly flat
+    distribution, where every engine's greedy token is a near-tie."""
+    from mlx.utils import tree_flatten, tree_map, tree_map_with_path
     from mlx_lm.utils import save_model, save_config, quantize_model
     import importlib
     cfg = dict(SHAPES[shape])
@@ -63,6 +67,12 @@ def make(shape, quant, out):
     model = mod.Model(args)
     mx.random.seed(0)
     model.update(tree_map(lambda p: (mx.random.normal(p.shape) * 0.02).astype(mx.bfloat16), model.parameters()))
+    if peaked:
+        def ones(path, p):
+            if not path.endswith("norm.weight"):
+                return p
+            return mx.full(p.shape, 4.0 if path == "model.norm.weight" else 1.0, mx.bfloat16)
+        model.update(tree_map_with_path(ones, model.parameters()))
     mx.eval(model.parameters())
     if quant != "bf16":
         bits = 4 if quant == "4bit" else 8
@@ -122,12 +132,13 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
     m = sub.add_parser("make"); m.add_argument("--shape"); m.add_argument("--quant"); m.add_argument("--out")
+    m.add_argument("--peaked", action="store_true")
     t = sub.add_parser("time"); t.add_argument("--model"); t.add_argument("--prompt-len", type=int)
     t.add_argument("--gen", type=int); t.add_argument("--rounds", type=int, default=3)
     sub.add_parser("copybw")
     a = ap.parse_args()
     if a.cmd == "make":
-        make(a.shape, a.quant, a.out)
+        make(a.shape, a.quant, a.out, a.peaked)
     elif a.cmd == "time":
         print(json.dumps(time_model(a.model, a.prompt_len, a.gen, a.rounds)))
     else:
