@@ -488,6 +488,10 @@ __device__ __forceinline__ void swiglu(const T* gate, const T* up, T* y) {
 }  // namespace rmx
 
 // @section layer
+// scripts/bench/layer_lab.py times the phases by defining this to stop after phase N.
+#ifndef RMX_LAYER_STOP
+#define RMX_LAYER_STOP 6
+#endif
 namespace rmx {
 
 // A whole quantized pre-norm decoder layer (Llama, Qwen3) for one token in one launch: MLX
@@ -854,6 +858,8 @@ __device__ __forceinline__ void decode_layer(
   }
   grid_sync(bar);
 
+  if (RMX_LAYER_STOP <= 1) return;
+
   // 2. Attention partials: head h's positions are split S ways (a warp each, at least 8
   // positions per split); each warp keeps an online softmax over its positions. The warp whose
   // split holds the new position makes that key and value itself; the group's first head stores
@@ -911,6 +917,8 @@ __device__ __forceinline__ void decode_layer(
   }
   grid_sync(bar);
 
+  if (RMX_LAYER_STOP <= 2) return;
+
   // 3. Merge each head's partials into the attended row, rounded to T as MLX's attention writes it.
   for (int h = blockIdx.x; h < H; h += gridDim.x) {
     const int t = threadIdx.x;
@@ -930,6 +938,8 @@ __device__ __forceinline__ void decode_layer(
   }
   grid_sync(bar);
 
+  if (RMX_LAYER_STOP <= 3) return;
+
   // 4. h = x + att Wo^T (the product rounded to T first, as the separate ops would).
   stage<T, H * D, PER, NT, false, true>(att, nullptr, 0.f, xs, sums, red);
   for (int r = 2 * gw; r < HID; r += 2 * nw) {
@@ -941,6 +951,8 @@ __device__ __forceinline__ void decode_layer(
     }
   }
   grid_sync(bar);
+
+  if (RMX_LAYER_STOP <= 4) return;
 
   // 5. act = silu(gate) * up of rms_norm(h), rounded as mlx-lm's ops (see the swiglu section).
   stage<T, HID, PER, NT, true, true>(hb, n2, par[0], xs, sums, red);
@@ -955,6 +967,8 @@ __device__ __forceinline__ void decode_layer(
     }
   }
   grid_sync(bar);
+
+  if (RMX_LAYER_STOP <= 5) return;
 
   // 6. y = h + act Wd^T.
   stage<T, F, PER, NT, false, true>(act, nullptr, 0.f, xs, sums, red);
