@@ -2,6 +2,7 @@
 `layer`, launched by decode_layer.rs) on the GPU machine, without the engine:
 
     python3 scripts/bench/layer_lab.py [llama3-8b|qwen3-0.6b ...] [--bits 4] [--offset 64]
+                                       [--threads 512|1024]
 
 For each shape it writes random quantized weights for every layer of one token (all distinct,
 as in a real token: nothing is served from L2 that would not be), then
@@ -68,7 +69,7 @@ _kernels = {}
 
 
 def kernel(stop, smem):
-    key = (stop, smem)
+    key = (stop, smem, THREADS)
     if key not in _kernels:
         _kernels[key] = mx.fast.cuda_kernel(
             name=f"rmx_decode_layer_lab{stop}", input_names=INPUTS, output_names=["y", "scratch"],
@@ -140,7 +141,11 @@ def main():
     ap.add_argument("--bits", type=int, default=4)
     ap.add_argument("--offset", type=int, default=64)
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--threads", type=int, default=512, choices=(512, 1024),
+                    help="threads per block (decode_layer.rs: RMX_LAYER_THREADS)")
     a = ap.parse_args()
+    global THREADS
+    THREADS = a.threads
     blocks = sm_count()
     bar = mx.zeros((32,), mx.uint32) + mx.array(0, mx.uint32)  # device memory, see decode_layer.rs
     mx.eval(bar)

@@ -89,10 +89,12 @@ def layout(hid, h, kv, d, f, smax=64):
     return dict(SMAX=smax, O_ML=ml, O_PART=part, O_ATT=att, O_H=res, O_ACT=res + lines(hid // 2))
 
 
-for bits, hid, h, kv, f, qk in ((4, 1024, 16, 8, 3072, "true"), (8, 4096, 32, 8, 14336, "false")):
+for bits, hid, h, kv, f, qk, nt in ((4, 1024, 16, 8, 3072, "true", 512),
+                                   (8, 4096, 32, 8, 14336, "false", 512),
+                                   (4, 4096, 32, 8, 14336, "false", 1024)):
     KERNELS.append(("layer", LAYER_INS, ["y", ("float", "scratch")], LAYER_BODY,
                     dict(BITS=bits, G=64, HID=hid, H=h, KV=kv, D=128, F=f, QKNORM=qk,
-                         TRADITIONAL="false", NT=512, **layout(hid, h, kv, 128, f))))
+                         TRADITIONAL="false", NT=nt, **layout(hid, h, kv, 128, f))))
 
 
 def program(sec, ins, outs, body, tmpl, dtype):

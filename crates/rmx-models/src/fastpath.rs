@@ -16,7 +16,7 @@
 //! attention serves (beyond it, MLX's two-pass attention over the same cache),
 //! `RMX_DECODE_ADDMM=1` folds a dense layer's residual add into cuBLAS for one-row products too,
 //! `RMX_LAYER_KERNEL=0` keeps a quantized decoder layer at five kernels instead of one
-//! (decode_layer.rs).
+//! (decode_layer.rs), `RMX_LAYER_THREADS=1024` gives that kernel 32 warps per SM instead of 16.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
