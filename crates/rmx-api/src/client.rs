@@ -162,8 +162,19 @@ impl Client {
     /// Pulls a model into the daemon's store, streaming its progress; dropping the stream hangs
     /// up, which stops the download (what arrived stays for the next pull to resume).
     pub async fn pull(&self, model: &str) -> Result<Ndjson<PullResponse>, ClientError> {
+        self.pull_with_token(model, None).await
+    }
+
+    /// As [`pull`](Self::pull), asking the daemon to send `hf_token` to the Hub instead of its
+    /// own.
+    pub async fn pull_with_token(
+        &self,
+        model: &str,
+        hf_token: Option<String>,
+    ) -> Result<Ndjson<PullResponse>, ClientError> {
         let mut req = PullRequest::new(model);
         req.stream = Some(true);
+        req.hf_token = hf_token.map(crate::pull::Secret);
         let body = self.send(Method::POST, "/api/pull", Some(&req)).await?;
         Ok(Ndjson::new(body))
     }

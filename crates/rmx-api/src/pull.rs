@@ -80,7 +80,9 @@ pub enum PullEvent {
 }
 
 /// `POST /api/pull`. Ollama's clients send `model` (older ones `name`) and `insecure`, which
-/// means nothing here: the Hub is always reached over the endpoint's own scheme.
+/// means nothing here: the Hub is always reached over the endpoint's own scheme. `hf_token` is
+/// rmx's: the CLI sends the token of its own environment, so a daemon started before
+/// `HF_TOKEN` was set still pulls gated and private models for it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PullRequest {
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -91,6 +93,19 @@ pub struct PullRequest {
     pub insecure: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hf_token: Option<Secret>,
+}
+
+/// A credential inside a request: plain text on the wire, `<redacted>` in logs and debug output.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<redacted>")
+    }
 }
 
 impl PullRequest {

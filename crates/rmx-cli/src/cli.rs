@@ -41,7 +41,9 @@ pub enum Command {
     Completions(CompletionsArgs),
     /// Download a model (an alias or a Hugging Face repo id) into the model store.
     ///
-    /// Interrupted downloads resume where they stopped on the next pull.
+    /// Interrupted downloads resume where they stopped on the next pull. Gated and private
+    /// repos need a token: HF_TOKEN, or `hf auth login`. The daemon downloads with the token of
+    /// the shell running `rmx pull`, even when it was started before the token was set.
     Pull(PullArgs),
     /// List the models on this machine.
     #[command(visible_alias = "list")]

@@ -218,6 +218,42 @@ async fn a_missing_repo_ends_in_an_error_line_and_leaves_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rmx_pull_sends_its_own_hf_token_to_a_daemon_started_without_one() {
+    let env = Env::new().await;
+    env.hub.make_private(REPO, "hf_secret");
+    // The daemon starts with no token at all (Env::rmx clears HF_TOKEN and friends).
+    let (_daemon, client) = serve(&env).await;
+    let mut anonymous = client.pull(REPO).await.expect("the stream starts");
+    let mut outcome = None;
+    while let Some(line) = anonymous.next().await {
+        if let Err(e) = line {
+            outcome = Some(e);
+        }
+    }
+    assert!(
+        matches!(&outcome, Some(ClientError::Api { message, .. }) if message.contains("need HF_TOKEN")),
+        "{outcome:?}"
+    );
+
+    // `export HF_TOKEN=...` after the daemon started: `rmx pull` in that shell succeeds.
+    let mut cmd = env.rmx();
+    cmd.args(["pull", REPO]).env("HF_TOKEN", "hf_secret");
+    let run = env.run_cmd(cmd).await;
+    assert_eq!(
+        run.code,
+        Some(0),
+        "{}\n{}\n{}",
+        run.stdout,
+        run.stderr,
+        env.daemon_log()
+    );
+    let ls = env.run(&["ls"]).await.ok();
+    assert!(ls.stdout.contains(REPO), "{}", ls.stdout);
+    // The token is not written to the daemon's log.
+    assert!(!env.daemon_log().contains("hf_secret"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_ollama_python_client_pulls() {
     let Ok(python) = std::env::var("RMX_TEST_PYTHON") else {
         panic!("RMX_TEST_PYTHON is not set: run `. scripts/test-env.sh` first");

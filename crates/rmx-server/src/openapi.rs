@@ -384,7 +384,8 @@ fn schemas() -> Value {
                 "model": {"type": "string"},
                 "name": {"type": "string"},
                 "insecure": {"type": "boolean", "description": "Accepted and ignored."},
-                "stream": {"type": "boolean"}
+                "stream": {"type": "boolean"},
+                "hf_token": {"type": "string", "description": "rmx: the Hugging Face token to pull with, instead of the daemon's own (`rmx pull` sends its environment's)."}
             }
         },
         "PullProgress": {

@@ -17,7 +17,12 @@ pub struct StoreConfig {
     pub rmx_home: PathBuf,
     /// Base URL of the Hub, without a trailing slash.
     pub endpoint: String,
+    /// A token given outright (`HF_TOKEN`); it wins over `token_file`.
     pub token: Option<String>,
+    /// The token file (`HF_TOKEN_PATH`, else `HF_HOME/token`, where `hf auth login` writes),
+    /// read at every [`token`](Self::token) call: a daemon that started before the user logged
+    /// in still pulls gated models afterwards.
+    pub token_file: Option<PathBuf>,
     /// Files transferred at once.
     pub concurrency: usize,
     /// How often one file is retried (resuming) after a lost connection or a bad checksum.
@@ -32,6 +37,7 @@ impl std::fmt::Debug for StoreConfig {
             .field("rmx_home", &self.rmx_home)
             .field("endpoint", &self.endpoint)
             .field("token", &self.token.as_ref().map(|_| "<set>"))
+            .field("token_file", &self.token_file)
             .field("concurrency", &self.concurrency)
             .field("retries", &self.retries)
             .finish_non_exhaustive()
@@ -46,6 +52,7 @@ impl StoreConfig {
             rmx_home,
             endpoint: endpoint.into().trim_end_matches('/').to_string(),
             token: None,
+            token_file: None,
             concurrency: 4,
             retries: 3,
             free_space: Arc::new(available_space),
@@ -81,19 +88,27 @@ impl StoreConfig {
             (None, None) => return Err(StoreError::NoHome),
         };
         let endpoint = var("HF_ENDPOINT").unwrap_or_else(|| DEFAULT_ENDPOINT.to_string());
-        // A missing, unreadable or empty token file means "anonymous", as in huggingface_hub.
-        let token = var("HF_TOKEN").or_else(|| match var("HF_TOKEN_PATH") {
-            Some(path) => std::fs::read_to_string(path)
-                .ok()
-                .map(|t| t.trim().to_string())
-                .filter(|t| !t.is_empty()),
-            // hf-hub looks beside its `hub` folder: `HF_HOME/token` for `HF_HOME/hub`, which is
-            // where `hf auth login` writes it even when `HF_HUB_CACHE` moves the cache.
-            None => hf_hub::Cache::new(hf_home.join("hub")).token(),
-        });
+        // hf-hub looks beside its `hub` folder: `HF_HOME/token` for `HF_HOME/hub`, which is
+        // where `hf auth login` writes it even when `HF_HUB_CACHE` moves the cache.
+        let token_file = var("HF_TOKEN_PATH")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| hf_home.join("token"));
+        let token = var("HF_TOKEN");
         let mut config = StoreConfig::new(hub_cache, rmx_home, endpoint);
         config.token = token;
+        config.token_file = Some(token_file);
         Ok(config)
+    }
+
+    /// The token to send: `token`, else the token file's content as it is now. A missing,
+    /// unreadable or empty file means "anonymous", as in huggingface_hub.
+    pub fn token(&self) -> Option<String> {
+        self.token.clone().or_else(|| {
+            std::fs::read_to_string(self.token_file.as_ref()?)
+                .ok()
+                .map(|t| t.trim().to_string())
+                .filter(|t| !t.is_empty())
+        })
     }
 }
 
@@ -128,7 +143,7 @@ mod tests {
         ]))?;
         assert_eq!(c.hub_cache, PathBuf::from("/cache"));
         assert_eq!(c.endpoint, "http://127.0.0.1:9");
-        assert_eq!(c.token.as_deref(), Some("hf_x"));
+        assert_eq!(c.token().as_deref(), Some("hf_x"));
         assert_eq!(c.rmx_home, PathBuf::from("/r"));
         Ok(())
     }
@@ -146,7 +161,7 @@ mod tests {
             ("HF_HOME", &hf_home),
             ("HF_HUB_CACHE", "/elsewhere/hub"),
         ]))?;
-        assert_eq!(c.token.as_deref(), Some("hf_file"));
+        assert_eq!(c.token().as_deref(), Some("hf_file"));
         let other = dir.path().join("other-token");
         std::fs::write(&other, "hf_other")?;
         let other = other.to_string_lossy().into_owned();
@@ -155,13 +170,27 @@ mod tests {
             ("HF_HOME", &hf_home),
             ("HF_TOKEN_PATH", &other),
         ]))?;
-        assert_eq!(c.token.as_deref(), Some("hf_other"));
+        assert_eq!(c.token().as_deref(), Some("hf_other"));
         let c = StoreConfig::from_vars(vars(&[
             ("HOME", "/h"),
             ("HF_HOME", &hf_home),
             ("HF_TOKEN", "hf_env"),
         ]))?;
-        assert_eq!(c.token.as_deref(), Some("hf_env"));
+        assert_eq!(c.token().as_deref(), Some("hf_env"));
+        Ok(())
+    }
+
+    #[test]
+    fn a_token_file_written_after_start_is_read_at_the_next_call(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let hf_home = dir.path().to_string_lossy().into_owned();
+        let c = StoreConfig::from_vars(vars(&[("HOME", "/h"), ("HF_HOME", &hf_home)]))?;
+        assert_eq!(c.token(), None);
+        std::fs::write(dir.path().join("token"), "hf_later\n")?;
+        assert_eq!(c.token().as_deref(), Some("hf_later"));
+        std::fs::write(dir.path().join("token"), "  \n")?;
+        assert_eq!(c.token(), None, "an empty file is anonymous");
         Ok(())
     }
 

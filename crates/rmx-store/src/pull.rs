@@ -47,6 +47,7 @@ pub struct Pulled {
 pub(crate) async fn pull(
     store: &Store,
     name: &str,
+    token: Option<String>,
     reporter: &dyn Reporter,
 ) -> Result<Pulled, StoreError> {
     let repo = match store.resolve(name)? {
@@ -55,7 +56,7 @@ pub(crate) async fn pull(
     };
     let config = store.config();
     let cache = store.cache();
-    let client = HubClient::new(&config.endpoint, config.token.clone())?;
+    let client = HubClient::new(&config.endpoint, token.or_else(|| config.token()))?;
 
     // Everything up to the disk check only reads from the network: a missing repo or file
     // leaves nothing behind in the cache.

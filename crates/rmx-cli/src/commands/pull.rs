@@ -72,7 +72,13 @@ pub fn run(args: PullArgs) -> Result<ExitCode> {
 /// Pulls through the daemon, drawing each line's store event; returns the model's size.
 async fn pull(model: &str, progress: &PullProgress) -> Result<u64> {
     let client: Client = daemon::connect().await?;
-    let mut lines = client.pull(model).await.map_err(daemon::broken_off)?;
+    // The daemon reads its environment once, when it starts: send this shell's token, which
+    // may have been exported (or `hf auth login` run) since.
+    let token = StoreConfig::from_env().ok().and_then(|c| c.token());
+    let mut lines = client
+        .pull_with_token(model, token)
+        .await
+        .map_err(daemon::broken_off)?;
     let mut total = 0;
     while let Some(line) = lines.next().await {
         let line = line.map_err(daemon::broken_off)?;

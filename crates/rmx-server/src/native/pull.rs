@@ -1,5 +1,7 @@
 //! `POST /api/pull`: a model downloaded into the daemon's store (the Hugging Face cache of the
-//! environment the daemon started in), its progress streamed as Ollama's ndjson lines.
+//! environment the daemon started in), its progress streamed as Ollama's ndjson lines. The Hub
+//! token is the request's `hf_token` when it has one (the CLI sends its shell's), else the
+//! daemon's `HF_TOKEN`, else the token file as it is at the time of the pull.
 //!
 //! The pull runs in a task that owns the download: when the client hangs up, the task finds
 //! the body gone (at its next line or heartbeat, even while a transfer stalls), and dropping
@@ -66,10 +68,13 @@ pub async fn pull(State(svc): State<Arc<Service>>, body: Bytes) -> Response {
     };
     let lock = svc.pull_locks().of(&repo);
     let mut shutdown = svc.shutdown_signal();
+    let token = req.hf_token.map(|t| t.0).filter(|t| !t.trim().is_empty());
     if req.stream == Some(false) {
         let download = async {
             let _turn = lock.lock().await;
-            svc.store().pull(&name, &rmx_store::NoProgress).await
+            svc.store()
+                .pull_with_token(&name, token, &rmx_store::NoProgress)
+                .await
         };
         return tokio::select! {
             result = download => match result {
@@ -88,7 +93,7 @@ pub async fn pull(State(svc): State<Arc<Service>>, body: Bytes) -> Response {
     tokio::spawn(async move {
         let download = async {
             let _turn = lock.lock().await;
-            svc.store().pull(&name, &progress).await
+            svc.store().pull_with_token(&name, token, &progress).await
         };
         tokio::pin!(download);
         let mut beat = tokio::time::interval(HEARTBEAT);

@@ -68,6 +68,8 @@ pub struct HubState {
     corrupt_once: Mutex<HashSet<String>>,
     /// One-shot: file name -> bytes to send before the body stalls forever.
     stall_after: Mutex<HashMap<String, u64>>,
+    /// Private (or gated) repos and the token that opens each.
+    private: Mutex<HashMap<String, String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -112,6 +114,12 @@ impl FakeHub {
                 missing: HashSet::new(),
             },
         );
+    }
+
+    /// The repo answers only requests that carry `Authorization: Bearer <token>`; to others it
+    /// does not exist (401, as the Hub answers anonymous callers for private repos).
+    pub fn make_private(&self, id: &str, token: &str) {
+        lock(&self.state.private).insert(id.to_string(), token.to_string());
     }
 
     pub fn make_missing(&self, id: &str, file: &str) {
@@ -163,6 +171,17 @@ fn error(status: StatusCode, code: &str, message: &str) -> Response {
         .into_response()
 }
 
+/// Whether a private repo's token is missing from `headers`.
+fn denied(state: &HubState, id: &str, headers: &HeaderMap) -> bool {
+    let Some(token) = lock(&state.private).get(id).cloned() else {
+        return false;
+    };
+    let sent = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    sent != Some(format!("Bearer {token}").as_str())
+}
+
 fn repo_missing() -> Response {
     // The Hub answers 401, not 404, for a repo that does not exist (to anonymous callers).
     error(
@@ -175,8 +194,12 @@ fn repo_missing() -> Response {
 async fn repo_info(
     State(state): State<Arc<HubState>>,
     Path((owner, name, rev)): Path<(String, String, String)>,
+    headers: HeaderMap,
 ) -> Response {
     let id = format!("{owner}/{name}");
+    if denied(&state, &id, &headers) {
+        return repo_missing();
+    }
     let repos = lock(&state.repos);
     let Some(repo) = repos.get(&id) else {
         return repo_missing();
@@ -202,8 +225,12 @@ async fn repo_tree(
     State(state): State<Arc<HubState>>,
     Path((owner, name, rev)): Path<(String, String, String)>,
     Query(_query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
 ) -> Response {
     let id = format!("{owner}/{name}");
+    if denied(&state, &id, &headers) {
+        return repo_missing();
+    }
     let repos = lock(&state.repos);
     let Some(repo) = repos.get(&id) else {
         return repo_missing();
@@ -237,6 +264,9 @@ async fn resolve(
     headers: HeaderMap,
 ) -> Response {
     let id = format!("{owner}/{name}");
+    if denied(&state, &id, &headers) {
+        return repo_missing();
+    }
     let (commit, found) = {
         let repos = lock(&state.repos);
         let Some(repo) = repos.get(&id) else {

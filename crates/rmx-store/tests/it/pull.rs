@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use rmx_store::{ModelStatus, NoProgress, PullEvent, StoreError};
+use rmx_store::{ModelStatus, NoProgress, PullEvent, Store, StoreError};
 
 use crate::fake_hub::FakeFile;
 use crate::fixtures::{sha256_hex, tree, weights_len, Env, Recorder, COMMIT, REPO, WEIGHTS};
@@ -268,6 +268,45 @@ async fn missing_repo_is_a_clear_error_and_leaves_nothing() {
         )
     );
     assert_eq!(tree(env.dir.path()), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_private_repo_needs_the_token_and_takes_it_per_pull_or_from_a_file_written_later() {
+    let env = Env::new().await;
+    env.hub.make_private(REPO, "hf_secret");
+    let token_file = env.dir.path().join("token");
+    let mut config = env.config();
+    config.token_file = Some(token_file.clone());
+    let store = Store::new(config);
+
+    // Anonymous: the Hub says the repo does not exist, and nothing is written.
+    let err = store.pull(REPO, &NoProgress).await;
+    assert!(
+        matches!(err, Err(StoreError::RepoNotFound { .. })),
+        "{err:?}"
+    );
+    assert!(!env.repo_dir().exists());
+    // A wrong token per pull is as good as none; the right one opens it.
+    let err = store
+        .pull_with_token(REPO, Some("hf_wrong".into()), &NoProgress)
+        .await;
+    assert!(
+        matches!(err, Err(StoreError::RepoNotFound { .. })),
+        "{err:?}"
+    );
+    store
+        .pull_with_token(REPO, Some("hf_secret".into()), &NoProgress)
+        .await
+        .expect("the token opens the repo");
+
+    // A fresh cache, the same store config: the token file `hf auth login` writes after the
+    // store was made is read at the next pull.
+    std::fs::remove_dir_all(env.cache()).expect("clear the cache");
+    std::fs::write(&token_file, "hf_secret\n").expect("write the token file");
+    store
+        .pull(REPO, &NoProgress)
+        .await
+        .expect("the token file opens the repo");
 }
 
 #[tokio::test]
