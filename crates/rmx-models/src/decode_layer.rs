@@ -39,8 +39,9 @@ const LAYER: Spec = Spec {
 /// Threads per block: 16 warps per SM keep the weight loads in flight that measured 316 tok/s on
 /// Llama-3-8B 4-bit, and 512 threads leave each up to 128 registers, so one block always fits an
 /// SM. `RMX_LAYER_THREADS=1024` (32 warps) is there to be measured against it: it fits only
-/// while the kernel needs at most 64 registers (ptxas says 64 today); past that the launch fails
-/// with an error, it does not hang.
+/// while the kernel needs at most 64 registers (ptxas says 64 today; past that the launch fails
+/// with an error, it does not hang), and then an SM holds one block, so two models decoding at
+/// once would each wait for SMs the other holds (the barrier's 2 s trap).
 fn threads() -> i32 {
     static N: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
     *N.get_or_init(|| {
@@ -54,6 +55,7 @@ fn threads() -> i32 {
         }
     })
 }
+
 /// Most splits of one head's positions in the attention phase (the kernel's SMAX).
 const SPLITS: i32 = 64;
 
@@ -70,7 +72,8 @@ fn barrier() -> Result<Array> {
         }
         // Made by a GPU op so that it lives in device memory: MLX keeps arrays made from host
         // data, and any of 8 bytes or less, in unified memory, where the GPU's atomics and the
-        // spinning reads of the barrier would cross the bus (a hang, measured on the H100).
+        // spinning reads of the barrier cross the bus. The first build made its two counters
+        // from host data and hung on the H100; made this way, it runs.
         // `host` stays alive through the eval, so its buffer is not donated to the sum.
         let host = Array::from_slice(&[0u32; 32], &[32])?;
         let a = host.add_scalar(0.0)?;
