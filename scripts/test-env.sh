@@ -4,6 +4,10 @@
 #   RMX_TEST_PYTHON    python with the reference tooling (mlx, mlx-lm, transformers, gguf)
 #   RMX_TEST_FIXTURES  folder with downloaded fixture data (npm tokenizer packages, ...)
 #   RMX_TEST_CODEX     the Codex CLI binary (npm @openai/codex, pinned), for the agent test
+# Strict mode for this script only: sourced into an interactive shell, a `set -e` left behind
+# ends that shell at the next failing command (and skips what came after it) without a word.
+_rmx_caller_flags=$-
+_rmx_caller_pipefail=$(shopt -qo pipefail && echo on || echo off)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 venv=${RMX_TEST_VENV:-$root/.venv}
@@ -93,3 +97,7 @@ export RMX_TEST_PYTHON=$venv/bin/python
 export RMX_TEST_FIXTURES=$fixtures
 # The build finds MLX through this python too (crates/rmx-mlx/build.rs).
 export RMX_PYTHON=$venv/bin/python
+case $_rmx_caller_flags in *e*) ;; *) set +e ;; esac
+case $_rmx_caller_flags in *u*) ;; *) set +u ;; esac
+[ "$_rmx_caller_pipefail" = on ] || set +o pipefail
+unset _rmx_caller_flags _rmx_caller_pipefail
