@@ -81,6 +81,25 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// One key/value position of a warp's online softmax (scores in log2 units: q carries
+// log2(e)): the lane's PL elements of q, the key and the value; m, l and o are the running max,
+// sum and weighted value row. Both decode attention kernels step through their positions this way.
+template <int PL>
+__device__ __forceinline__ void online_step(
+    const float* q, const float* kv, const float* vv, float& m, float& l, float* o) {
+  float sc = 0.f;
+#pragma unroll
+  for (int p = 0; p < PL; ++p) sc = fmaf(q[p], kv[p], sc);
+  sc = warp_sum(sc);
+  const float mn = fmaxf(m, sc);
+  const float f = exp2f(m - mn);
+  const float e = exp2f(sc - mn);
+  m = mn;
+  l = l * f + e;
+#pragma unroll
+  for (int p = 0; p < PL; ++p) o[p] = fmaf(o[p], f, e * vv[p]);
+}
+
 __device__ __forceinline__ uint4 load_stream(const uint32_t* p) {
   // Weights are read once per token: don't let them evict x from L1.
   uint4 r;
@@ -423,17 +442,7 @@ __device__ __forceinline__ void decode_attn(
         vv[p] = vf[lane * PL + p];
       }
     }
-    float sc = 0.f;
-#pragma unroll
-    for (int p = 0; p < PL; ++p) sc = fmaf(q[p], kv[p], sc);
-    sc = warp_sum(sc);
-    const float mn = fmaxf(m, sc);
-    const float f = exp2f(m - mn);
-    const float e = exp2f(sc - mn);
-    m = mn;
-    l = l * f + e;
-#pragma unroll
-    for (int p = 0; p < PL; ++p) o[p] = fmaf(o[p], f, e * vv[p]);
+    online_step<PL>(q, kv, vv, m, l, o);
   }
 
   __syncthreads();  // red is reused
@@ -683,12 +692,8 @@ __device__ __forceinline__ void stage(
     for (int i = 0; i < ITERS; ++i) {
       const int v = t + i * NT;
       if (v < V) {
-        const uint4 wr = reinterpret_cast<const uint4*>(nw)[v];
         float wf[8];
-        unpack2<T>(wr.x, wf);
-        unpack2<T>(wr.y, wf + 2);
-        unpack2<T>(wr.z, wf + 4);
-        unpack2<T>(wr.w, wf + 6);
+        Vec8<T>::load(nw + 8 * v, wf);
         const int c = (8 * v) / PER;
         const int s0 = ((8 * v) % PER) / 4;
 #pragma unroll
@@ -895,17 +900,7 @@ __device__ __forceinline__ void decode_layer(
           store_pl<T, PL>(vc + base + (size_t)offset * D, vv);
         }
       }
-      float sc = 0.f;
-#pragma unroll
-      for (int p = 0; p < PL; ++p) sc = fmaf(q[p], kv[p], sc);
-      sc = warp_sum(sc);
-      const float mn = fmaxf(m, sc);
-      const float f = exp2f(m - mn);
-      const float e = exp2f(sc - mn);
-      m = mn;
-      l = l * f + e;
-#pragma unroll
-      for (int p = 0; p < PL; ++p) o[p] = fmaf(o[p], f, e * vv[p]);
+      online_step<PL>(q, kv, vv, m, l, o);
     }
     const int at = h * SMAX + s;
     if (lane == 0) {
