@@ -36,25 +36,13 @@ const LAYER: Spec = Spec {
            inv_freq, pos, par, kc, vc, bar, y, scratch);",
 };
 
-/// Threads per block: 16 warps per SM keep the weight loads in flight that measured 316 tok/s on
-/// Llama-3-8B 4-bit, and 512 threads leave each up to 128 registers, so one block always fits an
-/// SM. `RMX_LAYER_THREADS=1024` (32 warps) is there to be measured against it: it fits only
-/// while the kernel needs at most 64 registers (ptxas says 64 today; past that the launch fails
-/// with an error, it does not hang), and then an SM holds one block, so two models decoding at
-/// once would each wait for SMs the other holds (the barrier's 2 s trap).
-fn threads() -> i32 {
-    static N: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
-    *N.get_or_init(|| {
-        match std::env::var("RMX_LAYER_THREADS")
-            .ok()
-            .as_deref()
-            .map(str::trim)
-        {
-            Some("1024") => 1024,
-            _ => 512,
-        }
-    })
-}
+// Threads per block (`FastPath::layer_threads`): 16 warps per SM keep the weight loads in flight
+// that measured 316 tok/s on Llama-3-8B 4-bit, and 512 threads leave each up to 128 registers, so
+// one block always fits an SM. `RMX_LAYER_THREADS=1024` (32 warps) is there to be measured
+// against it: it fits only while the kernel needs at most 64 registers (ptxas says 64 today;
+// past that the launch fails with an error, it does not hang), and then an SM holds one block,
+// so two models decoding at once would each wait for SMs the other holds (the barrier's 2 s
+// trap).
 
 /// Most splits of one head's positions in the attention phase (the kernel's SMAX).
 const SPLITS: i32 = 64;
@@ -155,10 +143,7 @@ pub(crate) fn forward(
     {
         return Ok(None);
     }
-    let (qn, kn, qk_eps) = match rope.norms {
-        Some((q, k, e)) => (q, k, e),
-        None => (n1, n1, 0.0),
-    };
+    let (qn, kn, qk_eps) = rope.norm_inputs(n1);
     let (keys, values, offset) = kv.decode_slot(kvh, d, dtype)?;
     let pos = pos_array([offset, keys.dim(2)])?;
     let par = consts(&[eps, qk_eps, scale])?;
@@ -196,8 +181,8 @@ pub(crate) fn forward(
         ],
         output_shapes: &[&x.shape(), &[lay[5]]],
         output_dtypes: &[dtype, Dtype::F32],
-        grid: [blocks * threads(), 1, 1],
-        threadgroup: [threads(), 1, 1],
+        grid: [blocks * fp.layer_threads, 1, 1],
+        threadgroup: [fp.layer_threads, 1, 1],
         template: &[
             ("T", TemplateArg::Dtype(dtype)),
             ("BITS", TemplateArg::Int(spec.bits)),
@@ -209,7 +194,7 @@ pub(crate) fn forward(
             ("F", TemplateArg::Int(f)),
             ("QKNORM", TemplateArg::Bool(rope.norms.is_some())),
             ("TRADITIONAL", TemplateArg::Bool(rope.traditional)),
-            ("NT", TemplateArg::Int(threads())),
+            ("NT", TemplateArg::Int(fp.layer_threads)),
             ("SMAX", TemplateArg::Int(SPLITS)),
             ("O_ML", TemplateArg::Int(lay[0])),
             ("O_PART", TemplateArg::Int(lay[1])),

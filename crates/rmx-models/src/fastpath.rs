@@ -66,6 +66,9 @@ pub struct FastPath {
     /// Blocks of the one-launch decoder layer (decode_layer.rs): one per SM, from the driver;
     /// `None` turns that kernel off.
     pub layer_blocks: Option<i32>,
+    /// Threads per block of that kernel: 512, or 1024 with `RMX_LAYER_THREADS=1024` (see
+    /// decode_layer.rs for what each costs).
+    pub layer_threads: i32,
 }
 
 fn env_num(name: &str) -> Option<usize> {
@@ -92,6 +95,11 @@ pub fn fast_path() -> FastPath {
                 _ if !on => None,
                 Some(0) => None,
                 _ => rmx_mlx::cuda_sm_count(),
+            },
+            layer_threads: if env_num("RMX_LAYER_THREADS") == Some(1024) {
+                1024
+            } else {
+                512
             },
         }
     })
@@ -328,6 +336,14 @@ pub struct QkvRope<'a> {
     pub inv_freq: &'a Array,
 }
 
+impl<'a> QkvRope<'a> {
+    /// The q and k norm weights and epsilon a kernel takes; without norms, `unused` stands in
+    /// for both weights (the kernel does not read them).
+    pub(crate) fn norm_inputs(&self, unused: &'a Array) -> (&'a Array, &'a Array, f32) {
+        self.norms.unwrap_or((unused, unused, 0.0))
+    }
+}
+
 /// Splits one token's `[1, 1, (H + 2 KV) * D]` QKV row into q `[1, H, 1, D]`, k and v
 /// `[1, KV, 1, D]`, q and k normed and rotated at `offset`. `None` when the kernel does not
 /// apply (not CUDA, not one token, odd head size or dtype).
@@ -345,10 +361,7 @@ pub fn qkv_rope(qkv: &Array, p: &QkvRope, offset: i32) -> Result<Option<[Array; 
         return Ok(None);
     }
     let offset = Array::from_slice(&[offset], &[1])?;
-    let (qn, kn, eps) = match p.norms {
-        Some((q, k, e)) => (q, k, e),
-        None => (qkv, qkv, 0.0),
-    };
+    let (qn, kn, eps) = p.norm_inputs(qkv);
     let eps = consts(&[eps])?;
     let out = kernel(&QKV_ROPE)?.launch(&Launch {
         inputs: &[qkv, qn, kn, p.inv_freq, &offset, &eps],
@@ -412,10 +425,7 @@ pub fn decode_attention(
     let dtype = srcs[0].dtype();
     let cap = keys.dim(2);
     let pos = pos_array([offset, cap])?;
-    let (qn, kn, eps) = match p.norms {
-        Some((q, k, e)) => (q, k, e),
-        None => (srcs[0], srcs[0], 0.0),
-    };
+    let (qn, kn, eps) = p.norm_inputs(srcs[0]);
     let par = consts(&[eps, scale])?;
     let out = kernel(&DECODE_ATTN)?.launch(&Launch {
         inputs: &[
