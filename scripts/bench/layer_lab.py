@@ -14,46 +14,26 @@ as in a real token: nothing is served from L2 that would not be), then
     each GEMV phase reads and its effective bandwidth.
 """
 import argparse
-import os
 import statistics
 import time
 
 import mlx.core as mx
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SOURCE = open(os.path.join(ROOT, "crates/rmx-models/src/kernels/decode.cuh")).read()
+from kernel_src import layer_layout, section
 
 # name: (layers, hidden, heads, kv heads, head dim, ffn, q/k norm, eps, rope base)
 SHAPES = {
     "llama3-8b": (32, 4096, 32, 8, 128, 14336, False, 1e-5, 500000.0),
     "qwen3-0.6b": (28, 1024, 16, 8, 128, 3072, True, 1e-6, 1000000.0),
 }
-THREADS, SPLITS, G = 512, 64, 64
+THREADS, G = 512, 64
 INPUTS = ["x", "wq", "sq", "bq", "wo", "so", "bo", "wg", "sg", "bg", "wd", "sd", "bd", "n1", "n2",
           "qn", "kn", "inv_freq", "pos", "par", "kc", "vc", "bar"]
 PHASES = ["qkv", "attention", "merge", "o + residual", "gate/up + swiglu", "down + residual"]
 
 
 def header(stop):
-    # decode_layer.rs's header(): the common and layer sections, comment lines dropped.
-    out, keep = [f"#define RMX_LAYER_STOP {stop}"], False
-    for line in SOURCE.splitlines():
-        if line.startswith("// @section "):
-            keep = line[len("// @section "):] in ("common", "layer")
-            continue
-        if keep and line.strip() and not line.strip().startswith("//"):
-            out.append(line)
-    return "\n".join(out)
-
-
-def layout(hid, h, kv, d, f):
-    lines = lambda n: (n + 31) // 32 * 32
-    ml = lines((h + 2 * kv) * d // 2)
-    part = ml + lines(h * SPLITS * 2)
-    att = part + lines(h * SPLITS * d)
-    res = att + lines(h * d // 2)
-    act = res + lines(hid // 2)
-    return [ml, part, att, res, act, act + lines(f // 2)]
+    return f"#define RMX_LAYER_STOP {stop}\n" + section("layer")
 
 
 def sm_count():
@@ -94,7 +74,7 @@ def make_layer(shape, bits):
 
 def run_layer(shape, bits, p, x, kc, vc, offset, bar, inv_freq, stop, blocks):
     _, hid, h, kv, d, f, qk, eps, _ = SHAPES[shape]
-    lay = layout(hid, h, kv, d, f)
+    offsets, scratch = layer_layout(hid, h, kv, d, f)
     kmax = max(hid, h * d, f)
     smem = 4 * (kmax + kmax // (128 // bits) + 32)
     ins = [x, *p["q"], *p["o"], *p["gu"], *p["d"], p["n1"], p["n2"], p["qn"], p["kn"], inv_freq,
@@ -102,10 +82,9 @@ def run_layer(shape, bits, p, x, kc, vc, offset, bar, inv_freq, stop, blocks):
            kc, vc, bar]
     tmpl = [("T", mx.bfloat16), ("BITS", bits), ("G", G), ("HID", hid), ("H", h), ("KV", kv),
             ("D", d), ("F", f), ("QKNORM", qk), ("TRADITIONAL", False), ("NT", THREADS),
-            ("SMAX", SPLITS), ("O_ML", lay[0]), ("O_PART", lay[1]), ("O_ATT", lay[2]),
-            ("O_H", lay[3]), ("O_ACT", lay[4])]
+            *offsets.items()]
     return kernel(stop, smem)(inputs=ins, template=tmpl, grid=(blocks * THREADS, 1, 1),
-                              threadgroup=(THREADS, 1, 1), output_shapes=[x.shape, (lay[5],)],
+                              threadgroup=(THREADS, 1, 1), output_shapes=[x.shape, (scratch,)],
                               output_dtypes=[x.dtype, mx.float32])[0]
 
 

@@ -79,9 +79,10 @@ def main():
             max_diff, max_decode, mismatches, worst_gap = 0.0, 0.0, 0, 0.0
             for step, (t, top, lp) in enumerate(zip(toks, tops, ref)):
                 for i, v in top.items():
-                    max_diff = max(max_diff, abs(v - lp[i].item()))
+                    diff = abs(v - lp[i].item())
+                    max_diff = max(max_diff, diff)
                     if step > 0:  # step 0's logits come from the prefill, the rest from decode
-                        max_decode = max(max_decode, abs(v - lp[i].item()))
+                        max_decode = max(max_decode, diff)
                 m = int(mx.argmax(lp).item())
                 if m != t:
                     mismatches += 1

@@ -15,8 +15,8 @@ import os
 import pathlib
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-SOURCE = (ROOT / "crates/rmx-models/src/kernels/decode.cuh").read_text()
+from kernel_src import layer_layout, section
+
 FOUND = glob.glob(f"{sys.prefix}/lib/python3*/site-packages/nvidia/cuda_nvrtc")
 if not FOUND:
     sys.exit(f"no NVRTC under {sys.prefix}: pip install the nvidia-cuda-* pins of "
@@ -29,17 +29,6 @@ typedef unsigned int uint32_t;
 typedef int int32_t;
 typedef unsigned long long uint64_t;
 """
-
-
-def section(name):
-    out, keep = [], False
-    for line in SOURCE.splitlines():
-        if line.startswith("// @section "):
-            keep = line[len("// @section "):] in ("common", name)
-            continue
-        if keep and line.strip() and not line.strip().startswith("//"):
-            out.append(line)
-    return "\n".join(out)
 
 
 # (section, inputs as (type, name), outputs, body, template values)
@@ -70,7 +59,7 @@ KERNELS = [
 ]
 
 # The one-launch decoder layer (decode_layer.rs), at Qwen3-0.6B 4-bit and Llama-3-8B 8-bit shapes;
-# the scratch offsets are decode_layer.rs's scratch_layout for them.
+# the scratch offsets are decode_layer.rs's scratch_layout for them (kernel_src.layer_layout).
 LAYER_INS = [("T", "x"), ("uint32_t", "wq"), ("T", "sq"), ("T", "bq"), ("uint32_t", "wo"), ("T", "so"),
              ("T", "bo"), ("uint32_t", "wg"), ("T", "sg"), ("T", "bg"), ("uint32_t", "wd"), ("T", "sd"),
              ("T", "bd"), ("T", "n1"), ("T", "n2"), ("T", "qn"), ("T", "kn"), ("float", "inv_freq"),
@@ -80,21 +69,12 @@ LAYER_BODY = ("rmx::decode_layer<T, BITS, G, HID, H, KV, D, F, QKNORM, TRADITION
               "inv_freq, pos, par, kc, vc, bar, y, scratch);")
 
 
-def layout(hid, h, kv, d, f, smax=64):
-    lines = lambda n: (n + 31) // 32 * 32
-    ml = lines((h + 2 * kv) * d // 2)
-    part = ml + lines(h * smax * 2)
-    att = part + lines(h * smax * d)
-    res = att + lines(h * d // 2)
-    return dict(SMAX=smax, O_ML=ml, O_PART=part, O_ATT=att, O_H=res, O_ACT=res + lines(hid // 2))
-
-
 for bits, hid, h, kv, f, qk, nt in ((4, 1024, 16, 8, 3072, "true", 512),
                                    (8, 4096, 32, 8, 14336, "false", 512),
                                    (4, 4096, 32, 8, 14336, "false", 1024)):
     KERNELS.append(("layer", LAYER_INS, ["y", ("float", "scratch")], LAYER_BODY,
                     dict(BITS=bits, G=64, HID=hid, H=h, KV=kv, D=128, F=f, QKNORM=qk,
-                         TRADITIONAL="false", NT=nt, **layout(hid, h, kv, 128, f))))
+                         TRADITIONAL="false", NT=nt, **layer_layout(hid, h, kv, 128, f)[0])))
 
 
 def program(sec, ins, outs, body, tmpl, dtype):

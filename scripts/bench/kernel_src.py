@@ -1,0 +1,32 @@
+"""What the GPU scripts need of crates/rmx-models/src/kernels/decode.cuh, the way the engine
+builds it: a section's NVRTC header (fastpath.rs's `header()`) and the layer kernel's scratch
+layout (decode_layer.rs's `scratch_layout()`), kept here once for nvrtc_check.py and
+layer_lab.py."""
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SOURCE = (ROOT / "crates/rmx-models/src/kernels/decode.cuh").read_text()
+SPLITS = 64  # decode_layer.rs's SPLITS, the kernel's SMAX
+
+
+def section(name):
+    """The "common" section and `name`'s, comment lines dropped."""
+    out, keep = [], False
+    for line in SOURCE.splitlines():
+        if line.startswith("// @section "):
+            keep = line[len("// @section "):] in ("common", name)
+            continue
+        if keep and line.strip() and not line.strip().startswith("//"):
+            out.append(line)
+    return "\n".join(out)
+
+
+def layer_layout(hid, h, kv, d, f):
+    """The layer kernel's scratch offsets as template values, and the scratch size in floats."""
+    lines = lambda n: (n + 31) // 32 * 32
+    ml = lines((h + 2 * kv) * d // 2)
+    part = ml + lines(h * SPLITS * 2)
+    att = part + lines(h * SPLITS * d)
+    res = att + lines(h * d // 2)
+    act = res + lines(hid // 2)
+    return dict(SMAX=SPLITS, O_ML=ml, O_PART=part, O_ATT=att, O_H=res, O_ACT=act), act + lines(f // 2)
