@@ -54,6 +54,19 @@ async fn post(port: u16, path: &str, body: &str) -> (u16, String) {
     (status, body.to_string())
 }
 
+/// Pulls `model` with the CLI's client to the end of its stream; the last line that was an
+/// error, if any.
+async fn failure(client: &Client, model: &str) -> Option<ClientError> {
+    let mut stream = client.pull(model).await.expect("the stream starts");
+    let mut outcome = None;
+    while let Some(line) = stream.next().await {
+        if let Err(e) = line {
+            outcome = Some(e);
+        }
+    }
+    outcome
+}
+
 fn lines(body: &str) -> Vec<Value> {
     body.lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l:?}")))
@@ -185,16 +198,7 @@ async fn a_missing_repo_ends_in_an_error_line_and_leaves_nothing() {
     );
 
     // The client turns the line into an error; without streaming it is a 404.
-    let mut stream = client
-        .pull("nobody/nothing")
-        .await
-        .expect("the stream starts");
-    let mut outcome = None;
-    while let Some(line) = stream.next().await {
-        if let Err(e) = line {
-            outcome = Some(e);
-        }
-    }
+    let outcome = failure(&client, "nobody/nothing").await;
     assert!(
         matches!(&outcome, Some(ClientError::Api { message, .. }) if message.contains("was not found")),
         "{outcome:?}"
@@ -223,13 +227,7 @@ async fn rmx_pull_sends_its_own_hf_token_to_a_daemon_started_without_one() {
     env.hub.make_private(REPO, "hf_secret");
     // The daemon starts with no token at all (Env::rmx clears HF_TOKEN and friends).
     let (_daemon, client) = serve(&env).await;
-    let mut anonymous = client.pull(REPO).await.expect("the stream starts");
-    let mut outcome = None;
-    while let Some(line) = anonymous.next().await {
-        if let Err(e) = line {
-            outcome = Some(e);
-        }
-    }
+    let outcome = failure(&client, REPO).await;
     assert!(
         matches!(&outcome, Some(ClientError::Api { message, .. }) if message.contains("need HF_TOKEN")),
         "{outcome:?}"
