@@ -10,7 +10,9 @@ SPLITS = 64  # decode_layer.rs's SPLITS, the kernel's SMAX
 
 
 def section(name):
-    """The "common" section and `name`'s, comment lines dropped."""
+    """The "common" section and `name`'s, comment lines dropped, ending in a newline: MLX
+    appends its own source after a header, and a last line with a trailing comment would
+    swallow MLX's next line."""
     out, keep = [], False
     for line in SOURCE.splitlines():
         if line.startswith("// @section "):
@@ -18,7 +20,7 @@ def section(name):
             continue
         if keep and line.strip() and not line.strip().startswith("//"):
             out.append(line)
-    return "\n".join(out)
+    return "\n".join(out) + "\n"
 
 
 def layer_layout(hid, h, kv, d, f):
