@@ -2,16 +2,19 @@
 `layer`, launched by decode_layer.rs) on the GPU machine, without the engine:
 
     python3 scripts/bench/layer_lab.py [llama3-8b|qwen3-0.6b ...] [--bits 4] [--offset 64]
-                                       [--threads 512|1024]
+                                       [--blocks N]
 
 For each shape it writes random quantized weights for every layer of one token (all distinct,
 as in a real token: nothing is served from L2 that would not be), then
   - checks one layer against the MLX ops mlx-lm runs for it (rms_norm, quantized_matmul, rope,
     the cache update, sdpa, SwiGLU): max |diff| of the layer's output over its scale, and of
     the key/value it wrote into the cache;
-  - times all layers chained in one eval, stopping the kernel after phase 1..6 (RMX_LAYER_STOP),
-    so the differences are what each phase (and its barrier) costs per token, with the bytes
-    each GEMV phase reads and its effective bandwidth.
+  - runs all layers chained in one eval with the kernel reading the GPU's clock at each phase
+    boundary (RMX_LAYER_TIMES): what each phase and its barrier take per layer, the bandwidth
+    of each GEMV phase, and the gap between one layer's kernel and the next. (Host timers
+    cannot split a kernel: with the kernel stopped after a phase, a layer is shorter than
+    MLX's CPU work per launch, and the host times that instead.)
+    The host's time per token is printed alongside.
 """
 import argparse
 import statistics
@@ -26,14 +29,15 @@ SHAPES = {
     "llama3-8b": (32, 4096, 32, 8, 128, 14336, False, 1e-5, 500000.0),
     "qwen3-0.6b": (28, 1024, 16, 8, 128, 3072, True, 1e-6, 1000000.0),
 }
-THREADS, G = 512, 64
+THREADS, G, COUNTERS = 512, 64, 512  # decode_layer.rs: THREADS, COUNTERS
 INPUTS = ["x", "wq", "sq", "bq", "wo", "so", "bo", "wg", "sg", "bg", "wd", "sd", "bd", "n1", "n2",
           "qn", "kn", "inv_freq", "pos", "par", "kc", "vc", "bar"]
-PHASES = ["qkv", "attention", "merge", "o + residual", "gate/up + swiglu", "down + residual"]
+PHASES = ["qkv", "attention + merge", "o + residual", "gate/up + swiglu", "down + residual"]
+# Phase i runs from clock reading i to i + 1 (block 0 leaving a barrier; the last: every block done).
 
 
-def header(stop):
-    return f"#define RMX_LAYER_STOP {stop}\n" + section("layer")
+def header(times_at):
+    return f"#define RMX_LAYER_TIMES {times_at}\n" + section("layer")
 
 
 def sm_count():
@@ -48,14 +52,14 @@ def sm_count():
 _kernels = {}
 
 
-def kernel(stop, smem):
-    key = (stop, smem, THREADS)
+def kernel(times_at, smem):
+    key = (times_at, smem)
     if key not in _kernels:
         _kernels[key] = mx.fast.cuda_kernel(
-            name=f"rmx_decode_layer_lab{stop}", input_names=INPUTS, output_names=["y", "scratch"],
+            name="rmx_decode_layer_lab", input_names=INPUTS, output_names=["y", "scratch"],
             source="rmx::decode_layer<T, BITS, G, HID, H, KV, D, F, QKNORM, TRADITIONAL, NT, SMAX, "
                    "O_ML, O_PART, O_ATT, O_H, O_ACT>(" + ", ".join(INPUTS) + ", y, scratch);",
-            header=header(stop), shared_memory=smem)
+            header=header(times_at), shared_memory=smem)
     return _kernels[key]
 
 
@@ -72,20 +76,24 @@ def make_layer(shape, bits):
                 n1=ones(hid), n2=ones(hid), qn=ones(d), kn=ones(d))
 
 
-def run_layer(shape, bits, p, x, kc, vc, offset, bar, inv_freq, stop, blocks):
+def run_layer(shape, bits, p, x, kc, vc, args, bar, inv_freq, blocks):
+    """The layer's output and its clock readings (ns): start, after each wait, end (0-5), then
+    in block 0's attention work (6-9; decode.cuh's RMX_LAYER_TIME)."""
     _, hid, h, kv, d, f, qk, eps, _ = SHAPES[shape]
     offsets, scratch = layer_layout(hid, h, kv, d, f)
     kmax = max(hid, h * d, f)
     smem = 4 * (kmax + kmax // (128 // bits) + 32)
     ins = [x, *p["q"], *p["o"], *p["gu"], *p["d"], p["n1"], p["n2"], p["qn"], p["kn"], inv_freq,
-           mx.array([offset, kc.shape[1]], dtype=mx.int32), mx.array([eps, eps, d ** -0.5]),
+           *args,
            kc, vc, bar]
     tmpl = [("T", mx.bfloat16), ("BITS", bits), ("G", G), ("HID", hid), ("H", h), ("KV", kv),
             ("D", d), ("F", f), ("QKNORM", qk), ("TRADITIONAL", False), ("NT", THREADS),
             *offsets.items()]
-    return kernel(stop, smem)(inputs=ins, template=tmpl, grid=(blocks * THREADS, 1, 1),
-                              threadgroup=(THREADS, 1, 1), output_shapes=[x.shape, (scratch,)],
-                              output_dtypes=[x.dtype, mx.float32])[0]
+    y, scr = kernel(scratch, smem)(
+        inputs=ins, template=tmpl, grid=(blocks * THREADS, 1, 1), threadgroup=(THREADS, 1, 1),
+        output_shapes=[x.shape, (scratch + 32,)], output_dtypes=[x.dtype, mx.float32],
+        init_value=0)
+    return y, scr[scratch:scratch + 20].view(mx.uint64)
 
 
 def reference(shape, bits, p, x, kc, vc, offset):
@@ -120,13 +128,14 @@ def main():
     ap.add_argument("--bits", type=int, default=4)
     ap.add_argument("--offset", type=int, default=64)
     ap.add_argument("--reps", type=int, default=10)
-    ap.add_argument("--threads", type=int, default=512, choices=(512, 1024),
-                    help="threads per block (decode_layer.rs: RMX_LAYER_THREADS)")
+    ap.add_argument("--blocks", type=int, default=0,
+                    help="blocks in the grid (default: one per SM, as the engine launches); more "
+                         "than fit at once checks that blocks which start late change nothing")
+    ap.add_argument("--host-args", action="store_true",
+                    help="pass pos/par per layer straight from host data (managed memory)")
     a = ap.parse_args()
-    global THREADS
-    THREADS = a.threads
-    blocks = sm_count()
-    bar = mx.zeros((32,), mx.uint32) + mx.array(0, mx.uint32)  # device memory, see decode_layer.rs
+    blocks = a.blocks or sm_count()
+    bar = mx.zeros((COUNTERS,), mx.uint32) + mx.array(0, mx.uint32)  # device memory, see decode_layer.rs
     mx.eval(bar)
     for shape in a.shapes:
         layers, hid, h, kv, d, f, qk, eps, base = SHAPES[shape]
@@ -140,45 +149,68 @@ def main():
         mx.eval(ps, kcs, vcs, x, inv_freq)
 
         ref, rk, rv = reference(shape, a.bits, ps[0], x, kcs[0], vcs[0], a.offset)
-        y = run_layer(shape, a.bits, ps[0], x, kcs[0], vcs[0], a.offset, bar, inv_freq, 6, blocks)
-        mx.eval(ref, y)
+        mx.eval(ref)
+        def args(on_device):
+            """pos and par as the engine passes them (fastpath.rs: copied to device memory by a
+            GPU op), or straight from host data (MLX keeps those in managed memory)."""
+            pos = mx.array([a.offset, cap], dtype=mx.int32)
+            par = mx.array([eps, eps, d ** -0.5])
+            return [mx.maximum(pos, pos), mx.maximum(par, par)] if on_device else [pos, par]
+
+        y, _ = run_layer(shape, a.bits, ps[0], x, kcs[0], vcs[0], args(True), bar, inv_freq,
+                         blocks)
+        mx.eval(y)
         kerr = rel(kcs[0][:, a.offset], rk)
         verr = rel(vcs[0][:, a.offset], rv)
         print(f"{shape} {a.bits}-bit, offset {a.offset}, {blocks} blocks: layer max rel diff "
               f"{rel(y, ref):.2e}, cache k {kerr:.2e}, v {verr:.2e}", flush=True)
 
-        def token(stop):
-            out = x
+        def token():
+            out, clocks = x, []
+            shared = args(True)
             for p, kc, vc in zip(ps, kcs, vcs):
-                out = run_layer(shape, a.bits, p, out, kc, vc, a.offset, bar, inv_freq, stop,
-                                blocks)
-            return out
+                # --host-args: new host arrays per layer, as before session 5.
+                la = args(False) if a.host_args else shared
+                out, c = run_layer(shape, a.bits, p, out, kc, vc, la, bar, inv_freq, blocks)
+                clocks.append(c)
+            return out, mx.stack(clocks)
 
-        times = []
-        for stop in range(1, 7):
-            for _ in range(3):
-                mx.eval(token(stop))
-            ts = []
-            for _ in range(a.reps):
-                out = token(stop)
-                t = time.perf_counter()
-                mx.eval(out)
-                ts.append(time.perf_counter() - t)
-            times.append(statistics.median(ts))
+        for _ in range(3):
+            mx.eval(token())
+        ts, cs = [], []
+        for _ in range(a.reps):
+            out, c = token()
+            t = time.perf_counter()
+            mx.eval(out, c)
+            ts.append(time.perf_counter() - t)
+            cs.append(c.tolist())
         wbytes = lambda w: sum(t.nbytes for t in w)
-        gemv = {0: "q", 3: "o", 4: "gu", 5: "d"}
-        prev = 0.0
-        for i, t in enumerate(times):
-            dt = (t - prev) * 1e3
+        gemv = {0: "q", 2: "o", 3: "gu", 4: "d"}
+        # Per phase, the median over every layer of every token.
+        ph = [statistics.median(l[i + 1] - l[i] for c in cs for l in c) / 1e3
+              for i in range(len(PHASES))]
+        gap = statistics.median(c[j + 1][0] - c[j][5] for c in cs for j in range(layers - 1))
+        span = statistics.median(c[-1][5] - c[0][0] for c in cs) / 1e3
+        print(f"  host {statistics.median(ts) * 1e3:.3f} ms per token; GPU first layer start to last "
+              f"layer end {span:.1f} us; per layer {sum(ph):.1f} us + {gap / 1e3:.1f} us between "
+              f"kernels", flush=True)
+        for i, t in enumerate(ph):
             extra = ""
             if i in gemv:
-                nbytes = layers * wbytes(ps[0][gemv[i]])
-                extra = f", {nbytes / 1e6:.0f} MB, {nbytes / max(t - prev, 1e-9) / 1e12:.2f} TB/s"
-            print(f"  phase {i + 1} {PHASES[i]:18} +{dt:.3f} ms per token{extra}")
-            prev = t
-        total = layers * sum(wbytes(ps[0][k]) for k in ("q", "o", "gu", "d"))
-        print(f"  all {layers} layers: {times[-1] * 1e3:.3f} ms, {total / times[-1] / 1e12:.2f} "
-              f"TB/s over {total / 1e9:.2f} GB of weights", flush=True)
+                nbytes = wbytes(ps[0][gemv[i]])
+                extra = f", {nbytes / 1e6:.1f} MB, {nbytes / (t * 1e-6) / 1e12:.2f} TB/s"
+            print(f"    phase {i + 1} {PHASES[i]:18} {t:7.2f} us{extra}")
+        # Block 0's attention item (0 where it had none: skipped).
+        marks = ["q roped, loads issued", "softmax over its positions", "partials out, counted",
+                 "merged (if last) / done"]
+        prev = 1
+        for k, name in zip(range(6, 10), marks):
+            vals = [l[k] - l[prev] for c in cs for l in c if l[k] and l[prev]]
+            if vals:
+                print(f"      attention, block 0: {name:28} +{statistics.median(vals) / 1e3:.2f} us")
+            prev = k
+        total = sum(wbytes(ps[0][k]) for k in ("q", "o", "gu", "d"))
+        print(f"  one layer's weights: {total / 1e6:.1f} MB", flush=True)
 
 
 if __name__ == "__main__":

@@ -69,12 +69,11 @@ LAYER_BODY = ("rmx::decode_layer<T, BITS, G, HID, H, KV, D, F, QKNORM, TRADITION
               "inv_freq, pos, par, kc, vc, bar, y, scratch);")
 
 
-for bits, hid, h, kv, f, qk, nt in ((4, 1024, 16, 8, 3072, "true", 512),
-                                   (8, 4096, 32, 8, 14336, "false", 512),
-                                   (4, 4096, 32, 8, 14336, "false", 1024)):
+for bits, hid, h, kv, f, qk in ((4, 1024, 16, 8, 3072, "true"), (8, 4096, 32, 8, 14336, "false"),
+                               (4, 4096, 32, 8, 11008, "false")):
     KERNELS.append(("layer", LAYER_INS, ["y", ("float", "scratch")], LAYER_BODY,
                     dict(BITS=bits, G=64, HID=hid, H=h, KV=kv, D=128, F=f, QKNORM=qk,
-                         TRADITIONAL="false", NT=nt, **layer_layout(hid, h, kv, 128, f)[0])))
+                         TRADITIONAL="false", NT=512, **layer_layout(hid, h, kv, 128, f)[0])))
 
 
 def program(sec, ins, outs, body, tmpl, dtype):

@@ -1,16 +1,17 @@
 //! A quantized pre-norm decoder layer (Llama, Qwen3) as one CUDA launch for a decode step:
 //! kernels/decode.cuh's `layer` section runs the QKV product, attention, the o product, the MLP's
-//! two products and both residual adds as phases of one kernel with a barrier across the grid
-//! between them. The five-kernel path (fastpath.rs) costs five MLX graph nodes per layer, and
-//! MLX spends several µs of CPU on each; with one node per layer, a small model's decode step is
-//! no longer bound by that CPU work.
+//! two products and both residual adds as phases of one kernel, each phase waiting for the one
+//! before across the grid. The five-kernel path (fastpath.rs) costs five MLX graph nodes per
+//! layer, and MLX spends several µs of CPU on each; with one node per layer, a small model's
+//! decode step is no longer bound by that CPU work.
 //!
-//! The barrier needs every block resident at once: the grid is one block per SM (asked of the
-//! driver). A block is 512 threads at 64 registers (ptxas, sm_90: `RMX_PTXAS=... nvrtc_check.py`)
-//! with at most ~60 KB of shared memory, so an SM holds two: two models decoding at once on one
-//! GPU still fit together. Should blocks ever wait for one that cannot run, the barrier traps
-//! after 2 s: a kernel fault, which the process's CUDA context does not survive, instead of a
-//! hang that never returns (that path has not been provoked on the GPU).
+//! The grid is one 512-thread block per SM (asked of the driver). The phases hand out their
+//! work as tickets that running blocks claim (the kernel's `Tickets`), so the kernel does not
+//! need every block resident at once: two models decoding on two streams, each holding part of
+//! the GPU, finish with fewer blocks instead of waiting on each other. The session-4 kernel used
+//! a plain grid barrier and was safe only while two of its blocks fit an SM. A wait that has not
+//! ended after 2 s traps (a kernel fault, which the process's CUDA context does not survive)
+//! instead of hanging; with tickets only a bug can get there.
 
 use std::cell::RefCell;
 
@@ -36,34 +37,37 @@ const LAYER: Spec = Spec {
            inv_freq, pos, par, kc, vc, bar, y, scratch);",
 };
 
-// Threads per block (`FastPath::layer_threads`): 16 warps per SM keep the weight loads in flight
-// that measured 316 tok/s on Llama-3-8B 4-bit, and 512 threads leave each up to 128 registers, so
-// one block always fits an SM. `RMX_LAYER_THREADS=1024` (32 warps) is there to be measured
-// against it: it fits only while the kernel needs at most 64 registers (ptxas says 64 today;
-// past that the launch fails with an error, it does not hang), and then an SM holds one block,
-// so two models decoding at once would each wait for SMs the other holds (the barrier's 2 s
-// trap).
+// Threads per block: 16 warps per SM keep the weight loads in flight, and 512 threads leave each
+// up to 128 registers (ptxas: 96 today), so one block always fits an SM. 1,024 threads (measured
+// slower at 64 registers in session 4) no longer fit.
+const THREADS: i32 = 512;
+
+/// The counters the kernel keeps across its blocks (kernels/decode.cuh's `Tickets` from word 32,
+/// the per-head merge counters from word 128), in 32-bit words.
+const COUNTERS: usize = 512;
+/// Most query heads the per-head counters have room for.
+const MAX_HEADS: i32 = COUNTERS as i32 - 128;
 
 /// Most splits of one head's positions in the attention phase (the kernel's SMAX).
 const SPLITS: i32 = 64;
 
 thread_local! {
-    // The grid barrier's {count, generation}: zero once, then left at zero by every launch.
+    // The kernel's counters (`COUNTERS` words): zero once, then left at zero by every launch.
     // Per engine thread, like the model whose layers use it.
-    static BARRIER: RefCell<Option<Array>> = const { RefCell::new(None) };
+    static COUNTER_ARRAY: RefCell<Option<Array>> = const { RefCell::new(None) };
 }
 
-fn barrier() -> Result<Array> {
-    BARRIER.with(|b| {
+fn counters() -> Result<Array> {
+    COUNTER_ARRAY.with(|b| {
         if let Some(a) = &*b.borrow() {
             return Ok(a.clone());
         }
         // Made by a GPU op so that it lives in device memory: MLX keeps arrays made from host
         // data, and any of 8 bytes or less, in unified memory, where the GPU's atomics and the
-        // spinning reads of the barrier cross the bus. The first build made its two counters
+        // spinning reads of the waits cross the bus. The first build made its two counters
         // from host data and hung on the H100; made this way, it runs.
         // `host` stays alive through the eval, so its buffer is not donated to the sum.
-        let host = Array::from_slice(&[0u32; 32], &[32])?;
+        let host = Array::from_slice(&[0u32; COUNTERS], &[COUNTERS as i32])?;
         let a = host.add_scalar(0.0)?;
         a.eval()?;
         drop(host);
@@ -140,6 +144,7 @@ pub(crate) fn forward(
         || !fastpath::decode_attention_fits(&rope, dtype, kv.offset + 1)
         || gu.0.weight.dim(0) != 2 * f
         || qkv.0.weight.dim(0) != (h + 2 * kvh) * d
+        || h > MAX_HEADS
     {
         return Ok(None);
     }
@@ -147,7 +152,7 @@ pub(crate) fn forward(
     let (keys, values, offset) = kv.decode_slot(kvh, d, dtype)?;
     let pos = pos_array([offset, keys.dim(2)])?;
     let par = consts(&[eps, qk_eps, scale])?;
-    let bar = barrier()?;
+    let bar = counters()?;
     let lay = scratch_layout(hid, h, kvh, d, f);
     let kernel = kernel_with_shared(&LAYER, shared_bytes(hid, h, d, f, spec.bits))?;
     let [q, o, gu, dn] = weights.map(|(q, _)| q);
@@ -181,8 +186,8 @@ pub(crate) fn forward(
         ],
         output_shapes: &[&x.shape(), &[lay[5]]],
         output_dtypes: &[dtype, Dtype::F32],
-        grid: [blocks * fp.layer_threads, 1, 1],
-        threadgroup: [fp.layer_threads, 1, 1],
+        grid: [blocks * THREADS, 1, 1],
+        threadgroup: [THREADS, 1, 1],
         template: &[
             ("T", TemplateArg::Dtype(dtype)),
             ("BITS", TemplateArg::Int(spec.bits)),
@@ -194,7 +199,7 @@ pub(crate) fn forward(
             ("F", TemplateArg::Int(f)),
             ("QKNORM", TemplateArg::Bool(rope.norms.is_some())),
             ("TRADITIONAL", TemplateArg::Bool(rope.traditional)),
-            ("NT", TemplateArg::Int(fp.layer_threads)),
+            ("NT", TemplateArg::Int(THREADS)),
             ("SMAX", TemplateArg::Int(SPLITS)),
             ("O_ML", TemplateArg::Int(lay[0])),
             ("O_PART", TemplateArg::Int(lay[1])),

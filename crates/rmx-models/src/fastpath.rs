@@ -12,11 +12,12 @@
 //!
 //! `RMX_FAST_PATH=0` turns it all off (for A/B measurements), `RMX_QGEMV_ROWS` sets the rows per
 //! warp of the GEMV kernels, `RMX_DEQUANT_PREFILL_ROWS` the prompt rows from which prefill
-//! dequantizes (0 disables it), `RMX_FAST_ATTN_MAX` the longest context the one-kernel decode
+//! dequantizes (0 disables it) and `RMX_DEQUANT_PREFILL_WORK` the multiply-adds from which it
+//! does (default 2^32), `RMX_FAST_ATTN_MAX` the longest context the one-kernel decode
 //! attention serves (beyond it, MLX's two-pass attention over the same cache),
 //! `RMX_DECODE_ADDMM=1` folds a dense layer's residual add into cuBLAS for one-row products too,
 //! `RMX_LAYER_KERNEL=0` keeps a quantized decoder layer at five kernels instead of one
-//! (decode_layer.rs), `RMX_LAYER_THREADS=1024` gives that kernel 32 warps per SM instead of 16.
+//! (decode_layer.rs).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -66,9 +67,8 @@ pub struct FastPath {
     /// Blocks of the one-launch decoder layer (decode_layer.rs): one per SM, from the driver;
     /// `None` turns that kernel off.
     pub layer_blocks: Option<i32>,
-    /// Threads per block of that kernel: 512, or 1024 with `RMX_LAYER_THREADS=1024` (see
-    /// decode_layer.rs for what each costs).
-    pub layer_threads: i32,
+    /// Dequantize for prefill only from this many multiply-adds on (`RMX_DEQUANT_PREFILL_WORK`).
+    pub dequant_prefill_work: u64,
 }
 
 fn env_num(name: &str) -> Option<usize> {
@@ -96,11 +96,7 @@ pub fn fast_path() -> FastPath {
                 Some(0) => None,
                 _ => rmx_mlx::cuda_sm_count(),
             },
-            layer_threads: if env_num("RMX_LAYER_THREADS") == Some(1024) {
-                1024
-            } else {
-                512
-            },
+            dequant_prefill_work: env_num("RMX_DEQUANT_PREFILL_WORK").map_or(1 << 32, |w| w as u64),
         }
     })
 }
@@ -178,30 +174,59 @@ thread_local! {
     static CONSTS: RefCell<HashMap<Vec<u32>, Array>> = RefCell::new(HashMap::new());
     // `{offset, cap}` of the step in flight: every layer of a token shares one array.
     static POS: RefCell<Option<([i32; 2], Array)>> = const { RefCell::new(None) };
+    // `{1, 0}`: the next step's `POS` from this one's, on the GPU.
+    static POS_STEP: RefCell<Option<Array>> = const { RefCell::new(None) };
 }
 
-/// A float32 array of `vals`, made once per thread.
+/// `a` copied by a GPU op (lazily, as part of the graph). MLX's CUDA backend keeps arrays made
+/// from host data in managed memory, and those of 8 bytes or less in one shared pool of it,
+/// which the CPU writes again whenever it makes the next small array: a kernel that reads such
+/// an input waits for the page to migrate to the GPU. The copy is an ordinary device buffer.
+fn on_device(a: Array) -> Result<Array> {
+    Ok(a.maximum(&a)?)
+}
+
+/// A float32 array of `vals`, made once per thread, in device memory.
 pub(crate) fn consts(vals: &[f32]) -> Result<Array> {
     let key: Vec<u32> = vals.iter().map(|v| v.to_bits()).collect();
     CONSTS.with(|c| {
         if let Some(a) = c.borrow().get(&key) {
             return Ok(a.clone());
         }
-        let a = Array::from_slice(vals, &[vals.len() as i32])?;
+        let a = on_device(Array::from_slice(vals, &[vals.len() as i32])?)?;
+        a.eval()?;
         c.borrow_mut().insert(key, a.clone());
         Ok(a)
     })
 }
 
+/// `{offset, cap}` as an int32 array for the kernels. A decode step's is the previous step's plus
+/// `{1, 0}`, added on the GPU, so no step's kernels read host-written memory (see `on_device`);
+/// any other (a new sequence, a grown cache) is copied from the host once.
 pub(crate) fn pos_array(pos: [i32; 2]) -> Result<Array> {
     POS.with(|p| {
-        if let Some((k, a)) = &*p.borrow() {
-            if *k == pos {
-                return Ok(a.clone());
-            }
-        }
-        let a = Array::from_slice(&pos, &[2])?;
+        let next = match &*p.borrow() {
+            Some((k, a)) if *k == pos => return Ok(a.clone()),
+            Some((k, a)) if [k[0] + 1, k[1]] == pos => Some(a.add(&pos_step()?)?),
+            _ => None,
+        };
+        let a = match next {
+            Some(a) => a,
+            None => on_device(Array::from_slice(&pos, &[2])?)?,
+        };
         *p.borrow_mut() = Some((pos, a.clone()));
+        Ok(a)
+    })
+}
+
+fn pos_step() -> Result<Array> {
+    POS_STEP.with(|s| {
+        if let Some(a) = &*s.borrow() {
+            return Ok(a.clone());
+        }
+        let a = on_device(Array::from_slice(&[1i32, 0], &[2])?)?;
+        a.eval()?;
+        *s.borrow_mut() = Some(a.clone());
         Ok(a)
     })
 }
@@ -498,9 +523,9 @@ pub fn swiglu(gate: &Array, up: Option<&Array>) -> Result<Option<Array>> {
 pub fn dequant_prefill(x: &Array, n: i32) -> bool {
     let rows = rows(x);
     let work = rows as u64 * x.dim(-1).max(0) as u64 * n.max(0) as u64;
-    fast_path()
-        .dequant_prefill_rows
-        .is_some_and(|min| rows >= min && work >= 1 << 32)
+    let fp = fast_path();
+    fp.dequant_prefill_rows
+        .is_some_and(|min| rows >= min && work >= fp.dequant_prefill_work)
 }
 
 /// The rows of `x` as a matrix `[rows, x.dim(-1)]`.

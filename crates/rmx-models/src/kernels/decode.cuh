@@ -497,17 +497,26 @@ __device__ __forceinline__ void swiglu(const T* gate, const T* up, T* y) {
 }  // namespace rmx
 
 // @section layer
-// scripts/bench/layer_lab.py times the phases by defining this to stop after phase N.
-#ifndef RMX_LAYER_STOP
-#define RMX_LAYER_STOP 6
+// scripts/bench/layer_lab.py times the phases by defining RMX_LAYER_TIMES (a float
+// offset into scratch, past the kernel's own regions): block 0 writes %globaltimer at the start
+// and after each wait (slots 0-4), every block raises slot 5 to when it finished; slots 6-10
+// split block 0's part of the attention phase (see there).
+#ifdef RMX_LAYER_TIMES
+#define RMX_LAYER_TIME(i)                                                                 \
+  if (blockIdx.x == 0 && threadIdx.x == 0) {                                              \
+    unsigned long long t_;                                                                \
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));                                \
+    reinterpret_cast<unsigned long long*>(scratch + RMX_LAYER_TIMES)[i] = t_;             \
+  }
+#else
+#define RMX_LAYER_TIME(i)
 #endif
 namespace rmx {
 
 // A whole quantized pre-norm decoder layer (Llama, Qwen3) for one token in one launch: MLX
 // spends several µs of CPU per graph node, so five kernels per layer bound decode on small
-// models; here the five steps are phases of one kernel, separated by a grid-wide barrier.
-// The grid is one block per SM (decode_layer.rs asks the driver how many), so every block is
-// resident and the barrier cannot wait for a block that never runs.
+// models; here the five steps are phases of one kernel, each waiting for the one before. The
+// grid is one block per SM (decode_layer.rs asks the driver how many).
 //
 // Every phase that reads a vector first stages it in shared memory as float (the input norms
 // applied there, rounded as MLX's rms_norm rounds), with the sum of each 16-byte weight chunk's
@@ -518,34 +527,111 @@ namespace rmx {
 // 16-byte chunk and row at 4-bit with a norm, ~105 here). Each block stages once per phase and
 // then serves ~1/132 of the phase's rows, which a standalone 4-warp block could not amortize.
 
-// A barrier across the grid. bar: two uint32 that outlive the launch, zero before first use: an
-// arrival count, which the last block to arrive resets, and a generation, which it then bumps
-// and the others wait for. Fences on both sides, as cooperative groups' grid sync has them, make
-// writes before the barrier visible after it.
-__device__ __forceinline__ void grid_sync(unsigned int* bar) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    volatile unsigned int* gen = bar + 1;
-    const unsigned int g = *gen;
-    __threadfence();
-    if (atomicAdd(bar, 1u) == gridDim.x - 1) {
-      atomicExch(bar, 0u);
-      __threadfence();
-      atomicAdd(bar + 1, 1u);
-    } else {
-      // A barrier that never opens means blocks that were not resident: fail the launch
-      // (MLX reports the CUDA error) after 2 s instead of hanging the process.
-      unsigned long long t0, t;
+// Work and waiting across the grid. A phase's work is gridDim.x tickets (a ticket: what one
+// block's warps do, by their index in it); a block claims a ticket from the phase's counter
+// before it works, and counts it finished after, and the next phase starts once all are. A
+// plain grid barrier would need every block resident at once, which nothing guarantees: two
+// models decoding on two streams (MLX gives each thread its own) can each hold part of the
+// GPU and wait for blocks that the other's occupy. Here blocks that are running take all the
+// tickets, and one that starts late finds none left.
+//
+// A block claims its first ticket of the next phase before it counts its first ticket of this
+// one finished, so every block that works in a phase holds a ticket of the next before any
+// block can pass the wait; the claim that finds none left then goes out while the block works
+// (an "early" claim), off the critical path. The counters (bar, from word 32): claims per
+// phase, finished per phase, blocks out; the last block out of the launch zeroes them.
+constexpr int LAYER_PHASES = 5;
+
+struct Tickets {
+  unsigned int* claims;
+  unsigned int* finished;
+  unsigned int* out;
+  int* shared;  // where thread 0 hands a ticket to the block's threads
+  // Thread 0's: the block's first ticket of the next phase, once claimed.
+  unsigned int upcoming = 0;
+  bool holds_upcoming = false;
+
+  __device__ __forceinline__ Tickets(unsigned int* bar, int* sh)
+      : claims(bar + 32), finished(bar + 64), out(bar + 96), shared(sh) {}
+
+  __device__ __forceinline__ int broadcast(unsigned int t) const {
+    if (threadIdx.x == 0) *shared = static_cast<int>(t);
+    __syncthreads();
+    const int v = *shared;
+    __syncthreads();
+    return v;
+  }
+
+  // Phase 0's first ticket, at the start.
+  __device__ __forceinline__ int first() const {
+    unsigned int t = 0;
+    if (threadIdx.x == 0) t = atomicAdd(claims, 1u);
+    return broadcast(t);
+  }
+
+  // Runs phase p's tickets for this block, from its first, t: stage() once if there are any,
+  // then work(ticket) for each. early: claim the next ticket before working (only once every
+  // working block holds its first, i.e. not in phase 0).
+  template <typename Stage, typename Work>
+  __device__ __forceinline__ void run(int p, int t, bool early, Stage stage, Work work) {
+    bool staged = false;
+    while (t < static_cast<int>(gridDim.x)) {
+      unsigned int next = 0;
+      if (early && threadIdx.x == 0) next = atomicAdd(claims + p, 1u);
+      if (!staged) {
+        stage();
+        staged = true;
+      }
+      work(t);
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        if (p + 1 < LAYER_PHASES && !holds_upcoming) {
+          upcoming = atomicAdd(claims + p + 1, 1u);
+          holds_upcoming = true;
+        }
+        __threadfence();
+        atomicAdd(finished + p, 1u);
+        if (!early) next = atomicAdd(claims + p, 1u);
+      }
+      t = broadcast(next);
+    }
+  }
+
+  // Waits until phase p's tickets are all finished; the block's first ticket of phase p + 1.
+  __device__ __forceinline__ int wait(int p) {
+    if (threadIdx.x == 0) {
+      if (!holds_upcoming) upcoming = atomicAdd(claims + p + 1, 1u);
+      holds_upcoming = false;
+      volatile unsigned int* f = finished + p;
+      // A wait that never ends means a bug, not a block that never ran (its tickets go to the
+      // others): fail the launch after 2 s (MLX reports the CUDA error) rather than hang.
+      unsigned long long t0, now;
       asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-      while (*gen == g) {
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-        if (t - t0 > 2000000000ull) __trap();
+      while (*f < gridDim.x) {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+        if (now - t0 > 2000000000ull) __trap();
+      }
+      __threadfence();
+    }
+    return broadcast(upcoming);
+  }
+
+  // The block leaves the launch; the last one out zeroes the counters for the next.
+  __device__ __forceinline__ void leave() const {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      __threadfence();
+      if (atomicAdd(out, 1u) == gridDim.x - 1) {
+        for (int p = 0; p < LAYER_PHASES; ++p) {
+          claims[p] = 0;
+          finished[p] = 0;
+        }
+        *out = 0;
+        __threadfence();
       }
     }
-    __threadfence();
   }
-  __syncthreads();
-}
+};
 
 // Two T packed in a word, as floats, and back (rounded to nearest).
 template <typename T>
@@ -579,44 +665,128 @@ __device__ __forceinline__ float round_t(float v) {
   return to_float(static_cast<T>(v));
 }
 
-// PL consecutive T (PL = 2, 4 or 8: one 4-, 8- or 16-byte load) as floats. CG reads through L2
-// only: for what other blocks wrote earlier in this launch.
+// N 32-bit words of a row (2N values of a 16-bit T: N = 1, 2 or 4, one 4-, 8- or 16-byte
+// access), kept as loaded until they are used. CG reads through L2 only: for what other blocks
+// wrote earlier in this launch.
+template <int N>
+struct Words {
+  uint32_t u[N];
+
+  template <bool CG, typename T>
+  __device__ __forceinline__ void load(const T* p) {
+    if constexpr (N == 1) {
+      const unsigned int* q = reinterpret_cast<const unsigned int*>(p);
+      u[0] = CG ? __ldcg(q) : *q;
+    } else if constexpr (N == 2) {
+      const uint2* q = reinterpret_cast<const uint2*>(p);
+      const uint2 v = CG ? __ldcg(q) : *q;
+      u[0] = v.x;
+      u[1] = v.y;
+    } else {
+      static_assert(N == 4, "1, 2 or 4 words");
+      const uint4* q = reinterpret_cast<const uint4*>(p);
+      const uint4 v = CG ? __ldcg(q) : *q;
+      u[0] = v.x;
+      u[1] = v.y;
+      u[2] = v.z;
+      u[3] = v.w;
+    }
+  }
+
+  template <typename T>
+  __device__ __forceinline__ void store(T* p) const {
+    if constexpr (N == 1) {
+      *reinterpret_cast<unsigned int*>(p) = u[0];
+    } else if constexpr (N == 2) {
+      *reinterpret_cast<uint2*>(p) = make_uint2(u[0], u[1]);
+    } else {
+      *reinterpret_cast<uint4*>(p) = make_uint4(u[0], u[1], u[2], u[3]);
+    }
+  }
+
+  template <typename T>
+  __device__ __forceinline__ void pack(const float* v) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) u[i] = pack2<T>(v[2 * i], v[2 * i + 1]);
+  }
+
+  template <typename T>
+  __device__ __forceinline__ void unpack(float* v) const {
+#pragma unroll
+    for (int i = 0; i < N; ++i) unpack2<T>(u[i], v + 2 * i);
+  }
+};
+
+// PL consecutive T (PL = 2, 4 or 8) as floats, and back.
 template <typename T, int PL, bool CG>
 __device__ __forceinline__ void load_pl(const T* p, float* out) {
-  uint32_t u[PL / 2];
-  if constexpr (PL == 2) {
-    const unsigned int* q = reinterpret_cast<const unsigned int*>(p);
-    u[0] = CG ? __ldcg(q) : *q;
-  } else if constexpr (PL == 4) {
-    const uint2* q = reinterpret_cast<const uint2*>(p);
-    const uint2 v = CG ? __ldcg(q) : *q;
-    u[0] = v.x;
-    u[1] = v.y;
-  } else {
-    static_assert(PL == 8, "2, 4 or 8 per lane");
-    const uint4* q = reinterpret_cast<const uint4*>(p);
-    const uint4 v = CG ? __ldcg(q) : *q;
-    u[0] = v.x;
-    u[1] = v.y;
-    u[2] = v.z;
-    u[3] = v.w;
-  }
-#pragma unroll
-  for (int i = 0; i < PL / 2; ++i) unpack2<T>(u[i], out + 2 * i);
+  Words<PL / 2> w;
+  w.template load<CG>(p);
+  w.template unpack<T>(out);
 }
 
 template <typename T, int PL>
 __device__ __forceinline__ void store_pl(T* p, const float* v) {
-  uint32_t u[PL / 2];
+  Words<PL / 2> w;
+  w.template pack<T>(v);
+  w.template store<T>(p);
+}
+
+// PL consecutive floats that other blocks wrote earlier in this launch (through L2).
+template <int PL>
+__device__ __forceinline__ void load_pl_f32(const float* p, float* out) {
 #pragma unroll
-  for (int i = 0; i < PL / 2; ++i) u[i] = pack2<T>(v[2 * i], v[2 * i + 1]);
-  if constexpr (PL == 2) {
-    *reinterpret_cast<unsigned int*>(p) = u[0];
-  } else if constexpr (PL == 4) {
-    *reinterpret_cast<uint2*>(p) = make_uint2(u[0], u[1]);
-  } else {
-    *reinterpret_cast<uint4*>(p) = make_uint4(u[0], u[1], u[2], u[3]);
+  for (int i = 0; i < PL; i += 4) {
+    const float4 v = __ldcg(reinterpret_cast<const float4*>(p + i));
+    out[i] = v.x;
+    out[i + 1] = v.y;
+    out[i + 2] = v.z;
+    out[i + 3] = v.w;
   }
+}
+
+// CH key/value positions of a warp's online softmax at once (scores in log2 units: q carries
+// log2(e)), of which the first cnt are real: the CH scores' warp sums interleave, and the
+// running max, sum and row are rescaled once per chunk instead of once per position.
+template <typename T, int PL, int CH>
+__device__ __forceinline__ void online_chunk(const float* q, const Words<PL / 2>* kr,
+                                             const Words<PL / 2>* vr, int cnt, float& m,
+                                             float& l, float* o) {
+  float sc[CH];
+#pragma unroll
+  for (int i = 0; i < CH; ++i) {
+    float kv[PL];
+    kr[i].template unpack<T>(kv);
+    sc[i] = 0.f;
+#pragma unroll
+    for (int p = 0; p < PL; ++p) sc[i] = fmaf(q[p], kv[p], sc[i]);
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) {
+#pragma unroll
+    for (int i = 0; i < CH; ++i) sc[i] += __shfl_xor_sync(0xffffffffu, sc[i], off);
+  }
+  float mn = m;
+#pragma unroll
+  for (int i = 0; i < CH; ++i) {
+    if (i < cnt) mn = fmaxf(mn, sc[i]);
+  }
+  const float f = exp2f(m - mn);
+  l *= f;
+#pragma unroll
+  for (int p = 0; p < PL; ++p) o[p] *= f;
+#pragma unroll
+  for (int i = 0; i < CH; ++i) {
+    if (i < cnt) {
+      const float e = exp2f(sc[i] - mn);
+      l += e;
+      float vv[PL];
+      vr[i].template unpack<T>(vv);
+#pragma unroll
+      for (int p = 0; p < PL; ++p) o[p] = fmaf(e, vv[p], o[p]);
+    }
+  }
+  m = mn;
 }
 
 template <bool CG, typename T>
@@ -819,8 +989,11 @@ __device__ __forceinline__ void head_rope(
 // O_PART ([H][SMAX][D]), the attended row (T) at O_ATT, the post-attention residual (T) at O_H,
 // the SwiGLU activations (T) at O_ACT -- each region on its own 128-byte lines.
 // Dynamic shared memory: max(HID, H*D, F) + max(...)/PER + 32 floats.
+// bar: 512 uint32 that outlive the launch, zero before the first (Tickets; per-head counters
+// from word 128).
 template <typename T, int BITS, int G, int HID, int H, int KV, int D, int F, bool QKNORM,
-          bool TRADITIONAL, int NT, int SMAX, int O_ML, int O_PART, int O_ATT, int O_H, int O_ACT>
+          bool TRADITIONAL, int NT, int SMAX, int O_ML, int O_PART, int O_ATT, int O_H,
+          int O_ACT>
 __device__ __forceinline__ void decode_layer(
     const T* x, const uint32_t* wq, const T* sq, const T* bq, const uint32_t* wo, const T* so,
     const T* bo, const uint32_t* wg, const T* sg, const T* bg, const uint32_t* wd, const T* sd,
@@ -830,6 +1003,7 @@ __device__ __forceinline__ void decode_layer(
   constexpr int PER = 128 / BITS;
   constexpr int NQKV = (H + 2 * KV) * D;
   constexpr int PL = D / 32;
+  constexpr int CH = 32 / PL;  // positions whose keys and values a warp loads at once
   constexpr int GQ = H / KV;
   constexpr int KMAX = (HID > H * D ? HID : H * D) > F ? (HID > H * D ? HID : H * D) : F;
   static_assert(D % 64 == 0 && D <= 256, "head size");
@@ -848,133 +1022,183 @@ __device__ __forceinline__ void decode_layer(
   unsigned int* bar = const_cast<unsigned int*>(bar_in);
   const int lane = threadIdx.x & 31;
   const int warps = blockDim.x >> 5;
-  const int gw = blockIdx.x * warps + (threadIdx.x >> 5);
+  const int warp = threadIdx.x >> 5;
   const int nw = gridDim.x * warps;
+  __shared__ int ticket_slot;
+  Tickets tk(bar, &ticket_slot);
 
+  RMX_LAYER_TIME(0);
   // 1. QKV = rms_norm(x) Wqkv^T.
-  stage<T, HID, PER, NT, true, false>(x, n1, par[0], xs, sums, red);
-  for (int r = 2 * gw; r < NQKV; r += 2 * nw) {
-    float a, b;
-    row_dot2<T, BITS, G, HID>(xs, sums, wq, sq, bq, r, r + 1, a, b);
-    if (lane == 0) {
-      qkv[r] = static_cast<T>(a);
-      qkv[r + 1] = static_cast<T>(b);
-    }
-  }
-  grid_sync(bar);
+  tk.run(0, tk.first(), false,
+         [&] { stage<T, HID, PER, NT, true, false>(x, n1, par[0], xs, sums, red); },
+         [&](int t) {
+           for (int r = 2 * (t * warps + warp); r < NQKV; r += 2 * nw) {
+             float a, b;
+             row_dot2<T, BITS, G, HID>(xs, sums, wq, sq, bq, r, r + 1, a, b);
+             if (lane == 0) {
+               qkv[r] = static_cast<T>(a);
+               qkv[r + 1] = static_cast<T>(b);
+             }
+           }
+         });
+  int t = tk.wait(0);
+  RMX_LAYER_TIME(1);
 
-  if (RMX_LAYER_STOP <= 1) return;
-
-  // 2. Attention partials: head h's positions are split S ways (a warp each, at least 8
-  // positions per split); each warp keeps an online softmax over its positions. The warp whose
-  // split holds the new position makes that key and value itself; the group's first head stores
-  // them in the cache.
+  // 2. Attention: head h's positions are split S ways (a warp each, about 8 positions per
+  // split); each warp loads its positions' keys and values all at once (CH rows of each, so the
+  // split costs one memory latency, not one per position) and keeps an online softmax over
+  // them. The warp whose split holds the new position makes that key and value itself; the
+  // group's first head stores them in the cache. The last warp of a head to finish (a counter
+  // per head) merges the head's S partials into the attended row: no wait for the merge.
   const int offset = pos[0];
   const int cap = pos[1];
   const int n = offset + 1;
   const int S = max(1, min(min((n + 7) / 8, SMAX), nw / H));
   const float qscale = par[2] * 1.44269504088896340736f;  // log2(e): exp2 below
-  for (int item = gw; item < H * S; item += nw) {
-    const int h = item / S;
-    const int s = item - h * S;
-    const int g = h / GQ;
-    float q[PL], o[PL];
-    head_rope<T, D, QKNORM, TRADITIONAL>(qkv + h * D, qn, par[1], inv_freq, offset, q);
+  unsigned int* heads_done = bar + 128;  // per head: splits finished in this launch
+  tk.run(1, t, true, [] {}, [&](int t) {
+    for (int item = t * warps + warp; item < H * S; item += nw) {
+      const int h = item / S;
+      const int s = item - h * S;
+      const int g = h / GQ;
+      float q[PL], o[PL];
 #pragma unroll
-    for (int p = 0; p < PL; ++p) {
-      q[p] *= qscale;
-      o[p] = 0.f;
-    }
-    float m = neg_inf(), l = 0.f;
-    const size_t base = (size_t)g * cap * D + lane * PL;
-    for (int j = s; j < n; j += S) {
-      float kv[PL], vv[PL];
-      if (j < offset) {
-        load_pl<T, PL, false>(kc + base + (size_t)j * D, kv);
-        load_pl<T, PL, false>(vc + base + (size_t)j * D, vv);
-      } else {
-        head_rope<T, D, QKNORM, TRADITIONAL>(qkv + (H + g) * D, kn, par[1], inv_freq, offset, kv);
-        load_pl<T, PL, true>(qkv + (H + KV + g) * D + lane * PL, vv);
-        if (h % GQ == 0) {
-          store_pl<T, PL>(kc + base + (size_t)offset * D, kv);
-          store_pl<T, PL>(vc + base + (size_t)offset * D, vv);
+      for (int p = 0; p < PL; ++p) o[p] = 0.f;
+      float m = neg_inf(), l = 0.f;
+      const size_t base = (size_t)g * cap * D + lane * PL;
+      for (int j0 = s; j0 < n; j0 += CH * S) {
+        Words<PL / 2> kr[CH], vr[CH];
+#pragma unroll
+        for (int i = 0; i < CH; ++i) {
+          const int j = j0 + i * S;
+          if (j < offset) {
+            kr[i].template load<false>(kc + base + (size_t)j * D);
+            vr[i].template load<false>(vc + base + (size_t)j * D);
+          }
         }
-      }
-      online_step<PL>(q, kv, vv, m, l, o);
-    }
-    const int at = h * SMAX + s;
-    if (lane == 0) {
-      ml[2 * at] = m;
-      ml[2 * at + 1] = l;
-    }
+        if (j0 == s) {
+          // While those loads are in flight.
+          head_rope<T, D, QKNORM, TRADITIONAL>(qkv + h * D, qn, par[1], inv_freq, offset, q);
 #pragma unroll
-    for (int p = 0; p < PL; ++p) part[(size_t)at * D + lane * PL + p] = o[p];
-  }
-  grid_sync(bar);
-
-  if (RMX_LAYER_STOP <= 2) return;
-
-  // 3. Merge each head's partials into the attended row, rounded to T as MLX's attention writes it.
-  for (int h = blockIdx.x; h < H; h += gridDim.x) {
-    const int t = threadIdx.x;
-    if (t < D) {
-      float mx = neg_inf();
-      for (int s = 0; s < S; ++s) mx = fmaxf(mx, __ldcg(ml + 2 * (h * SMAX + s)));
-      float den = 0.f, num = 0.f;
-#pragma unroll 8
-      for (int s = 0; s < S; ++s) {
-        const int at = h * SMAX + s;
-        const float f = exp2f(__ldcg(ml + 2 * at) - mx);
-        den = fmaf(__ldcg(ml + 2 * at + 1), f, den);
-        num = fmaf(__ldcg(part + (size_t)at * D + t), f, num);
+          for (int p = 0; p < PL; ++p) q[p] *= qscale;
+          RMX_LAYER_TIME(6);
+        }
+#pragma unroll
+        for (int i = 0; i < CH; ++i) {
+          if (j0 + i * S == offset) {
+            float kv[PL], vv[PL];
+            head_rope<T, D, QKNORM, TRADITIONAL>(qkv + (H + g) * D, kn, par[1], inv_freq, offset,
+                                                 kv);
+            load_pl<T, PL, true>(qkv + (H + KV + g) * D + lane * PL, vv);
+            if (h % GQ == 0) {
+              store_pl<T, PL>(kc + base + (size_t)offset * D, kv);
+              store_pl<T, PL>(vc + base + (size_t)offset * D, vv);
+            }
+            kr[i].template pack<T>(kv);
+            vr[i].template pack<T>(vv);
+          }
+        }
+        online_chunk<T, PL, CH>(q, kr, vr, min(CH, (n - j0 + S - 1) / S), m, l, o);
       }
-      att[h * D + t] = static_cast<T>(num / den);
+      RMX_LAYER_TIME(7);
+      const int at = h * SMAX + s;
+      if (lane == 0) {
+        ml[2 * at] = m;
+        ml[2 * at + 1] = l;
+      }
+#pragma unroll
+      for (int p = 0; p < PL; ++p) part[(size_t)at * D + lane * PL + p] = o[p];
+      __threadfence();
+      __syncwarp();
+      unsigned int before = 0;
+      if (lane == 0) before = atomicAdd(heads_done + h, 1u);
+      before = __shfl_sync(0xffffffffu, before, 0);
+      RMX_LAYER_TIME(8);
+      if (before == (unsigned int)(S - 1)) {
+        // The head's last split: merge all S, rounded to T as MLX's attention writes its output.
+        __threadfence();
+        float mx = neg_inf();
+        for (int r = 0; r < S; ++r) mx = fmaxf(mx, __ldcg(ml + 2 * (h * SMAX + r)));
+        float den = 0.f, num[PL];
+#pragma unroll
+        for (int p = 0; p < PL; ++p) num[p] = 0.f;
+#pragma unroll 4
+        for (int r = 0; r < S; ++r) {
+          const int a = h * SMAX + r;
+          const float f = exp2f(__ldcg(ml + 2 * a) - mx);
+          den = fmaf(__ldcg(ml + 2 * a + 1), f, den);
+          float pv[PL];
+          load_pl_f32<PL>(part + (size_t)a * D + lane * PL, pv);
+#pragma unroll
+          for (int p = 0; p < PL; ++p) num[p] = fmaf(pv[p], f, num[p]);
+        }
+#pragma unroll
+        for (int p = 0; p < PL; ++p) num[p] /= den;
+        store_pl<T, PL>(att + h * D + lane * PL, num);
+        if (lane == 0) heads_done[h] = 0;  // for the next launch
+      }
+      RMX_LAYER_TIME(9);
     }
+  });
+  t = tk.wait(1);
+  RMX_LAYER_TIME(2);
+
+  // 3. h = x + att Wo^T (the product rounded to T first, as the separate ops would).
+  tk.run(2, t, true,
+         [&] { stage<T, H * D, PER, NT, false, true>(att, nullptr, 0.f, xs, sums, red); },
+         [&](int t) {
+           for (int r = 2 * (t * warps + warp); r < HID; r += 2 * nw) {
+             float a, b;
+             row_dot2<T, BITS, G, H * D>(xs, sums, wo, so, bo, r, r + 1, a, b);
+             if (lane == 0) {
+               hb[r] = static_cast<T>(round_t<T>(a) + to_float(x[r]));
+               hb[r + 1] = static_cast<T>(round_t<T>(b) + to_float(x[r + 1]));
+             }
+           }
+         });
+  t = tk.wait(2);
+  RMX_LAYER_TIME(3);
+
+  // 4. act = silu(gate) * up of rms_norm(h), rounded as mlx-lm's ops (see the swiglu section).
+  tk.run(3, t, true,
+         [&] { stage<T, HID, PER, NT, true, true>(hb, n2, par[0], xs, sums, red); },
+         [&](int t) {
+           for (int r = t * warps + warp; r < F; r += nw) {
+             float gv, uv;
+             row_dot2<T, BITS, G, HID>(xs, sums, wg, sg, bg, r, F + r, gv, uv);
+             gv = round_t<T>(gv);
+             uv = round_t<T>(uv);
+             if (lane == 0) {
+               const float sig = round_t<T>(1.f / (1.f + __expf(-gv)));
+               act[r] = static_cast<T>(round_t<T>(gv * sig) * uv);
+             }
+           }
+         });
+  t = tk.wait(3);
+  RMX_LAYER_TIME(4);
+
+  // 5. y = h + act Wd^T.
+  tk.run(4, t, true,
+         [&] { stage<T, F, PER, NT, false, true>(act, nullptr, 0.f, xs, sums, red); },
+         [&](int t) {
+           for (int r = 2 * (t * warps + warp); r < HID; r += 2 * nw) {
+             float a, b;
+             row_dot2<T, BITS, G, F>(xs, sums, wd, sd, bd, r, r + 1, a, b);
+             if (lane == 0) {
+               y[r] = static_cast<T>(round_t<T>(a) + load1<true>(hb + r));
+               y[r + 1] = static_cast<T>(round_t<T>(b) + load1<true>(hb + r + 1));
+             }
+           }
+         });
+#ifdef RMX_LAYER_TIMES
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned long long now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    atomicMax(reinterpret_cast<unsigned long long*>(scratch + RMX_LAYER_TIMES) + 5, now);
   }
-  grid_sync(bar);
-
-  if (RMX_LAYER_STOP <= 3) return;
-
-  // 4. h = x + att Wo^T (the product rounded to T first, as the separate ops would).
-  stage<T, H * D, PER, NT, false, true>(att, nullptr, 0.f, xs, sums, red);
-  for (int r = 2 * gw; r < HID; r += 2 * nw) {
-    float a, b;
-    row_dot2<T, BITS, G, H * D>(xs, sums, wo, so, bo, r, r + 1, a, b);
-    if (lane == 0) {
-      hb[r] = static_cast<T>(round_t<T>(a) + to_float(x[r]));
-      hb[r + 1] = static_cast<T>(round_t<T>(b) + to_float(x[r + 1]));
-    }
-  }
-  grid_sync(bar);
-
-  if (RMX_LAYER_STOP <= 4) return;
-
-  // 5. act = silu(gate) * up of rms_norm(h), rounded as mlx-lm's ops (see the swiglu section).
-  stage<T, HID, PER, NT, true, true>(hb, n2, par[0], xs, sums, red);
-  for (int r = gw; r < F; r += nw) {
-    float gv, uv;
-    row_dot2<T, BITS, G, HID>(xs, sums, wg, sg, bg, r, F + r, gv, uv);
-    gv = round_t<T>(gv);
-    uv = round_t<T>(uv);
-    if (lane == 0) {
-      const float sig = round_t<T>(1.f / (1.f + __expf(-gv)));
-      act[r] = static_cast<T>(round_t<T>(gv * sig) * uv);
-    }
-  }
-  grid_sync(bar);
-
-  if (RMX_LAYER_STOP <= 5) return;
-
-  // 6. y = h + act Wd^T.
-  stage<T, F, PER, NT, false, true>(act, nullptr, 0.f, xs, sums, red);
-  for (int r = 2 * gw; r < HID; r += 2 * nw) {
-    float a, b;
-    row_dot2<T, BITS, G, F>(xs, sums, wd, sd, bd, r, r + 1, a, b);
-    if (lane == 0) {
-      y[r] = static_cast<T>(round_t<T>(a) + load1<true>(hb + r));
-      y[r + 1] = static_cast<T>(round_t<T>(b) + load1<true>(hb + r + 1));
-    }
-  }
+#endif
+  tk.leave();
 }
 
 }  // namespace rmx
