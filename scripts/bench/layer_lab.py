@@ -2,7 +2,7 @@
 `layer`, launched by decode_layer.rs) on the GPU machine, without the engine:
 
     python3 scripts/bench/layer_lab.py [llama3-8b|qwen3-0.6b ...] [--bits 4] [--offset 64]
-                                       [--blocks N]
+                                       [--blocks N] [--host-args]
 
 For each shape it writes random quantized weights for every layer of one token (all distinct,
 as in a real token: nothing is served from L2 that would not be), then
@@ -10,7 +10,7 @@ as in a real token: nothing is served from L2 that would not be), then
     the cache update, sdpa, SwiGLU): max |diff| of the layer's output over its scale, and of
     the key/value it wrote into the cache;
   - runs all layers chained in one eval with the kernel reading the GPU's clock at each phase
-    boundary (RMX_LAYER_TIMES): what each phase and its barrier take per layer, the bandwidth
+    boundary (RMX_LAYER_TIMES): what each phase and its wait take per layer, the bandwidth
     of each GEMV phase, and the gap between one layer's kernel and the next. (Host timers
     cannot split a kernel: with the kernel stopped after a phase, a layer is shorter than
     MLX's CPU work per launch, and the host times that instead.)
@@ -33,7 +33,7 @@ THREADS, G, COUNTERS = 512, 64, 512  # decode_layer.rs: THREADS, COUNTERS
 INPUTS = ["x", "wq", "sq", "bq", "wo", "so", "bo", "wg", "sg", "bg", "wd", "sd", "bd", "n1", "n2",
           "qn", "kn", "inv_freq", "pos", "par", "kc", "vc", "bar"]
 PHASES = ["qkv", "attention + merge", "o + residual", "gate/up + swiglu", "down + residual"]
-# Phase i runs from clock reading i to i + 1 (block 0 leaving a barrier; the last: every block done).
+# Phase i runs from clock reading i to i + 1 (block 0 leaving a wait; the last: every block done).
 
 
 def header(times_at):
