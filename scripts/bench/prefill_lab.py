@@ -9,10 +9,10 @@ attention, SwiGLU; then the layer's sum times the layer count, to set against th
 `rmx bench --prompt-tokens 2048` reports.
 """
 import argparse
-import statistics
-import time
 
 import mlx.core as mx
+
+from gemv_lab import timeit
 
 # name: (layers, hidden, heads, kv heads, head dim, ffn, q/k norm)
 SHAPES = {
@@ -22,15 +22,9 @@ SHAPES = {
 G = 64
 
 
-def timed(f, reps=10):
-    for _ in range(3):
-        mx.eval(f())
-    ts = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        mx.eval(f())
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts) * 1e3
+def timed(f):
+    """gemv_lab's timing (warm-up, median of 10 evals), in ms."""
+    return timeit(f) * 1e3
 
 
 def main():

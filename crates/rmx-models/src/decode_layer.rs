@@ -62,15 +62,11 @@ fn counters() -> Result<Array> {
         if let Some(a) = &*b.borrow() {
             return Ok(a.clone());
         }
-        // Made by a GPU op so that it lives in device memory: MLX keeps arrays made from host
-        // data, and any of 8 bytes or less, in unified memory, where the GPU's atomics and the
-        // spinning reads of the waits cross the bus. The first build made its two counters
-        // from host data and hung on the H100; made this way, it runs.
-        // `host` stays alive through the eval, so its buffer is not donated to the sum.
-        let host = Array::from_slice(&[0u32; COUNTERS], &[COUNTERS as i32])?;
-        let a = host.add_scalar(0.0)?;
+        // Copied to device memory (fastpath::on_device): the GPU's atomics and the spinning
+        // reads of the waits must not cross the bus. The first build made its two counters from
+        // host data and hung on the H100.
+        let a = fastpath::on_device(Array::from_slice(&[0u32; COUNTERS], &[COUNTERS as i32])?)?;
         a.eval()?;
-        drop(host);
         *b.borrow_mut() = Some(a.clone());
         Ok(a)
     })

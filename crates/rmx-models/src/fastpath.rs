@@ -181,8 +181,9 @@ thread_local! {
 /// `a` copied by a GPU op (lazily, as part of the graph). MLX's CUDA backend keeps arrays made
 /// from host data in managed memory, and those of 8 bytes or less in one shared pool of it,
 /// which the CPU writes again whenever it makes the next small array: a kernel that reads such
-/// an input waits for the page to migrate to the GPU. The copy is an ordinary device buffer.
-fn on_device(a: Array) -> Result<Array> {
+/// an input waits for the page to migrate to the GPU. The copy is an ordinary device buffer:
+/// with `a` as both operands, MLX cannot donate its managed buffer to the result.
+pub(crate) fn on_device(a: Array) -> Result<Array> {
     Ok(a.maximum(&a)?)
 }
 

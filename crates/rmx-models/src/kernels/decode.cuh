@@ -83,7 +83,8 @@ __device__ __forceinline__ float warp_sum(float v) {
 
 // One key/value position of a warp's online softmax (scores in log2 units: q carries
 // log2(e)): the lane's PL elements of q, the key and the value; m, l and o are the running max,
-// sum and weighted value row. Both decode attention kernels step through their positions this way.
+// sum and weighted value row. decode_attn steps through its positions this way; the layer
+// kernel takes several at once (online_chunk).
 template <int PL>
 __device__ __forceinline__ void online_step(
     const float* q, const float* kv, const float* vv, float& m, float& l, float* o) {
@@ -499,7 +500,7 @@ __device__ __forceinline__ void swiglu(const T* gate, const T* up, T* y) {
 // @section layer
 // scripts/bench/layer_lab.py times the phases by defining RMX_LAYER_TIMES (a float
 // offset into scratch, past the kernel's own regions): block 0 writes %globaltimer at the start
-// and after each wait (slots 0-4), every block raises slot 5 to when it finished; slots 6-10
+// and after each wait (slots 0-4), every block raises slot 5 to when it finished; slots 6-9
 // split block 0's part of the attention phase (see there).
 #ifdef RMX_LAYER_TIMES
 #define RMX_LAYER_TIME(i)                                                                 \
