@@ -1,7 +1,7 @@
 """What the GPU scripts need of crates/rmx-models/src/kernels/decode.cuh, the way the engine
 builds it: a section's NVRTC header (fastpath.rs's `header()`) and the layer kernel's scratch
-layout (decode_layer.rs's `scratch_layout()`), kept here once for nvrtc_check.py and
-layer_lab.py."""
+layout and shared memory (decode_layer.rs's `scratch_layout()` and `shared_bytes()`), kept here
+once for nvrtc_check.py and layer_lab.py."""
 import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -32,3 +32,9 @@ def layer_layout(hid, h, kv, d, f):
     res = att + lines(h * d // 2)
     act = res + lines(hid // 2)
     return dict(SMAX=SPLITS, O_ML=ml, O_PART=part, O_ATT=att, O_H=res, O_ACT=act), act + lines(f // 2)
+
+
+def layer_shared_bytes(hid, h, d, f, bits):
+    """The layer kernel's dynamic shared memory in bytes (decode_layer.rs's shared_bytes)."""
+    k = max(hid, h * d, f)
+    return 4 * (k + k // (128 // bits) + 32)

@@ -2,7 +2,7 @@
 `layer`, launched by decode_layer.rs) on the GPU machine, without the engine:
 
     python3 scripts/bench/layer_lab.py [llama3-8b|qwen3-0.6b ...] [--bits 4] [--offset 64]
-                                       [--blocks N] [--host-args]
+                                       [--blocks N] [--host-args] [--idot 1 0 ...]
 
 For each shape it writes random quantized weights for every layer of one token (all distinct,
 as in a real token: nothing is served from L2 that would not be), then
@@ -15,6 +15,8 @@ as in a real token: nothing is served from L2 that would not be), then
     cannot split a kernel: with the kernel stopped after a phase, a layer is shorter than
     MLX's CPU work per launch, and the host times that instead.)
     The host's time per token is printed alongside.
+Each value of --idot (the kernel's IDOT: integer products on 8-bit staged x, or float) is
+checked and timed in the order given, so `--idot 1 0 1 0` interleaves an A/B.
 """
 import argparse
 import statistics
@@ -22,7 +24,7 @@ import time
 
 import mlx.core as mx
 
-from kernel_src import layer_layout, section
+from kernel_src import layer_layout, layer_shared_bytes, section
 
 # name: (layers, hidden, heads, kv heads, head dim, ffn, q/k norm, eps, rope base)
 SHAPES = {
@@ -58,7 +60,7 @@ def kernel(times_at, smem):
         _kernels[key] = mx.fast.cuda_kernel(
             name="rmx_decode_layer_lab", input_names=INPUTS, output_names=["y", "scratch"],
             source="rmx::decode_layer<T, BITS, G, HID, H, KV, D, F, QKNORM, TRADITIONAL, NT, SMAX, "
-                   "O_ML, O_PART, O_ATT, O_H, O_ACT>(" + ", ".join(INPUTS) + ", y, scratch);",
+                   "O_ML, O_PART, O_ATT, O_H, O_ACT, IDOT>(" + ", ".join(INPUTS) + ", y, scratch);",
             header=header(times_at), shared_memory=smem)
     return _kernels[key]
 
@@ -76,19 +78,18 @@ def make_layer(shape, bits):
                 n1=ones(hid), n2=ones(hid), qn=ones(d), kn=ones(d))
 
 
-def run_layer(shape, bits, p, x, kc, vc, args, bar, inv_freq, blocks):
+def run_layer(shape, bits, p, x, kc, vc, args, bar, inv_freq, blocks, idot):
     """The layer's output and its clock readings (ns): start, after each wait, end (0-5), then
     in block 0's attention work (6-9; decode.cuh's RMX_LAYER_TIME)."""
     _, hid, h, kv, d, f, qk, eps, _ = SHAPES[shape]
     offsets, scratch = layer_layout(hid, h, kv, d, f)
-    kmax = max(hid, h * d, f)
-    smem = 4 * (kmax + kmax // (128 // bits) + 32)
+    smem = layer_shared_bytes(hid, h, d, f, bits)
     ins = [x, *p["q"], *p["o"], *p["gu"], *p["d"], p["n1"], p["n2"], p["qn"], p["kn"], inv_freq,
            *args,
            kc, vc, bar]
     tmpl = [("T", mx.bfloat16), ("BITS", bits), ("G", G), ("HID", hid), ("H", h), ("KV", kv),
             ("D", d), ("F", f), ("QKNORM", qk), ("TRADITIONAL", False), ("NT", THREADS),
-            *offsets.items()]
+            *offsets.items(), ("IDOT", bool(idot))]
     y, scr = kernel(scratch, smem)(
         inputs=ins, template=tmpl, grid=(blocks * THREADS, 1, 1), threadgroup=(THREADS, 1, 1),
         output_shapes=[x.shape, (scratch + 32,)], output_dtypes=[x.dtype, mx.float32],
@@ -131,6 +132,8 @@ def main():
     ap.add_argument("--blocks", type=int, default=0,
                     help="blocks in the grid (default: one per SM, as the engine launches); more "
                          "than fit at once checks that blocks which start late change nothing")
+    ap.add_argument("--idot", type=int, nargs="+", default=[1, 0],
+                    help="IDOT values to check and time, in this order (default: 1 0)")
     ap.add_argument("--host-args", action="store_true",
                     help="pass pos/par per layer straight from host data (managed memory)")
     a = ap.parse_args()
@@ -157,60 +160,62 @@ def main():
             par = mx.array([eps, eps, d ** -0.5])
             return [mx.maximum(pos, pos), mx.maximum(par, par)] if on_device else [pos, par]
 
-        y, _ = run_layer(shape, a.bits, ps[0], x, kcs[0], vcs[0], args(True), bar, inv_freq,
-                         blocks)
-        mx.eval(y)
-        kerr = rel(kcs[0][:, a.offset], rk)
-        verr = rel(vcs[0][:, a.offset], rv)
-        print(f"{shape} {a.bits}-bit, offset {a.offset}, {blocks} blocks: layer max rel diff "
-              f"{rel(y, ref):.2e}, cache k {kerr:.2e}, v {verr:.2e}", flush=True)
+        for idot in a.idot:
+            y, _ = run_layer(shape, a.bits, ps[0], x, kcs[0], vcs[0], args(True), bar, inv_freq,
+                             blocks, idot)
+            mx.eval(y)
+            kerr = rel(kcs[0][:, a.offset], rk)
+            verr = rel(vcs[0][:, a.offset], rv)
+            print(f"{shape} {a.bits}-bit, IDOT {idot}, offset {a.offset}, {blocks} blocks: layer max rel diff "
+                  f"{rel(y, ref):.2e}, cache k {kerr:.2e}, v {verr:.2e}", flush=True)
 
-        def token():
-            out, clocks = x, []
-            shared = args(True)
-            for p, kc, vc in zip(ps, kcs, vcs):
-                # --host-args: new host arrays per layer, as before session 5.
-                la = args(False) if a.host_args else shared
-                out, c = run_layer(shape, a.bits, p, out, kc, vc, la, bar, inv_freq, blocks)
-                clocks.append(c)
-            return out, mx.stack(clocks)
+            def token():
+                out, clocks = x, []
+                shared = args(True)
+                for p, kc, vc in zip(ps, kcs, vcs):
+                    # --host-args: new host arrays per layer, as before session 5.
+                    la = args(False) if a.host_args else shared
+                    out, c = run_layer(shape, a.bits, p, out, kc, vc, la, bar, inv_freq, blocks,
+                                       idot)
+                    clocks.append(c)
+                return out, mx.stack(clocks)
 
-        for _ in range(3):
-            mx.eval(token())
-        ts, cs = [], []
-        for _ in range(a.reps):
-            out, c = token()
-            t = time.perf_counter()
-            mx.eval(out, c)
-            ts.append(time.perf_counter() - t)
-            cs.append(c.tolist())
-        wbytes = lambda w: sum(t.nbytes for t in w)
-        gemv = {0: "q", 2: "o", 3: "gu", 4: "d"}
-        # Per phase, the median over every layer of every token.
-        ph = [statistics.median(l[i + 1] - l[i] for c in cs for l in c) / 1e3
-              for i in range(len(PHASES))]
-        gap = statistics.median(c[j + 1][0] - c[j][5] for c in cs for j in range(layers - 1))
-        span = statistics.median(c[-1][5] - c[0][0] for c in cs) / 1e3
-        print(f"  host {statistics.median(ts) * 1e3:.3f} ms per token; GPU first layer start to last "
-              f"layer end {span:.1f} us; per layer {sum(ph):.1f} us + {gap / 1e3:.1f} us between "
-              f"kernels", flush=True)
-        for i, t in enumerate(ph):
-            extra = ""
-            if i in gemv:
-                nbytes = wbytes(ps[0][gemv[i]])
-                extra = f", {nbytes / 1e6:.1f} MB, {nbytes / (t * 1e-6) / 1e12:.2f} TB/s"
-            print(f"    phase {i + 1} {PHASES[i]:18} {t:7.2f} us{extra}")
-        # Block 0's attention item (0 where it had none: skipped).
-        marks = ["q roped, loads issued", "softmax over its positions", "partials out, counted",
-                 "merged (if last) / done"]
-        prev = 1
-        for k, name in zip(range(6, 10), marks):
-            vals = [l[k] - l[prev] for c in cs for l in c if l[k] and l[prev]]
-            if vals:
-                print(f"      attention, block 0: {name:28} +{statistics.median(vals) / 1e3:.2f} us")
-            prev = k
-        total = sum(wbytes(ps[0][k]) for k in ("q", "o", "gu", "d"))
-        print(f"  one layer's weights: {total / 1e6:.1f} MB", flush=True)
+            for _ in range(3):
+                mx.eval(token())
+            ts, cs = [], []
+            for _ in range(a.reps):
+                out, c = token()
+                t = time.perf_counter()
+                mx.eval(out, c)
+                ts.append(time.perf_counter() - t)
+                cs.append(c.tolist())
+            wbytes = lambda w: sum(t.nbytes for t in w)
+            gemv = {0: "q", 2: "o", 3: "gu", 4: "d"}
+            # Per phase, the median over every layer of every token.
+            ph = [statistics.median(l[i + 1] - l[i] for c in cs for l in c) / 1e3
+                  for i in range(len(PHASES))]
+            gap = statistics.median(c[j + 1][0] - c[j][5] for c in cs for j in range(layers - 1))
+            span = statistics.median(c[-1][5] - c[0][0] for c in cs) / 1e3
+            print(f"  host {statistics.median(ts) * 1e3:.3f} ms per token; GPU first layer start to last "
+                  f"layer end {span:.1f} us; per layer {sum(ph):.1f} us + {gap / 1e3:.1f} us between "
+                  f"kernels", flush=True)
+            for i, t in enumerate(ph):
+                extra = ""
+                if i in gemv:
+                    nbytes = wbytes(ps[0][gemv[i]])
+                    extra = f", {nbytes / 1e6:.1f} MB, {nbytes / (t * 1e-6) / 1e12:.2f} TB/s"
+                print(f"    phase {i + 1} {PHASES[i]:18} {t:7.2f} us{extra}")
+            # Block 0's attention item (0 where it had none: skipped).
+            marks = ["q roped, loads issued", "softmax over its positions", "partials out, counted",
+                     "merged (if last) / done"]
+            prev = 1
+            for k, name in zip(range(6, 10), marks):
+                vals = [l[k] - l[prev] for c in cs for l in c if l[k] and l[prev]]
+                if vals:
+                    print(f"      attention, block 0: {name:28} +{statistics.median(vals) / 1e3:.2f} us")
+                prev = k
+            total = sum(wbytes(ps[0][k]) for k in ("q", "o", "gu", "d"))
+            print(f"  one layer's weights: {total / 1e6:.1f} MB", flush=True)
 
 
 if __name__ == "__main__":

@@ -58,22 +58,27 @@ KERNELS = [
      dict(H=32, KV=8, D=128, NORM="false", TRADITIONAL="false")),
 ]
 
-# The one-launch decoder layer (decode_layer.rs), at Qwen3-0.6B 4-bit and Llama-3-8B 8-bit shapes;
+# The one-launch decoder layer (decode_layer.rs), at Qwen3-0.6B and Llama-3-8B shapes, with integer
+# (IDOT) and float products;
 # the scratch offsets are decode_layer.rs's scratch_layout for them (kernel_src.layer_layout).
 LAYER_INS = [("T", "x"), ("uint32_t", "wq"), ("T", "sq"), ("T", "bq"), ("uint32_t", "wo"), ("T", "so"),
              ("T", "bo"), ("uint32_t", "wg"), ("T", "sg"), ("T", "bg"), ("uint32_t", "wd"), ("T", "sd"),
              ("T", "bd"), ("T", "n1"), ("T", "n2"), ("T", "qn"), ("T", "kn"), ("float", "inv_freq"),
              ("int32_t", "pos"), ("float", "par"), ("T", "kc"), ("T", "vc"), ("uint32_t", "bar")]
 LAYER_BODY = ("rmx::decode_layer<T, BITS, G, HID, H, KV, D, F, QKNORM, TRADITIONAL, NT, SMAX, O_ML, O_PART, "
-              "O_ATT, O_H, O_ACT>(x, wq, sq, bq, wo, so, bo, wg, sg, bg, wd, sd, bd, n1, n2, qn, kn, "
+              "O_ATT, O_H, O_ACT, IDOT>(x, wq, sq, bq, wo, so, bo, wg, sg, bg, wd, sd, bd, n1, n2, qn, kn, "
               "inv_freq, pos, par, kc, vc, bar, y, scratch);")
 
 
-for bits, hid, h, kv, f, qk in ((4, 1024, 16, 8, 3072, "true"), (8, 4096, 32, 8, 14336, "false"),
-                               (4, 4096, 32, 8, 11008, "false")):
+for bits, hid, h, kv, f, qk, idot in ((4, 1024, 16, 8, 3072, "true", "true"),
+                                     (8, 4096, 32, 8, 14336, "false", "true"),
+                                     (4, 4096, 32, 8, 14336, "false", "true"),
+                                     (4, 4096, 32, 8, 11008, "false", "false"),
+                                     (8, 4096, 32, 8, 14336, "false", "false")):
     KERNELS.append(("layer", LAYER_INS, ["y", ("float", "scratch")], LAYER_BODY,
                     dict(BITS=bits, G=64, HID=hid, H=h, KV=kv, D=128, F=f, QKNORM=qk,
-                         TRADITIONAL="false", NT=512, **layer_layout(hid, h, kv, 128, f)[0])))
+                         TRADITIONAL="false", NT=512, **layer_layout(hid, h, kv, 128, f)[0],
+                         IDOT=idot)))
 
 
 def program(sec, ins, outs, body, tmpl, dtype):

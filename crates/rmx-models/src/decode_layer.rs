@@ -33,7 +33,7 @@ const LAYER: Spec = Spec {
     ],
     outputs: &["y", "scratch"],
     body: "rmx::decode_layer<T, BITS, G, HID, H, KV, D, F, QKNORM, TRADITIONAL, NT, SMAX, O_ML, O_PART, \
-           O_ATT, O_H, O_ACT>(x, wq, sq, bq, wo, so, bo, wg, sg, bg, wd, sd, bd, n1, n2, qn, kn, \
+           O_ATT, O_H, O_ACT, IDOT>(x, wq, sq, bq, wo, so, bo, wg, sg, bg, wd, sd, bd, n1, n2, qn, kn, \
            inv_freq, pos, par, kc, vc, bar, y, scratch);",
 };
 
@@ -84,7 +84,8 @@ fn scratch_layout(hid: i32, h: i32, kv: i32, d: i32, f: i32) -> [i32; 6] {
     [ml, part, att, res, act, act + lines(f / 2)]
 }
 
-/// Bytes of dynamic shared memory: the staged vector, its chunk sums and 32 floats.
+/// Bytes of dynamic shared memory: the staged vector as floats, its chunk sums and 32 floats,
+/// which also holds the integer staging (IDOT: 32 floats, 2 bytes an element, 8 a chunk).
 fn shared_bytes(hid: i32, h: i32, d: i32, f: i32, bits: i32) -> i32 {
     let k = hid.max(h * d).max(f);
     4 * (k + k / (128 / bits) + 32)
@@ -202,6 +203,7 @@ pub(crate) fn forward(
             ("O_ATT", TemplateArg::Int(lay[2])),
             ("O_H", TemplateArg::Int(lay[3])),
             ("O_ACT", TemplateArg::Int(lay[4])),
+            ("IDOT", TemplateArg::Bool(fp.layer_idot)),
         ],
         init_value: None,
     })?;

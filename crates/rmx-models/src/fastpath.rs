@@ -17,7 +17,7 @@
 //! attention serves (beyond it, MLX's two-pass attention over the same cache),
 //! `RMX_DECODE_ADDMM=1` folds a dense layer's residual add into cuBLAS for one-row products too,
 //! `RMX_LAYER_KERNEL=0` keeps a quantized decoder layer at five kernels instead of one
-//! (decode_layer.rs).
+//! (decode_layer.rs), `RMX_LAYER_IDOT=0` makes that kernel's products float instead of integer.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -67,6 +67,9 @@ pub struct FastPath {
     /// Blocks of the one-launch decoder layer (decode_layer.rs): one per SM, from the driver;
     /// `None` turns that kernel off.
     pub layer_blocks: Option<i32>,
+    /// The layer kernel's products as integer dot products on x staged in 8-bit planes
+    /// (`RMX_LAYER_IDOT`, default on); float products otherwise.
+    pub layer_idot: bool,
     /// Dequantize for prefill only from this many multiply-adds on (`RMX_DEQUANT_PREFILL_WORK`).
     pub dequant_prefill_work: u64,
 }
@@ -96,6 +99,7 @@ pub fn fast_path() -> FastPath {
                 Some(0) => None,
                 _ => rmx_mlx::cuda_sm_count(),
             },
+            layer_idot: env_num("RMX_LAYER_IDOT") != Some(0),
             dequant_prefill_work: env_num("RMX_DEQUANT_PREFILL_WORK").map_or(1 << 32, |w| w as u64),
         }
     })

@@ -942,6 +942,208 @@ __device__ __forceinline__ void row_dot2(
   yb = warp_sum(acc_b);
 }
 
+// Integer products (IDOT): x staged as 8-bit integers, so a 4-bit weight word costs two LOP3
+// and four DP4A (eight weights), 0.75 instructions a weight against row_dot2's three (LOP3, FADD,
+// FFMA), which bound the 4-bit phases (gate/up at 1.97 TB/s where 8-bit reaches 2.57). Each
+// 16-byte chunk's slice of x (PER elements) is scaled by its largest magnitude and kept in two
+// planes, x ~ s (hi + lo / 254) with hi, lo in [-127, 127]: a relative error of ~1e-5 of the
+// chunk's largest element, far below the bf16 rounding of the products (llama.cpp keeps one
+// plane and loses ~0.5%). Shared memory: 32 floats (red), the planes (2K bytes: plane, then
+// 16-byte slot of the chunk, then chunk, so a warp's lanes read consecutive 16-byte words), then
+// per chunk {s', sum of x} with s' = s / 254 (/ 16 at 4-bit, whose odd fields stay in place, x16).
+__device__ __forceinline__ int dot4(uint32_t w, uint32_t x, int c) {
+  int d;
+  asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(w), "r"(x), "r"(c));
+  return d;
+}
+
+__device__ __forceinline__ uint32_t bytes4(int a, int b, int c, int d) {
+  return (static_cast<uint32_t>(a) & 0xffu) | ((static_cast<uint32_t>(b) & 0xffu) << 8) |
+         ((static_cast<uint32_t>(c) & 0xffu) << 16) | (static_cast<uint32_t>(d) << 24);
+}
+
+template <int BITS, int K>
+struct I8Layout {
+  static constexpr int PER = 128 / BITS;  // x elements per 16-byte weight chunk
+  static constexpr int CHUNKS = K / PER;
+  static constexpr int SL = PER / 16;  // 16-byte slots of a chunk in each plane
+  __device__ __forceinline__ static unsigned char* planes(float* smem) {
+    return reinterpret_cast<unsigned char*>(smem + 32);
+  }
+  __device__ __forceinline__ static float2* meta(float* smem) {
+    return reinterpret_cast<float2*>(planes(smem) + 2 * K);
+  }
+};
+
+// stage() for IDOT. The PER / 8 threads of a chunk (consecutive, 8 elements each) agree on its
+// scale by shuffles; at 4 bits a word's even fields (byte-masked in place) meet x's even elements
+// and its odd fields (x16) the odd ones, so each 8-element group is stored evens first.
+template <typename T, int K, int BITS, int NT, bool NORM, bool CG>
+__device__ __forceinline__ void stage_i8(const T* x, const T* nw, float eps, float* smem) {
+  using L = I8Layout<BITS, K>;
+  static_assert(K % L::PER == 0 && NT % 4 == 0, "whole chunks");
+  constexpr int V = K / 8;
+  constexpr int ITERS = (V + NT - 1) / NT;
+  float* red = smem;
+  unsigned char* planes = L::planes(smem);
+  float2* meta = L::meta(smem);
+  const int t = threadIdx.x;
+  uint4 raw[ITERS];
+#pragma unroll
+  for (int i = 0; i < ITERS; ++i) {
+    const int v = t + i * NT;
+    raw[i] = make_uint4(0u, 0u, 0u, 0u);
+    if (v < V) {
+      const uint4* p = reinterpret_cast<const uint4*>(x) + v;
+      raw[i] = CG ? __ldcg(p) : *p;
+    }
+  }
+  float inv = 1.f;
+  if constexpr (NORM) {
+    float ss = 0.f;
+#pragma unroll
+    for (int i = 0; i < ITERS; ++i) {
+      float f[8];
+      Words<4>{{raw[i].x, raw[i].y, raw[i].z, raw[i].w}}.template unpack<T>(f);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) ss = fmaf(f[j], f[j], ss);
+    }
+    ss = warp_sum(ss);
+    if ((t & 31) == 0) red[t >> 5] = ss;
+    __syncthreads();
+    float total = 0.f;
+#pragma unroll
+    for (int w = 0; w < NT / 32; ++w) total += red[w];
+    inv = rsqrtf(total / K + eps);
+  }
+#pragma unroll
+  for (int i = 0; i < ITERS; ++i) {
+    const int v = t + i * NT;
+    float f[8];
+    Words<4>{{raw[i].x, raw[i].y, raw[i].z, raw[i].w}}.template unpack<T>(f);
+    if (NORM && v < V) {
+      float wf[8];
+      Vec8<T>::load(nw + 8 * v, wf);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) f[j] = round_t<T>(wf[j] * round_t<T>(f[j] * inv));
+    }
+    // Threads past the end hold zeros and still take part in the shuffles.
+    float mx = 0.f, sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      mx = fmaxf(mx, fabsf(f[j]));
+      sum += f[j];
+    }
+#pragma unroll
+    for (int o = 1; o < L::PER / 8; o <<= 1) {
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+      sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    }
+    const float q = mx > 0.f ? 127.f / mx : 0.f;
+    int hi[8], lo[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float y = f[j] * q;
+      hi[j] = __float2int_rn(y);
+      lo[j] = __float2int_rn((y - static_cast<float>(hi[j])) * 254.f);
+    }
+    if (v < V) {
+      uint2 ph, pl;
+      if constexpr (BITS == 4) {
+        ph = make_uint2(bytes4(hi[0], hi[2], hi[4], hi[6]), bytes4(hi[1], hi[3], hi[5], hi[7]));
+        pl = make_uint2(bytes4(lo[0], lo[2], lo[4], lo[6]), bytes4(lo[1], lo[3], lo[5], lo[7]));
+      } else {
+        ph = make_uint2(bytes4(hi[0], hi[1], hi[2], hi[3]), bytes4(hi[4], hi[5], hi[6], hi[7]));
+        pl = make_uint2(bytes4(lo[0], lo[1], lo[2], lo[3]), bytes4(lo[4], lo[5], lo[6], lo[7]));
+      }
+      const int c = (8 * v) / L::PER;
+      const int off = (8 * v) % L::PER;
+      const int at = ((off / 16) * L::CHUNKS + c) * 16 + off % 16;
+      *reinterpret_cast<uint2*>(planes + at) = ph;
+      *reinterpret_cast<uint2*>(planes + L::SL * L::CHUNKS * 16 + at) = pl;
+      if (off == 0) {
+        meta[c] = make_float2(mx * (1.f / 127.f) / (BITS == 4 ? 254.f * 16.f : 254.f), sum);
+      }
+    }
+  }
+  __syncthreads();
+}
+
+// row_dot2() for IDOT: per chunk and row, integer sums of the fields against both planes, then
+// one I2F and three float instructions for the chunk's scales and bias.
+template <typename T, int BITS, int G, int K>
+__device__ __forceinline__ void row_dot2_i8(
+    float* smem, const uint32_t* w, const T* scales, const T* biases, int ra, int rb, float& ya,
+    float& yb) {
+  using L = I8Layout<BITS, K>;
+  static_assert(BITS == 4 || BITS == 8, "4 or 8 bits");
+  constexpr int WORDS = K * BITS / 32;
+  constexpr int GROUPS = K / G;
+  constexpr int XW = 4 * L::SL;  // x words of a chunk in each plane
+  const int lane = threadIdx.x & 31;
+  const uint32_t* wa = w + (size_t)ra * WORDS;
+  const uint32_t* wb = w + (size_t)rb * WORDS;
+  const uint4* planes = reinterpret_cast<const uint4*>(L::planes(smem));
+  const float2* meta = L::meta(smem);
+  float acc_a = 0.f, acc_b = 0.f;
+#pragma unroll 2
+  for (int c = lane; c < L::CHUNKS; c += 32) {
+    const uint4 va = load_stream(wa + 4 * c);
+    const uint4 vb = load_stream(wb + 4 * c);
+    const int g = (L::PER * c) / G;
+    const float sa = to_float(scales[(size_t)ra * GROUPS + g]);
+    const float ba = to_float(biases[(size_t)ra * GROUPS + g]);
+    const float sb = to_float(scales[(size_t)rb * GROUPS + g]);
+    const float bb = to_float(biases[(size_t)rb * GROUPS + g]);
+    uint32_t xh[XW], xl[XW];
+#pragma unroll
+    for (int s = 0; s < L::SL; ++s) {
+      const uint4 h = planes[s * L::CHUNKS + c];
+      const uint4 l = planes[(L::SL + s) * L::CHUNKS + c];
+      xh[4 * s] = h.x, xh[4 * s + 1] = h.y, xh[4 * s + 2] = h.z, xh[4 * s + 3] = h.w;
+      xl[4 * s] = l.x, xl[4 * s + 1] = l.y, xl[4 * s + 2] = l.z, xl[4 * s + 3] = l.w;
+    }
+    const float2 m = meta[c];
+    const uint32_t ua[4] = {va.x, va.y, va.z, va.w};
+    const uint32_t ub[4] = {vb.x, vb.y, vb.z, vb.w};
+    int ia, ib;
+    if constexpr (BITS == 4) {
+      int hea = 0, hoa = 0, lea = 0, loa = 0, heb = 0, hob = 0, leb = 0, lob = 0;
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const uint32_t ea = ua[q] & 0x0f0f0f0fu, oa = ua[q] & 0xf0f0f0f0u;
+        const uint32_t eb = ub[q] & 0x0f0f0f0fu, ob = ub[q] & 0xf0f0f0f0u;
+        hea = dot4(ea, xh[2 * q], hea);
+        hoa = dot4(oa, xh[2 * q + 1], hoa);
+        lea = dot4(ea, xl[2 * q], lea);
+        loa = dot4(oa, xl[2 * q + 1], loa);
+        heb = dot4(eb, xh[2 * q], heb);
+        hob = dot4(ob, xh[2 * q + 1], hob);
+        leb = dot4(eb, xl[2 * q], leb);
+        lob = dot4(ob, xl[2 * q + 1], lob);
+      }
+      // |16 hi-sum| <= 32 * 15 * 127 * 16 < 2^20: x254 stays below 2^31.
+      ia = (16 * hea + hoa) * 254 + (16 * lea + loa);
+      ib = (16 * heb + hob) * 254 + (16 * leb + lob);
+    } else {
+      int ha = 0, la = 0, hb = 0, lb = 0;
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        ha = dot4(ua[q], xh[q], ha);
+        la = dot4(ua[q], xl[q], la);
+        hb = dot4(ub[q], xh[q], hb);
+        lb = dot4(ub[q], xl[q], lb);
+      }
+      ia = ha * 254 + la;
+      ib = hb * 254 + lb;
+    }
+    acc_a = fmaf(sa * m.x, static_cast<float>(ia), fmaf(ba, m.y, acc_a));
+    acc_b = fmaf(sb * m.x, static_cast<float>(ib), fmaf(bb, m.y, acc_b));
+  }
+  ya = warp_sum(acc_a);
+  yb = warp_sum(acc_b);
+}
+
 // The lane's PL elements of one head's row (src: written by other blocks in this launch),
 // RMS-normed with nw (NORM) and roped at `offset`, each step rounded to T as MLX's ops round.
 // Not TRADITIONAL: element e pairs with e + D/2, which lives in lane ^ 16.
@@ -994,7 +1196,7 @@ __device__ __forceinline__ void head_rope(
 // from word 128).
 template <typename T, int BITS, int G, int HID, int H, int KV, int D, int F, bool QKNORM,
           bool TRADITIONAL, int NT, int SMAX, int O_ML, int O_PART, int O_ATT, int O_H,
-          int O_ACT>
+          int O_ACT, bool IDOT>
 __device__ __forceinline__ void decode_layer(
     const T* x, const uint32_t* wq, const T* sq, const T* bq, const uint32_t* wo, const T* so,
     const T* bo, const uint32_t* wg, const T* sg, const T* bg, const uint32_t* wd, const T* sd,
@@ -1031,11 +1233,21 @@ __device__ __forceinline__ void decode_layer(
   RMX_LAYER_TIME(0);
   // 1. QKV = rms_norm(x) Wqkv^T.
   tk.run(0, tk.first(), false,
-         [&] { stage<T, HID, PER, NT, true, false>(x, n1, par[0], xs, sums, red); },
+         [&] {
+           if constexpr (IDOT) {
+             stage_i8<T, HID, BITS, NT, true, false>(x, n1, par[0], smem);
+           } else {
+             stage<T, HID, PER, NT, true, false>(x, n1, par[0], xs, sums, red);
+           }
+         },
          [&](int t) {
            for (int r = 2 * (t * warps + warp); r < NQKV; r += 2 * nw) {
              float a, b;
-             row_dot2<T, BITS, G, HID>(xs, sums, wq, sq, bq, r, r + 1, a, b);
+             if constexpr (IDOT) {
+               row_dot2_i8<T, BITS, G, HID>(smem, wq, sq, bq, r, r + 1, a, b);
+             } else {
+               row_dot2<T, BITS, G, HID>(xs, sums, wq, sq, bq, r, r + 1, a, b);
+             }
              if (lane == 0) {
                qkv[r] = static_cast<T>(a);
                qkv[r + 1] = static_cast<T>(b);
@@ -1146,11 +1358,21 @@ __device__ __forceinline__ void decode_layer(
 
   // 3. h = x + att Wo^T (the product rounded to T first, as the separate ops would).
   tk.run(2, t, true,
-         [&] { stage<T, H * D, PER, NT, false, true>(att, nullptr, 0.f, xs, sums, red); },
+         [&] {
+           if constexpr (IDOT) {
+             stage_i8<T, H * D, BITS, NT, false, true>(att, nullptr, 0.f, smem);
+           } else {
+             stage<T, H * D, PER, NT, false, true>(att, nullptr, 0.f, xs, sums, red);
+           }
+         },
          [&](int t) {
            for (int r = 2 * (t * warps + warp); r < HID; r += 2 * nw) {
              float a, b;
-             row_dot2<T, BITS, G, H * D>(xs, sums, wo, so, bo, r, r + 1, a, b);
+             if constexpr (IDOT) {
+               row_dot2_i8<T, BITS, G, H * D>(smem, wo, so, bo, r, r + 1, a, b);
+             } else {
+               row_dot2<T, BITS, G, H * D>(xs, sums, wo, so, bo, r, r + 1, a, b);
+             }
              if (lane == 0) {
                hb[r] = static_cast<T>(round_t<T>(a) + to_float(x[r]));
                hb[r + 1] = static_cast<T>(round_t<T>(b) + to_float(x[r + 1]));
@@ -1162,11 +1384,21 @@ __device__ __forceinline__ void decode_layer(
 
   // 4. act = silu(gate) * up of rms_norm(h), rounded as mlx-lm's ops (see the swiglu section).
   tk.run(3, t, true,
-         [&] { stage<T, HID, PER, NT, true, true>(hb, n2, par[0], xs, sums, red); },
+         [&] {
+           if constexpr (IDOT) {
+             stage_i8<T, HID, BITS, NT, true, true>(hb, n2, par[0], smem);
+           } else {
+             stage<T, HID, PER, NT, true, true>(hb, n2, par[0], xs, sums, red);
+           }
+         },
          [&](int t) {
            for (int r = t * warps + warp; r < F; r += nw) {
              float gv, uv;
-             row_dot2<T, BITS, G, HID>(xs, sums, wg, sg, bg, r, F + r, gv, uv);
+             if constexpr (IDOT) {
+               row_dot2_i8<T, BITS, G, HID>(smem, wg, sg, bg, r, F + r, gv, uv);
+             } else {
+               row_dot2<T, BITS, G, HID>(xs, sums, wg, sg, bg, r, F + r, gv, uv);
+             }
              gv = round_t<T>(gv);
              uv = round_t<T>(uv);
              if (lane == 0) {
@@ -1180,11 +1412,21 @@ __device__ __forceinline__ void decode_layer(
 
   // 5. y = h + act Wd^T.
   tk.run(4, t, true,
-         [&] { stage<T, F, PER, NT, false, true>(act, nullptr, 0.f, xs, sums, red); },
+         [&] {
+           if constexpr (IDOT) {
+             stage_i8<T, F, BITS, NT, false, true>(act, nullptr, 0.f, smem);
+           } else {
+             stage<T, F, PER, NT, false, true>(act, nullptr, 0.f, xs, sums, red);
+           }
+         },
          [&](int t) {
            for (int r = 2 * (t * warps + warp); r < HID; r += 2 * nw) {
              float a, b;
-             row_dot2<T, BITS, G, F>(xs, sums, wd, sd, bd, r, r + 1, a, b);
+             if constexpr (IDOT) {
+               row_dot2_i8<T, BITS, G, F>(smem, wd, sd, bd, r, r + 1, a, b);
+             } else {
+               row_dot2<T, BITS, G, F>(xs, sums, wd, sd, bd, r, r + 1, a, b);
+             }
              if (lane == 0) {
                y[r] = static_cast<T>(round_t<T>(a) + load1<true>(hb + r));
                y[r + 1] = static_cast<T>(round_t<T>(b) + load1<true>(hb + r + 1));
