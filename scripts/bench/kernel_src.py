@@ -31,7 +31,9 @@ def layer_layout(hid, h, kv, d, f):
     att = part + lines(h * SPLITS * d)
     res = att + lines(h * d // 2)
     act = res + lines(hid // 2)
-    return dict(SMAX=SPLITS, O_ML=ml, O_PART=part, O_ATT=att, O_H=res, O_ACT=act), act + lines(f // 2)
+    xo = act + lines(f // 2)
+    return (dict(SMAX=SPLITS, O_ML=ml, O_PART=part, O_ATT=att, O_H=res, O_ACT=act, O_X=xo),
+            xo + lines(hid // 2))
 
 
 def layer_shared_bytes(hid, h, d, f, bits):

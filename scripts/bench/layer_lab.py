@@ -31,7 +31,7 @@ SHAPES = {
     "llama3-8b": (32, 4096, 32, 8, 128, 14336, False, 1e-5, 500000.0),
     "qwen3-0.6b": (28, 1024, 16, 8, 128, 3072, True, 1e-6, 1000000.0),
 }
-THREADS, G, COUNTERS = 512, 64, 512  # decode_layer.rs: THREADS, COUNTERS
+THREADS, G, COUNTERS = 512, 64, 1024  # decode_layer.rs: THREADS, COUNTERS
 INPUTS = ["x", "wq", "sq", "bq", "wo", "so", "bo", "wg", "sg", "bg", "wd", "sd", "bd", "n1", "n2",
           "qn", "kn", "inv_freq", "pos", "par", "kc", "vc", "bar"]
 PHASES = ["qkv", "attention + merge", "o + residual", "gate/up + swiglu", "down + residual"]
@@ -60,7 +60,7 @@ def kernel(times_at, smem):
         _kernels[key] = mx.fast.cuda_kernel(
             name="rmx_decode_layer_lab", input_names=INPUTS, output_names=["y", "scratch"],
             source="rmx::decode_layer<T, BITS, G, HID, H, KV, D, F, QKNORM, TRADITIONAL, NT, SMAX, "
-                   "O_ML, O_PART, O_ATT, O_H, O_ACT, IDOT>(" + ", ".join(INPUTS) + ", y, scratch);",
+                   "O_ML, O_PART, O_ATT, O_H, O_ACT, O_X, IDOT>(" + ", ".join(INPUTS) + ", y, scratch);",
             header=header(times_at), shared_memory=smem)
     return _kernels[key]
 

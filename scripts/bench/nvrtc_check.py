@@ -66,7 +66,7 @@ LAYER_INS = [("T", "x"), ("uint32_t", "wq"), ("T", "sq"), ("T", "bq"), ("uint32_
              ("T", "bd"), ("T", "n1"), ("T", "n2"), ("T", "qn"), ("T", "kn"), ("float", "inv_freq"),
              ("int32_t", "pos"), ("float", "par"), ("T", "kc"), ("T", "vc"), ("uint32_t", "bar")]
 LAYER_BODY = ("rmx::decode_layer<T, BITS, G, HID, H, KV, D, F, QKNORM, TRADITIONAL, NT, SMAX, O_ML, O_PART, "
-              "O_ATT, O_H, O_ACT, IDOT>(x, wq, sq, bq, wo, so, bo, wg, sg, bg, wd, sd, bd, n1, n2, qn, kn, "
+              "O_ATT, O_H, O_ACT, O_X, IDOT>(x, wq, sq, bq, wo, so, bo, wg, sg, bg, wd, sd, bd, n1, n2, qn, kn, "
               "inv_freq, pos, par, kc, vc, bar, y, scratch);")
 
 
@@ -79,6 +79,29 @@ for bits, hid, h, kv, f, qk, idot in ((4, 1024, 16, 8, 3072, "true", "true"),
                     dict(BITS=bits, G=64, HID=hid, H=h, KV=kv, D=128, F=f, QKNORM=qk,
                          TRADITIONAL="false", NT=512, **layer_layout(hid, h, kv, 128, f)[0],
                          IDOT=idot)))
+
+
+# Several layers a launch, as decode_layer.rs's input_names() and body() build it.
+PER_LAYER = ["wq", "sq", "bq", "wo", "so", "bo", "wg", "sg", "bg", "wd", "sd", "bd", "n1", "n2", "qn", "kn",
+             "kc", "vc"]
+LAYER_T = {"wq": "uint32_t", "wo": "uint32_t", "wg": "uint32_t", "wd": "uint32_t"}
+
+
+def layers_kernel(nl):
+    ins = [("T", "x"), ("float", "inv_freq"), ("int32_t", "pos"), ("float", "par"), ("uint32_t", "bar")]
+    ins += [(LAYER_T.get(p, "T"), f"{p}{i}") for i in range(nl) for p in PER_LAYER]
+    body = f"__shared__ rmx::LayerPtrs<T> tab[{nl}];\nif (threadIdx.x == 0) {{\n"
+    for i in range(nl):
+        body += f"  tab[{i}] = rmx::LayerPtrs<T>{{{', '.join(f'{p}{i}' for p in PER_LAYER)}}};\n"
+    body += ("}\n__syncthreads();\nrmx::decode_layers<T, BITS, G, HID, H, KV, D, F, QKNORM, TRADITIONAL, NT, "
+             f"SMAX, O_ML, O_PART, O_ATT, O_H, O_ACT, O_X, IDOT>(x, tab, {nl}, inv_freq, pos, par, bar, y, scratch);")
+    return ins, body
+
+
+_ins, _body = layers_kernel(8)
+KERNELS.append(("layer", _ins, ["y", ("float", "scratch")], _body,
+                dict(BITS=4, G=64, HID=1024, H=16, KV=8, D=128, F=3072, QKNORM="true",
+                     TRADITIONAL="false", NT=512, **layer_layout(1024, 16, 8, 128, 3072)[0], IDOT="true")))
 
 
 def program(sec, ins, outs, body, tmpl, dtype):
@@ -129,7 +152,7 @@ def main():
             nvrtc.nvrtcGetProgramLog(prog, log)
             ok = rc == 0
             failed += not ok
-            print(f"{'ok  ' if ok else 'FAIL'} {sec:9} {body.split('(')[0]:22} {dtype}")
+            print(f"{'ok  ' if ok else 'FAIL'} {sec:9} {body.splitlines()[-1].split('(')[0]:22} {dtype}")
             if not ok or log.value.strip():
                 print(log.value.decode())
             if ok and PTXAS:

@@ -62,11 +62,16 @@ pub struct KvCache {
 }
 
 impl KvCache {
+    /// Positions the buffers hold before they next grow (0 before the first).
+    pub fn capacity(&self) -> i32 {
+        self.keys.as_ref().map_or(0, |a| a.dim(2))
+    }
+
     /// Makes room for `n` more positions, growing by whole steps of `[b, heads, STEP, dim]` as
     /// mlx-lm does.
     fn reserve(&mut self, n: i32, b: i32, heads: i32, dim: i32, dtype: Dtype) -> Result<()> {
         let prev = self.offset;
-        let cap = self.keys.as_ref().map_or(0, |a| a.dim(2));
+        let cap = self.capacity();
         if self.keys.is_some() && prev + n <= cap {
             return Ok(());
         }

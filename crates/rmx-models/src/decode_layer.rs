@@ -1,9 +1,11 @@
-//! A quantized pre-norm decoder layer (Llama, Qwen3) as one CUDA launch for a decode step:
-//! kernels/decode.cuh's `layer` section runs the QKV product, attention, the o product, the MLP's
-//! two products and both residual adds as phases of one kernel, each phase waiting for the one
-//! before across the grid. The five-kernel path (fastpath.rs) costs five MLX graph nodes per
-//! layer, and MLX spends several µs of CPU on each; with one node per layer, a small model's
-//! decode step is no longer bound by that CPU work.
+//! Quantized pre-norm decoder layers (Llama, Qwen3) as one CUDA launch for a decode step:
+//! kernels/decode.cuh's `layer` section runs each layer's QKV product, attention, the o
+//! product, the MLP's two products and both residual adds as phases of one kernel, each phase
+//! waiting for the one before across the grid, and up to 32 consecutive layers one after the
+//! other in the same launch (`RMX_LAYERS_PER_LAUNCH`; llama.rs groups them). The five-kernel
+//! path (fastpath.rs) costs five MLX graph nodes per layer, and MLX spends several µs of CPU on
+//! each; one launch per layer still left ~3.5 µs between kernels (Qwen3-0.6B 4-bit decode:
+//! 733-800 tok/s with one layer a launch, 1,114-1,160 with 8 or 32; docs/perf.md).
 //!
 //! The grid is one 512-thread block per SM (asked of the driver). The phases hand out their
 //! work as tickets that running blocks claim (the kernel's `Tickets`), so the kernel does not
@@ -12,49 +14,53 @@
 //! a plain grid barrier and was safe only while two of its blocks fit an SM. A wait that has not
 //! ended after 2 s traps (a kernel fault, which the process's CUDA context does not survive)
 //! instead of hanging; with tickets only a bug can get there.
+//!
+//! 32 layers are 576 pointer parameters (4.6 KB): past the classic 4 KB limit, which CUDA 12.1+
+//! lifts on Volta and later (the H100 runs it).
 
 use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
 
 use rmx_mlx::quant::{QuantSpec, Quantized};
-use rmx_mlx::{Array, Dtype, Launch, TemplateArg};
+use rmx_mlx::{Array, Dtype, Kernel, KernelLang, Launch, TemplateArg};
 
-use crate::attention::AttnParts;
 use crate::cache::{AttnMask, LayerCache};
 use crate::error::Result;
-use crate::fastpath::{self, consts, fast_path, kernel_with_shared, pos_array, Spec};
+use crate::fastpath::{self, consts, fast_path, pos_array, QkvRope};
 use crate::llama::DecoderLayer;
-
-const LAYER: Spec = Spec {
-    name: "rmx_decode_layer",
-    section: "layer",
-    inputs: &[
-        "x", "wq", "sq", "bq", "wo", "so", "bo", "wg", "sg", "bg", "wd", "sd", "bd", "n1", "n2",
-        "qn", "kn", "inv_freq", "pos", "par", "kc", "vc", "bar",
-    ],
-    outputs: &["y", "scratch"],
-    body: "rmx::decode_layer<T, BITS, G, HID, H, KV, D, F, QKNORM, TRADITIONAL, NT, SMAX, O_ML, O_PART, \
-           O_ATT, O_H, O_ACT, IDOT>(x, wq, sq, bq, wo, so, bo, wg, sg, bg, wd, sd, bd, n1, n2, qn, kn, \
-           inv_freq, pos, par, kc, vc, bar, y, scratch);",
-};
 
 // Threads per block: 16 warps per SM keep the weight loads in flight, and 512 threads leave each
 // up to 128 registers (ptxas: 96 today), so one block always fits an SM. 1,024 threads (measured
 // slower at 64 registers in session 4) no longer fit.
 const THREADS: i32 = 512;
 
-/// The counters the kernel keeps across its blocks (kernels/decode.cuh's `Tickets` from word 32,
-/// the per-head merge counters from word 128), in 32-bit words.
-const COUNTERS: usize = 512;
+/// The counters the kernel keeps across its blocks, in 32-bit words: kernels/decode.cuh's
+/// `Tickets` (TK_CLAIMS, TK_FINISHED, TK_OUT), then the per-head counters from `TK_HEADS`.
+const COUNTERS: usize = 1024;
+const TK_HEADS: i32 = 384;
 /// Most query heads the per-head counters have room for.
-const MAX_HEADS: i32 = COUNTERS as i32 - 128;
+const MAX_HEADS: i32 = COUNTERS as i32 - TK_HEADS;
+/// Most layers one launch runs (the kernel's TK_PMAX phases, five a layer).
+const MAX_LAYERS: usize = 32;
 
 /// Most splits of one head's positions in the attention phase (the kernel's SMAX).
 const SPLITS: i32 = 64;
+
+/// A layer's tensors as the kernel's parameters name them (`LayerPtrs` in kernels/decode.cuh,
+/// in that order), suffixed with the layer's index in the launch.
+const PER_LAYER: [&str; 18] = [
+    "wq", "sq", "bq", "wo", "so", "bo", "wg", "sg", "bg", "wd", "sd", "bd", "n1", "n2", "qn", "kn",
+    "kc", "vc",
+];
+const SHARED_INPUTS: [&str; 5] = ["x", "inv_freq", "pos", "par", "bar"];
 
 thread_local! {
     // The kernel's counters (`COUNTERS` words): zero once, then left at zero by every launch.
     // Per engine thread, like the model whose layers use it.
     static COUNTER_ARRAY: RefCell<Option<Array>> = const { RefCell::new(None) };
+    // The kernel for n layers a launch, by (n, shared memory bytes).
+    static KERNELS: RefCell<HashMap<(usize, i32), Rc<Kernel>>> = RefCell::new(HashMap::new());
 }
 
 fn counters() -> Result<Array> {
@@ -72,16 +78,64 @@ fn counters() -> Result<Array> {
     })
 }
 
+/// The launch's parameter names: the shared ones, then each layer's `PER_LAYER` with its index.
+fn input_names(n: usize) -> Vec<String> {
+    let mut v: Vec<String> = SHARED_INPUTS.iter().map(|s| s.to_string()).collect();
+    for i in 0..n {
+        v.extend(PER_LAYER.iter().map(|p| format!("{p}{i}")));
+    }
+    v
+}
+
+/// The kernel body for n layers: thread 0 fills the table of each layer's tensors in shared
+/// memory (a runtime loop over layers then indexes it; the parameters themselves cannot be
+/// indexed), and every thread runs `decode_layers`.
+fn body(n: usize) -> String {
+    let mut b = format!("__shared__ rmx::LayerPtrs<T> tab[{n}];\nif (threadIdx.x == 0) {{\n");
+    for i in 0..n {
+        let args: Vec<String> = PER_LAYER.iter().map(|p| format!("{p}{i}")).collect();
+        b += &format!("  tab[{i}] = rmx::LayerPtrs<T>{{{}}};\n", args.join(", "));
+    }
+    b += "}\n__syncthreads();\n";
+    b += &format!(
+        "rmx::decode_layers<T, BITS, G, HID, H, KV, D, F, QKNORM, TRADITIONAL, NT, SMAX, O_ML, \
+         O_PART, O_ATT, O_H, O_ACT, O_X, IDOT>(x, tab, {n}, inv_freq, pos, par, bar, y, scratch);"
+    );
+    b
+}
+
+fn kernel(n: usize, shared_memory: i32) -> Result<Rc<Kernel>> {
+    KERNELS.with(|ks| {
+        if let Some(k) = ks.borrow().get(&(n, shared_memory)) {
+            return Ok(k.clone());
+        }
+        let names = input_names(n);
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let k = Rc::new(Kernel::with_shared_memory(
+            KernelLang::Cuda,
+            &format!("rmx_decode_layers{n}"),
+            &names,
+            &["y", "scratch"],
+            &body(n),
+            &fastpath::header("layer"),
+            shared_memory,
+        )?);
+        ks.borrow_mut().insert((n, shared_memory), k.clone());
+        Ok(k)
+    })
+}
+
 /// The kernel's scratch regions, in floats, each rounded up to whole 128-byte lines:
-/// `[offsets of m/l, partial rows, attended row, residual, activations; total]`.
-fn scratch_layout(hid: i32, h: i32, kv: i32, d: i32, f: i32) -> [i32; 6] {
+/// `[offsets of m/l, partial rows, attended row, residual, activations, layer output; total]`.
+fn scratch_layout(hid: i32, h: i32, kv: i32, d: i32, f: i32) -> [i32; 7] {
     let lines = |floats: i32| (floats + 31) / 32 * 32;
     let ml = lines((h + 2 * kv) * d / 2);
     let part = ml + lines(h * SPLITS * 2);
     let att = part + lines(h * SPLITS * d);
     let res = att + lines(h * d / 2);
     let act = res + lines(hid / 2);
-    [ml, part, att, res, act, act + lines(f / 2)]
+    let xo = act + lines(f / 2);
+    [ml, part, att, res, act, xo, xo + lines(hid / 2)]
 }
 
 /// Bytes of dynamic shared memory: the staged vector as floats, its chunk sums and 32 floats,
@@ -91,39 +145,41 @@ fn shared_bytes(hid: i32, h: i32, d: i32, f: i32, bits: i32) -> i32 {
     4 * (k + k / (128 / bits) + 32)
 }
 
-/// `x + mlp(x + attention(x))` of one token through the one-launch kernel; `None` when it does
-/// not apply (not CUDA, not one token of a full-attention cache, unfused or biased or mixed
-/// quantization, a context past `RMX_FAST_ATTN_MAX`, odd sizes), and nothing has changed then.
-pub(crate) fn forward(
-    layer: &DecoderLayer,
-    x: &Array,
-    mask: &AttnMask,
-    cache: &mut LayerCache,
-) -> Result<Option<Array>> {
-    let fp = fast_path();
-    let (Some(blocks), LayerCache::Full(kv), AttnMask::None) = (fp.layer_blocks, cache, mask)
-    else {
-        return Ok(None);
-    };
-    let dtype = x.dtype();
-    let hid = x.dim(-1);
-    if x.size() != hid as usize || !matches!(dtype, Dtype::Bf16 | Dtype::F16) {
-        return Ok(None);
-    }
-    let (Some(a), Some([gu, down])) = (layer.attn.decode_parts(), layer.mlp.decode_parts()) else {
-        return Ok(None);
-    };
-    let AttnParts {
-        qkv,
-        o,
-        rope,
-        scale,
-    } = a;
+/// What the kernel's template depends on; layers share a launch only when theirs are equal.
+#[derive(Clone, Copy, PartialEq, Debug)]
+struct Shape {
+    spec: QuantSpec,
+    hid: i32,
+    heads: i32,
+    kv_heads: i32,
+    head_dim: i32,
+    ffn: i32,
+    qk_norm: bool,
+    traditional: bool,
+    // eps, q/k norm eps and the attention scale, as bits: the launch passes one set.
+    par: [u32; 3],
+}
+
+/// One layer's tensors for the kernel, in `PER_LAYER` order without the cache, once its checks
+/// have passed.
+struct Prepared<'a> {
+    shape: Shape,
+    tensors: [&'a Array; 16],
+    rope: QkvRope<'a>,
+    par: [f32; 3],
+}
+
+/// `layer`'s parts for the kernel, or `None` when it does not apply to it (unfused or biased or
+/// mixed quantization, odd sizes, too many heads).
+fn prepare(layer: &DecoderLayer, dtype: Dtype) -> Option<Prepared<'_>> {
+    let (a, [gu, down]) = (layer.attn.decode_parts()?, layer.mlp.decode_parts()?);
+    let (qkv, o, rope) = (a.qkv, a.o, a.rope);
     let (h, kvh, d) = (rope.heads, rope.kv_heads, rope.head_dim);
     let f = layer.mlp.hidden();
     let spec = qkv.1;
     let (n1, eps) = layer.input_norm.parts();
     let (n2, eps2) = layer.post_norm.parts();
+    let hid = n1.dim(0);
     let weights = [qkv, o, gu, down];
     let quant_ok = |(q, s): &(&Quantized, QuantSpec)| {
         *s == spec
@@ -138,64 +194,143 @@ pub(crate) fn forward(
         || eps != eps2
         || n1.dtype() != dtype
         || n2.dtype() != dtype
-        || !fastpath::decode_attention_fits(&rope, dtype, kv.offset + 1)
         || gu.0.weight.dim(0) != 2 * f
         || qkv.0.weight.dim(0) != (h + 2 * kvh) * d
         || h > MAX_HEADS
     {
-        return Ok(None);
+        return None;
     }
     let (qn, kn, qk_eps) = rope.norm_inputs(n1);
-    let (keys, values, offset) = kv.decode_slot(kvh, d, dtype)?;
-    let pos = pos_array([offset, keys.dim(2)])?;
-    let par = consts(&[eps, qk_eps, scale])?;
-    let bar = counters()?;
-    let lay = scratch_layout(hid, h, kvh, d, f);
-    let kernel = kernel_with_shared(&LAYER, shared_bytes(hid, h, d, f, spec.bits))?;
+    let par = [eps, qk_eps, a.scale];
     let [q, o, gu, dn] = weights.map(|(q, _)| q);
-    let b = |q: &'_ Quantized| -> Array { q.biases.clone().expect("checked by quant_ok") };
-    let (bq, bo, bg, bd) = (b(q), b(o), b(gu), b(dn));
+    fn b(q: &Quantized) -> &Array {
+        q.biases.as_ref().expect("checked by quant_ok")
+    }
+    let tensors = [
+        &q.weight, &q.scales, b(q), &o.weight, &o.scales, b(o), &gu.weight, &gu.scales, b(gu),
+        &dn.weight, &dn.scales, b(dn), n1, n2, qn, kn,
+    ];
+    let shape = Shape {
+        spec,
+        hid,
+        heads: h,
+        kv_heads: kvh,
+        head_dim: d,
+        ffn: f,
+        qk_norm: rope.norms.is_some(),
+        traditional: rope.traditional,
+        par: par.map(f32::to_bits),
+    };
+    Some(Prepared {
+        shape,
+        tensors,
+        rope,
+        par,
+    })
+}
+
+/// `x + mlp(x + attention(x))` of one token through the one-launch kernel; `None` when it does
+/// not apply, and nothing has changed then.
+pub(crate) fn forward(
+    layer: &DecoderLayer,
+    x: &Array,
+    mask: &AttnMask,
+    cache: &mut LayerCache,
+) -> Result<Option<Array>> {
+    forward_group(
+        std::slice::from_ref(layer),
+        x,
+        mask,
+        std::slice::from_mut(cache),
+    )
+}
+
+/// One token through consecutive `layers` (at most 32) in one launch; `None` when the kernel
+/// does not apply to all of them alike (not CUDA, not one token of full-attention caches at the
+/// same step, different shapes, a context past `RMX_FAST_ATTN_MAX`; see `prepare`), and
+/// nothing has changed then.
+pub(crate) fn forward_group(
+    layers: &[DecoderLayer],
+    x: &Array,
+    mask: &AttnMask,
+    caches: &mut [LayerCache],
+) -> Result<Option<Array>> {
+    let fp = fast_path();
+    let (Some(blocks), AttnMask::None) = (fp.layer_blocks, mask) else {
+        return Ok(None);
+    };
+    let n = layers.len();
+    let dtype = x.dtype();
+    let hid = x.dim(-1);
+    if n == 0
+        || n > MAX_LAYERS
+        || caches.len() != n
+        || x.size() != hid as usize
+        || !matches!(dtype, Dtype::Bf16 | Dtype::F16)
+    {
+        return Ok(None);
+    }
+    let Some(prepared) = layers
+        .iter()
+        .map(|l| prepare(l, dtype))
+        .collect::<Option<Vec<_>>>()
+    else {
+        return Ok(None);
+    };
+    let first = &prepared[0];
+    let s = first.shape;
+    // Every cache at the same step with the same capacity, so each grows (or not) alike.
+    let step = match &caches[0] {
+        LayerCache::Full(kv) => (kv.offset, kv.capacity()),
+        LayerCache::Rotating(_) => return Ok(None),
+    };
+    let same_step = caches
+        .iter()
+        .all(|c| matches!(c, LayerCache::Full(kv) if (kv.offset, kv.capacity()) == step));
+    if s.hid != hid
+        || !same_step
+        || prepared.iter().any(|p| p.shape != s)
+        || !fastpath::decode_attention_fits(&first.rope, dtype, step.0 + 1)
+    {
+        return Ok(None);
+    }
+    let mut slots = Vec::with_capacity(n);
+    for c in caches.iter_mut() {
+        let LayerCache::Full(kv) = c else {
+            unreachable!("checked above")
+        };
+        slots.push(kv.decode_slot(s.kv_heads, s.head_dim, dtype)?);
+    }
+    let (offset, cap) = (slots[0].2, slots[0].0.dim(2));
+    let pos = pos_array([offset, cap])?;
+    let par = consts(&first.par)?;
+    let bar = counters()?;
+    let (h, kvh, d, f) = (s.heads, s.kv_heads, s.head_dim, s.ffn);
+    let lay = scratch_layout(hid, h, kvh, d, f);
+    let kernel = kernel(n, shared_bytes(hid, h, d, f, s.spec.bits))?;
+    let mut inputs: Vec<&Array> = vec![x, first.rope.inv_freq, &pos, &par, &bar];
+    for (p, (keys, values, _)) in prepared.iter().zip(&slots) {
+        inputs.extend(p.tensors);
+        inputs.push(keys);
+        inputs.push(values);
+    }
     let out = kernel.launch(&Launch {
-        inputs: &[
-            x,
-            &q.weight,
-            &q.scales,
-            &bq,
-            &o.weight,
-            &o.scales,
-            &bo,
-            &gu.weight,
-            &gu.scales,
-            &bg,
-            &dn.weight,
-            &dn.scales,
-            &bd,
-            n1,
-            n2,
-            qn,
-            kn,
-            rope.inv_freq,
-            &pos,
-            &par,
-            &keys,
-            &values,
-            &bar,
-        ],
-        output_shapes: &[&x.shape(), &[lay[5]]],
+        inputs: &inputs,
+        output_shapes: &[&x.shape(), &[lay[6]]],
         output_dtypes: &[dtype, Dtype::F32],
         grid: [blocks * THREADS, 1, 1],
         threadgroup: [THREADS, 1, 1],
         template: &[
             ("T", TemplateArg::Dtype(dtype)),
-            ("BITS", TemplateArg::Int(spec.bits)),
-            ("G", TemplateArg::Int(spec.group_size)),
+            ("BITS", TemplateArg::Int(s.spec.bits)),
+            ("G", TemplateArg::Int(s.spec.group_size)),
             ("HID", TemplateArg::Int(hid)),
             ("H", TemplateArg::Int(h)),
             ("KV", TemplateArg::Int(kvh)),
             ("D", TemplateArg::Int(d)),
             ("F", TemplateArg::Int(f)),
-            ("QKNORM", TemplateArg::Bool(rope.norms.is_some())),
-            ("TRADITIONAL", TemplateArg::Bool(rope.traditional)),
+            ("QKNORM", TemplateArg::Bool(s.qk_norm)),
+            ("TRADITIONAL", TemplateArg::Bool(s.traditional)),
             ("NT", TemplateArg::Int(THREADS)),
             ("SMAX", TemplateArg::Int(SPLITS)),
             ("O_ML", TemplateArg::Int(lay[0])),
@@ -203,6 +338,7 @@ pub(crate) fn forward(
             ("O_ATT", TemplateArg::Int(lay[2])),
             ("O_H", TemplateArg::Int(lay[3])),
             ("O_ACT", TemplateArg::Int(lay[4])),
+            ("O_X", TemplateArg::Int(lay[5])),
             ("IDOT", TemplateArg::Bool(fp.layer_idot)),
         ],
         init_value: None,
@@ -227,10 +363,11 @@ mod tests {
                 h * d / 2,
                 hid / 2,
                 f / 2,
+                hid / 2,
             ];
-            let starts = [0, l[0], l[1], l[2], l[3], l[4]];
-            for i in 0..6 {
-                let end = if i < 5 { l[i] } else { l[5] };
+            let starts = [0, l[0], l[1], l[2], l[3], l[4], l[5]];
+            for i in 0..7 {
+                let end = l[i];
                 assert!(starts[i] + sizes[i] <= end, "region {i} overflows: {l:?}");
             }
         }

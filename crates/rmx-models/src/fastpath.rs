@@ -17,7 +17,8 @@
 //! attention serves (beyond it, MLX's two-pass attention over the same cache),
 //! `RMX_DECODE_ADDMM=1` folds a dense layer's residual add into cuBLAS for one-row products too,
 //! `RMX_LAYER_KERNEL=0` keeps a quantized decoder layer at five kernels instead of one
-//! (decode_layer.rs), `RMX_LAYER_IDOT=0` makes that kernel's products float instead of integer.
+//! (decode_layer.rs), `RMX_LAYER_IDOT=0` makes that kernel's products float instead of integer,
+//! `RMX_LAYERS_PER_LAUNCH` sets how many consecutive layers one launch of it runs (default 32).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -34,7 +35,7 @@ const SOURCE: &str = include_str!("kernels/decode.cuh");
 /// The NVRTC header for kernels of one section of kernels/decode.cuh: its "common" section and
 /// that one, without comment lines. MLX copies and hashes the whole source at every launch, so
 /// a short source is CPU time saved on every kernel of every token.
-fn header(section: &str) -> String {
+pub(crate) fn header(section: &str) -> String {
     let mut out = String::new();
     let mut keep = false;
     for line in SOURCE.lines() {
@@ -67,6 +68,8 @@ pub struct FastPath {
     /// Blocks of the one-launch decoder layer (decode_layer.rs): one per SM, from the driver;
     /// `None` turns that kernel off.
     pub layer_blocks: Option<i32>,
+    /// Consecutive decoder layers per launch of the layer kernel (`RMX_LAYERS_PER_LAUNCH`, 1-32).
+    pub layers_per_launch: usize,
     /// The layer kernel's products as integer dot products on x staged in 8-bit planes
     /// (`RMX_LAYER_IDOT`, default on); float products otherwise.
     pub layer_idot: bool,
@@ -100,6 +103,7 @@ pub fn fast_path() -> FastPath {
                 _ => rmx_mlx::cuda_sm_count(),
             },
             layer_idot: env_num("RMX_LAYER_IDOT") != Some(0),
+            layers_per_launch: env_num("RMX_LAYERS_PER_LAUNCH").map_or(32, |n| n.clamp(1, 32)),
             dequant_prefill_work: env_num("RMX_DEQUANT_PREFILL_WORK").map_or(1 << 32, |w| w as u64),
         }
     })

@@ -192,12 +192,29 @@ impl CausalLm for Llama {
             Some(i) => Some(cache[i].mask(n, self.window)?),
             None => None,
         };
-        for (i, (layer, c)) in self.layers.iter().zip(cache.iter_mut()).enumerate() {
+        let group = crate::fastpath::fast_path().layers_per_launch;
+        let mut i = 0;
+        while i < self.layers.len() {
             let mask = match (&swa_mask, self.sliding[i]) {
                 (Some(m), true) => m,
                 _ => &fa_mask,
             };
-            h = layer.forward(&h, mask, c)?;
+            // A decode step runs up to `group` consecutive full-attention layers in one launch
+            // of the layer kernel where it applies (decode_layer.rs); otherwise layer by layer.
+            let end = (i..self.layers.len().min(i + group))
+                .take_while(|&j| !self.sliding[j])
+                .last()
+                .map_or(i, |j| j + 1);
+            if n == 1 && end > i + 1 {
+                let (ls, cs) = (&self.layers[i..end], &mut cache[i..end]);
+                if let Some(y) = crate::decode_layer::forward_group(ls, &h, mask, cs)? {
+                    h = y;
+                    i = end;
+                    continue;
+                }
+            }
+            h = self.layers[i].forward(&h, mask, &mut cache[i])?;
+            i += 1;
         }
         self.norm.forward(&h)
     }

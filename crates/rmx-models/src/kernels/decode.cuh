@@ -539,21 +539,30 @@ namespace rmx {
 // A block claims its first ticket of the next phase before it counts its first ticket of this
 // one finished, so every block that works in a phase holds a ticket of the next before any
 // block can pass the wait; the claim that finds none left then goes out while the block works
-// (an "early" claim), off the critical path. The counters (bar, from word 32): claims per
-// phase, finished per phase, blocks out; the last block out of the launch zeroes them.
-constexpr int LAYER_PHASES = 5;
+// (an "early" claim), off the critical path. The counters (bar, in 32-bit words; decode_layer.rs
+// sizes the array): claims per phase from TK_CLAIMS, finished per phase from TK_FINISHED, blocks
+// out at TK_OUT, the attention's per-head counters from TK_HEADS; the last block out of the
+// launch zeroes them.
+constexpr int LAYER_PHASES = 5;  // per layer
+constexpr int TK_PMAX = 160;     // phases of one launch: 32 layers
+constexpr int TK_CLAIMS = 32;
+constexpr int TK_FINISHED = TK_CLAIMS + TK_PMAX;
+constexpr int TK_OUT = TK_FINISHED + TK_PMAX;
+constexpr int TK_HEADS = TK_OUT + 32;
 
 struct Tickets {
   unsigned int* claims;
   unsigned int* finished;
   unsigned int* out;
   int* shared;  // where thread 0 hands a ticket to the block's threads
+  int phases;   // of this launch
   // Thread 0's: the block's first ticket of the next phase, once claimed.
   unsigned int upcoming = 0;
   bool holds_upcoming = false;
 
-  __device__ __forceinline__ Tickets(unsigned int* bar, int* sh)
-      : claims(bar + 32), finished(bar + 64), out(bar + 96), shared(sh) {}
+  __device__ __forceinline__ Tickets(unsigned int* bar, int* sh, int np)
+      : claims(bar + TK_CLAIMS), finished(bar + TK_FINISHED), out(bar + TK_OUT), shared(sh),
+        phases(np) {}
 
   __device__ __forceinline__ int broadcast(unsigned int t) const {
     if (threadIdx.x == 0) *shared = static_cast<int>(t);
@@ -586,7 +595,7 @@ struct Tickets {
       work(t);
       __syncthreads();
       if (threadIdx.x == 0) {
-        if (p + 1 < LAYER_PHASES && !holds_upcoming) {
+        if (p + 1 < phases && !holds_upcoming) {
           upcoming = atomicAdd(claims + p + 1, 1u);
           holds_upcoming = true;
         }
@@ -623,7 +632,7 @@ struct Tickets {
     if (threadIdx.x == 0) {
       __threadfence();
       if (atomicAdd(out, 1u) == gridDim.x - 1) {
-        for (int p = 0; p < LAYER_PHASES; ++p) {
+        for (int p = 0; p < phases; ++p) {
           claims[p] = 0;
           finished[p] = 0;
         }
@@ -1184,25 +1193,48 @@ __device__ __forceinline__ void head_rope(
   }
 }
 
-// The layer. Weights: fused [q; k; v] (wq*), o (wo*), fused [gate; up] (wg*), down (wd*), MLX
-// affine BITS-bit with groups of G. n1, n2: the input and post-attention norm weights; qn, kn:
-// the per-head q/k norms (QKNORM). pos = {offset, cap}; par = {eps, qk eps, attention scale};
-// kc, vc: the cache's [KV, cap, D] buffers, written in place at `offset` as decode_attn does.
+// One layer's tensors. Weights: fused [q; k; v] (wq*), o (wo*), fused [gate; up] (wg*), down
+// (wd*), MLX affine BITS-bit with groups of G. n1, n2: the input and post-attention norm
+// weights; qn, kn: the per-head q/k norms (QKNORM). kc, vc: the cache's [KV, cap, D] buffers,
+// written in place at `offset` as decode_attn does.
+template <typename T>
+struct LayerPtrs {
+  const uint32_t* wq;
+  const T* sq;
+  const T* bq;
+  const uint32_t* wo;
+  const T* so;
+  const T* bo;
+  const uint32_t* wg;
+  const T* sg;
+  const T* bg;
+  const uint32_t* wd;
+  const T* sd;
+  const T* bd;
+  const T* n1;
+  const T* n2;
+  const T* qn;
+  const T* kn;
+  const T* kc;
+  const T* vc;
+};
+
+// nl consecutive layers (tab: their tensors, in shared memory), each layer's five phases
+// following the last layer's with the same tickets: one launch instead of nl, without the
+// ~3.5 us between kernels. pos = {offset, cap} (every layer's cache at the same step);
+// par = {eps, qk eps, attention scale}.
 // scratch (float): the QKV row (T) from 0, attention partials (m, l) at O_ML and their rows at
 // O_PART ([H][SMAX][D]), the attended row (T) at O_ATT, the post-attention residual (T) at O_H,
-// the SwiGLU activations (T) at O_ACT -- each region on its own 128-byte lines.
+// the SwiGLU activations (T) at O_ACT, a layer's output that the next reads (T) at O_X -- each
+// region on its own 128-byte lines.
 // Dynamic shared memory: max(HID, H*D, F) + max(...)/PER + 32 floats.
-// bar: 512 uint32 that outlive the launch, zero before the first (Tickets; per-head counters
-// from word 128).
+// bar: uint32 counters that outlive the launch, zero before the first (Tickets' TK_*).
 template <typename T, int BITS, int G, int HID, int H, int KV, int D, int F, bool QKNORM,
           bool TRADITIONAL, int NT, int SMAX, int O_ML, int O_PART, int O_ATT, int O_H,
-          int O_ACT, bool IDOT>
-__device__ __forceinline__ void decode_layer(
-    const T* x, const uint32_t* wq, const T* sq, const T* bq, const uint32_t* wo, const T* so,
-    const T* bo, const uint32_t* wg, const T* sg, const T* bg, const uint32_t* wd, const T* sd,
-    const T* bd, const T* n1, const T* n2, const T* qn, const T* kn, const float* inv_freq,
-    const int32_t* pos, const float* par, const T* kc_in, const T* vc_in,
-    const uint32_t* bar_in, T* y, float* scratch) {
+          int O_ACT, int O_X, bool IDOT>
+__device__ __forceinline__ void decode_layers(
+    const T* x, const LayerPtrs<T>* tab, int nl, const float* inv_freq, const int32_t* pos,
+    const float* par, const uint32_t* bar_in, T* y, float* scratch) {
   constexpr int PER = 128 / BITS;
   constexpr int NQKV = (H + 2 * KV) * D;
   constexpr int PL = D / 32;
@@ -1220,219 +1252,228 @@ __device__ __forceinline__ void decode_layer(
   T* att = reinterpret_cast<T*>(scratch + O_ATT);
   T* hb = reinterpret_cast<T*>(scratch + O_H);
   T* act = reinterpret_cast<T*>(scratch + O_ACT);
-  T* kc = const_cast<T*>(kc_in);
-  T* vc = const_cast<T*>(vc_in);
+  T* xb = reinterpret_cast<T*>(scratch + O_X);
   unsigned int* bar = const_cast<unsigned int*>(bar_in);
   const int lane = threadIdx.x & 31;
   const int warps = blockDim.x >> 5;
   const int warp = threadIdx.x >> 5;
   const int nw = gridDim.x * warps;
   __shared__ int ticket_slot;
-  Tickets tk(bar, &ticket_slot);
-
-  RMX_LAYER_TIME(0);
-  // 1. QKV = rms_norm(x) Wqkv^T.
-  tk.run(0, tk.first(), false,
-         [&] {
-           if constexpr (IDOT) {
-             stage_i8<T, HID, BITS, NT, true, false>(x, n1, par[0], smem);
-           } else {
-             stage<T, HID, PER, NT, true, false>(x, n1, par[0], xs, sums, red);
-           }
-         },
-         [&](int t) {
-           for (int r = 2 * (t * warps + warp); r < NQKV; r += 2 * nw) {
-             float a, b;
-             if constexpr (IDOT) {
-               row_dot2_i8<T, BITS, G, HID>(smem, wq, sq, bq, r, r + 1, a, b);
-             } else {
-               row_dot2<T, BITS, G, HID>(xs, sums, wq, sq, bq, r, r + 1, a, b);
-             }
-             if (lane == 0) {
-               qkv[r] = static_cast<T>(a);
-               qkv[r + 1] = static_cast<T>(b);
-             }
-           }
-         });
-  int t = tk.wait(0);
-  RMX_LAYER_TIME(1);
-
-  // 2. Attention: head h's positions are split S ways (a warp each, about 8 positions per
-  // split); each warp loads its positions' keys and values all at once (CH rows of each, so the
-  // split costs one memory latency, not one per position) and keeps an online softmax over
-  // them. The warp whose split holds the new position makes that key and value itself; the
-  // group's first head stores them in the cache. The last warp of a head to finish (a counter
-  // per head) merges the head's S partials into the attended row: no wait for the merge.
+  Tickets tk(bar, &ticket_slot, LAYER_PHASES * nl);
+  unsigned int* heads_done = bar + TK_HEADS;  // per head: splits finished in this layer
   const int offset = pos[0];
   const int cap = pos[1];
-  const int n = offset + 1;
-  const int S = max(1, min(min((n + 7) / 8, SMAX), nw / H));
-  const float qscale = par[2] * 1.44269504088896340736f;  // log2(e): exp2 below
-  unsigned int* heads_done = bar + 128;  // per head: splits finished in this launch
-  tk.run(1, t, true, [] {}, [&](int t) {
-    for (int item = t * warps + warp; item < H * S; item += nw) {
-      const int h = item / S;
-      const int s = item - h * S;
-      const int g = h / GQ;
-      float q[PL], o[PL];
+  int t = tk.first();
+
+  for (int l = 0; l < nl; ++l) {
+    const LayerPtrs<T>& L = tab[l];
+    const T* xin = l == 0 ? x : xb;  // written by an earlier launch or layer: read through L2
+    T* yout = l + 1 == nl ? y : xb;
+    T* kc = const_cast<T*>(L.kc);
+    T* vc = const_cast<T*>(L.vc);
+    const int p0 = LAYER_PHASES * l;
+    if (l > 0) t = tk.wait(p0 - 1);
+    RMX_LAYER_TIME(0);
+    // 1. QKV = rms_norm(x) Wqkv^T.
+    tk.run(p0, t, l > 0,
+           [&] {
+             if constexpr (IDOT) {
+               stage_i8<T, HID, BITS, NT, true, true>(xin, L.n1, par[0], smem);
+             } else {
+               stage<T, HID, PER, NT, true, true>(xin, L.n1, par[0], xs, sums, red);
+             }
+           },
+           [&](int t) {
+             for (int r = 2 * (t * warps + warp); r < NQKV; r += 2 * nw) {
+               float a, b;
+               if constexpr (IDOT) {
+                 row_dot2_i8<T, BITS, G, HID>(smem, L.wq, L.sq, L.bq, r, r + 1, a, b);
+               } else {
+                 row_dot2<T, BITS, G, HID>(xs, sums, L.wq, L.sq, L.bq, r, r + 1, a, b);
+               }
+               if (lane == 0) {
+                 qkv[r] = static_cast<T>(a);
+                 qkv[r + 1] = static_cast<T>(b);
+               }
+             }
+           });
+    t = tk.wait(p0);
+    RMX_LAYER_TIME(1);
+
+    // 2. Attention: head h's positions are split S ways (a warp each, about 8 positions per
+    // split); each warp loads its positions' keys and values all at once (CH rows of each, so the
+    // split costs one memory latency, not one per position) and keeps an online softmax over
+    // them. The warp whose split holds the new position makes that key and value itself; the
+    // group's first head stores them in the cache. The last warp of a head to finish (a counter
+    // per head) merges the head's S partials into the attended row: no wait for the merge.
+    const int n = offset + 1;
+    const int S = max(1, min(min((n + 7) / 8, SMAX), nw / H));
+    const float qscale = par[2] * 1.44269504088896340736f;  // log2(e): exp2 below
+    tk.run(p0 + 1, t, true, [] {}, [&](int t) {
+      for (int item = t * warps + warp; item < H * S; item += nw) {
+        const int h = item / S;
+        const int s = item - h * S;
+        const int g = h / GQ;
+        float q[PL], o[PL];
 #pragma unroll
-      for (int p = 0; p < PL; ++p) o[p] = 0.f;
-      float m = neg_inf(), l = 0.f;
-      const size_t base = (size_t)g * cap * D + lane * PL;
-      for (int j0 = s; j0 < n; j0 += CH * S) {
-        Words<PL / 2> kr[CH], vr[CH];
+        for (int p = 0; p < PL; ++p) o[p] = 0.f;
+        float m = neg_inf(), l = 0.f;
+        const size_t base = (size_t)g * cap * D + lane * PL;
+        for (int j0 = s; j0 < n; j0 += CH * S) {
+          Words<PL / 2> kr[CH], vr[CH];
 #pragma unroll
-        for (int i = 0; i < CH; ++i) {
-          const int j = j0 + i * S;
-          if (j < offset) {
-            kr[i].template load<false>(kc + base + (size_t)j * D);
-            vr[i].template load<false>(vc + base + (size_t)j * D);
-          }
-        }
-        if (j0 == s) {
-          // While those loads are in flight.
-          head_rope<T, D, QKNORM, TRADITIONAL>(qkv + h * D, qn, par[1], inv_freq, offset, q);
-#pragma unroll
-          for (int p = 0; p < PL; ++p) q[p] *= qscale;
-          RMX_LAYER_TIME(6);
-        }
-#pragma unroll
-        for (int i = 0; i < CH; ++i) {
-          if (j0 + i * S == offset) {
-            float kv[PL], vv[PL];
-            head_rope<T, D, QKNORM, TRADITIONAL>(qkv + (H + g) * D, kn, par[1], inv_freq, offset,
-                                                 kv);
-            load_pl<T, PL, true>(qkv + (H + KV + g) * D + lane * PL, vv);
-            if (h % GQ == 0) {
-              store_pl<T, PL>(kc + base + (size_t)offset * D, kv);
-              store_pl<T, PL>(vc + base + (size_t)offset * D, vv);
+          for (int i = 0; i < CH; ++i) {
+            const int j = j0 + i * S;
+            if (j < offset) {
+              kr[i].template load<false>(kc + base + (size_t)j * D);
+              vr[i].template load<false>(vc + base + (size_t)j * D);
             }
-            kr[i].template pack<T>(kv);
-            vr[i].template pack<T>(vv);
           }
-        }
-        online_chunk<T, PL, CH>(q, kr, vr, min(CH, (n - j0 + S - 1) / S), m, l, o);
-      }
-      RMX_LAYER_TIME(7);
-      const int at = h * SMAX + s;
-      if (lane == 0) {
-        ml[2 * at] = m;
-        ml[2 * at + 1] = l;
-      }
+          if (j0 == s) {
+            // While those loads are in flight.
+            head_rope<T, D, QKNORM, TRADITIONAL>(qkv + h * D, L.qn, par[1], inv_freq, offset, q);
 #pragma unroll
-      for (int p = 0; p < PL; ++p) part[(size_t)at * D + lane * PL + p] = o[p];
-      __threadfence();
-      __syncwarp();
-      unsigned int before = 0;
-      if (lane == 0) before = atomicAdd(heads_done + h, 1u);
-      before = __shfl_sync(0xffffffffu, before, 0);
-      RMX_LAYER_TIME(8);
-      if (before == (unsigned int)(S - 1)) {
-        // The head's last split: merge all S, rounded to T as MLX's attention writes its output.
+            for (int p = 0; p < PL; ++p) q[p] *= qscale;
+            RMX_LAYER_TIME(6);
+          }
+#pragma unroll
+          for (int i = 0; i < CH; ++i) {
+            if (j0 + i * S == offset) {
+              float kv[PL], vv[PL];
+              head_rope<T, D, QKNORM, TRADITIONAL>(qkv + (H + g) * D, L.kn, par[1], inv_freq, offset,
+                                                   kv);
+              load_pl<T, PL, true>(qkv + (H + KV + g) * D + lane * PL, vv);
+              if (h % GQ == 0) {
+                store_pl<T, PL>(kc + base + (size_t)offset * D, kv);
+                store_pl<T, PL>(vc + base + (size_t)offset * D, vv);
+              }
+              kr[i].template pack<T>(kv);
+              vr[i].template pack<T>(vv);
+            }
+          }
+          online_chunk<T, PL, CH>(q, kr, vr, min(CH, (n - j0 + S - 1) / S), m, l, o);
+        }
+        RMX_LAYER_TIME(7);
+        const int at = h * SMAX + s;
+        if (lane == 0) {
+          ml[2 * at] = m;
+          ml[2 * at + 1] = l;
+        }
+#pragma unroll
+        for (int p = 0; p < PL; ++p) part[(size_t)at * D + lane * PL + p] = o[p];
         __threadfence();
-        float mx = neg_inf();
-        for (int r = 0; r < S; ++r) mx = fmaxf(mx, __ldcg(ml + 2 * (h * SMAX + r)));
-        float den = 0.f, num[PL];
+        __syncwarp();
+        unsigned int before = 0;
+        if (lane == 0) before = atomicAdd(heads_done + h, 1u);
+        before = __shfl_sync(0xffffffffu, before, 0);
+        RMX_LAYER_TIME(8);
+        if (before == (unsigned int)(S - 1)) {
+          // The head's last split: merge all S, rounded to T as MLX's attention writes its output.
+          __threadfence();
+          float mx = neg_inf();
+          for (int r = 0; r < S; ++r) mx = fmaxf(mx, __ldcg(ml + 2 * (h * SMAX + r)));
+          float den = 0.f, num[PL];
 #pragma unroll
-        for (int p = 0; p < PL; ++p) num[p] = 0.f;
+          for (int p = 0; p < PL; ++p) num[p] = 0.f;
 #pragma unroll 4
-        for (int r = 0; r < S; ++r) {
-          const int a = h * SMAX + r;
-          const float f = exp2f(__ldcg(ml + 2 * a) - mx);
-          den = fmaf(__ldcg(ml + 2 * a + 1), f, den);
-          float pv[PL];
-          load_pl_f32<PL>(part + (size_t)a * D + lane * PL, pv);
+          for (int r = 0; r < S; ++r) {
+            const int a = h * SMAX + r;
+            const float f = exp2f(__ldcg(ml + 2 * a) - mx);
+            den = fmaf(__ldcg(ml + 2 * a + 1), f, den);
+            float pv[PL];
+            load_pl_f32<PL>(part + (size_t)a * D + lane * PL, pv);
 #pragma unroll
-          for (int p = 0; p < PL; ++p) num[p] = fmaf(pv[p], f, num[p]);
+            for (int p = 0; p < PL; ++p) num[p] = fmaf(pv[p], f, num[p]);
+          }
+#pragma unroll
+          for (int p = 0; p < PL; ++p) num[p] /= den;
+          store_pl<T, PL>(att + h * D + lane * PL, num);
+          if (lane == 0) heads_done[h] = 0;  // for the next layer or launch
         }
-#pragma unroll
-        for (int p = 0; p < PL; ++p) num[p] /= den;
-        store_pl<T, PL>(att + h * D + lane * PL, num);
-        if (lane == 0) heads_done[h] = 0;  // for the next launch
+        RMX_LAYER_TIME(9);
       }
-      RMX_LAYER_TIME(9);
-    }
-  });
-  t = tk.wait(1);
-  RMX_LAYER_TIME(2);
+    });
+    t = tk.wait(p0 + 1);
+    RMX_LAYER_TIME(2);
 
-  // 3. h = x + att Wo^T (the product rounded to T first, as the separate ops would).
-  tk.run(2, t, true,
-         [&] {
-           if constexpr (IDOT) {
-             stage_i8<T, H * D, BITS, NT, false, true>(att, nullptr, 0.f, smem);
-           } else {
-             stage<T, H * D, PER, NT, false, true>(att, nullptr, 0.f, xs, sums, red);
-           }
-         },
-         [&](int t) {
-           for (int r = 2 * (t * warps + warp); r < HID; r += 2 * nw) {
-             float a, b;
+    // 3. h = x + att Wo^T (the product rounded to T first, as the separate ops would).
+    tk.run(p0 + 2, t, true,
+           [&] {
              if constexpr (IDOT) {
-               row_dot2_i8<T, BITS, G, H * D>(smem, wo, so, bo, r, r + 1, a, b);
+               stage_i8<T, H * D, BITS, NT, false, true>(att, nullptr, 0.f, smem);
              } else {
-               row_dot2<T, BITS, G, H * D>(xs, sums, wo, so, bo, r, r + 1, a, b);
+               stage<T, H * D, PER, NT, false, true>(att, nullptr, 0.f, xs, sums, red);
              }
-             if (lane == 0) {
-               hb[r] = static_cast<T>(round_t<T>(a) + to_float(x[r]));
-               hb[r + 1] = static_cast<T>(round_t<T>(b) + to_float(x[r + 1]));
+           },
+           [&](int t) {
+             for (int r = 2 * (t * warps + warp); r < HID; r += 2 * nw) {
+               float a, b;
+               if constexpr (IDOT) {
+                 row_dot2_i8<T, BITS, G, H * D>(smem, L.wo, L.so, L.bo, r, r + 1, a, b);
+               } else {
+                 row_dot2<T, BITS, G, H * D>(xs, sums, L.wo, L.so, L.bo, r, r + 1, a, b);
+               }
+               if (lane == 0) {
+                 hb[r] = static_cast<T>(round_t<T>(a) + load1<true>(xin + r));
+                 hb[r + 1] = static_cast<T>(round_t<T>(b) + load1<true>(xin + r + 1));
+               }
              }
-           }
-         });
-  t = tk.wait(2);
-  RMX_LAYER_TIME(3);
+           });
+    t = tk.wait(p0 + 2);
+    RMX_LAYER_TIME(3);
 
-  // 4. act = silu(gate) * up of rms_norm(h), rounded as mlx-lm's ops (see the swiglu section).
-  tk.run(3, t, true,
-         [&] {
-           if constexpr (IDOT) {
-             stage_i8<T, HID, BITS, NT, true, true>(hb, n2, par[0], smem);
-           } else {
-             stage<T, HID, PER, NT, true, true>(hb, n2, par[0], xs, sums, red);
-           }
-         },
-         [&](int t) {
-           for (int r = t * warps + warp; r < F; r += nw) {
-             float gv, uv;
+    // 4. act = silu(gate) * up of rms_norm(h), rounded as mlx-lm's ops (see the swiglu section).
+    tk.run(p0 + 3, t, true,
+           [&] {
              if constexpr (IDOT) {
-               row_dot2_i8<T, BITS, G, HID>(smem, wg, sg, bg, r, F + r, gv, uv);
+               stage_i8<T, HID, BITS, NT, true, true>(hb, L.n2, par[0], smem);
              } else {
-               row_dot2<T, BITS, G, HID>(xs, sums, wg, sg, bg, r, F + r, gv, uv);
+               stage<T, HID, PER, NT, true, true>(hb, L.n2, par[0], xs, sums, red);
              }
-             gv = round_t<T>(gv);
-             uv = round_t<T>(uv);
-             if (lane == 0) {
-               const float sig = round_t<T>(1.f / (1.f + __expf(-gv)));
-               act[r] = static_cast<T>(round_t<T>(gv * sig) * uv);
+           },
+           [&](int t) {
+             for (int r = t * warps + warp; r < F; r += nw) {
+               float gv, uv;
+               if constexpr (IDOT) {
+                 row_dot2_i8<T, BITS, G, HID>(smem, L.wg, L.sg, L.bg, r, F + r, gv, uv);
+               } else {
+                 row_dot2<T, BITS, G, HID>(xs, sums, L.wg, L.sg, L.bg, r, F + r, gv, uv);
+               }
+               gv = round_t<T>(gv);
+               uv = round_t<T>(uv);
+               if (lane == 0) {
+                 const float sig = round_t<T>(1.f / (1.f + __expf(-gv)));
+                 act[r] = static_cast<T>(round_t<T>(gv * sig) * uv);
+               }
              }
-           }
-         });
-  t = tk.wait(3);
-  RMX_LAYER_TIME(4);
+           });
+    t = tk.wait(p0 + 3);
+    RMX_LAYER_TIME(4);
 
-  // 5. y = h + act Wd^T.
-  tk.run(4, t, true,
-         [&] {
-           if constexpr (IDOT) {
-             stage_i8<T, F, BITS, NT, false, true>(act, nullptr, 0.f, smem);
-           } else {
-             stage<T, F, PER, NT, false, true>(act, nullptr, 0.f, xs, sums, red);
-           }
-         },
-         [&](int t) {
-           for (int r = 2 * (t * warps + warp); r < HID; r += 2 * nw) {
-             float a, b;
+    // 5. y = h + act Wd^T.
+    tk.run(p0 + 4, t, true,
+           [&] {
              if constexpr (IDOT) {
-               row_dot2_i8<T, BITS, G, F>(smem, wd, sd, bd, r, r + 1, a, b);
+               stage_i8<T, F, BITS, NT, false, true>(act, nullptr, 0.f, smem);
              } else {
-               row_dot2<T, BITS, G, F>(xs, sums, wd, sd, bd, r, r + 1, a, b);
+               stage<T, F, PER, NT, false, true>(act, nullptr, 0.f, xs, sums, red);
              }
-             if (lane == 0) {
-               y[r] = static_cast<T>(round_t<T>(a) + load1<true>(hb + r));
-               y[r + 1] = static_cast<T>(round_t<T>(b) + load1<true>(hb + r + 1));
+           },
+           [&](int t) {
+             for (int r = 2 * (t * warps + warp); r < HID; r += 2 * nw) {
+               float a, b;
+               if constexpr (IDOT) {
+                 row_dot2_i8<T, BITS, G, F>(smem, L.wd, L.sd, L.bd, r, r + 1, a, b);
+               } else {
+                 row_dot2<T, BITS, G, F>(xs, sums, L.wd, L.sd, L.bd, r, r + 1, a, b);
+               }
+               if (lane == 0) {
+                 yout[r] = static_cast<T>(round_t<T>(a) + load1<true>(hb + r));
+                 yout[r + 1] = static_cast<T>(round_t<T>(b) + load1<true>(hb + r + 1));
+               }
              }
-           }
-         });
+           });
+  }  // layers
 #ifdef RMX_LAYER_TIMES
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -1442,6 +1483,27 @@ __device__ __forceinline__ void decode_layer(
   }
 #endif
   tk.leave();
+}
+
+
+// One layer whose tensors are the launch's parameters (decode_layer.rs with one layer a launch,
+// scripts/bench/layer_lab.py).
+template <typename T, int BITS, int G, int HID, int H, int KV, int D, int F, bool QKNORM,
+          bool TRADITIONAL, int NT, int SMAX, int O_ML, int O_PART, int O_ATT, int O_H,
+          int O_ACT, int O_X, bool IDOT>
+__device__ __forceinline__ void decode_layer(
+    const T* x, const uint32_t* wq, const T* sq, const T* bq, const uint32_t* wo, const T* so,
+    const T* bo, const uint32_t* wg, const T* sg, const T* bg, const uint32_t* wd, const T* sd,
+    const T* bd, const T* n1, const T* n2, const T* qn, const T* kn, const float* inv_freq,
+    const int32_t* pos, const float* par, const T* kc, const T* vc, const uint32_t* bar, T* y,
+    float* scratch) {
+  __shared__ LayerPtrs<T> tab;
+  if (threadIdx.x == 0) {
+    tab = LayerPtrs<T>{wq, sq, bq, wo, so, bo, wg, sg, bg, wd, sd, bd, n1, n2, qn, kn, kc, vc};
+  }
+  __syncthreads();
+  decode_layers<T, BITS, G, HID, H, KV, D, F, QKNORM, TRADITIONAL, NT, SMAX, O_ML, O_PART, O_ATT,
+                O_H, O_ACT, O_X, IDOT>(x, &tab, 1, inv_freq, pos, par, bar, y, scratch);
 }
 
 }  // namespace rmx
