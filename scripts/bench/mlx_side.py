@@ -62,7 +62,11 @@ def make(shape, quant, out, peaked=False):
     not grow layer after layer and bf16 rounding does not snowball through a deep model: on a
     32-layer Llama of width 512 (CPU, bf16 against the same weights in f32, 16 greedy steps) the
     greedy mismatches went from 6 to 0. Without it the peaked Llama-3-8B differed from mlx-lm by
-    ~1.3 log-probability units on both of rmx's decode paths (docs/perf.md, session 4)."""
+    ~1.3 log-probability units on both of rmx's decode paths (docs/perf.md, session 4), and
+    still did with that scaling, MLX's own ops included (session 5): the embeddings (N(0, 0.02))
+    were ten times smaller than what each layer adds, so the first layers' pre-norms amplified
+    every rounding difference. So the embeddings are scaled to N(0, 1), and where the output
+    head is the embedding (tied), the final norm shrinks by as much to keep the logits' spread."""
     from mlx.utils import tree_flatten, tree_map, tree_map_with_path
     from mlx_lm.utils import save_model, save_config, quantize_model
     import importlib
@@ -74,13 +78,17 @@ def make(shape, quant, out, peaked=False):
     model.update(tree_map(lambda p: (mx.random.normal(p.shape) * 0.02).astype(mx.bfloat16), model.parameters()))
     if peaked:
         out_scale = (2 * cfg["num_hidden_layers"]) ** -0.5
+        embed_scale = 1 / 0.02
+        final = 4.0 / embed_scale if cfg.get("tie_word_embeddings", False) else 4.0
 
         def peak(path, p):
             if path.endswith("o_proj.weight") or path.endswith("down_proj.weight"):
                 return (p.astype(mx.float32) * out_scale).astype(mx.bfloat16)
+            if path.endswith("embed_tokens.weight"):
+                return (p.astype(mx.float32) * embed_scale).astype(mx.bfloat16)
             if not path.endswith("norm.weight"):
                 return p
-            return mx.full(p.shape, 4.0 if path == "model.norm.weight" else 1.0, mx.bfloat16)
+            return mx.full(p.shape, final if path == "model.norm.weight" else 1.0, mx.bfloat16)
         model.update(tree_map_with_path(peak, model.parameters()))
     mx.eval(model.parameters())
     if quant != "bf16":

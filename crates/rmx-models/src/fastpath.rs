@@ -528,10 +528,14 @@ pub fn swiglu(gate: &Array, up: Option<&Array>) -> Result<Option<Array>> {
 /// Whether `x @ W^T` with an `[n, k]` weight should dequantize and run a dense GEMM: measured on
 /// the H100 (scripts/bench/gemv_lab.py, docs/perf.md), the dense GEMM wins from ~512 rows on the
 /// 8B model's matrices but loses below ~4G multiply-adds, where dequantizing costs more than
-/// the quantized GEMM saves (Qwen3-0.6B's small matrices at 512 and 1K rows).
+/// the quantized GEMM saves (Qwen3-0.6B's small matrices at 512 and 1K rows). Rows count in
+/// whole 128-row tiles, as the GEMMs run them: a 2,048-token prompt prefills 2,047 rows (the
+/// last goes through decode), which left Qwen3-0.6B's o projection (2,047 x 2,048 x 1,024) just
+/// under 2^32 on its quantized GEMM, 110 us against 84 us dequantized (prefill_lab.py).
 pub fn dequant_prefill(x: &Array, n: i32) -> bool {
     let rows = rows(x);
-    let work = rows as u64 * x.dim(-1).max(0) as u64 * n.max(0) as u64;
+    let tiles = rows.div_ceil(128) as u64 * 128;
+    let work = tiles * x.dim(-1).max(0) as u64 * n.max(0) as u64;
     let fp = fast_path();
     fp.dequant_prefill_rows
         .is_some_and(|min| rows >= min && work >= fp.dequant_prefill_work)
