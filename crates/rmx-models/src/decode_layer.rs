@@ -207,8 +207,22 @@ fn prepare(layer: &DecoderLayer, dtype: Dtype) -> Option<Prepared<'_>> {
         q.biases.as_ref().expect("checked by quant_ok")
     }
     let tensors = [
-        &q.weight, &q.scales, b(q), &o.weight, &o.scales, b(o), &gu.weight, &gu.scales, b(gu),
-        &dn.weight, &dn.scales, b(dn), n1, n2, qn, kn,
+        &q.weight,
+        &q.scales,
+        b(q),
+        &o.weight,
+        &o.scales,
+        b(o),
+        &gu.weight,
+        &gu.scales,
+        b(gu),
+        &dn.weight,
+        &dn.scales,
+        b(dn),
+        n1,
+        n2,
+        qn,
+        kn,
     ];
     let shape = Shape {
         spec,
