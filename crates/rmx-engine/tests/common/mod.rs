@@ -3,7 +3,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 
 pub fn python() -> String {
     std::env::var("RMX_TEST_PYTHON").unwrap_or_else(|_| {
@@ -66,47 +66,88 @@ pub struct Reference {
     pub logprobs: Vec<Vec<f32>>,
 }
 
-/// mlx-lm's greedy output for a prompt (`chat`: through the chat template).
-pub fn reference(model: &Path, prompt: &str, chat: bool, max_tokens: usize) -> Reference {
+/// mlx-lm's greedy outputs for some prompts (`true`: through the chat template), computed by
+/// one python process in the background: starting python with mlx-lm and loading a model take
+/// seconds, and the caller can run its own side meanwhile. [`PendingReferences::wait`] collects.
+pub fn spawn_references(
+    model: &Path,
+    prompts: &[(&str, bool)],
+    max_tokens: usize,
+) -> PendingReferences {
     let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("out.json");
-    let logits = dir.path().join("logits.f32");
-    let mt = max_tokens.to_string();
-    let mut args = vec![
-        "reference",
-        "--model",
-        model.to_str().unwrap(),
-        "--prompt",
-        prompt,
-        "--max-tokens",
-        &mt,
-        "--out",
-        json.to_str().unwrap(),
-        "--logits",
-        logits.to_str().unwrap(),
-    ];
-    if chat {
-        args.push("--chat");
-    }
-    run(&args);
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let ids = |k: &str| -> Vec<u32> {
-        v[k].as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_u64().unwrap() as u32)
-            .collect()
-    };
-    let raw = std::fs::read(&logits).unwrap();
-    let floats: Vec<f32> = raw
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+    let requests = dir.path().join("requests.json");
+    let reqs: Vec<_> = prompts
+        .iter()
+        .map(|(p, chat)| serde_json::json!({"prompt": p, "chat": chat}))
         .collect();
-    let vocab = floats.len() / 2;
-    Reference {
-        prompt_ids: ids("prompt_ids"),
-        tokens: ids("tokens"),
-        logprobs: vec![floats[..vocab].to_vec(), floats[vocab..].to_vec()],
+    std::fs::write(&requests, serde_json::to_vec(&reqs).unwrap()).unwrap();
+    let args: Vec<String> = vec![
+        "reference".into(),
+        "--model".into(),
+        model.to_str().unwrap().into(),
+        "--requests".into(),
+        requests.to_str().unwrap().into(),
+        "--max-tokens".into(),
+        max_tokens.to_string(),
+        "--out".into(),
+        dir.path().join("out.json").to_str().unwrap().into(),
+        "--logits".into(),
+        dir.path().join("logits.f32").to_str().unwrap().into(),
+    ];
+    let child = Command::new(python())
+        .arg(script())
+        .args(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the reference python");
+    PendingReferences { child, dir, args }
+}
+
+pub struct PendingReferences {
+    child: Child,
+    dir: tempfile::TempDir,
+    args: Vec<String>,
+}
+
+impl PendingReferences {
+    pub fn wait(self) -> Vec<Reference> {
+        let out = self.child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "tiny_models.py {:?} failed:\n{}",
+            self.args,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(self.dir.path().join("out.json")).unwrap(),
+        )
+        .unwrap();
+        let raw = std::fs::read(self.dir.path().join("logits.f32")).unwrap();
+        let floats: Vec<f32> = raw
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        let answers = v.as_array().unwrap();
+        // two steps of logits per answer
+        let vocab = floats.len() / (2 * answers.len());
+        answers
+            .iter()
+            .zip(floats.chunks_exact(2 * vocab))
+            .map(|(a, lp)| {
+                let ids = |k: &str| -> Vec<u32> {
+                    a[k].as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|x| x.as_u64().unwrap() as u32)
+                        .collect()
+                };
+                Reference {
+                    prompt_ids: ids("prompt_ids"),
+                    tokens: ids("tokens"),
+                    logprobs: vec![lp[..vocab].to_vec(), lp[vocab..].to_vec()],
+                }
+            })
+            .collect()
     }
 }

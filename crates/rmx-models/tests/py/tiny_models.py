@@ -6,8 +6,11 @@ scripts/test-env.sh). Everything is written and read by mlx-lm 0.32.2 itself, so
 exactly what `mlx_lm convert` would produce and the outputs exactly what `mlx_lm generate` does.
 
   make      --family F --quant Q --out DIR
-  reference --model DIR (--prompt-ids IDS.json | --prompt TEXT [--chat])
+  reference --model DIR (--prompt-ids IDS.json | --prompt TEXT [--chat] | --requests REQS.json)
             [--max-tokens 64] --out OUT.json [--logits OUT.f32]
+            --requests: a JSON list of {"prompt": TEXT, "chat": BOOL}, all run on one load of
+            the model (python's start and mlx-lm's load cost seconds each); OUT.json is then a
+            list of answers and OUT.f32 holds their logits one after the other
   bench     --model DIR --prompt-len N --max-tokens M
   check     --model DIR [--max-tokens 64]   (self test: reference == mlx_lm.generate)
 
@@ -479,6 +482,18 @@ def load(path):
     return mlx_load(path)
 
 
+def encode_prompt(tokenizer, prompt, chat):
+    if chat:
+        # as mlx_lm.generate's CLI does: render to text, then encode without special tokens
+        text = tokenizer.apply_chat_template(
+            [{"role": "user", "content": prompt}],
+            tokenize=False,
+            add_generation_prompt=True,
+        )
+        return list(tokenizer.encode(text, add_special_tokens=False))
+    return list(tokenizer.encode(prompt, add_special_tokens=True))
+
+
 def prompt_ids_from_args(args, tokenizer):
     if args.prompt_ids is not None:
         ids = json.loads(Path(args.prompt_ids).read_text())
@@ -486,16 +501,8 @@ def prompt_ids_from_args(args, tokenizer):
             ids = ids["prompt_ids"]
         return [int(i) for i in ids]
     if args.prompt is None:
-        sys.exit("give --prompt-ids or --prompt")
-    if args.chat:
-        # as mlx_lm.generate's CLI does: render to text, then encode without special tokens
-        text = tokenizer.apply_chat_template(
-            [{"role": "user", "content": args.prompt}],
-            tokenize=False,
-            add_generation_prompt=True,
-        )
-        return list(tokenizer.encode(text, add_special_tokens=False))
-    return list(tokenizer.encode(args.prompt, add_special_tokens=True))
+        sys.exit("give --prompt-ids, --prompt or --requests")
+    return encode_prompt(tokenizer, args.prompt, args.chat)
 
 
 def run_reference(model, prompt_ids, max_tokens, stats=None):
@@ -524,16 +531,20 @@ def cmd_reference(args):
     import numpy as np
 
     model, tokenizer = load(args.model)
-    prompt_ids = prompt_ids_from_args(args, tokenizer)
-    tokens, logprobs = run_reference(model, prompt_ids, args.max_tokens)
-    out = {
-        "prompt_ids": prompt_ids,
-        "tokens": tokens,
-        "text": tokenizer.decode(tokens),
-    }
+    if args.requests is not None:
+        reqs = json.loads(Path(args.requests).read_text(encoding="utf-8"))
+        prompts = [encode_prompt(tokenizer, r["prompt"], r.get("chat", False)) for r in reqs]
+    else:
+        prompts = [prompt_ids_from_args(args, tokenizer)]
+    outs, all_logprobs = [], []
+    for prompt_ids in prompts:
+        tokens, logprobs = run_reference(model, prompt_ids, args.max_tokens)
+        outs.append({"prompt_ids": prompt_ids, "tokens": tokens, "text": tokenizer.decode(tokens)})
+        all_logprobs += logprobs
+    out = outs if args.requests is not None else outs[0]
     Path(args.out).write_text(json.dumps(out, ensure_ascii=False) + "\n", encoding="utf-8")
     if args.logits:
-        arr = np.concatenate([np.array(lp, dtype="<f4").reshape(-1) for lp in logprobs])
+        arr = np.concatenate([np.array(lp, dtype="<f4").reshape(-1) for lp in all_logprobs])
         arr.astype("<f4").tofile(args.logits)
 
 
@@ -611,6 +622,7 @@ def main():
     r.add_argument("--prompt-ids")
     r.add_argument("--prompt")
     r.add_argument("--chat", action="store_true")
+    r.add_argument("--requests")
     r.add_argument("--max-tokens", type=int, default=64)
     r.add_argument("--out", required=True)
     r.add_argument("--logits")
