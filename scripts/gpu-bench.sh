@@ -4,7 +4,7 @@
 # and prints one table. Usage: scripts/gpu-bench.sh RMX_BINARY [SHAPE:QUANT ...]
 set -euo pipefail
 RMX=${1:?usage: gpu-bench.sh RMX_BINARY [shape:quant ...]}; shift
-CASES=${*:-"llama3-8b:4bit qwen3-0.6b:4bit llama3-8b:8bit llama3-8b:bf16"}
+CASES=${*:-"llama3-8b:4bit qwen3-0.6b:4bit llama3-8b:8bit llama3-8b:bf16 qwen3-0.6b:8bit qwen3-0.6b:bf16"}
 here=$(cd "$(dirname "$0")" && pwd)
 work=${BENCH_DIR:-/tmp/rmx-bench}
 rounds=${ROUNDS:-3}
