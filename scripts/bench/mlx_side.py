@@ -1,12 +1,18 @@
 #!/usr/bin/env python3
 """The mlx-lm side of scripts/gpu-bench.sh.
 
-  make  --shape {llama3-8b,qwen3-0.6b} --quant {4bit,8bit,bf16} --out DIR
+  make  --shape {llama3-8b,qwen3-0.6b,...} --quant {4bit,8bit,bf16} --out DIR [--peaked]
         random weights of the real shape, written by mlx-lm (so rmx reads the same files),
-        with a word-level tokenizer.json of the right size (the benchmark feeds token ids)
+        with a word-level tokenizer.json of the right size (the benchmark feeds token ids);
+        --peaked: weights for logits_check.py (see make's docstring)
   time  --model DIR --prompt-len N --gen M --rounds R
         mlx-lm's generate_step timed the way `rmx bench` times itself: prefill tok/s = prompt
         tokens / time to first token; decode tok/s = (M - 1) / time from first to last token
+  drift --model DIR [--prompt-len N ...] [--gen M]
+        what bf16 rounding alone does to the model's log-probabilities: mlx-lm's greedy decode
+        as saved (bf16 activations) against the same weights run in float32, teacher-forced
+        along the same tokens; reported like logits_check.py, so its figures say how far apart
+        two correct bf16 engines can be on this model
   copybw  measured device copy bandwidth (bytes read + written per second)
 """
 import argparse, json, os, statistics, time
@@ -69,7 +75,32 @@ def make(shape, quant, out, peaked=False):
     model's stay (Qwen3-0.6B agreed with mlx-lm within 0.15-0.25 without it): its embedding is
     also the output head, and a residual stream dominated by the input token's embedding makes
     its logits far larger (~80 for the echoed token by estimate, where one bf16 step is 0.5):
-    with it, Qwen3-0.6B's max |diff| went to 0.19-0.69 (session 6), with no greedy mismatch."""
+    with it, Qwen3-0.6B's max |diff| went to 0.19-0.69 (session 6), with no greedy mismatch.
+
+    Measured on the CPU: mlx-lm's bf16 greedy decode, 32 tokens after a random 32-token prompt,
+    against the same weights in float32 teacher-forced along those tokens (what `drift` does on
+    saved files), on the Llama-3-8B shape with 32 layers and hidden 4096 (intermediate 1024, its
+    down_proj scaled by sqrt(14336 / 1024) so each MLP adds what the real one does; vocabulary
+    32000; 4-bit: weights quantized and dequantized, group 64, run dense):
+
+        embeddings       max |d logprob| top-5  median  greedy mismatches  residual rel. error
+        N(0, 0.02)       0.93                   0.56    5 / 32 (gap 0.42)  0.063
+        N(0, 0.02) 4bit  1.33                   0.52    7 / 32 (gap 0.46)  0.064
+        N(0, 1)          0.33                   0.14    1 / 32 (gap 0.14)  0.021
+        N(0, 1) 4bit     0.30                   0.16    1 / 32 (gap 0.05)  0.022
+
+    The first rows match the GPU's session-5 figures (0.8-1.4, MLX's own ops among them), the
+    others session 6's (0.39-0.52). The last column, the residual stream's relative error after
+    the last layer, is within 2x of what 64 bf16 residual adds leave whatever the weights
+    (Qwen3-0.6B's shape, 28 layers: 0.014), so the rest scales with the logits' size: a final norm of 2 instead of 4 halves every figure (N(0, 1):
+    max 0.156, one mismatch at 0.07), bf16's steps at that size halving with them. The context
+    still matters: along the same tokens after another prompt 20 of 31 greedy picks change (31 of
+    31 with N(0, 0.02)).
+
+    The peaked Qwen3-0.6B repeats one token: after logits_check.py's 64-token prompt all 32
+    greedy tokens are the same (CPU, bf16 and float32 alike, top-1 probability 0.57), and 1-2
+    distinct tokens of 32 after three other draws of its shape's weights and prompt; its check
+    compares little more than the log-probabilities along a run of one token."""
     from mlx.utils import tree_flatten, tree_map, tree_map_with_path
     from mlx_lm.utils import save_model, save_config, quantize_model
     import importlib
@@ -135,6 +166,55 @@ def time_model(path, prompt_len, gen, rounds):
             "peak_memory_bytes": mx.get_peak_memory()}
 
 
+def drift(path, prompt_lens, gen):
+    """bf16 against float32 on the same files (see the module docstring); one JSON line per
+    prompt length, the prompts drawn as logits_check.py draws them."""
+    from pathlib import Path
+    from mlx.utils import tree_map
+    from mlx_lm.utils import load_model
+    from mlx_lm.models.cache import make_prompt_cache
+    model, _ = load_model(Path(path))
+    vocab = model.args.vocab_size
+    logprobs = lambda x: x.astype(mx.float32) - mx.logsumexp(x.astype(mx.float32), axis=-1, keepdims=True)
+    runs = []
+    for n in prompt_lens:
+        prompt = mx.random.randint(0, vocab * 3 // 4, (n,), key=mx.random.key(n)).tolist()
+        cache = make_prompt_cache(model)
+        logits = model(mx.array(prompt)[None], cache=cache)[0, -1]
+        toks, lps = [], []
+        for step in range(gen):
+            lp = logprobs(logits)
+            mx.eval(lp)
+            toks.append(int(mx.argmax(lp).item()))
+            lps.append(lp)
+            if step + 1 < gen:
+                logits = model(mx.array([[toks[-1]]]), cache=cache)[0, -1]
+        runs.append((prompt, toks, lps))
+        del cache
+    # float32 activations: every floating parameter to float32 (quantized layers keep their
+    # packed weights; their scales and biases then make the matmuls run in float32)
+    model.update(tree_map(lambda p: p.astype(mx.float32) if mx.issubdtype(p.dtype, mx.floating) else p,
+                          model.parameters()))
+    for prompt, toks, lps in runs:
+        ref = logprobs(model(mx.array(prompt + toks[:-1])[None])[0, len(prompt) - 1:])
+        mx.eval(ref)
+        max_diff, mismatches, worst_gap, top1 = 0.0, 0, 0.0, []
+        for step, (t, lp) in enumerate(zip(toks, lps)):
+            r = ref[step]
+            for i in mx.argsort(-lp)[:5].tolist():
+                max_diff = max(max_diff, abs(lp[i].item() - r[i].item()))
+            m = int(mx.argmax(r).item())
+            if m != t:
+                mismatches += 1
+                worst_gap = max(worst_gap, r[m].item() - r[t].item())
+            top1.append(float(mx.exp(r[m]).item()))
+        print(json.dumps({"model": os.path.basename(path.rstrip("/")), "prompt_len": len(prompt),
+                          "steps": len(toks), "max_abs_logprob_diff": round(max_diff, 4),
+                          "greedy_mismatches": mismatches, "worst_mismatch_gap": round(worst_gap, 4),
+                          "distinct_tokens": len(set(toks)),
+                          "mean_top1_prob": round(statistics.mean(top1), 3)}), flush=True)
+
+
 def copybw():
     x = mx.random.normal((256 * 1024 * 1024,)).astype(mx.bfloat16)  # 512 MB
     mx.eval(x)
@@ -154,11 +234,15 @@ if __name__ == "__main__":
     m.add_argument("--peaked", action="store_true")
     t = sub.add_parser("time"); t.add_argument("--model"); t.add_argument("--prompt-len", type=int)
     t.add_argument("--gen", type=int); t.add_argument("--rounds", type=int, default=3)
+    d = sub.add_parser("drift"); d.add_argument("--model")
+    d.add_argument("--prompt-len", type=int, nargs="+", default=[64]); d.add_argument("--gen", type=int, default=32)
     sub.add_parser("copybw")
     a = ap.parse_args()
     if a.cmd == "make":
         make(a.shape, a.quant, a.out, a.peaked)
     elif a.cmd == "time":
         print(json.dumps(time_model(a.model, a.prompt_len, a.gen, a.rounds)))
+    elif a.cmd == "drift":
+        drift(a.model, a.prompt_len, a.gen)
     else:
         print(json.dumps({"copy_bytes_per_s": copybw()}))
