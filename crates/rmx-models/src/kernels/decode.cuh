@@ -1219,6 +1219,28 @@ struct LayerPtrs {
   const T* vc;
 };
 
+// A phase's staging of x[0..K) and its two-row products against it, integer (IDOT: stage_i8,
+// row_dot2_i8) or float (stage, row_dot2, whose chunk sums follow the KMAX staged floats).
+template <bool IDOT, typename T, int K, int BITS, int NT, bool NORM, int KMAX>
+__device__ __forceinline__ void stage_x(const T* x, const T* nw, float eps, float* smem) {
+  if constexpr (IDOT) {
+    stage_i8<T, K, BITS, NT, NORM, true>(x, nw, eps, smem);
+  } else {
+    constexpr int PER = 128 / BITS;
+    stage<T, K, PER, NT, NORM, true>(x, nw, eps, smem, smem + KMAX, smem + KMAX + KMAX / PER);
+  }
+}
+
+template <bool IDOT, typename T, int BITS, int G, int K, int KMAX>
+__device__ __forceinline__ void dot2(float* smem, const uint32_t* w, const T* scales,
+                                     const T* biases, int ra, int rb, float& ya, float& yb) {
+  if constexpr (IDOT) {
+    row_dot2_i8<T, BITS, G, K>(smem, w, scales, biases, ra, rb, ya, yb);
+  } else {
+    row_dot2<T, BITS, G, K>(smem, smem + KMAX, w, scales, biases, ra, rb, ya, yb);
+  }
+}
+
 // nl consecutive layers (tab: their tensors, in shared memory), each layer's five phases
 // following the last layer's with the same tickets: one launch instead of nl, without the
 // ~3.5 us between kernels. pos = {offset, cap} (every layer's cache at the same step);
@@ -1235,7 +1257,6 @@ template <typename T, int BITS, int G, int HID, int H, int KV, int D, int F, boo
 __device__ __forceinline__ void decode_layers(
     const T* x, const LayerPtrs<T>* tab, int nl, const float* inv_freq, const int32_t* pos,
     const float* par, const uint32_t* bar_in, T* y, float* scratch) {
-  constexpr int PER = 128 / BITS;
   constexpr int NQKV = (H + 2 * KV) * D;
   constexpr int PL = D / 32;
   constexpr int CH = 32 / PL;  // positions whose keys and values a warp loads at once
@@ -1243,9 +1264,6 @@ __device__ __forceinline__ void decode_layers(
   constexpr int KMAX = (HID > H * D ? HID : H * D) > F ? (HID > H * D ? HID : H * D) : F;
   static_assert(D % 64 == 0 && D <= 256, "head size");
   extern __shared__ float smem[];
-  float* xs = smem;
-  float* sums = smem + KMAX;
-  float* red = sums + KMAX / PER;
   T* qkv = reinterpret_cast<T*>(scratch);
   float* ml = scratch + O_ML;
   float* part = scratch + O_PART;
@@ -1276,21 +1294,11 @@ __device__ __forceinline__ void decode_layers(
     RMX_LAYER_TIME(0);
     // 1. QKV = rms_norm(x) Wqkv^T.
     tk.run(p0, t, l > 0,
-           [&] {
-             if constexpr (IDOT) {
-               stage_i8<T, HID, BITS, NT, true, true>(xin, L.n1, par[0], smem);
-             } else {
-               stage<T, HID, PER, NT, true, true>(xin, L.n1, par[0], xs, sums, red);
-             }
-           },
+           [&] { stage_x<IDOT, T, HID, BITS, NT, true, KMAX>(xin, L.n1, par[0], smem); },
            [&](int t) {
              for (int r = 2 * (t * warps + warp); r < NQKV; r += 2 * nw) {
                float a, b;
-               if constexpr (IDOT) {
-                 row_dot2_i8<T, BITS, G, HID>(smem, L.wq, L.sq, L.bq, r, r + 1, a, b);
-               } else {
-                 row_dot2<T, BITS, G, HID>(xs, sums, L.wq, L.sq, L.bq, r, r + 1, a, b);
-               }
+               dot2<IDOT, T, BITS, G, HID, KMAX>(smem, L.wq, L.sq, L.bq, r, r + 1, a, b);
                if (lane == 0) {
                  qkv[r] = static_cast<T>(a);
                  qkv[r + 1] = static_cast<T>(b);
@@ -1398,21 +1406,11 @@ __device__ __forceinline__ void decode_layers(
 
     // 3. h = x + att Wo^T (the product rounded to T first, as the separate ops would).
     tk.run(p0 + 2, t, true,
-           [&] {
-             if constexpr (IDOT) {
-               stage_i8<T, H * D, BITS, NT, false, true>(att, nullptr, 0.f, smem);
-             } else {
-               stage<T, H * D, PER, NT, false, true>(att, nullptr, 0.f, xs, sums, red);
-             }
-           },
+           [&] { stage_x<IDOT, T, H * D, BITS, NT, false, KMAX>(att, nullptr, 0.f, smem); },
            [&](int t) {
              for (int r = 2 * (t * warps + warp); r < HID; r += 2 * nw) {
                float a, b;
-               if constexpr (IDOT) {
-                 row_dot2_i8<T, BITS, G, H * D>(smem, L.wo, L.so, L.bo, r, r + 1, a, b);
-               } else {
-                 row_dot2<T, BITS, G, H * D>(xs, sums, L.wo, L.so, L.bo, r, r + 1, a, b);
-               }
+               dot2<IDOT, T, BITS, G, H * D, KMAX>(smem, L.wo, L.so, L.bo, r, r + 1, a, b);
                if (lane == 0) {
                  hb[r] = static_cast<T>(round_t<T>(a) + load1<true>(xin + r));
                  hb[r + 1] = static_cast<T>(round_t<T>(b) + load1<true>(xin + r + 1));
@@ -1424,21 +1422,11 @@ __device__ __forceinline__ void decode_layers(
 
     // 4. act = silu(gate) * up of rms_norm(h), rounded as mlx-lm's ops (see the swiglu section).
     tk.run(p0 + 3, t, true,
-           [&] {
-             if constexpr (IDOT) {
-               stage_i8<T, HID, BITS, NT, true, true>(hb, L.n2, par[0], smem);
-             } else {
-               stage<T, HID, PER, NT, true, true>(hb, L.n2, par[0], xs, sums, red);
-             }
-           },
+           [&] { stage_x<IDOT, T, HID, BITS, NT, true, KMAX>(hb, L.n2, par[0], smem); },
            [&](int t) {
              for (int r = t * warps + warp; r < F; r += nw) {
                float gv, uv;
-               if constexpr (IDOT) {
-                 row_dot2_i8<T, BITS, G, HID>(smem, L.wg, L.sg, L.bg, r, F + r, gv, uv);
-               } else {
-                 row_dot2<T, BITS, G, HID>(xs, sums, L.wg, L.sg, L.bg, r, F + r, gv, uv);
-               }
+               dot2<IDOT, T, BITS, G, HID, KMAX>(smem, L.wg, L.sg, L.bg, r, F + r, gv, uv);
                gv = round_t<T>(gv);
                uv = round_t<T>(uv);
                if (lane == 0) {
@@ -1452,21 +1440,11 @@ __device__ __forceinline__ void decode_layers(
 
     // 5. y = h + act Wd^T.
     tk.run(p0 + 4, t, true,
-           [&] {
-             if constexpr (IDOT) {
-               stage_i8<T, F, BITS, NT, false, true>(act, nullptr, 0.f, smem);
-             } else {
-               stage<T, F, PER, NT, false, true>(act, nullptr, 0.f, xs, sums, red);
-             }
-           },
+           [&] { stage_x<IDOT, T, F, BITS, NT, false, KMAX>(act, nullptr, 0.f, smem); },
            [&](int t) {
              for (int r = 2 * (t * warps + warp); r < HID; r += 2 * nw) {
                float a, b;
-               if constexpr (IDOT) {
-                 row_dot2_i8<T, BITS, G, F>(smem, L.wd, L.sd, L.bd, r, r + 1, a, b);
-               } else {
-                 row_dot2<T, BITS, G, F>(xs, sums, L.wd, L.sd, L.bd, r, r + 1, a, b);
-               }
+               dot2<IDOT, T, BITS, G, F, KMAX>(smem, L.wd, L.sd, L.bd, r, r + 1, a, b);
                if (lane == 0) {
                  yout[r] = static_cast<T>(round_t<T>(a) + load1<true>(hb + r));
                  yout[r + 1] = static_cast<T>(round_t<T>(b) + load1<true>(hb + r + 1));
