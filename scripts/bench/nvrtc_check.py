@@ -56,6 +56,9 @@ KERNELS = [
     ("qkv_rope", [("T", "qkv"), ("T", "qn"), ("T", "kn"), ("float", "inv_freq"), ("int32_t", "offset"), ("float", "eps")],
      ["q", "k", "v"], "rmx::qkv_rope<T, H, KV, D, NORM, TRADITIONAL>(qkv, qn, kn, inv_freq, offset, eps, q, k, v);",
      dict(H=32, KV=8, D=128, NORM="false", TRADITIONAL="false")),
+    ("qkv_rope", [("T", "qkv"), ("T", "qn"), ("T", "kn"), ("float", "inv_freq"), ("int32_t", "pos"), ("float", "eps")],
+     ["q", "k", "v"], "rmx::prefill_heads<T, H, KV, D, NORM, TRADITIONAL>(qkv, qn, kn, inv_freq, pos, eps, q, k, v);",
+     dict(H=16, KV=8, D=128, NORM="true", TRADITIONAL="false")),
 ]
 
 # The one-launch decoder layer (decode_layer.rs), at Qwen3-0.6B and Llama-3-8B shapes, with integer

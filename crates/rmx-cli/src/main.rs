@@ -11,5 +11,6 @@ mod progress;
 mod tunnel;
 
 fn main() -> std::process::ExitCode {
+    rmx_mlx::runtime_defaults();
     commands::dispatch(<cli::Cli as clap::Parser>::parse())
 }

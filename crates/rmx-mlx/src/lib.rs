@@ -27,7 +27,8 @@ pub use array::Array;
 pub use compile::{compile, Compiled};
 pub use device::{
     backend, cuda_sm_count, default_device, device_info_json, gpu_available, mlx_version,
-    set_default_device, synchronize, Backend, DeviceType, BUILD_MLX_LIBDIR, BUILD_MLX_VERSION,
+    runtime_defaults, set_default_device, synchronize, Backend, DeviceType, BUILD_MLX_LIBDIR,
+    BUILD_MLX_VERSION,
 };
 pub use dtype::{Dtype, Element};
 pub use error::{Error, Result};

@@ -4,7 +4,7 @@
 use rmx_mlx::quant::{QuantSpec, Quantized};
 use rmx_mlx::{fast, Array};
 
-use crate::cache::{AttnMask, LayerCache};
+use crate::cache::{AttnMask, KvCache, LayerCache};
 use crate::config::QuantConfig;
 use crate::error::Result;
 use crate::fastpath::{self, fast_path, QkvRope, QkvRows};
@@ -155,22 +155,28 @@ impl Attention {
         }
         let x = &input.normed()?;
         let s = x.shape();
-        let (q, k, v) = match self.decode_heads(x, cache.offset())? {
+        let (q, k, v) = match self.prefill_heads(x, cache)? {
             Some([q, k, v]) => (q, k, v),
             None => {
-                let (q, k, v) = self.qkv.forward(x)?;
-                let q = self.heads_first(&q, self.heads, self.q_norm.as_ref())?;
-                let k = self.heads_first(&k, self.kv_heads, self.k_norm.as_ref())?;
-                let v = self.heads_first(&v, self.kv_heads, None)?;
-                let offset = cache.offset();
-                (
-                    self.rope.forward(&q, offset)?,
-                    self.rope.forward(&k, offset)?,
-                    v,
-                )
+                let (q, k, v) = match self.decode_heads(x, cache.offset())? {
+                    Some([q, k, v]) => (q, k, v),
+                    None => {
+                        let (q, k, v) = self.qkv.forward(x)?;
+                        let q = self.heads_first(&q, self.heads, self.q_norm.as_ref())?;
+                        let k = self.heads_first(&k, self.kv_heads, self.k_norm.as_ref())?;
+                        let v = self.heads_first(&v, self.kv_heads, None)?;
+                        let offset = cache.offset();
+                        (
+                            self.rope.forward(&q, offset)?,
+                            self.rope.forward(&k, offset)?,
+                            v,
+                        )
+                    }
+                };
+                let (k, v) = cache.update_and_fetch(&k, &v)?;
+                (q, k, v)
             }
         };
-        let (k, v) = cache.update_and_fetch(&k, &v)?;
         let out = fast::scaled_dot_product_attention(&q, &k, &v, self.scale, mask.as_fast(), None)?;
         if s[0] == 1 && s[1] == 1 {
             // One token: [1, H, 1, D] is already laid out as [1, 1, H * D].
@@ -246,6 +252,32 @@ impl Attention {
         Ok(Some(fastpath::decode_attention(
             &rows, &p, self.scale, &keys, &values, offset,
         )?))
+    }
+
+    /// A prompt chunk on the fast path: q, k, v heads from the fused product in one kernel, the
+    /// cache updated, and what attention reads (q, then the cache's keys and values so far). An
+    /// empty cache takes the kernel's k and v buffers as its own, so it is neither zero-filled
+    /// nor copied into.
+    fn prefill_heads(&self, x: &Array, cache: &mut LayerCache) -> Result<Option<[Array; 3]>> {
+        let (Qkv::Fused { qkv, .. }, Some(inv_freq)) = (&self.qkv, &self.decode_inv_freq) else {
+            return Ok(None);
+        };
+        let n = x.dim(1);
+        if x.ndim() != 3 || x.dim(0) != 1 || n < 2 || !fastpath::fast_path().prefill_heads {
+            return Ok(None);
+        }
+        let fresh = matches!(cache, LayerCache::Full(kv) if kv.capacity() == 0);
+        let cap = if fresh { KvCache::first_capacity(n) } else { n };
+        let p = self.rope_params(inv_freq);
+        let rows = qkv.forward(x)?;
+        let Some([q, k, v]) = fastpath::prefill_heads(&rows, &p, cache.offset(), cap)? else {
+            return Ok(None);
+        };
+        let (k, v) = match cache {
+            LayerCache::Full(kv) if fresh => kv.adopt(k, v, n)?,
+            c => c.update_and_fetch(&k, &v)?,
+        };
+        Ok(Some([q, k, v]))
     }
 
     /// Decode on the fast path: q, k, v of one token from the fused product and one kernel.

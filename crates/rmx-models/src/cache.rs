@@ -120,6 +120,31 @@ impl KvCache {
         Ok(out)
     }
 
+    /// The capacity a fresh cache takes for a first chunk of `n` positions: whole steps, as
+    /// `reserve` allocates.
+    pub fn first_capacity(n: i32) -> i32 {
+        (n + STEP - 1) / STEP * STEP
+    }
+
+    /// Takes `[1, heads, first_capacity(n), dim]` buffers that a kernel filled with this empty
+    /// cache's first `n` positions (and zeroed past them, as `reserve` would have) as its own,
+    /// and returns what `update_and_fetch` would.
+    pub fn adopt(&mut self, keys: Array, values: Array, n: i32) -> Result<(Array, Array)> {
+        assert!(
+            self.keys.is_none() && keys.dim(2) == Self::first_capacity(n),
+            "adopt: an empty cache and whole steps"
+        );
+        self.offset = n;
+        let out = if n < keys.dim(2) {
+            (seq_slice(&keys, 0, n)?, seq_slice(&values, 0, n)?)
+        } else {
+            (keys.clone(), values.clone())
+        };
+        self.keys = Some(keys);
+        self.values = Some(values);
+        Ok(out)
+    }
+
     /// One decode position for a kernel that writes the new key and value itself: the whole
     /// `[1, heads, cap, dim]` buffers (row-contiguous: made by `zeros`, `concatenate` or
     /// `slice_update`, and owned by this cache alone, so writing into them in place is seen by
@@ -392,5 +417,44 @@ mod tests {
         assert!(head.iter().all(|v| *v == 1.0));
         let tail = keys.slice_axis(2, 3, 512).unwrap().to_vec::<f32>().unwrap();
         assert!(tail.iter().all(|v| *v == 0.0));
+    }
+
+    #[test]
+    fn an_adopted_first_chunk_is_the_same_cache_as_one_written_by_update_and_fetch() {
+        // 300 positions of [1, 2, n, 4]: position p holds p + 1 in every element.
+        let rows = |from: i32, n: i32| {
+            let data: Vec<f32> = (0..2)
+                .flat_map(|_| (from..from + n).flat_map(|p| [(p + 1) as f32; 4]))
+                .collect();
+            Array::from_slice(&data, &[1, 2, n, 4]).unwrap()
+        };
+        let first = rows(0, 300);
+        let cap = KvCache::first_capacity(300);
+        assert_eq!(cap, 512);
+        // The kernel's buffers: the chunk, then zeros up to whole steps.
+        let pad = Array::zeros(&[1, 2, cap - 300, 4], Dtype::F32).unwrap();
+        let buf = concatenate(&[&first, &pad], 2).unwrap();
+
+        let mut written = KvCache::default();
+        let mut adopted = KvCache::default();
+        let (wk, _) = written.update_and_fetch(&first, &first).unwrap();
+        let (ak, av) = adopted.adopt(buf.clone(), buf, 300).unwrap();
+        assert_eq!(ak.shape(), vec![1, 2, 300, 4]);
+        assert_eq!(ak.to_vec::<f32>().unwrap(), wk.to_vec::<f32>().unwrap());
+        assert_eq!(av.to_vec::<f32>().unwrap(), wk.to_vec::<f32>().unwrap());
+        assert_eq!(
+            (adopted.offset, adopted.capacity()),
+            (written.offset, written.capacity())
+        );
+
+        // The next chunk (past the capacity) and a decode slot land alike in both.
+        let next = rows(300, 250);
+        let (wk, _) = written.update_and_fetch(&next, &next).unwrap();
+        let (ak, _) = adopted.update_and_fetch(&next, &next).unwrap();
+        assert_eq!(ak.to_vec::<f32>().unwrap(), wk.to_vec::<f32>().unwrap());
+        let (wk, _, wat) = written.decode_slot(2, 4, Dtype::F32).unwrap();
+        let (ak, _, aat) = adopted.decode_slot(2, 4, Dtype::F32).unwrap();
+        assert_eq!((aat, ak.shape()), (wat, wk.shape()));
+        assert_eq!(ak.to_vec::<f32>().unwrap(), wk.to_vec::<f32>().unwrap());
     }
 }

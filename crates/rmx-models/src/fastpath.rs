@@ -14,7 +14,8 @@
 //! warp of the GEMV kernels, `RMX_DEQUANT_PREFILL_ROWS` the prompt rows from which prefill
 //! dequantizes (0 disables it) and `RMX_DEQUANT_PREFILL_WORK` the multiply-adds from which it
 //! does (default 2^32), `RMX_FAST_ATTN_MAX` the longest context the one-kernel decode
-//! attention serves (beyond it, MLX's two-pass attention over the same cache),
+//! attention serves (beyond it, MLX's two-pass attention over the same cache; the one-launch
+//! layer kernel serves any context),
 //! `RMX_DECODE_ADDMM=1` folds a dense layer's residual add into cuBLAS for one-row products too,
 //! `RMX_LAYER_KERNEL=0` keeps a quantized decoder layer at five kernels instead of one
 //! (decode_layer.rs), `RMX_LAYER_IDOT=0` makes that kernel's products float instead of integer,
@@ -75,6 +76,9 @@ pub struct FastPath {
     pub layer_idot: bool,
     /// Dequantize for prefill only from this many multiply-adds on (`RMX_DEQUANT_PREFILL_WORK`).
     pub dequant_prefill_work: u64,
+    /// A prompt chunk's q/k/v heads from the fused QKV product in one kernel
+    /// (`RMX_PREFILL_HEADS`, default on).
+    pub prefill_heads: bool,
 }
 
 fn env_num(name: &str) -> Option<usize> {
@@ -105,6 +109,7 @@ pub fn fast_path() -> FastPath {
             layer_idot: env_num("RMX_LAYER_IDOT") != Some(0),
             layers_per_launch: env_num("RMX_LAYERS_PER_LAUNCH").map_or(32, |n| n.clamp(1, 32)),
             dequant_prefill_work: env_num("RMX_DEQUANT_PREFILL_WORK").map_or(1 << 32, |w| w as u64),
+            prefill_heads: on && env_num("RMX_PREFILL_HEADS") != Some(0),
         }
     })
 }
@@ -175,6 +180,14 @@ const QKV_ROPE: Spec = Spec {
     body: "rmx::qkv_rope<T, H, KV, D, NORM, TRADITIONAL>(qkv, qn, kn, inv_freq, offset, eps, q, k, v);",
 };
 
+const PREFILL_HEADS: Spec = Spec {
+    name: "rmx_prefill_heads",
+    section: "qkv_rope",
+    inputs: &["qkv", "qn", "kn", "inv_freq", "pos", "eps"],
+    outputs: &["q", "k", "v"],
+    body: "rmx::prefill_heads<T, H, KV, D, NORM, TRADITIONAL>(qkv, qn, kn, inv_freq, pos, eps, q, k, v);",
+};
+
 thread_local! {
     // Kernels hold MLX objects, which stay on the engine thread that made them.
     static KERNELS: RefCell<HashMap<(&'static str, i32), Rc<Kernel>>> = RefCell::new(HashMap::new());
@@ -209,7 +222,7 @@ pub(crate) fn consts(vals: &[f32]) -> Result<Array> {
     })
 }
 
-/// `{offset, cap}` as an int32 array for the kernels. A decode step's is the previous step's plus
+/// `{offset, cap}` (a prompt chunk's `{offset, n}`) as an int32 array for the kernels. A decode step's is the previous step's plus
 /// `{1, 0}`, added on the GPU, so no step's kernels read host-written memory (see `on_device`);
 /// any other (a new sequence, a grown cache) is copied from the host once.
 pub(crate) fn pos_array(pos: [i32; 2]) -> Result<Array> {
@@ -416,6 +429,62 @@ pub fn qkv_rope(qkv: &Array, p: &QkvRope, offset: i32) -> Result<Option<[Array; 
     Ok(out.try_into().ok())
 }
 
+/// A prompt chunk's `[1, n, (H + 2 KV) * D]` QKV rows as attention's heads, in one kernel
+/// (`prefill_heads` in kernels/decode.cuh): q `[1, H, n, D]` (a transposed view of `[1, n, H,
+/// D]`), k and v `[1, KV, cap, D]` with positions `0..n` normed and rotated at `offset + row` and
+/// `n..cap` zeroed. With `cap` past `n` the k and v are a new cache's buffers
+/// (`KvCache::adopt`). `None` when the kernel does not apply (off the fast path, one row, odd
+/// head size or dtype).
+pub fn prefill_heads(
+    qkv: &Array,
+    p: &QkvRope,
+    offset: i32,
+    cap: i32,
+) -> Result<Option<[Array; 3]>> {
+    let (h, kv, d) = (p.heads, p.kv_heads, p.head_dim);
+    let dtype = qkv.dtype();
+    let n = qkv.dim(1);
+    if !fast_path().prefill_heads
+        || qkv.ndim() != 3
+        || qkv.dim(0) != 1
+        || n < 2
+        || cap < n
+        || cap > 65535
+        || qkv.dim(2) != (h + 2 * kv) * d
+        || d % 64 != 0
+        || d > 2048
+        || !matches!(dtype, Dtype::Bf16 | Dtype::F16)
+        || p.norms
+            .is_some_and(|(q, k, _)| q.dtype() != dtype || k.dtype() != dtype)
+    {
+        return Ok(None);
+    }
+    // Every layer of the chunk shares one `{offset, n}`.
+    let pos = pos_array([offset, n])?;
+    let (qn, kn, eps) = p.norm_inputs(qkv);
+    let eps = consts(&[eps])?;
+    let out = kernel(&PREFILL_HEADS)?.launch(&Launch {
+        inputs: &[qkv, qn, kn, p.inv_freq, &pos, &eps],
+        output_shapes: &[&[1, n, h, d], &[1, kv, cap, d], &[1, kv, cap, d]],
+        output_dtypes: &[dtype, dtype, dtype],
+        grid: [(h + 2 * kv) * (d / 2), cap, 1],
+        threadgroup: [d / 2, 1, 1],
+        template: &[
+            ("T", TemplateArg::Dtype(dtype)),
+            ("H", TemplateArg::Int(h)),
+            ("KV", TemplateArg::Int(kv)),
+            ("D", TemplateArg::Int(d)),
+            ("NORM", TemplateArg::Bool(p.norms.is_some())),
+            ("TRADITIONAL", TemplateArg::Bool(p.traditional)),
+        ],
+        init_value: None,
+    })?;
+    let Ok([q, k, v]) = <[Array; 3]>::try_from(out) else {
+        return Ok(None);
+    };
+    Ok(Some([q.transpose(&[0, 2, 1, 3])?, k, v]))
+}
+
 /// Where a decode step's q, k and v rows are.
 pub enum QkvRows<'a> {
     /// One `[1, 1, (H + 2 KV) * D]` row from the fused projection.
@@ -427,9 +496,15 @@ pub enum QkvRows<'a> {
 /// Whether `decode_attention` serves a step with `dtype` rows at a context of `positions`
 /// (the new token included); checked before the cache hands out a slot.
 pub fn decode_attention_fits(p: &QkvRope, dtype: Dtype, positions: i32) -> bool {
+    positions <= fast_path().attn_max && attention_heads_fit(p, dtype)
+}
+
+/// Whether the attention kernels take these heads: the one-launch layer kernel at any context
+/// (its positions are split across up to 64 warps a head), `decode_attention` up to
+/// `RMX_FAST_ATTN_MAX`.
+pub fn attention_heads_fit(p: &QkvRope, dtype: Dtype) -> bool {
     let (h, kv, d) = (p.heads, p.kv_heads, p.head_dim);
     fast_path().kernels
-        && positions <= fast_path().attn_max
         && kv > 0
         && h % kv == 0
         && d % 64 == 0

@@ -184,16 +184,27 @@ impl Linear {
         if let Some(y) = self.kernel_product(x, Epilogue::Residual(res), None)? {
             return Ok(y);
         }
-        if let Linear::Dense {
-            weight_t,
-            bias: None,
-        } = self
-        {
-            let fp = fastpath::fast_path();
-            if fp.kernels && res.dtype() == x.dtype() && (fastpath::rows(x) > 1 || fp.decode_addmm)
+        let fp = fastpath::fast_path();
+        match self {
+            Linear::Dense {
+                weight_t,
+                bias: None,
+            } if fp.kernels
+                && res.dtype() == x.dtype()
+                && (fastpath::rows(x) > 1 || fp.decode_addmm) =>
             {
                 return Ok(addmm(res, x, weight_t, 1.0, 1.0)?);
             }
+            // A long prefill's dequantized product adds the residual inside cuBLAS too.
+            Linear::Quant {
+                q,
+                spec,
+                bias: None,
+            } if res.dtype() == x.dtype() && fastpath::dequant_prefill(x, q.weight.dim(0)) => {
+                let w = quant::dequantize(q, *spec, None)?;
+                return Ok(addmm(res, x, &w.transpose(&[])?, 1.0, 1.0)?);
+            }
+            _ => {}
         }
         Ok(res.add(&self.forward(x)?)?)
     }
