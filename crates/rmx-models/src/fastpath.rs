@@ -61,7 +61,9 @@ pub struct FastPath {
     pub rows_per_warp: i32,
     /// Dequantize + dense matmul from this many rows on.
     pub dequant_prefill_rows: Option<usize>,
-    /// Contexts up to this many positions decode through `decode_attention`.
+    /// Contexts up to this many positions decode through `decode_attention` (`RMX_FAST_ATTN_MAX`,
+    /// default 1,024): one block of 32 warps a head reads positions one after another, which
+    /// past ~4K loses to MLX's two-pass attention.
     pub attn_max: i32,
     /// A dense layer's residual add as one cuBLAS call (beta = 1) for single rows too; off by
     /// default since MLX runs a one-row product as its own GEMV kernel, not cuBLAS.
@@ -99,6 +101,10 @@ pub fn fast_path() -> FastPath {
                 Some(n) => Some(n),
                 None => Some(512),
             },
+            // Measured on the H100 (Qwen3-0.6B bf16, decode tok/s after a prompt of 2K / 4K /
+            // 8K positions): this kernel 313 / 234 / 171, MLX's attention 203 / 141 / 233. 4,096
+            // waits on a measurement of Llama-3-8B bf16's prefill@2K, whose first decode step
+            // would move to this kernel (docs/perf.md, session 7).
             attn_max: env_num("RMX_FAST_ATTN_MAX").map_or(1024, |n| n.min(1 << 20) as i32),
             decode_addmm: env_num("RMX_DECODE_ADDMM") == Some(1),
             layer_blocks: match env_num("RMX_LAYER_KERNEL") {
