@@ -35,7 +35,7 @@ for c in $CASES; do
     lmodel=$work/peaked/$shape-$quant
     [ -f "$lmodel/config.json" ] || python3 "$here/bench/mlx_side.py" make --shape "$shape" --quant "$quant" --out "$lmodel" --peaked >/dev/null
   fi
-  python3 "$here/bench/logits_check.py" "$RMX" "$lmodel" --gen 32 | sed 's/^/  logits: /' || echo "  logits: CHECK FAILED for $shape-$quant"
+  python3 "$here/bench/logits_check.py" "$RMX" "$lmodel" --gen 32 --drift | sed 's/^/  logits: /' || echo "  logits: CHECK FAILED for $shape-$quant"
   rows+=("$(python3 - "$dir" "$bw" "$m_dec" "$m_pre" "$r_dec" "$r_pre" <<'PY'
 import json, os, sys
 d, bw = sys.argv[1], float(sys.argv[2])
