@@ -19,7 +19,8 @@
 //! `RMX_DECODE_ADDMM=1` folds a dense layer's residual add into cuBLAS for one-row products too,
 //! `RMX_LAYER_KERNEL=0` keeps a quantized decoder layer at five kernels instead of one
 //! (decode_layer.rs), `RMX_LAYER_IDOT=0` makes that kernel's products float instead of integer,
-//! `RMX_LAYERS_PER_LAUNCH` sets how many consecutive layers one launch of it runs (default 32).
+//! `RMX_LAYERS_PER_LAUNCH` sets how many consecutive layers one launch of it runs (default 32),
+//! `RMX_PREFILL_HEADS=0` keeps a prompt chunk's q/k/v heads on MLX's ops instead of one kernel.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -228,9 +229,10 @@ pub(crate) fn consts(vals: &[f32]) -> Result<Array> {
     })
 }
 
-/// `{offset, cap}` (a prompt chunk's `{offset, n}`) as an int32 array for the kernels. A decode step's is the previous step's plus
-/// `{1, 0}`, added on the GPU, so no step's kernels read host-written memory (see `on_device`);
-/// any other (a new sequence, a grown cache) is copied from the host once.
+/// `{offset, cap}` (a prompt chunk's `{offset, n}`) as an int32 array for the kernels. A decode
+/// step's is the previous step's plus `{1, 0}`, added on the GPU, so no step's kernels read
+/// host-written memory (see `on_device`); any other (a new sequence, a grown cache, a prompt
+/// chunk) is copied from the host once.
 pub(crate) fn pos_array(pos: [i32; 2]) -> Result<Array> {
     POS.with(|p| {
         let next = match &*p.borrow() {
