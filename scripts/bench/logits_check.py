@@ -10,8 +10,9 @@ does) and compares: the largest |logprob difference| over rmx's top-5 tokens, an
 where the greedy tokens differ, mlx-lm's gap between its own top token and rmx's. Prints one
 JSON line per prompt length; exits 1 when a greedy difference is not explained by a near-tie.
 
-A near-tie is a gap of at most --tol or one bf16 step at the size of that step's largest logit,
-whichever is more: the logits come out of the model in bf16, so two of them 16-32 apart from zero
+A near-tie is a gap of at most --tol or one bf16 step at the size of that step's largest logit
+(or of its top log-probability, if larger: greedy compares bf16 log-probabilities), whichever is
+more: the logits come out of the model in bf16, so two of them 16-32 apart from zero
 differ by 0.125 at the least, and a 0.1 bar alone would call the closest possible pair a
 disagreement (Llama-3-8B's peaked copies: every mismatch was exactly 0.125, session 6).
 
@@ -123,13 +124,17 @@ def main():
             bound = a.tol if drift is None else max(a.tol, 2 * drift)
             max_diff, max_decode, mismatches, worst_gap, worst_steps = 0.0, 0.0, 0, 0.0, 0.0
             for step, (t, top, (lp, big)) in enumerate(zip(toks, tops, ref)):
-                ulp = bf16_step(big.item())
+                m = int(mx.argmax(lp).item())
+                # Greedy picks the largest bf16 log-probability (mlx-lm's generate_step and
+                # rmx alike), so candidates tie within a bf16 step at the logits' size or at
+                # the top log-probability's, whichever is larger: flat logits (a tiny random
+                # model's, all near -ln(vocab)) round to one log-probability and the first wins.
+                ulp = bf16_step(max(big.item(), abs(lp[m].item())))
                 for i, v in top.items():
                     diff = abs(v - lp[i].item())
                     max_diff = max(max_diff, diff)
                     if step > 0:  # step 0's logits come from the prefill, the rest from decode
                         max_decode = max(max_decode, diff)
-                m = int(mx.argmax(lp).item())
                 if m != t:
                     mismatches += 1
                     gap = lp[m].item() - lp[t].item()
