@@ -397,6 +397,26 @@ impl<'a> QkvRope<'a> {
     pub(crate) fn norm_inputs(&self, unused: &'a Array) -> (&'a Array, &'a Array, f32) {
         self.norms.unwrap_or((unused, unused, 0.0))
     }
+
+    /// Whether the head kernels take rows of `dtype`: bf16 or f16, norm weights of the same.
+    fn takes(&self, dtype: Dtype) -> bool {
+        matches!(dtype, Dtype::Bf16 | Dtype::F16)
+            && self
+                .norms
+                .is_none_or(|(q, k, _)| q.dtype() == dtype && k.dtype() == dtype)
+    }
+
+    /// The template arguments every head kernel (qkv_rope, prefill_heads, decode_attn) takes.
+    fn template(&self, dtype: Dtype) -> [(&'static str, TemplateArg); 6] {
+        [
+            ("T", TemplateArg::Dtype(dtype)),
+            ("H", TemplateArg::Int(self.heads)),
+            ("KV", TemplateArg::Int(self.kv_heads)),
+            ("D", TemplateArg::Int(self.head_dim)),
+            ("NORM", TemplateArg::Bool(self.norms.is_some())),
+            ("TRADITIONAL", TemplateArg::Bool(self.traditional)),
+        ]
+    }
 }
 
 /// Splits one token's `[1, 1, (H + 2 KV) * D]` QKV row into q `[1, H, 1, D]`, k and v
@@ -409,9 +429,7 @@ pub fn qkv_rope(qkv: &Array, p: &QkvRope, offset: i32) -> Result<Option<[Array; 
         || qkv.size() != ((h + 2 * kv) * d) as usize
         || d % 2 != 0
         || d / 2 > 1024
-        || !matches!(dtype, Dtype::Bf16 | Dtype::F16)
-        || p.norms
-            .is_some_and(|(q, k, _)| q.dtype() != dtype || k.dtype() != dtype)
+        || !p.takes(dtype)
     {
         return Ok(None);
     }
@@ -424,14 +442,7 @@ pub fn qkv_rope(qkv: &Array, p: &QkvRope, offset: i32) -> Result<Option<[Array; 
         output_dtypes: &[dtype, dtype, dtype],
         grid: [(h + 2 * kv) * (d / 2), 1, 1],
         threadgroup: [d / 2, 1, 1],
-        template: &[
-            ("T", TemplateArg::Dtype(dtype)),
-            ("H", TemplateArg::Int(h)),
-            ("KV", TemplateArg::Int(kv)),
-            ("D", TemplateArg::Int(d)),
-            ("NORM", TemplateArg::Bool(p.norms.is_some())),
-            ("TRADITIONAL", TemplateArg::Bool(p.traditional)),
-        ],
+        template: &p.template(dtype),
         init_value: None,
     })?;
     Ok(out.try_into().ok())
@@ -461,9 +472,7 @@ pub fn prefill_heads(
         || qkv.dim(2) != (h + 2 * kv) * d
         || d % 64 != 0
         || d > 2048
-        || !matches!(dtype, Dtype::Bf16 | Dtype::F16)
-        || p.norms
-            .is_some_and(|(q, k, _)| q.dtype() != dtype || k.dtype() != dtype)
+        || !p.takes(dtype)
     {
         return Ok(None);
     }
@@ -477,14 +486,7 @@ pub fn prefill_heads(
         output_dtypes: &[dtype, dtype, dtype],
         grid: [(h + 2 * kv) * (d / 2), cap, 1],
         threadgroup: [d / 2, 1, 1],
-        template: &[
-            ("T", TemplateArg::Dtype(dtype)),
-            ("H", TemplateArg::Int(h)),
-            ("KV", TemplateArg::Int(kv)),
-            ("D", TemplateArg::Int(d)),
-            ("NORM", TemplateArg::Bool(p.norms.is_some())),
-            ("TRADITIONAL", TemplateArg::Bool(p.traditional)),
-        ],
+        template: &p.template(dtype),
         init_value: None,
     })?;
     let Ok([q, k, v]) = <[Array; 3]>::try_from(out) else {
@@ -512,14 +514,7 @@ pub fn decode_attention_fits(p: &QkvRope, dtype: Dtype, positions: i32) -> bool 
 /// `RMX_FAST_ATTN_MAX`.
 pub fn attention_heads_fit(p: &QkvRope, dtype: Dtype) -> bool {
     let (h, kv, d) = (p.heads, p.kv_heads, p.head_dim);
-    fast_path().kernels
-        && kv > 0
-        && h % kv == 0
-        && d % 64 == 0
-        && d <= 256
-        && matches!(dtype, Dtype::Bf16 | Dtype::F16)
-        && p.norms
-            .is_none_or(|(q, k, _)| q.dtype() == dtype && k.dtype() == dtype)
+    fast_path().kernels && kv > 0 && h % kv == 0 && d % 64 == 0 && d <= 256 && p.takes(dtype)
 }
 
 /// One token's attention in one kernel (see `decode_attn` in kernels/decode.cuh): q and k
@@ -553,16 +548,14 @@ pub fn decode_attention(
         grid: [h * 1024, 1, 1],
         threadgroup: [1024, 1, 1],
         template: &[
-            ("T", TemplateArg::Dtype(dtype)),
-            ("H", TemplateArg::Int(h)),
-            ("KV", TemplateArg::Int(kv)),
-            ("D", TemplateArg::Int(d)),
-            ("NORM", TemplateArg::Bool(p.norms.is_some())),
-            ("TRADITIONAL", TemplateArg::Bool(p.traditional)),
-            ("QOFF", TemplateArg::Int(offs[0])),
-            ("KOFF", TemplateArg::Int(offs[1])),
-            ("VOFF", TemplateArg::Int(offs[2])),
-        ],
+            p.template(dtype).as_slice(),
+            &[
+                ("QOFF", TemplateArg::Int(offs[0])),
+                ("KOFF", TemplateArg::Int(offs[1])),
+                ("VOFF", TemplateArg::Int(offs[2])),
+            ],
+        ]
+        .concat(),
         init_value: None,
     })?;
     Ok(out.into_iter().next().expect("one output"))

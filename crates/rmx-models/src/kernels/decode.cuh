@@ -291,12 +291,41 @@ __device__ __forceinline__ void qgemv_swiglu(
 // @section qkv_rope
 namespace rmx {
 
+// One q or k head of qkv_rope and prefill_heads, by a block of D/2 threads, thread i owning the
+// rotary pair (i, i + D/2), or (2i, 2i + 1) when TRADITIONAL: the per-head RMS norm with weight
+// w (rounded to T as MLX's rms_norm writes it) when NORM, then the rotation at position `at`.
+// inv_freq holds MLX's per-pair inverse frequencies (times the rope scale); theta = at *
+// inv_freq as in MLX's rope kernel.
+template <typename T, int D, bool NORM, bool TRADITIONAL>
+__device__ __forceinline__ void norm_rope_pair(const T* src, const T* w, float eps,
+                                               const float* inv_freq, int at, T* dst) {
+  const int i = threadIdx.x;
+  const int i1 = TRADITIONAL ? 2 * i : i;
+  const int i2 = TRADITIONAL ? 2 * i + 1 : i + D / 2;
+  float x1 = to_float(src[i1]);
+  float x2 = to_float(src[i2]);
+  if constexpr (NORM) {
+    __shared__ float part[32];
+    float ss = warp_sum(x1 * x1 + x2 * x2);
+    if ((i & 31) == 0) part[i >> 5] = ss;
+    __syncthreads();
+    float total = 0.f;
+#pragma unroll
+    for (int j = 0; j < (D / 2 + 31) / 32; ++j) total += part[j];
+    const float inv = rsqrtf(total / D + eps);
+    x1 = to_float(static_cast<T>(to_float(static_cast<T>(x1 * inv)) * to_float(w[i1])));
+    x2 = to_float(static_cast<T>(to_float(static_cast<T>(x2 * inv)) * to_float(w[i2])));
+  }
+  const float theta = static_cast<float>(at) * inv_freq[i];
+  const float c = cos(theta), s = sin(theta);
+  dst[i1] = static_cast<T>(x1 * c - x2 * s);
+  dst[i2] = static_cast<T>(x1 * s + x2 * c);
+}
+
 // After the fused QKV product of one token: split [q | k | v] into heads, apply the per-head RMS
 // norms (Qwen3, Gemma 3) and the rotary embedding at `offset`, and write q, k, v as [1, heads, 1,
 // D] -- the ops mlx-lm runs as a split, three reshapes, two norms, three transposes and two ropes,
-// so one launch instead of eleven graph nodes. One block per head, thread i owns the rotary pair
-// (i, i + D/2), or (2i, 2i + 1) when TRADITIONAL. inv_freq holds MLX's per-pair inverse
-// frequencies (times the rope scale); theta = offset * inv_freq as in MLX's rope kernel.
+// so one launch instead of eleven graph nodes. One block per head (norm_rope_pair).
 template <typename T, int H, int KV, int D, bool NORM, bool TRADITIONAL>
 __device__ __forceinline__ void qkv_rope(
     const T* qkv, const T* qn, const T* kn, const float* inv_freq, const int32_t* offset,
@@ -313,27 +342,9 @@ __device__ __forceinline__ void qkv_rope(
     return;
   }
   const bool is_q = h < H;
-  const T* src = qkv + (size_t)h * D;
   T* dst = is_q ? q + (size_t)h * D : k + (size_t)(h - H) * D;
-  float x1 = to_float(src[i1]);
-  float x2 = to_float(src[i2]);
-  if constexpr (NORM) {
-    __shared__ float part[32];
-    float ss = warp_sum(x1 * x1 + x2 * x2);
-    if ((i & 31) == 0) part[i >> 5] = ss;
-    __syncthreads();
-    float total = 0.f;
-#pragma unroll
-    for (int j = 0; j < (D / 2 + 31) / 32; ++j) total += part[j];
-    const float inv = rsqrtf(total / D + eps[0]);
-    const T* w = is_q ? qn : kn;
-    x1 = to_float(static_cast<T>(to_float(static_cast<T>(x1 * inv)) * to_float(w[i1])));
-    x2 = to_float(static_cast<T>(to_float(static_cast<T>(x2 * inv)) * to_float(w[i2])));
-  }
-  const float theta = static_cast<float>(offset[0]) * inv_freq[i];
-  const float c = cos(theta), s = sin(theta);
-  dst[i1] = static_cast<T>(x1 * c - x2 * s);
-  dst[i2] = static_cast<T>(x1 * s + x2 * c);
+  norm_rope_pair<T, D, NORM, TRADITIONAL>(qkv + (size_t)h * D, is_q ? qn : kn, eps[0], inv_freq,
+                                          offset[0], dst);
 }
 
 // A prompt chunk's n rows of the fused QKV product ([n, (H + 2 KV) * D]), each row through
@@ -372,25 +383,8 @@ __device__ __forceinline__ void prefill_heads(
     dst[i2] = src[i2];
     return;
   }
-  float x1 = to_float(src[i1]);
-  float x2 = to_float(src[i2]);
-  if constexpr (NORM) {
-    __shared__ float part[32];
-    float ss = warp_sum(x1 * x1 + x2 * x2);
-    if ((i & 31) == 0) part[i >> 5] = ss;
-    __syncthreads();
-    float total = 0.f;
-#pragma unroll
-    for (int j = 0; j < D / 64; ++j) total += part[j];
-    const float inv = rsqrtf(total / D + eps[0]);
-    const T* w = is_q ? qn : kn;
-    x1 = to_float(static_cast<T>(to_float(static_cast<T>(x1 * inv)) * to_float(w[i1])));
-    x2 = to_float(static_cast<T>(to_float(static_cast<T>(x2 * inv)) * to_float(w[i2])));
-  }
-  const float theta = static_cast<float>(pos[0] + row) * inv_freq[i];
-  const float c = cos(theta), s = sin(theta);
-  dst[i1] = static_cast<T>(x1 * c - x2 * s);
-  dst[i2] = static_cast<T>(x1 * s + x2 * c);
+  norm_rope_pair<T, D, NORM, TRADITIONAL>(src, is_q ? qn : kn, eps[0], inv_freq, pos[0] + row,
+                                          dst);
 }
 
 }  // namespace rmx
