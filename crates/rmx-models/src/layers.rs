@@ -200,9 +200,10 @@ impl Linear {
                 q,
                 spec,
                 bias: None,
-            } if res.dtype() == x.dtype() && fastpath::dequant_prefill(x, q.weight.dim(0)) => {
-                let w = quant::dequantize(q, *spec, None)?;
-                return Ok(addmm(res, x, &w.transpose(&[])?, 1.0, 1.0)?);
+            } if res.dtype() == x.dtype() => {
+                if let Some(y) = dequant_prefill_product(x, q, *spec, Some(res))? {
+                    return Ok(y);
+                }
             }
             _ => {}
         }
@@ -247,11 +248,28 @@ fn quant_product(x: &Array, q: &Quantized, spec: QuantSpec) -> Result<Array> {
     if let Some(y) = fastpath::qgemv(x, q, spec, Epilogue::Plain, None)? {
         return Ok(y);
     }
-    if fastpath::dequant_prefill(x, q.weight.dim(0)) {
-        let w = quant::dequantize(q, spec, None)?;
-        return Ok(x.matmul(&w.transpose(&[])?)?);
+    if let Some(y) = dequant_prefill_product(x, q, spec, None)? {
+        return Ok(y);
     }
     Ok(quant::quantized_matmul(x, q, spec, true)?)
+}
+
+/// `x @ dequantize(W)^T`, plus `res` inside the same cuBLAS call, when a long prefill should
+/// dequantize (fastpath::dequant_prefill); `None` otherwise.
+fn dequant_prefill_product(
+    x: &Array,
+    q: &Quantized,
+    spec: QuantSpec,
+    res: Option<&Array>,
+) -> Result<Option<Array>> {
+    if !fastpath::dequant_prefill(x, q.weight.dim(0)) {
+        return Ok(None);
+    }
+    let w_t = quant::dequantize(q, spec, None)?.transpose(&[])?;
+    Ok(Some(match res {
+        Some(r) => addmm(r, x, &w_t, 1.0, 1.0)?,
+        None => x.matmul(&w_t)?,
+    }))
 }
 
 pub enum Embedding {
