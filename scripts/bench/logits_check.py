@@ -64,14 +64,12 @@ def float32_drift(model, runs):
     """Per run, mlx-lm's largest |logprob difference| over its own top 5 between the bf16 model
     (`ref`, already computed along rmx's tokens) and the same weights in float32 (floating
     parameters cast; quantized weights keep their packing), teacher-forced along the same tokens.
-    Converts `model` in place."""
-    from mlx.utils import tree_map
-    model.update(tree_map(lambda p: p.astype(mx.float32) if mx.issubdtype(p.dtype, mx.floating) else p,
-                          model.parameters()))
+    Converts `model` in place (mlx_side.py's `drift` measures the same on its own greedy tokens)."""
+    from mlx_side import forced_logprobs, to_float32
+    to_float32(model)
     out = []
-    for n, ids, toks, _, ref in runs:
-        logits = model(mx.array(ids + toks[:-1])[None])[0, n - 1:].astype(mx.float32)
-        lp32 = logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+    for _, ids, toks, _, ref in runs:
+        lp32 = forced_logprobs(model, ids, toks)
         worst = 0.0
         for step, (lp, _) in enumerate(ref):
             top = mx.argsort(-lp)[:5]

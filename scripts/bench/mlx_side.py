@@ -166,11 +166,25 @@ def time_model(path, prompt_len, gen, rounds):
             "peak_memory_bytes": mx.get_peak_memory()}
 
 
+def to_float32(model):
+    """Every floating parameter of `model` to float32, in place: quantized layers keep their packed
+    weights, and their float32 scales and biases make the matmuls run in float32."""
+    from mlx.utils import tree_map
+    model.update(tree_map(lambda p: p.astype(mx.float32) if mx.issubdtype(p.dtype, mx.floating) else p,
+                          model.parameters()))
+
+
+def forced_logprobs(model, prompt, toks):
+    """float32 log-probabilities `[len(toks), vocab]` at each of `toks`' positions after `prompt`,
+    teacher-forced along `toks` in one forward pass."""
+    logits = model(mx.array(prompt + toks[:-1])[None])[0, len(prompt) - 1:].astype(mx.float32)
+    return logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+
+
 def drift(path, prompt_lens, gen):
     """bf16 against float32 on the same files (see the module docstring); one JSON line per
     prompt length, the prompts drawn as logits_check.py draws them."""
     from pathlib import Path
-    from mlx.utils import tree_map
     from mlx_lm.utils import load_model
     from mlx_lm.models.cache import make_prompt_cache
     model, _ = load_model(Path(path))
@@ -191,12 +205,9 @@ def drift(path, prompt_lens, gen):
                 logits = model(mx.array([[toks[-1]]]), cache=cache)[0, -1]
         runs.append((prompt, toks, lps))
         del cache
-    # float32 activations: every floating parameter to float32 (quantized layers keep their
-    # packed weights; their scales and biases then make the matmuls run in float32)
-    model.update(tree_map(lambda p: p.astype(mx.float32) if mx.issubdtype(p.dtype, mx.floating) else p,
-                          model.parameters()))
+    to_float32(model)
     for prompt, toks, lps in runs:
-        ref = logprobs(model(mx.array(prompt + toks[:-1])[None])[0, len(prompt) - 1:])
+        ref = forced_logprobs(model, prompt, toks)
         mx.eval(ref)
         max_diff, mismatches, worst_gap, top1 = 0.0, 0, 0.0, []
         for step, (t, lp) in enumerate(zip(toks, lps)):

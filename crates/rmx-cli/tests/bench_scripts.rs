@@ -4,14 +4,15 @@
 //! a change that breaks them, or rmx's `/v1/completions` logprobs they read, fails in CI.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "../../rmx-engine/tests/common/mod.rs"]
+mod engine_common;
+
 use std::path::Path;
 use std::process::Command;
 
 #[test]
 fn logits_check_runs_on_the_cpu_and_finds_rmx_where_mlx_lm_is() {
-    let python = std::env::var("RMX_TEST_PYTHON").unwrap_or_else(|_| {
-        panic!("RMX_TEST_PYTHON is not set: run `. scripts/test-env.sh` first, or scripts/test.sh")
-    });
+    let python = engine_common::python();
     let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/bench");
     let model = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bench-scripts-tiny-4bit");
     if !model.join("config.json").exists() {
