@@ -13,17 +13,67 @@ pub struct Quantized {
     pub biases: Option<Array>,
 }
 
+/// MLX's quantization modes: `affine` (per-group scale and bias, any of 2-8 bits) and the
+/// microscaling float formats, which have one shared power-of-two (`mxfp4`, `mxfp8`) or fp8
+/// (`nvfp4`) scale per group and no biases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QuantMode {
+    Affine,
+    Mxfp4,
+    Mxfp8,
+    Nvfp4,
+}
+
+impl QuantMode {
+    pub const ALL: [QuantMode; 4] = [
+        QuantMode::Affine,
+        QuantMode::Mxfp4,
+        QuantMode::Mxfp8,
+        QuantMode::Nvfp4,
+    ];
+
+    /// The name MLX and mlx-lm's configs use.
+    pub fn name(self) -> &'static str {
+        match self {
+            QuantMode::Affine => "affine",
+            QuantMode::Mxfp4 => "mxfp4",
+            QuantMode::Mxfp8 => "mxfp8",
+            QuantMode::Nvfp4 => "nvfp4",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<QuantMode> {
+        QuantMode::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// Whether weights of this mode carry per-group biases.
+    pub fn has_biases(self) -> bool {
+        self == QuantMode::Affine
+    }
+}
+
 /// How a tensor is quantized (mlx-lm's config `quantization` section).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QuantSpec {
     pub group_size: i32,
     pub bits: i32,
+    pub mode: QuantMode,
+}
+
+impl QuantSpec {
+    pub fn affine(group_size: i32, bits: i32) -> QuantSpec {
+        QuantSpec {
+            group_size,
+            bits,
+            mode: QuantMode::Affine,
+        }
+    }
 }
 
 pub fn quantize(w: &Array, spec: QuantSpec) -> Result<Quantized> {
     let parts = List(check(
         "quantize",
-        bridge::quantize(w.inner(), spec.group_size, spec.bits, "affine"),
+        bridge::quantize(w.inner(), spec.group_size, spec.bits, spec.mode.name()),
     )?)
     .into_vec("quantize")?;
     let mut it = parts.into_iter();
@@ -47,7 +97,7 @@ pub fn dequantize(q: &Quantized, spec: QuantSpec, dtype: Option<Dtype>) -> Resul
             Array::ptr(q.biases.as_ref()),
             spec.group_size,
             spec.bits,
-            "affine",
+            spec.mode.name(),
             out,
         )
     })
@@ -71,7 +121,7 @@ pub fn quantized_matmul(
             transpose,
             spec.group_size,
             spec.bits,
-            "affine",
+            spec.mode.name(),
         )
     })
     .map(Array::from_raw)
@@ -99,7 +149,7 @@ pub fn gather_qmm(
             transpose,
             spec.group_size,
             spec.bits,
-            "affine",
+            spec.mode.name(),
             sorted,
         )
     })

@@ -70,40 +70,25 @@ fn check_spec(spec: QuantSpec) {
 
 #[test]
 fn four_bit_group_64() {
-    check_spec(QuantSpec {
-        group_size: 64,
-        bits: 4,
-    });
+    check_spec(QuantSpec::affine(64, 4));
 }
 
 #[test]
 fn eight_bit_group_64() {
-    check_spec(QuantSpec {
-        group_size: 64,
-        bits: 8,
-    });
+    check_spec(QuantSpec::affine(64, 8));
 }
 
 #[test]
 fn four_bit_group_32_and_two_bit_group_128() {
-    check_spec(QuantSpec {
-        group_size: 32,
-        bits: 4,
-    });
-    check_spec(QuantSpec {
-        group_size: 128,
-        bits: 2,
-    });
+    check_spec(QuantSpec::affine(32, 4));
+    check_spec(QuantSpec::affine(128, 2));
 }
 
 #[test]
 fn odd_bit_widths_roundtrip_through_mlx() {
     // 3/5/6 bits pack across word boundaries; check MLX's own roundtrip and matmul agree.
     for bits in [3, 5, 6] {
-        let spec = QuantSpec {
-            group_size: 64,
-            bits,
-        };
+        let spec = QuantSpec::affine(64, bits);
         let w = randn(4 * 128, bits as u64);
         let q = quant::quantize(&arr(&w, &[4, 128]), spec).unwrap();
         let deq = vals(&quant::dequantize(&q, spec, None).unwrap());
@@ -124,10 +109,7 @@ fn odd_bit_widths_roundtrip_through_mlx() {
 
 #[test]
 fn bf16_dequantize_dtype() {
-    let spec = QuantSpec {
-        group_size: 64,
-        bits: 4,
-    };
+    let spec = QuantSpec::affine(64, 4);
     let w = arr(&randn(2 * 64, 3), &[2, 64])
         .astype(Dtype::Bf16)
         .unwrap();
@@ -143,10 +125,7 @@ fn bf16_dequantize_dtype() {
 
 #[test]
 fn gather_qmm_picks_experts() {
-    let spec = QuantSpec {
-        group_size: 64,
-        bits: 4,
-    };
+    let spec = QuantSpec::affine(64, 4);
     let (experts, out, inn) = (3, 4, 128);
     let w = randn(experts * out * inn, 21);
     let q = quant::quantize(&arr(&w, &[experts as i32, out as i32, inn as i32]), spec).unwrap();
