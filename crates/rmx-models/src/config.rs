@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use rmx_mlx::quant::QuantSpec;
+use rmx_mlx::quant::{QuantMode, QuantSpec};
 use serde::Deserialize;
 
 use crate::error::{ModelError, Result};
@@ -64,22 +64,73 @@ impl RawConfig {
 
 /// mlx-lm's `quantization` section: defaults plus per-module overrides keyed by module path
 /// (`{"group_size":64,"bits":4,"model.layers.0.mlp.down_proj":{"group_size":64,"bits":8}}`;
-/// `false` leaves a module unquantized).
+/// `false` leaves a module unquantized). `mode` is MLX's quantization mode (`affine` when absent);
+/// as in `mlx.nn.quantize`, an override's mode does not inherit the default's, and a missing
+/// group size or bit width takes the mode's own default.
 #[derive(Debug, Clone, Default)]
 pub struct QuantConfig {
     pub default: Option<QuantSpec>,
     overrides: HashMap<String, Option<QuantSpec>>,
 }
 
-fn spec_of(v: &serde_json::Value) -> Option<QuantSpec> {
-    let mode = v.get("mode").and_then(|m| m.as_str()).unwrap_or("affine");
-    if mode != "affine" {
-        return None;
+/// `mlx.nn`'s `_defaults_for_mode`: (group size, bits).
+fn mode_defaults(mode: QuantMode) -> (i32, i32) {
+    match mode {
+        QuantMode::Affine => (64, 4),
+        QuantMode::Mxfp4 => (32, 4),
+        QuantMode::Nvfp4 => (16, 4),
+        QuantMode::Mxfp8 => (32, 8),
     }
-    Some(QuantSpec {
-        group_size: v.get("group_size")?.as_i64()? as i32,
-        bits: v.get("bits")?.as_i64()? as i32,
-    })
+}
+
+/// One spec object; `field` names it in errors (`quantization` or `quantization.<module>`).
+fn spec_of(path: &Path, field: &str, v: &serde_json::Value) -> Result<QuantSpec> {
+    let err = |message: String| ModelError::Config {
+        path: path.to_path_buf(),
+        message,
+    };
+    let mode = match v.get("mode") {
+        None | Some(serde_json::Value::Null) => QuantMode::Affine,
+        Some(m) => {
+            let name = m.as_str().unwrap_or_default();
+            QuantMode::parse(name).ok_or_else(|| {
+                let known: Vec<_> = QuantMode::ALL.iter().map(|m| m.name()).collect();
+                err(format!(
+                    "{field}.mode {m} is not a quantization mode MLX has (known: {})",
+                    known.join(", ")
+                ))
+            })?
+        }
+    };
+    let (group, bits) = mode_defaults(mode);
+    let int = |k: &str, d: i32| -> Result<i32> {
+        match v.get(k) {
+            None | Some(serde_json::Value::Null) => Ok(d),
+            Some(n) => n
+                .as_i64()
+                .filter(|n| (1..=1024).contains(n))
+                .map(|n| n as i32)
+                .ok_or_else(|| err(format!("{field}.{k} must be a positive integer, not {n}"))),
+        }
+    };
+    let spec = QuantSpec {
+        group_size: int("group_size", group)?,
+        bits: int("bits", bits)?,
+        mode,
+    };
+    let fits = match mode {
+        QuantMode::Affine => (2..=8).contains(&spec.bits),
+        QuantMode::Mxfp4 | QuantMode::Nvfp4 => spec.bits == 4,
+        QuantMode::Mxfp8 => spec.bits == 8,
+    };
+    if !fits {
+        return Err(err(format!(
+            "{field}: {} bits is not a width of {} quantization",
+            spec.bits,
+            mode.name()
+        )));
+    }
+    Ok(spec)
 }
 
 impl QuantConfig {
@@ -87,28 +138,25 @@ impl QuantConfig {
         let Some(obj) = v.and_then(|v| v.as_object()) else {
             return Ok(QuantConfig::default());
         };
-        if let Some(mode) = obj.get("mode").and_then(|m| m.as_str()) {
-            if mode != "affine" {
-                return Err(ModelError::Config {
-                    path: path.to_path_buf(),
-                    message: format!(
-                        "quantization mode {mode:?} is not supported yet (only affine)"
-                    ),
-                });
-            }
-        }
         let mut overrides = HashMap::new();
         for (k, v) in obj {
             if v.is_object() {
-                overrides.insert(k.clone(), spec_of(v));
+                overrides.insert(
+                    k.clone(),
+                    Some(spec_of(path, &format!("quantization.{k}"), v)?),
+                );
             } else if v == &serde_json::Value::Bool(false) {
                 overrides.insert(k.clone(), None);
             }
         }
-        Ok(QuantConfig {
-            default: spec_of(&serde_json::Value::Object(obj.clone())),
-            overrides,
-        })
+        // Only per-module entries (a "quantization" of overrides alone) have no default.
+        let whole = serde_json::Value::Object(obj.clone());
+        let default = if obj.contains_key("bits") || obj.contains_key("group_size") {
+            Some(spec_of(path, "quantization", &whole)?)
+        } else {
+            None
+        };
+        Ok(QuantConfig { default, overrides })
     }
 
     /// The spec for the module at `path`, if it is quantized.
