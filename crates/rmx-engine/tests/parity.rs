@@ -26,6 +26,9 @@ fn max_tokens(quant: &str) -> usize {
     }
 }
 const TOP: usize = 8;
+const LONG_PROMPT: &str = "In the beginning of the long winter the villagers gathered wood, \
+    salted fish and mended the nets, while the children counted the geese that flew south over \
+    the grey hills";
 
 struct Run {
     tokens: Vec<u32>,
@@ -77,10 +80,15 @@ fn tolerance(quant: &str) -> f32 {
 fn check(family: &str, quant: &str) {
     let dir = common::model(family, quant);
     let n = max_tokens(quant);
-    let prompts = [
+    let mut prompts = vec![
         ("The capital of France is a city", false),
         ("Write a haiku about the sea.", true),
     ];
+    if family.contains("moe") || family == "gpt_oss" {
+        // 32+ prompt tokens make 64+ (token, expert) pairs at top-2: mlx-lm's sorted expert
+        // path, which the short prompts and decode steps never take.
+        prompts.push((LONG_PROMPT, false));
+    }
     let pending = common::spawn_references(&dir, &prompts, n);
     let engine = Engine::load(&dir).unwrap_or_else(|e| panic!("{family}-{quant}: load: {e}"));
     let mut runs = vec![];
@@ -186,6 +194,19 @@ parity! {
     qwen3_tied_bf16: "qwen3_tied" "bf16";
     qwen3_tied_8bit: "qwen3_tied" "8bit";
     qwen3_tied_4bit: "qwen3_tied" "4bit";
+    qwen3_yarn_f32: "qwen3_yarn" "f32";
+    qwen3_yarn_bf16: "qwen3_yarn" "bf16";
+    qwen3_yarn_8bit: "qwen3_yarn" "8bit";
+    qwen3_yarn_4bit: "qwen3_yarn" "4bit";
+    qwen3_moe_f32: "qwen3_moe" "f32";
+    qwen3_moe_bf16: "qwen3_moe" "bf16";
+    qwen3_moe_8bit: "qwen3_moe" "8bit";
+    qwen3_moe_4bit: "qwen3_moe" "4bit";
+    gpt_oss_f32: "gpt_oss" "f32";
+    gpt_oss_bf16: "gpt_oss" "bf16";
+    gpt_oss_8bit: "gpt_oss" "8bit";
+    gpt_oss_4bit: "gpt_oss" "4bit";
+    gpt_oss_mxfp4: "gpt_oss" "mxfp4";
     gemma3_f32: "gemma3" "f32";
     gemma3_bf16: "gemma3" "bf16";
     gemma3_8bit: "gemma3" "8bit";

@@ -29,6 +29,8 @@ pub struct AttentionShape {
     pub qkv_bias: bool,
     pub o_bias: bool,
     pub scale: f32,
+    /// Per-head attention-sink logits (`sinks`, GPT-OSS): an extra softmax column per head.
+    pub sinks: bool,
 }
 
 /// The q, k and v projections: three layers, or one fused layer on the CUDA fast path.
@@ -71,6 +73,7 @@ pub struct Attention {
     kv_heads: i32,
     scale: f32,
     rope: Rope,
+    sinks: Option<Array>,
 }
 
 impl Attention {
@@ -93,8 +96,16 @@ impl Attention {
                 Some(norm(w, &format!("{path}.k_norm"), s.head_dim)?),
             )
         };
+        let sinks = if s.sinks {
+            Some(w.take(&format!("{path}.sinks"), &[s.heads])?)
+        } else {
+            None
+        };
+        // rmx's fused kernels implement neither sinks nor ropes beyond a frequency table.
         let decode_inv_freq = match rope.layout() {
-            (dims, _) if fast_path().kernels && dims == s.head_dim => Some(rope.inv_freq()?),
+            (dims, _) if fast_path().kernels && dims == s.head_dim && sinks.is_none() => {
+                rope.inv_freq()?
+            }
             _ => None,
         };
         Ok(Attention {
@@ -115,6 +126,7 @@ impl Attention {
             kv_heads: s.kv_heads,
             scale: s.scale,
             rope,
+            sinks,
         })
     }
 
@@ -177,7 +189,14 @@ impl Attention {
                 (q, k, v)
             }
         };
-        let out = fast::scaled_dot_product_attention(&q, &k, &v, self.scale, mask.as_fast(), None)?;
+        let out = fast::scaled_dot_product_attention(
+            &q,
+            &k,
+            &v,
+            self.scale,
+            mask.as_fast(),
+            self.sinks.as_ref(),
+        )?;
         if s[0] == 1 && s[1] == 1 {
             // One token: [1, H, 1, D] is already laid out as [1, 1, H * D].
             return Ok(out.reshape(&[1, 1, -1])?);

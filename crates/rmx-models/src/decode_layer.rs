@@ -172,10 +172,11 @@ struct Prepared<'a> {
 /// `layer`'s parts for the kernel, or `None` when it does not apply to it (unfused or biased or
 /// mixed quantization, odd sizes, too many heads).
 fn prepare(layer: &DecoderLayer, dtype: Dtype) -> Option<Prepared<'_>> {
-    let (a, [gu, down]) = (layer.attn.decode_parts()?, layer.mlp.decode_parts()?);
+    let mlp = layer.ffn.dense()?;
+    let (a, [gu, down]) = (layer.attn.decode_parts()?, mlp.decode_parts()?);
     let (qkv, o, rope) = (a.qkv, a.o, a.rope);
     let (h, kvh, d) = (rope.heads, rope.kv_heads, rope.head_dim);
-    let f = layer.mlp.hidden();
+    let f = mlp.hidden();
     let spec = qkv.1;
     let (n1, eps) = layer.input_norm.parts();
     let (n2, eps2) = layer.post_norm.parts();
@@ -241,6 +242,13 @@ fn prepare(layer: &DecoderLayer, dtype: Dtype) -> Option<Prepared<'_>> {
         rope,
         par,
     })
+}
+
+/// Whether the one-launch kernel can run `layer` (CUDA, and `prepare` takes it in the dtype
+/// of its norms, which is the dtype its activations have): decided once, at load.
+pub(crate) fn fits(layer: &DecoderLayer) -> bool {
+    fast_path().layer_blocks.is_some()
+        && prepare(layer, layer.input_norm.parts().0.dtype()).is_some()
 }
 
 /// `x + mlp(x + attention(x))` of one token through the one-launch kernel; `None` when it does

@@ -119,6 +119,7 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
         qkv_bias: false,
         o_bias: false,
         scale: (c.query_pre_attn_scalar as f64).powf(-0.5) as f32,
+        sinks: false,
     };
     let mut layers = Vec::new();
     for i in 0..c.num_hidden_layers {
@@ -127,7 +128,13 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
         let rope = if sliding {
             Rope::standard(c.head_dim, c.rope_local_base_freq, false, 1.0)
         } else {
-            Rope::from_config(c.head_dim, c.rope_theta, false, c.rope_scaling.as_ref())?
+            Rope::from_config(
+                c.head_dim,
+                c.rope_theta,
+                false,
+                c.rope_scaling.as_ref(),
+                Some(c.max_position_embeddings),
+            )?
         };
         layers.push(Layer {
             attn: Attention::load(
@@ -168,6 +175,14 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
             false,
         )?)
     };
+    let kinds = (0..c.num_hidden_layers).map(|i| {
+        let attn = if (i + 1) % c.sliding_window_pattern != 0 {
+            "sliding attention"
+        } else {
+            "attention"
+        };
+        format!("{attn} + dense (MLX ops)")
+    });
     let info = ModelInfo {
         model_type: raw.model_type.clone(),
         vocab_size: c.vocab_size,
@@ -176,6 +191,7 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
         context_length: Some(c.max_position_embeddings),
         quant_bits: q.default.map(|s| s.bits),
         tied_embeddings: tied,
+        layer_kinds: crate::llama::summarize(kinds),
     };
     Ok(Box::new(Gemma3 {
         embed: Embedding::load(w, q, "model.embed_tokens", c.vocab_size, c.hidden_size)?,

@@ -22,7 +22,7 @@ pub enum Linear {
     },
 }
 
-fn quantized_parts(
+pub(crate) fn quantized_parts(
     w: &mut Weights,
     path: &str,
     rows: &[i32],
@@ -46,7 +46,7 @@ fn quantized_parts(
     })
 }
 
-fn spec_for(w: &Weights, q: &QuantConfig, path: &str) -> Result<Option<QuantSpec>> {
+pub(crate) fn spec_for(w: &Weights, q: &QuantConfig, path: &str) -> Result<Option<QuantSpec>> {
     if !w.has(&format!("{path}.scales")) {
         return Ok(None);
     }

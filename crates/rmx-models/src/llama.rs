@@ -7,7 +7,9 @@ use serde::Deserialize;
 use crate::attention::{Attention, AttentionShape, Mlp, QkNorm};
 use crate::cache::{AttnMask, KvCache, LayerCache, RotatingKvCache};
 use crate::config::RawConfig;
-use crate::error::Result;
+use crate::config::QuantConfig;
+use crate::error::{ModelError, Result};
+use crate::feed_forward::FeedForward;
 use crate::layers::{Embedding, Linear, RmsNorm};
 use crate::model::{CausalLm, ModelInfo};
 use crate::rope::Rope;
@@ -46,25 +48,58 @@ pub struct Config {
     pub sliding_window: Option<i32>,
 }
 
-/// The pre-norm decoder layer shared by Llama, Qwen2 and Qwen3.
+/// The pre-norm decoder layer shared by Llama, Qwen2, Qwen3, Qwen3-MoE and GPT-OSS: attention
+/// and a feed-forward (dense or experts), each behind an RMS norm with a residual add.
 pub(crate) struct DecoderLayer {
     pub attn: Attention,
-    pub mlp: Mlp,
+    pub ffn: FeedForward,
     pub input_norm: RmsNorm,
     pub post_norm: RmsNorm,
+    /// Chosen at load: a decode step of this layer runs as one launch of the CUDA layer kernel
+    /// (decode_layer.rs), which takes bias-free 4/8-bit affine dense layers; otherwise MLX's ops
+    /// and rmx's per-op kernels.
+    pub one_launch: bool,
 }
 
 impl DecoderLayer {
+    fn new(attn: Attention, ffn: FeedForward, input_norm: RmsNorm, post_norm: RmsNorm) -> Self {
+        let mut l = DecoderLayer {
+            attn,
+            ffn,
+            input_norm,
+            post_norm,
+            one_launch: false,
+        };
+        l.one_launch = crate::decode_layer::fits(&l);
+        l
+    }
+
     pub fn forward(&self, x: &Array, mask: &AttnMask, cache: &mut LayerCache) -> Result<Array> {
-        if let Some(y) = crate::decode_layer::forward(self, x, mask, cache)? {
-            return Ok(y);
+        if self.one_launch {
+            if let Some(y) = crate::decode_layer::forward(self, x, mask, cache)? {
+                return Ok(y);
+            }
         }
         let h = self
             .attn
             .forward_prenorm(x, &self.input_norm, mask, cache)?;
-        self.mlp.forward_prenorm(&h, &self.post_norm)
+        self.ffn.forward_prenorm(&h, &self.post_norm)
+    }
+
+    /// What this layer is and how a decode step runs it, for `rmx info` / `rmx run -v`.
+    pub fn describe(&self, sliding: bool) -> String {
+        let attn = if sliding { "sliding attention" } else { "attention" };
+        let path = if self.one_launch {
+            "CUDA layer kernel"
+        } else {
+            "MLX ops"
+        };
+        format!("{attn} + {} ({path})", self.ffn.kind())
     }
 }
+
+/// Builds layer `i`'s feed-forward from the weights under `prefix` (`model.layers.{i}.mlp`).
+pub(crate) type FfnLoader = Box<dyn Fn(&mut Weights, &QuantConfig, i32, &str) -> Result<FeedForward>>;
 
 pub struct Llama {
     embed: Embedding,
@@ -76,13 +111,38 @@ pub struct Llama {
     info: ModelInfo,
 }
 
-/// What Llama, Qwen2 and Qwen3 differ in.
+/// What the families on this decoder differ in.
 pub(crate) struct Variant {
     pub qkv_bias: bool,
     pub o_bias: bool,
     pub qk_norm: QkNorm,
     pub head_dim: i32,
     pub rope: Box<dyn Fn() -> Result<Rope>>,
+    /// Attention sinks (GPT-OSS).
+    pub sinks: bool,
+    /// The feed-forward of each layer; `None`: the dense SwiGLU MLP of the config's sizes.
+    pub ffn: Option<FfnLoader>,
+}
+
+impl Variant {
+    /// A dense family's variant: no sinks, the config's MLP.
+    pub fn dense(
+        qkv_bias: bool,
+        o_bias: bool,
+        qk_norm: QkNorm,
+        head_dim: i32,
+        rope: Box<dyn Fn() -> Result<Rope>>,
+    ) -> Variant {
+        Variant {
+            qkv_bias,
+            o_bias,
+            qk_norm,
+            head_dim,
+            rope,
+            sinks: false,
+            ffn: None,
+        }
+    }
 }
 
 pub(crate) fn load_decoder(
@@ -101,6 +161,7 @@ pub(crate) fn load_decoder(
         qkv_bias: v.qkv_bias,
         o_bias: v.o_bias,
         scale: (v.head_dim as f64).powf(-0.5) as f32,
+        sinks: v.sinks,
     };
     w.discard(|k| k.contains("self_attn.rotary_emb.inv_freq"));
     if c.tie_word_embeddings {
@@ -111,33 +172,57 @@ pub(crate) fn load_decoder(
     let mut layers = Vec::new();
     for i in 0..c.num_hidden_layers {
         let p = format!("model.layers.{i}");
-        layers.push(DecoderLayer {
-            attn: Attention::load(
+        let attn = Attention::load(
+            w,
+            q,
+            &format!("{p}.self_attn"),
+            &shape,
+            (v.rope)()?,
+            v.qk_norm,
+            &norm,
+        )?;
+        let mlp = format!("{p}.mlp");
+        let ffn = match &v.ffn {
+            Some(load) => load(w, q, i, &mlp)?,
+            None => FeedForward::Dense(Mlp::load(
                 w,
                 q,
-                &format!("{p}.self_attn"),
-                &shape,
-                (v.rope)()?,
-                v.qk_norm,
-                &norm,
-            )?,
-            mlp: Mlp::load(
-                w,
-                q,
-                &format!("{p}.mlp"),
+                &mlp,
                 c.hidden_size,
                 c.intermediate_size,
                 c.mlp_bias,
                 false,
-            )?,
-            input_norm: norm(w, &format!("{p}.input_layernorm"), c.hidden_size)?,
-            post_norm: norm(w, &format!("{p}.post_attention_layernorm"), c.hidden_size)?,
-        });
+            )?),
+        };
+        layers.push(DecoderLayer::new(
+            attn,
+            ffn,
+            norm(w, &format!("{p}.input_layernorm"), c.hidden_size)?,
+            norm(w, &format!("{p}.post_attention_layernorm"), c.hidden_size)?,
+        ));
     }
     let sliding: Vec<bool> = match &c.layer_types {
+        Some(t) if t.len() != layers.len() => {
+            return Err(ModelError::Config {
+                path: raw.path.clone(),
+                message: format!(
+                    "layer_types has {} entries for {} layers (num_hidden_layers)",
+                    t.len(),
+                    layers.len()
+                ),
+            })
+        }
         Some(t) => t.iter().map(|s| s == "sliding_attention").collect(),
         None => vec![false; layers.len()],
     };
+    if sliding.iter().any(|s| *s) && c.sliding_window.is_none() {
+        return Err(ModelError::Config {
+            path: raw.path.clone(),
+            message: "layer_types has sliding_attention layers but sliding_window is not set"
+                .into(),
+        });
+    }
+    let layer_kinds = summarize(layers.iter().zip(&sliding).map(|(l, s)| l.describe(*s)));
     Ok(Llama {
         embed: Embedding::load(w, q, "model.embed_tokens", c.vocab_size, c.hidden_size)?,
         layers,
@@ -164,6 +249,7 @@ pub(crate) fn load_decoder(
             context_length: c.max_position_embeddings,
             quant_bits: q.default.map(|s| s.bits),
             tied_embeddings: c.tie_word_embeddings,
+            layer_kinds,
         },
     })
 }
@@ -172,14 +258,29 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
     let c: Config = raw.parse()?;
     let head_dim = c.head_dim.unwrap_or(c.hidden_size / c.num_attention_heads);
     let (theta, trad, scaling) = (c.rope_theta, c.rope_traditional, c.rope_scaling.clone());
-    let v = Variant {
-        qkv_bias: c.attention_bias,
-        o_bias: c.attention_bias,
-        qk_norm: QkNorm::None,
+    let max_pos = c.max_position_embeddings;
+    let v = Variant::dense(
+        c.attention_bias,
+        c.attention_bias,
+        QkNorm::None,
         head_dim,
-        rope: Box::new(move || Rope::from_config(head_dim, theta, trad, scaling.as_ref())),
-    };
+        Box::new(move || Rope::from_config(head_dim, theta, trad, scaling.as_ref(), max_pos)),
+    );
     Ok(Box::new(load_decoder(raw, &c, w, v)?))
+}
+
+/// "N× kind" lines for runs of equal layer descriptions, in layer order.
+pub(crate) fn summarize(kinds: impl Iterator<Item = String>) -> Vec<String> {
+    let mut out: Vec<(String, usize)> = Vec::new();
+    for k in kinds {
+        match out.iter_mut().find(|(d, _)| *d == k) {
+            Some((_, n)) => *n += 1,
+            None => out.push((k, 1)),
+        }
+    }
+    out.into_iter()
+        .map(|(d, n)| format!("{n}× {d}"))
+        .collect()
 }
 
 impl CausalLm for Llama {
@@ -202,7 +303,7 @@ impl CausalLm for Llama {
             // A decode step runs up to `group` consecutive full-attention layers in one launch
             // of the layer kernel where it applies (decode_layer.rs); otherwise layer by layer.
             let end = (i..self.layers.len().min(i + group))
-                .take_while(|&j| !self.sliding[j])
+                .take_while(|&j| !self.sliding[j] && self.layers[j].one_launch)
                 .last()
                 .map_or(i, |j| j + 1);
             if n == 1 && end > i + 1 {

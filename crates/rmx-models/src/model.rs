@@ -17,6 +17,9 @@ pub struct ModelInfo {
     /// Bits of the default quantization, if any.
     pub quant_bits: Option<i32>,
     pub tied_embeddings: bool,
+    /// The kinds of decoder layer and how a decode step runs each, in layer order, as
+    /// "N× attention + moe (MLX ops)" lines.
+    pub layer_kinds: Vec<String>,
 }
 
 /// A decoder-only language model. Caches live outside it (one set per sequence), so several

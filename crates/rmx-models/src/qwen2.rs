@@ -61,12 +61,13 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
         sliding_window: None,
     };
     let (theta, trad, scaling) = (c.rope_theta, c.rope_traditional, c.rope_scaling);
-    let v = Variant {
-        qkv_bias: true,
-        o_bias: false,
-        qk_norm: QkNorm::None,
+    let max_pos = c.max_position_embeddings;
+    let v = Variant::dense(
+        true,
+        false,
+        QkNorm::None,
         head_dim,
-        rope: Box::new(move || Rope::from_config(head_dim, theta, trad, scaling.as_ref())),
-    };
+        Box::new(move || Rope::from_config(head_dim, theta, trad, scaling.as_ref(), max_pos)),
+    );
     Ok(Box::new(load_decoder(raw, &common, w, v)?))
 }

@@ -64,13 +64,13 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
         layer_types: None,
         sliding_window: None,
     };
-    let head_dim = c.head_dim;
-    let v = Variant {
-        qkv_bias: false,
-        o_bias: false,
-        qk_norm: QkNorm::BeforeTranspose,
+    let (head_dim, max_pos) = (c.head_dim, c.max_position_embeddings);
+    let v = Variant::dense(
+        false,
+        false,
+        QkNorm::BeforeTranspose,
         head_dim,
-        rope: Box::new(move || Rope::from_config(head_dim, theta, false, scaling.as_ref())),
-    };
+        Box::new(move || Rope::from_config(head_dim, theta, false, scaling.as_ref(), max_pos)),
+    );
     Ok(Box::new(load_decoder(raw, &common, w, v)?))
 }

@@ -20,6 +20,12 @@ const FAMILIES: &[(&[&str], &[&str], Loader)] = &[
     (&["qwen2"], &["Qwen2ForCausalLM"], crate::qwen2::load),
     (&["qwen3"], &["Qwen3ForCausalLM"], crate::qwen3::load),
     (
+        &["qwen3_moe"],
+        &["Qwen3MoeForCausalLM"],
+        crate::qwen3_moe::load,
+    ),
+    (&["gpt_oss"], &["GptOssForCausalLM"], crate::gpt_oss::load),
+    (
         &["gemma3_text"],
         &["Gemma3ForCausalLM"],
         crate::gemma3::load,
@@ -66,7 +72,16 @@ pub fn load(dir: &Path) -> Result<Box<dyn CausalLm>> {
         supported: supported().join(", "),
     })?;
     let mut w = Weights::load(dir)?;
-    let model = loader(&cfg, &mut w)?;
+    // Modules that cannot know the file (rope settings, expert counts) name "config.json".
+    let model = loader(&cfg, &mut w).map_err(|e| match e {
+        ModelError::Config { path, message } if path == Path::new("config.json") => {
+            ModelError::Config {
+                path: cfg.path.clone(),
+                message,
+            }
+        }
+        e => e,
+    })?;
     w.finish()?;
     Ok(model)
 }

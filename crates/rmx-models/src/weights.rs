@@ -86,6 +86,12 @@ impl Weights {
         }
     }
 
+    /// Puts back a tensor made from others (experts stacked from per-expert tensors), under
+    /// the file of the tensors it was made from.
+    pub fn insert(&mut self, name: &str, a: Array) {
+        self.tensors.insert(name.to_string(), (a, 0));
+    }
+
     /// Drops tensors the reference implementation also ignores (precomputed rotary tables,
     /// a tied model's lm_head, ...).
     pub fn discard(&mut self, pred: impl Fn(&str) -> bool) {

@@ -5,7 +5,8 @@ The Rust parity tests call this with the reference python ($RMX_TEST_PYTHON, see
 scripts/test-env.sh). Everything is written and read by mlx-lm 0.32.2 itself, so the files are
 exactly what `mlx_lm convert` would produce and the outputs exactly what `mlx_lm generate` does.
 
-  make      --family F --quant Q --out DIR
+  make      --family F --quant Q --out DIR [--script TEXT]
+            --script: a model that greedily writes TEXT after a chat prompt (see `script_weights`)
   reference --model DIR (--prompt-ids IDS.json | --prompt TEXT [--chat] | --requests REQS.json)
             [--max-tokens 64] --out OUT.json [--logits OUT.f32]
             --requests: a JSON list of {"prompt": TEXT, "chat": BOOL}, all run on one load of
@@ -14,8 +15,12 @@ exactly what `mlx_lm convert` would produce and the outputs exactly what `mlx_lm
   bench     --model DIR --prompt-len N --max-tokens M
   check     --model DIR [--max-tokens 64]   (self test: reference == mlx_lm.generate)
 
-Families: llama llama_tied mistral qwen2 qwen3 qwen3_tied gemma3
-Quants:   f32 bf16 8bit 4bit 4bit-mixed
+Families: llama llama_tied mistral qwen2 qwen3 qwen3_tied qwen3_yarn gemma3 qwen3_moe gpt_oss
+Quants:   f32 bf16 8bit 4bit 4bit-mixed mxfp4
+
+On MLX's CPU backend `gather_mm` takes float32 only, so mlx-lm cannot run bf16 experts there;
+`load` patches its SwitchLinear to multiply them in float32 and round back, as rmx does on the
+CPU (crates/rmx-models/src/moe.rs).
 """
 
 import argparse
@@ -29,8 +34,23 @@ import time
 import zlib
 from pathlib import Path
 
-FAMILIES = ["llama", "llama_tied", "mistral", "qwen2", "qwen3", "qwen3_tied", "gemma3"]
-QUANTS = ["f32", "bf16", "8bit", "4bit", "4bit-mixed"]
+FAMILIES = [
+    "llama", "llama_tied", "mistral", "qwen2", "qwen3", "qwen3_tied", "qwen3_yarn", "gemma3",
+    "qwen3_moe", "gpt_oss",
+]
+QUANTS = ["f32", "bf16", "8bit", "4bit", "4bit-mixed", "mxfp4"]
+
+# A short harmony-format template (the gptoss npm tokenizer ships none): enough for a chat
+# prompt's tokens; the harmony channels themselves are the engine's business.
+HARMONY_TEMPLATE = (
+    "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+    "Reasoning: medium<|end|>"
+    "{% for message in messages %}"
+    "{% if message['role'] == 'assistant' %}"
+    "<|start|>assistant<|channel|>final<|message|>{{ message['content'] }}<|end|>"
+    "{% else %}<|start|>{{ message['role'] }}<|message|>{{ message['content'] }}<|end|>{% endif %}"
+    "{% endfor %}{% if add_generation_prompt %}<|start|>assistant{% endif %}"
+)
 
 # Llama-2-chat's template (the llama2 npm tokenizer ships none).
 LLAMA2_CHAT_TEMPLATE = (
@@ -228,6 +248,120 @@ FAMILY_SPECS = {
             "eos_token_id": 151645,
         },
     ),
+    # Qwen3 with YaRN: an original context (16) shorter than the prompts, so positions past it
+    # exercise the interpolated frequencies and the input scale (mscale).
+    "qwen3_yarn": dict(
+        tokenizer_size=151669,
+        tokenizer="qwen3",
+        template=None,
+        generation={"bos_token_id": 151643, "eos_token_id": [151645, 151643], "pad_token_id": 151643},
+        config={
+            "architectures": ["Qwen3ForCausalLM"],
+            "model_type": "qwen3",
+            "hidden_size": 64,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 32,
+            "num_hidden_layers": 3,
+            "intermediate_size": 192,
+            "vocab_size": 151936,
+            "rms_norm_eps": 1e-6,
+            "rope_theta": 1000000.0,
+            "rope_scaling": {
+                "rope_type": "yarn",
+                "factor": 4.0,
+                "original_max_position_embeddings": 16,
+            },
+            "max_position_embeddings": 64,
+            "attention_bias": False,
+            "tie_word_embeddings": False,
+            "hidden_act": "silu",
+            "bos_token_id": 151643,
+            "eos_token_id": 151645,
+        },
+    ),
+    # Qwen3-30B-A3B's layout, tiny: 8 experts, top 2, renormalized, a dense layer listed in
+    # mlp_only_layers, head_dim != hidden / heads. A prompt of 32+ tokens takes mlx-lm's sorted
+    # expert path (64+ token-expert pairs), decode steps the unsorted one.
+    "qwen3_moe": dict(
+        tokenizer_size=151669,
+        tokenizer="qwen3",
+        template=None,
+        generation={"bos_token_id": 151643, "eos_token_id": [151645, 151643], "pad_token_id": 151643},
+        config={
+            "architectures": ["Qwen3MoeForCausalLM"],
+            "model_type": "qwen3_moe",
+            "hidden_size": 64,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 32,
+            "num_hidden_layers": 4,
+            "intermediate_size": 192,
+            "moe_intermediate_size": 128,
+            "num_experts": 8,
+            "num_experts_per_tok": 2,
+            "norm_topk_prob": True,
+            "decoder_sparse_step": 1,
+            "mlp_only_layers": [1],
+            "vocab_size": 151936,
+            "rms_norm_eps": 1e-6,
+            "rope_theta": 1000000.0,
+            "rope_scaling": None,
+            "max_position_embeddings": 40960,
+            "attention_bias": False,
+            "tie_word_embeddings": False,
+            "hidden_act": "silu",
+            "bos_token_id": 151643,
+            "eos_token_id": 151645,
+        },
+    ),
+    # GPT-OSS-20B's layout, tiny: attention sinks, biases, sliding windows (8) shorter than the
+    # prompts alternating with full layers, YaRN with an original context (16) shorter than the
+    # prompts, 8 experts top 2 with the clamped SwiGLU.
+    "gpt_oss": dict(
+        tokenizer_size=200019,
+        tokenizer="gptoss",
+        template=HARMONY_TEMPLATE,
+        generation={"bos_token_id": 199998, "eos_token_id": [200002, 199999, 200012], "pad_token_id": 199999},
+        config={
+            "architectures": ["GptOssForCausalLM"],
+            "model_type": "gpt_oss",
+            "hidden_size": 64,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 32,
+            "num_hidden_layers": 4,
+            "intermediate_size": 64,
+            "num_local_experts": 8,
+            "num_experts_per_tok": 2,
+            "experts_per_token": 2,
+            "sliding_window": 8,
+            "layer_types": [
+                "sliding_attention",
+                "full_attention",
+                "sliding_attention",
+                "full_attention",
+            ],
+            "vocab_size": 201088,
+            "rms_norm_eps": 1e-5,
+            "rope_theta": 150000,
+            "rope_scaling": {
+                "beta_fast": 32.0,
+                "beta_slow": 1.0,
+                "factor": 32.0,
+                "original_max_position_embeddings": 16,
+                "rope_type": "yarn",
+                "truncate": False,
+            },
+            "max_position_embeddings": 131072,
+            "tie_word_embeddings": False,
+            "hidden_act": "silu",
+            "swiglu_limit": 7.0,
+            "bos_token_id": 199998,
+            "eos_token_id": 200002,
+            "pad_token_id": 199999,
+        },
+    ),
     "gemma3": dict(
         tokenizer_size=262145,
         tokenizer="gemma3",
@@ -343,12 +477,52 @@ def randomize(model, cfg, seed, added_tokens, tokenizer_size):
             w = normal(LOGIT_STD / hidden**0.5) * row_scale
         elif name.endswith(".bias"):
             w = normal(0.1)
-        elif name.endswith(".weight") and len(shape) == 2:
-            w = normal(1.0 / shape[1] ** 0.5)
+        elif name.endswith(".weight") and len(shape) in (2, 3):
+            # dense layers [out, in] and stacked experts [experts, out, in]
+            w = normal(1.0 / shape[-1] ** 0.5)
+        elif name.endswith(".sinks"):
+            w = normal(1.0)
         else:
             raise ValueError(f"don't know how to initialise {name} {shape}")
         new.append((name, w.astype(mx.float32)))
     model.update(tree_unflatten(new))
+    mx.eval(model.parameters())
+
+
+def script_weights(model, tokenizer_json, text):
+    """Turns the random model into one that writes `text` greedily after a chat prompt.
+
+    Every layer's output projections (attention's o_proj, the MLP's or experts' down_proj,
+    biases included) become zero, so the final hidden state is the current token's embedding,
+    and each output row `b` gets the normalized embeddings of the tokens `a` that `b` follows
+    in the chain "assistant" -> text's tokens. The next token then depends on the current one
+    only: a fixed reply through the real files, engine and parsers, for end-to-end tests of
+    output formats (tool calls) that a random model never writes."""
+    import mlx.core as mx
+    from mlx.utils import tree_flatten, tree_unflatten
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(tokenizer_json))
+    chain = tok.encode("assistant", add_special_tokens=False).ids[-1:]
+    chain += tok.encode(text, add_special_tokens=False).ids
+    after = {}
+    for a, b in zip(chain, chain[1:]):
+        if after.setdefault(a, b) != b:
+            raise SystemExit(f"script: token {a} is followed by both {after[a]} and {b}")
+    params = dict(tree_flatten(model.parameters()))
+    new = {}
+    for name, p in params.items():
+        if any(k in name for k in ("o_proj.", "down_proj.")):
+            new[name] = mx.zeros_like(p)
+        elif name == "model.norm.weight":
+            new[name] = mx.ones_like(p)
+    emb = params["model.embed_tokens.weight"]
+    unit = emb / mx.linalg.norm(emb, axis=-1, keepdims=True)
+    head = mx.zeros_like(params["lm_head.weight"])
+    for a, b in after.items():
+        head[b] = head[b] + 20.0 * unit[a]
+    new["lm_head.weight"] = head
+    model.update(tree_unflatten(list(new.items())))
     mx.eval(model.parameters())
 
 
@@ -424,6 +598,8 @@ def cmd_make(args):
         model.pop("lm_head")
         model.tie_word_embeddings = True
     randomize(model, cfg, seed_for(family, quant), added_tokens, spec["tokenizer_size"])
+    if args.script is not None:
+        script_weights(model, tok_dir / "tokenizer.json", args.script)
 
     dtype = mx.float32 if quant == "f32" else mx.bfloat16
     model.update(
@@ -433,14 +609,19 @@ def cmd_make(args):
         )
     )
 
-    if quant in ("8bit", "4bit", "4bit-mixed"):
+    if quant in ("8bit", "4bit", "4bit-mixed", "mxfp4"):
         bits = 8 if quant == "8bit" else 4
         pred = mixed_predicate(cfg) if quant == "4bit-mixed" else None
         import contextlib
         import io
 
         with contextlib.redirect_stdout(io.StringIO()):
-            model, cfg = mu.quantize_model(model, cfg, 64, bits, quant_predicate=pred)
+            if quant == "mxfp4":
+                # as the official MLX conversions of gpt-oss: mxfp4 with the model's own
+                # predicate (an 8-bit affine router)
+                model, cfg = mu.quantize_model(model, cfg, 32, 4, mode="mxfp4")
+            else:
+                model, cfg = mu.quantize_model(model, cfg, 64, bits, quant_predicate=pred)
         if quant == "4bit-mixed":
             # mlx-lm writes nothing for a layer its predicate skipped (the loader then finds it
             # has no .scales); record one skip explicitly as `false`, which the loader also reads.
@@ -476,9 +657,37 @@ def cmd_make(args):
     os.rename(tmp, out)
 
 
+def patch_cpu_gather_mm():
+    """MLX's CPU gather_mm is float32-only: multiply bf16/f16 experts in float32, round back."""
+    import mlx.core as mx
+    from mlx_lm.models import switch_layers as sl
+
+    if getattr(sl.SwitchLinear, "_rmx_cpu_patch", False) or mx.default_device() != mx.cpu:
+        return
+    orig = sl.SwitchLinear.__call__
+
+    def call(self, x, indices, sorted_indices=False):
+        if x.dtype == mx.float32:
+            return orig(self, x, indices, sorted_indices)
+        w = self["weight"].swapaxes(-1, -2)
+        y = mx.gather_mm(
+            x.astype(mx.float32),
+            w.astype(mx.float32),
+            rhs_indices=indices,
+            sorted_indices=sorted_indices,
+        ).astype(x.dtype)
+        if "bias" in self:
+            y = y + mx.expand_dims(self["bias"][indices], -2)
+        return y
+
+    sl.SwitchLinear.__call__ = call
+    sl.SwitchLinear._rmx_cpu_patch = True
+
+
 def load(path):
     from mlx_lm import load as mlx_load
 
+    patch_cpu_gather_mm()
     return mlx_load(path)
 
 
@@ -617,6 +826,7 @@ def main():
     m.add_argument("--family", required=True, choices=FAMILIES)
     m.add_argument("--quant", required=True, choices=QUANTS)
     m.add_argument("--out", required=True)
+    m.add_argument("--script")
     r = sub.add_parser("reference")
     r.add_argument("--model", required=True)
     r.add_argument("--prompt-ids")

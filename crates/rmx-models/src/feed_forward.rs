@@ -1,0 +1,38 @@
+//! The feed-forward half of a decoder layer: a dense gated MLP or a routed mixture of experts.
+
+use rmx_mlx::Array;
+
+use crate::attention::Mlp;
+use crate::error::Result;
+use crate::layers::RmsNorm;
+use crate::moe::SparseMoe;
+
+pub enum FeedForward {
+    Dense(Mlp),
+    Moe(Box<SparseMoe>),
+}
+
+impl FeedForward {
+    /// `x + ffn(norm(x))`.
+    pub fn forward_prenorm(&self, x: &Array, norm: &RmsNorm) -> Result<Array> {
+        match self {
+            FeedForward::Dense(m) => m.forward_prenorm(x, norm),
+            FeedForward::Moe(m) => Ok(x.add(&m.forward(&norm.forward(x)?)?)?),
+        }
+    }
+
+    pub fn dense(&self) -> Option<&Mlp> {
+        match self {
+            FeedForward::Dense(m) => Some(m),
+            FeedForward::Moe(_) => None,
+        }
+    }
+
+    /// For `rmx info` and `rmx run -v`: "dense" or "moe".
+    pub fn kind(&self) -> &'static str {
+        match self {
+            FeedForward::Dense(_) => "dense",
+            FeedForward::Moe(_) => "moe",
+        }
+    }
+}

@@ -1,0 +1,278 @@
+//! Mixture-of-experts feed-forward blocks, as mlx-lm's `switch_layers.py` computes them: the
+//! experts' weights stacked `[experts, out, in]` (dense or quantized), each token's chosen
+//! experts multiplied through MLX's `gather_mm` / `gather_qmm`, and the two routers that the
+//! families here use (Qwen3-MoE's softmax-then-top-k, GPT-OSS's top-k-then-softmax).
+
+use rmx_mlx::quant::{self, QuantSpec, Quantized};
+use rmx_mlx::{gather_mm, Array, Backend, Dtype};
+
+use crate::config::QuantConfig;
+use crate::error::{ModelError, Result};
+use crate::layers::{swiglu, Linear};
+use crate::weights::Weights;
+
+/// mlx-lm sorts the (token, expert) pairs by expert from this many pairs on, so each expert's
+/// rows are read together (`do_sort = indices.size >= 64`).
+const SORT_FROM: usize = 64;
+
+/// One projection of every expert (mlx-lm's `SwitchLinear` / `QuantizedSwitchLinear`).
+pub struct SwitchLinear {
+    weight: SwitchWeight,
+    /// `[experts, out]`.
+    bias: Option<Array>,
+}
+
+enum SwitchWeight {
+    /// `[experts, in, out]`: the stored `[experts, out, in]` with its last axes swapped.
+    Dense(Array),
+    Quant(Quantized, QuantSpec),
+}
+
+impl SwitchLinear {
+    /// Loads `path.weight` as `[experts, out, in]` (quantized when `path.scales` exists).
+    pub fn load(
+        w: &mut Weights,
+        q: &QuantConfig,
+        path: &str,
+        experts: i32,
+        inp: i32,
+        out: i32,
+        bias: bool,
+    ) -> Result<SwitchLinear> {
+        let bias = if bias {
+            Some(w.take(&format!("{path}.bias"), &[experts, out])?)
+        } else {
+            None
+        };
+        let weight = match crate::layers::spec_for(w, q, path)? {
+            Some(spec) => SwitchWeight::Quant(
+                crate::layers::quantized_parts(w, path, &[experts, out], inp, spec)?,
+                spec,
+            ),
+            None => SwitchWeight::Dense(
+                w.take(&format!("{path}.weight"), &[experts, out, inp])?
+                    .swapaxes(-1, -2)?,
+            ),
+        };
+        Ok(SwitchLinear { weight, bias })
+    }
+
+    /// `x @ W[idx]^T (+ b[idx])` for `x` `[..., 1, in]` and expert ids `idx`.
+    fn forward(&self, x: &Array, idx: &Array, sorted: bool) -> Result<Array> {
+        let y = match &self.weight {
+            SwitchWeight::Dense(w_t) => dense_gather_mm(x, w_t, idx, sorted)?,
+            SwitchWeight::Quant(q, spec) => {
+                quant::gather_qmm(x, q, *spec, None, Some(idx), true, sorted)?
+            }
+        };
+        Ok(match &self.bias {
+            Some(b) => y.add(&b.take(idx, 0)?.expand_dims(&[-2])?)?,
+            None => y,
+        })
+    }
+}
+
+/// `gather_mm` of dense experts. MLX 0.32.4's CPU `gather_mm` takes float32 only, so there
+/// bf16/f16 experts are multiplied in float32 and rounded back; the CPU reference runs of
+/// mlx-lm do the same (tests/py/tiny_models.py), so both sides compute the same numbers.
+fn dense_gather_mm(x: &Array, w_t: &Array, idx: &Array, sorted: bool) -> Result<Array> {
+    let dtype = x.dtype();
+    if rmx_mlx::backend() == Backend::Cpu && dtype != Dtype::F32 {
+        let y = gather_mm(
+            &x.astype(Dtype::F32)?,
+            &w_t.astype(Dtype::F32)?,
+            None,
+            Some(idx),
+            sorted,
+        )?;
+        return Ok(y.astype(dtype)?);
+    }
+    Ok(gather_mm(x, w_t, None, Some(idx), sorted)?)
+}
+
+/// The gated activation between the experts' up and down projections.
+#[derive(Clone, Copy)]
+pub enum ExpertActivation {
+    /// `silu(gate) * up`.
+    SwiGlu,
+    /// GPT-OSS's clamped form: `(clip(up, -l, l) + 1) * g * sigmoid(alpha * g)` with
+    /// `g = min(gate, l)` (mlx-lm's `swiglu_oai`).
+    SwiGluOai { alpha: f64, limit: f64 },
+}
+
+impl ExpertActivation {
+    fn apply(self, up: &Array, gate: &Array) -> Result<Array> {
+        match self {
+            ExpertActivation::SwiGlu => swiglu(gate, up),
+            ExpertActivation::SwiGluOai { alpha, limit } => {
+                let g = gate.minimum_scalar(limit)?;
+                let x = up.maximum_scalar(-limit)?.minimum_scalar(limit)?;
+                let glu = g.multiply(&g.multiply_scalar(alpha)?.sigmoid()?)?;
+                Ok(x.add_scalar(1.0)?.multiply(&glu)?)
+            }
+        }
+    }
+}
+
+/// Every expert's gated MLP (mlx-lm's `SwitchGLU`).
+pub struct SwitchGlu {
+    gate: SwitchLinear,
+    up: SwitchLinear,
+    down: SwitchLinear,
+    act: ExpertActivation,
+}
+
+impl SwitchGlu {
+    /// Loads `path.{gate,up,down}_proj`: stacked as mlx-lm writes them, or (unquantized
+    /// checkpoints straight from transformers) one tensor per expert, stacked here as mlx-lm's
+    /// `sanitize` does.
+    #[allow(clippy::too_many_arguments)]
+    pub fn load(
+        w: &mut Weights,
+        q: &QuantConfig,
+        path: &str,
+        experts: i32,
+        dim: i32,
+        hidden: i32,
+        bias: bool,
+        act: ExpertActivation,
+    ) -> Result<SwitchGlu> {
+        let experts_dir = path.rsplit_once('.').map_or(path, |(p, _)| p);
+        for name in ["gate_proj", "up_proj", "down_proj"] {
+            stack_per_expert(w, experts_dir, path, name, experts)?;
+        }
+        Ok(SwitchGlu {
+            gate: SwitchLinear::load(w, q, &format!("{path}.gate_proj"), experts, dim, hidden, bias)?,
+            up: SwitchLinear::load(w, q, &format!("{path}.up_proj"), experts, dim, hidden, bias)?,
+            down: SwitchLinear::load(w, q, &format!("{path}.down_proj"), experts, hidden, dim, bias)?,
+            act,
+        })
+    }
+
+    /// `x` `[..., dim]`, expert ids `[..., k]` -> each chosen expert's output `[..., k, dim]`.
+    pub fn forward(&self, x: &Array, indices: &Array) -> Result<Array> {
+        let x = x.expand_dims(&[-2, -3])?;
+        let idx_shape = indices.shape();
+        if indices.size() < SORT_FROM {
+            let up = self.up.forward(&x, indices, false)?;
+            let gate = self.gate.forward(&x, indices, false)?;
+            let y = self.down.forward(&self.act.apply(&up, &gate)?, indices, false)?;
+            return Ok(y.squeeze(&[-2])?);
+        }
+        // mlx-lm's `_gather_sort`: one row per (token, expert) pair, ordered by expert.
+        let k = idx_shape[idx_shape.len() - 1];
+        let flat = indices.flatten()?;
+        let order = flat.argsort(-1)?;
+        let inv_order = order.argsort(-1)?;
+        let s = x.shape();
+        let rows = x.reshape(&[-1, s[s.len() - 2], s[s.len() - 1]])?;
+        let x = rows.take(&order.floor_divide_scalar(k as f64)?, 0)?;
+        let idx = flat.take(&order, 0)?;
+        let up = self.up.forward(&x, &idx, true)?;
+        let gate = self.gate.forward(&x, &idx, true)?;
+        let y = self.down.forward(&self.act.apply(&up, &gate)?, &idx, true)?;
+        let y = y.take(&inv_order, 0)?;
+        let ys = y.shape();
+        let shape: Vec<i32> = idx_shape.iter().chain(&ys[1..]).copied().collect();
+        Ok(y.reshape(&shape)?.squeeze(&[-2])?)
+    }
+}
+
+/// Stacks `dir.{0..experts}.name.weight` into `path.name.weight`, when the checkpoint has one
+/// tensor per expert.
+fn stack_per_expert(w: &mut Weights, dir: &str, path: &str, name: &str, experts: i32) -> Result<()> {
+    let first = format!("{dir}.experts.0.{name}.weight");
+    let first_alt = format!("{path}.0.{name}.weight");
+    let prefix = if w.has(&first) {
+        format!("{dir}.experts")
+    } else if w.has(&first_alt) {
+        path.to_string()
+    } else {
+        return Ok(());
+    };
+    let mut parts = Vec::with_capacity(experts as usize);
+    for e in 0..experts {
+        parts.push(w.take(&format!("{prefix}.{e}.{name}.weight"), &[-1, -1])?);
+    }
+    let refs: Vec<&Array> = parts.iter().collect();
+    w.insert(&format!("{path}.{name}.weight"), rmx_mlx::stack(&refs, 0)?);
+    Ok(())
+}
+
+/// How a router turns its logits into the chosen experts and their weights.
+#[derive(Clone, Copy)]
+pub enum Routing {
+    /// Qwen3-MoE: softmax over all experts (in float32), the top k, optionally renormalized
+    /// to sum to one (`norm_topk_prob`).
+    SoftmaxTopK { normalize: bool },
+    /// GPT-OSS: the top k logits, then a softmax over those k.
+    TopKSoftmax,
+}
+
+/// A routed mixture of experts: router, experts, and how the two combine.
+pub struct SparseMoe {
+    router: Linear,
+    experts: SwitchGlu,
+    num_experts: i32,
+    top_k: i32,
+    routing: Routing,
+}
+
+impl SparseMoe {
+    pub fn new(
+        router: Linear,
+        experts: SwitchGlu,
+        num_experts: i32,
+        top_k: i32,
+        routing: Routing,
+    ) -> Result<SparseMoe> {
+        if top_k < 1 || top_k > num_experts {
+            return Err(ModelError::Config {
+                path: "config.json".into(),
+                message: format!(
+                    "num_experts_per_tok {top_k} must be between 1 and the number of experts ({num_experts})"
+                ),
+            });
+        }
+        Ok(SparseMoe {
+            router,
+            experts,
+            num_experts,
+            top_k,
+            routing,
+        })
+    }
+
+    /// The indices of the `k` largest entries of the last axis, as mlx-lm takes them
+    /// (`argpartition(a, kth=-k)[..., -k:]`), and those entries.
+    fn top_k(&self, a: &Array) -> Result<(Array, Array)> {
+        let (n, k) = (self.num_experts, self.top_k);
+        let inds = a.argpartition(n - k, -1)?.slice_axis(-1, n - k, n)?;
+        let vals = a.take_along_axis(&inds, -1)?;
+        Ok((inds, vals))
+    }
+
+    pub fn forward(&self, x: &Array) -> Result<Array> {
+        let logits = self.router.forward(x)?;
+        match self.routing {
+            Routing::SoftmaxTopK { normalize } => {
+                let gates = logits.softmax(&[-1], true)?;
+                let (inds, mut scores) = self.top_k(&gates)?;
+                if normalize {
+                    scores = scores.divide(&scores.sum(&[-1], true)?)?;
+                }
+                let y = self.experts.forward(x, &inds)?;
+                let dtype = y.dtype();
+                Ok(y.multiply(&scores.expand_dims(&[-1])?)?
+                    .sum(&[-2], false)?
+                    .astype(dtype)?)
+            }
+            Routing::TopKSoftmax => {
+                let (inds, top) = self.top_k(&logits)?;
+                let weights = top.softmax(&[-1], true)?;
+                let y = self.experts.forward(x, &inds)?;
+                Ok(y.multiply(&weights.expand_dims(&[-1])?)?.sum(&[-2], false)?)
+            }
+        }
+    }
+}
