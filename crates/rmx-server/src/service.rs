@@ -47,6 +47,7 @@ use futures_util::Stream;
 use rmx_api::KeepAlive;
 use rmx_engine::{ChatPrompt, Constraint, Engine, Event, GenerateRequest, Think};
 use rmx_store::{ModelRef, Store, ToolParser};
+use rmx_text::harmony::{HarmonyEvent, HarmonyParser};
 use rmx_text::reasoning::{ReasoningEvent, ReasoningParser};
 use rmx_text::toolcall::{ToolCallEvent, ToolCallFormat, ToolCallParser};
 use serde_json::{Map, Value};
@@ -468,12 +469,14 @@ impl Service {
         greq.stop = req.stop.clone();
         greq.top_logprobs = req.logprobs;
         greq.constraint = built.constraint;
+        greq.keep_special_tokens = built.harmony.is_some();
         let engine_rx = engine.generate(greq)?;
         let (tx, rx) = mpsc::unbounded_channel();
         let pump = Pump {
             tx,
             reasoning: built.reasoning,
             tools: built.tools,
+            harmony: built.harmony,
             calls: 0,
             reasoning_tokens: 0,
             load_duration,
@@ -494,6 +497,9 @@ struct BuiltPrompt {
     tokens: Vec<u32>,
     reasoning: ReasoningParser,
     tools: Option<ToolCallParser>,
+    /// The model writes OpenAI's harmony format (GPT-OSS): this parser replaces the other two,
+    /// and the engine emits special tokens' text, which carries harmony's markers.
+    harmony: Option<HarmonyParser>,
     constraint: Option<Constraint>,
 }
 
@@ -512,6 +518,7 @@ fn build_prompt(
             tokens: engine.raw_tokens(text)?,
             reasoning: ReasoningParser::disabled(),
             tools: None,
+            harmony: None,
             constraint: constraint(req.shape.as_ref(), None, Think::No)?,
         }),
         PromptInput::Chat {
@@ -531,6 +538,7 @@ fn build_prompt(
                     tokens: engine.raw_tokens(&text.join("\n\n"))?,
                     reasoning: ReasoningParser::disabled(),
                     tools: None,
+                    harmony: None,
                     constraint: constraint(req.shape.as_ref(), None, Think::No)?,
                 });
             }
@@ -555,6 +563,20 @@ fn build_prompt(
                 .encode(&rendered, false)
                 .map_err(|e| ServiceError::BadRequest(format!("tokenizing the prompt: {e}")))?;
             let hints = lease.slot().hints;
+            let harmony = template.contains("<|channel|>")
+                || hints.is_some_and(|h| {
+                    h.tool_parser == ToolParser::Harmony
+                        || h.reasoning_parser == rmx_store::ReasoningParser::Harmony
+                });
+            if harmony {
+                return Ok(BuiltPrompt {
+                    tokens,
+                    reasoning: ReasoningParser::disabled(),
+                    tools: None,
+                    harmony: Some(HarmonyParser::new()),
+                    constraint: constraint(req.shape.as_ref(), None, Think::No)?,
+                });
+            }
             let thinks = template.contains("<think>")
                 || hints.is_some_and(|h| h.reasoning_parser == rmx_store::ReasoningParser::Think);
             let inside = rendered.trim_end().ends_with("<think>");
@@ -579,6 +601,7 @@ fn build_prompt(
                 tokens,
                 reasoning,
                 tools,
+                harmony: None,
                 constraint: constraint(req.shape.as_ref(), format, think)?,
             })
         }
@@ -630,6 +653,7 @@ struct Pump {
     tx: mpsc::UnboundedSender<ServiceEvent>,
     reasoning: ReasoningParser,
     tools: Option<ToolCallParser>,
+    harmony: Option<HarmonyParser>,
     calls: usize,
     /// Tokens that began or ended inside the reasoning block.
     reasoning_tokens: usize,
@@ -677,9 +701,9 @@ impl Pump {
                         };
                         let _ = self.tx.send(ServiceEvent::Logprob(ev));
                     }
-                    let before = self.reasoning.in_reasoning();
+                    let before = self.in_reasoning();
                     self.text(&text);
-                    if before || self.reasoning.in_reasoning() {
+                    if before || self.in_reasoning() {
                         self.reasoning_tokens += 1;
                     }
                 }
@@ -712,12 +736,35 @@ impl Pump {
         }
     }
 
+    fn in_reasoning(&self) -> bool {
+        match &self.harmony {
+            Some(h) => h.in_reasoning(),
+            None => self.reasoning.in_reasoning(),
+        }
+    }
+
     fn text(&mut self, text: &str) {
         if text.is_empty() {
             return;
         }
+        if let Some(h) = self.harmony.as_mut() {
+            let events = h.feed(text);
+            self.harmony_events(events);
+            return;
+        }
         let events = self.reasoning.feed(text);
         self.reasoning_events(events);
+    }
+
+    fn harmony_events(&mut self, events: Vec<HarmonyEvent>) {
+        for e in events {
+            match e {
+                HarmonyEvent::Reasoning(t) => {
+                    let _ = self.tx.send(ServiceEvent::Reasoning(t));
+                }
+                HarmonyEvent::Output(e) => self.tool_events(vec![e]),
+            }
+        }
     }
 
     fn reasoning_events(&mut self, events: Vec<ReasoningEvent>) {
@@ -763,8 +810,13 @@ impl Pump {
         usage: Usage,
         timings: Timings,
     ) {
-        let end = self.reasoning.finish();
+        let mut end = self.reasoning.finish();
         self.reasoning_events(end.events);
+        if let Some(h) = self.harmony.as_mut() {
+            let (events, in_reasoning) = h.finish();
+            end.ended_in_reasoning = in_reasoning;
+            self.harmony_events(events);
+        }
         if let Some(p) = self.tools.as_mut() {
             let evs = p.finish();
             self.tool_events(evs);

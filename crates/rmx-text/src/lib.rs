@@ -5,6 +5,7 @@
 
 pub mod constrain;
 pub mod detok;
+pub mod harmony;
 pub mod reasoning;
 pub mod stop;
 pub mod template;

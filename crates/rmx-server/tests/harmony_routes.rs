@@ -1,0 +1,211 @@
+//! GPT-OSS's harmony output through every surface: a tiny `gpt_oss` model whose weights make it
+//! write a harmony tool call (`<|channel|>commentary to=functions.get_weather <|constrain|>json
+//! <|message|>{"city": "Paris"}<|call|>`, tiny_models.py `--script`) comes back as a structured
+//! call on the OpenAI chat (whole and streamed), Responses, Anthropic and Ollama routes, with no
+//! harmony markup left in the content.
+
+mod common_api;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, OnceLock};
+
+use axum::http::StatusCode;
+use axum::Router;
+use common_api::{app, json, post, python, service, sse_named, text};
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+const SCRIPT: &str = "<|channel|>commentary to=functions.get_weather <|constrain|>json\
+                      <|message|>{\"city\": \"Paris\"}<|call|>";
+
+fn tiny_models_py() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../rmx-models/tests/py/tiny_models.py")
+}
+
+/// The scripted GPT-OSS model, built once per test binary run.
+fn model() -> String {
+    static MODEL: OnceLock<PathBuf> = OnceLock::new();
+    static BUILDING: Mutex<()> = Mutex::new(());
+    let _guard = BUILDING.lock().unwrap_or_else(|p| p.into_inner());
+    MODEL
+        .get_or_init(|| {
+            let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("harmony-gpt-oss-tool-call");
+            let tmp = dir.with_extension("tmp");
+            let _ = std::fs::remove_dir_all(&tmp);
+            let out = Command::new(python())
+                .arg(tiny_models_py())
+                .args(["make", "--family", "gpt_oss", "--quant", "f32", "--script", SCRIPT])
+                .arg("--out")
+                .arg(&tmp)
+                .output()
+                .expect("run tiny_models.py");
+            assert!(
+                out.status.success(),
+                "tiny_models.py failed:\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::rename(&tmp, &dir).expect("move the model in place");
+            dir
+        })
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn tools() -> Value {
+    json!([{"type": "function", "function": {"name": "get_weather", "description": "Weather for a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}])
+}
+
+fn messages() -> Value {
+    json!([{"role": "user", "content": "What is the weather in Paris?"}])
+}
+
+async fn call(app: &Router, path: &str, body: Value) -> (StatusCode, Value) {
+    json(
+        app.clone()
+            .oneshot(post(path, body.to_string()))
+            .await
+            .expect("response"),
+    )
+    .await
+}
+
+fn paris(arguments: &str) {
+    let args: Value = serde_json::from_str(arguments).expect("arguments are JSON");
+    assert_eq!(args, json!({"city": "Paris"}));
+}
+
+#[tokio::test]
+async fn a_harmony_tool_call_is_a_call_on_openai_chat_whole_and_streamed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let svc = service(dir.path());
+    let app = app(svc.clone());
+    let req = json!({"model": model(), "messages": messages(), "tools": tools(),
+                     "temperature": 0, "max_tokens": 40});
+    let (status, body) = call(&app, "/v1/chat/completions", req.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let choice = &body["choices"][0];
+    assert_eq!(choice["finish_reason"], "tool_calls", "{body}");
+    let content = choice["message"]["content"].as_str().unwrap_or("");
+    assert!(!content.contains("<|"), "markup in the content: {body}");
+    let calls = choice["message"]["tool_calls"].as_array().expect("tool_calls");
+    assert_eq!(calls.len(), 1, "{body}");
+    assert_eq!(calls[0]["function"]["name"], "get_weather");
+    paris(calls[0]["function"]["arguments"].as_str().expect("arguments"));
+
+    let mut streamed = req;
+    streamed["stream"] = json!(true);
+    let resp = app
+        .clone()
+        .oneshot(post("/v1/chat/completions", streamed.to_string()))
+        .await
+        .expect("response");
+    let (status, sse) = text(resp).await;
+    assert_eq!(status, StatusCode::OK, "{sse}");
+    let chunks: Vec<Value> = sse
+        .split("\n\n")
+        .filter_map(|ev| ev.strip_prefix("data: "))
+        .filter(|d| *d != "[DONE]")
+        .map(|d| serde_json::from_str(d).expect("chunk"))
+        .collect();
+    let (mut name, mut args, mut content) = (String::new(), String::new(), String::new());
+    let mut finish = Value::Null;
+    for c in &chunks {
+        let delta = &c["choices"][0]["delta"];
+        content.push_str(delta["content"].as_str().unwrap_or(""));
+        for tc in delta["tool_calls"].as_array().into_iter().flatten() {
+            name.push_str(tc["function"]["name"].as_str().unwrap_or(""));
+            args.push_str(tc["function"]["arguments"].as_str().unwrap_or(""));
+        }
+        if !c["choices"][0]["finish_reason"].is_null() {
+            finish = c["choices"][0]["finish_reason"].clone();
+        }
+    }
+    assert_eq!(name, "get_weather", "{sse}");
+    paris(&args);
+    assert!(!content.contains("<|"), "markup in the content: {sse}");
+    assert_eq!(finish, "tool_calls", "{sse}");
+}
+
+#[tokio::test]
+async fn a_harmony_tool_call_is_a_call_on_responses_anthropic_and_ollama() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let svc = service(dir.path());
+    let app = app(svc.clone());
+
+    let (status, body) = call(
+        &app,
+        "/v1/responses",
+        json!({"model": model(), "input": "What is the weather in Paris?", "temperature": 0,
+               "max_output_tokens": 40,
+               "tools": [{"type": "function", "name": "get_weather",
+                          "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let calls: Vec<&Value> = body["output"]
+        .as_array()
+        .expect("output")
+        .iter()
+        .filter(|o| o["type"] == "function_call")
+        .collect();
+    assert_eq!(calls.len(), 1, "{body}");
+    assert_eq!(calls[0]["name"], "get_weather");
+    paris(calls[0]["arguments"].as_str().expect("arguments"));
+
+    let anthropic = json!({"model": model(), "max_tokens": 40, "temperature": 0,
+        "messages": messages(),
+        "tools": [{"name": "get_weather", "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}]});
+    let (status, body) = call(&app, "/v1/messages", anthropic.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["stop_reason"], "tool_use", "{body}");
+    let uses: Vec<&Value> = body["content"]
+        .as_array()
+        .expect("content")
+        .iter()
+        .filter(|b| b["type"] == "tool_use")
+        .collect();
+    assert_eq!(uses.len(), 1, "{body}");
+    assert_eq!(uses[0]["name"], "get_weather");
+    assert_eq!(uses[0]["input"], json!({"city": "Paris"}));
+
+    let mut streamed = anthropic;
+    streamed["stream"] = json!(true);
+    let resp = app
+        .clone()
+        .oneshot(post("/v1/messages", streamed.to_string()))
+        .await
+        .expect("response");
+    let (status, sse) = text(resp).await;
+    assert_eq!(status, StatusCode::OK, "{sse}");
+    let events = sse_named(&sse);
+    let tool_block = events.iter().any(|(name, data)| {
+        name == "content_block_start"
+            && data["content_block"]["type"] == "tool_use"
+            && data["content_block"]["name"] == "get_weather"
+    });
+    assert!(tool_block, "{sse}");
+    let partial: String = events
+        .iter()
+        .filter(|(name, data)| name == "content_block_delta" && data["delta"]["type"] == "input_json_delta")
+        .filter_map(|(_, data)| data["delta"]["partial_json"].as_str())
+        .collect();
+    paris(&partial);
+
+    let (status, body) = call(
+        &app,
+        "/api/chat",
+        json!({"model": model(), "messages": messages(), "tools": tools(), "stream": false,
+               "options": {"temperature": 0, "num_predict": 40}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let calls = body["message"]["tool_calls"].as_array().expect("tool_calls");
+    assert_eq!(calls.len(), 1, "{body}");
+    assert_eq!(calls[0]["function"]["name"], "get_weather");
+    assert_eq!(calls[0]["function"]["arguments"], json!({"city": "Paris"}));
+    assert!(!body["message"]["content"].as_str().unwrap_or("").contains("<|"));
+}
