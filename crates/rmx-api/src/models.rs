@@ -30,6 +30,10 @@ pub struct RunningModel {
     /// Requests running on it now.
     #[serde(default)]
     pub active: usize,
+    /// Its kinds of decoder layer and how a decode step runs each, in layer order
+    /// ("20× attention + moe (MLX ops)"); empty while loading.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub layers: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

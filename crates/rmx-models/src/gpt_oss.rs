@@ -105,7 +105,14 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
     let cfg = c.clone();
     v.ffn = Some(Box::new(move |w, q, _, p| {
         let c = &cfg;
-        let router = Linear::load(w, q, &format!("{p}.router"), c.hidden_size, c.num_local_experts, true)?;
+        let router = Linear::load(
+            w,
+            q,
+            &format!("{p}.router"),
+            c.hidden_size,
+            c.num_local_experts,
+            true,
+        )?;
         let experts = SwitchGlu::load(
             w,
             q,

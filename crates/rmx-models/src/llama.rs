@@ -6,8 +6,8 @@ use serde::Deserialize;
 
 use crate::attention::{Attention, AttentionShape, Mlp, QkNorm};
 use crate::cache::{AttnMask, KvCache, LayerCache, RotatingKvCache};
-use crate::config::RawConfig;
 use crate::config::QuantConfig;
+use crate::config::RawConfig;
 use crate::error::{ModelError, Result};
 use crate::feed_forward::FeedForward;
 use crate::layers::{Embedding, Linear, RmsNorm};
@@ -88,7 +88,11 @@ impl DecoderLayer {
 
     /// What this layer is and how a decode step runs it, for `rmx info` / `rmx run -v`.
     pub fn describe(&self, sliding: bool) -> String {
-        let attn = if sliding { "sliding attention" } else { "attention" };
+        let attn = if sliding {
+            "sliding attention"
+        } else {
+            "attention"
+        };
         let path = if self.one_launch {
             "CUDA layer kernel"
         } else {
@@ -99,7 +103,8 @@ impl DecoderLayer {
 }
 
 /// Builds layer `i`'s feed-forward from the weights under `prefix` (`model.layers.{i}.mlp`).
-pub(crate) type FfnLoader = Box<dyn Fn(&mut Weights, &QuantConfig, i32, &str) -> Result<FeedForward>>;
+pub(crate) type FfnLoader =
+    Box<dyn Fn(&mut Weights, &QuantConfig, i32, &str) -> Result<FeedForward>>;
 
 pub struct Llama {
     embed: Embedding,
@@ -278,9 +283,7 @@ pub(crate) fn summarize(kinds: impl Iterator<Item = String>) -> Vec<String> {
             None => out.push((k, 1)),
         }
     }
-    out.into_iter()
-        .map(|(d, n)| format!("{n}× {d}"))
-        .collect()
+    out.into_iter().map(|(d, n)| format!("{n}× {d}")).collect()
 }
 
 impl CausalLm for Llama {

@@ -142,9 +142,25 @@ impl SwitchGlu {
             stack_per_expert(w, experts_dir, path, name, experts)?;
         }
         Ok(SwitchGlu {
-            gate: SwitchLinear::load(w, q, &format!("{path}.gate_proj"), experts, dim, hidden, bias)?,
+            gate: SwitchLinear::load(
+                w,
+                q,
+                &format!("{path}.gate_proj"),
+                experts,
+                dim,
+                hidden,
+                bias,
+            )?,
             up: SwitchLinear::load(w, q, &format!("{path}.up_proj"), experts, dim, hidden, bias)?,
-            down: SwitchLinear::load(w, q, &format!("{path}.down_proj"), experts, hidden, dim, bias)?,
+            down: SwitchLinear::load(
+                w,
+                q,
+                &format!("{path}.down_proj"),
+                experts,
+                hidden,
+                dim,
+                bias,
+            )?,
             act,
         })
     }
@@ -156,7 +172,9 @@ impl SwitchGlu {
         if indices.size() < SORT_FROM {
             let up = self.up.forward(&x, indices, false)?;
             let gate = self.gate.forward(&x, indices, false)?;
-            let y = self.down.forward(&self.act.apply(&up, &gate)?, indices, false)?;
+            let y = self
+                .down
+                .forward(&self.act.apply(&up, &gate)?, indices, false)?;
             return Ok(y.squeeze(&[-2])?);
         }
         // mlx-lm's `_gather_sort`: one row per (token, expert) pair, ordered by expert.
@@ -170,7 +188,9 @@ impl SwitchGlu {
         let idx = flat.take(&order, 0)?;
         let up = self.up.forward(&x, &idx, true)?;
         let gate = self.gate.forward(&x, &idx, true)?;
-        let y = self.down.forward(&self.act.apply(&up, &gate)?, &idx, true)?;
+        let y = self
+            .down
+            .forward(&self.act.apply(&up, &gate)?, &idx, true)?;
         let y = y.take(&inv_order, 0)?;
         let ys = y.shape();
         let shape: Vec<i32> = idx_shape.iter().chain(&ys[1..]).copied().collect();
@@ -180,7 +200,13 @@ impl SwitchGlu {
 
 /// Stacks `dir.{0..experts}.name.weight` into `path.name.weight`, when the checkpoint has one
 /// tensor per expert.
-fn stack_per_expert(w: &mut Weights, dir: &str, path: &str, name: &str, experts: i32) -> Result<()> {
+fn stack_per_expert(
+    w: &mut Weights,
+    dir: &str,
+    path: &str,
+    name: &str,
+    experts: i32,
+) -> Result<()> {
     let first = format!("{dir}.experts.0.{name}.weight");
     let first_alt = format!("{path}.0.{name}.weight");
     let prefix = if w.has(&first) {
@@ -271,7 +297,8 @@ impl SparseMoe {
                 let (inds, top) = self.top_k(&logits)?;
                 let weights = top.softmax(&[-1], true)?;
                 let y = self.experts.forward(x, &inds)?;
-                Ok(y.multiply(&weights.expand_dims(&[-1])?)?.sum(&[-2], false)?)
+                Ok(y.multiply(&weights.expand_dims(&[-1])?)?
+                    .sum(&[-2], false)?)
             }
         }
     }

@@ -98,7 +98,14 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
                 false,
             )?));
         }
-        let router = Linear::load(w, q, &format!("{p}.gate"), c.hidden_size, c.num_experts, false)?;
+        let router = Linear::load(
+            w,
+            q,
+            &format!("{p}.gate"),
+            c.hidden_size,
+            c.num_experts,
+            false,
+        )?;
         let experts = SwitchGlu::load(
             w,
             q,

@@ -134,11 +134,17 @@ impl Rope {
             "longrope" => {
                 let orig = need("original_max_position_embeddings")?;
                 let max = max_positions.map_or(131072.0, f64::from);
-                let long = scaling
-                    .and_then(|s| s.get("long_factor"))
-                    .ok_or_else(|| config_error("rope_scaling.long_factor is required for rope type \"longrope\"".into()))?;
+                let long = scaling.and_then(|s| s.get("long_factor")).ok_or_else(|| {
+                    config_error(
+                        "rope_scaling.long_factor is required for rope type \"longrope\"".into(),
+                    )
+                })?;
                 let factors: Vec<f32> = match long {
-                    Value::Array(a) => a.iter().filter_map(|v| v.as_f64()).map(|v| v as f32).collect(),
+                    Value::Array(a) => a
+                        .iter()
+                        .filter_map(|v| v.as_f64())
+                        .map(|v| v as f32)
+                        .collect(),
                     v => vec![v.as_f64().unwrap_or(1.0) as f32],
                 };
                 if factors.len() != 1 && factors.len() != (dims / 2) as usize {
@@ -165,7 +171,9 @@ impl Rope {
                 r.dynamic = Some(Dynamic {
                     base: base as f64,
                     max_positions: max_positions.ok_or_else(|| {
-                        config_error("max_position_embeddings is required for rope type \"dynamic\"".into())
+                        config_error(
+                            "max_position_embeddings is required for rope type \"dynamic\"".into(),
+                        )
                     })? as f64,
                     factor: need("factor")?,
                 });
@@ -223,8 +231,9 @@ impl Rope {
                 let seq = ((x.dim(-2) + offset) as f64).max(d.max_positions);
                 let dims = self.dims as f64;
                 Some(
-                    (d.base * ((d.factor * seq / d.max_positions) - (d.factor - 1.0)).powf(dims / (dims - 2.0)))
-                        as f32,
+                    (d.base
+                        * ((d.factor * seq / d.max_positions) - (d.factor - 1.0))
+                            .powf(dims / (dims - 2.0))) as f32,
                 )
             }
             None => self.base,
@@ -248,7 +257,10 @@ fn scale_rotated(x: &Array, dims: i32, s: f64) -> Result<Array> {
         return Ok(x.multiply_scalar(s)?);
     }
     let parts = x.split_at(&[dims], -1)?;
-    Ok(concatenate(&[&parts[0].multiply_scalar(s)?, &parts[1]], -1)?)
+    Ok(concatenate(
+        &[&parts[0].multiply_scalar(s)?, &parts[1]],
+        -1,
+    )?)
 }
 
 /// `base ** (arange(0, dims, 2, float32) / dims)`, the unscaled wavelengths / 2pi.
@@ -271,7 +283,8 @@ struct Yarn {
 
 impl Yarn {
     fn correction_dim(&self, rotations: f64) -> f64 {
-        (self.dims as f64 * (self.original_max_positions / (rotations * 2.0 * std::f64::consts::PI)).ln())
+        (self.dims as f64
+            * (self.original_max_positions / (rotations * 2.0 * std::f64::consts::PI)).ln())
             / (2.0 * self.base.ln())
     }
 

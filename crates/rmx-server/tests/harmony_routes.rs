@@ -35,7 +35,9 @@ fn model() -> String {
             let _ = std::fs::remove_dir_all(&tmp);
             let out = Command::new(python())
                 .arg(tiny_models_py())
-                .args(["make", "--family", "gpt_oss", "--quant", "f32", "--script", SCRIPT])
+                .args([
+                    "make", "--family", "gpt_oss", "--quant", "f32", "--script", SCRIPT,
+                ])
                 .arg("--out")
                 .arg(&tmp)
                 .output()
@@ -91,10 +93,16 @@ async fn a_harmony_tool_call_is_a_call_on_openai_chat_whole_and_streamed() {
     assert_eq!(choice["finish_reason"], "tool_calls", "{body}");
     let content = choice["message"]["content"].as_str().unwrap_or("");
     assert!(!content.contains("<|"), "markup in the content: {body}");
-    let calls = choice["message"]["tool_calls"].as_array().expect("tool_calls");
+    let calls = choice["message"]["tool_calls"]
+        .as_array()
+        .expect("tool_calls");
     assert_eq!(calls.len(), 1, "{body}");
     assert_eq!(calls[0]["function"]["name"], "get_weather");
-    paris(calls[0]["function"]["arguments"].as_str().expect("arguments"));
+    paris(
+        calls[0]["function"]["arguments"]
+            .as_str()
+            .expect("arguments"),
+    );
 
     let mut streamed = req;
     streamed["stream"] = json!(true);
@@ -190,7 +198,9 @@ async fn a_harmony_tool_call_is_a_call_on_responses_anthropic_and_ollama() {
     assert!(tool_block, "{sse}");
     let partial: String = events
         .iter()
-        .filter(|(name, data)| name == "content_block_delta" && data["delta"]["type"] == "input_json_delta")
+        .filter(|(name, data)| {
+            name == "content_block_delta" && data["delta"]["type"] == "input_json_delta"
+        })
         .filter_map(|(_, data)| data["delta"]["partial_json"].as_str())
         .collect();
     paris(&partial);
@@ -203,9 +213,14 @@ async fn a_harmony_tool_call_is_a_call_on_responses_anthropic_and_ollama() {
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let calls = body["message"]["tool_calls"].as_array().expect("tool_calls");
+    let calls = body["message"]["tool_calls"]
+        .as_array()
+        .expect("tool_calls");
     assert_eq!(calls.len(), 1, "{body}");
     assert_eq!(calls[0]["function"]["name"], "get_weather");
     assert_eq!(calls[0]["function"]["arguments"], json!({"city": "Paris"}));
-    assert!(!body["message"]["content"].as_str().unwrap_or("").contains("<|"));
+    assert!(!body["message"]["content"]
+        .as_str()
+        .unwrap_or("")
+        .contains("<|"));
 }

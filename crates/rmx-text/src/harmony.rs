@@ -38,14 +38,18 @@ enum Body {
     Reasoning,
     Content,
     /// A tool call's arguments, held until the message ends.
-    Call { index: usize },
+    Call {
+        index: usize,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum State {
     /// Reading a header: the first one right after the prompt's `<|start|>assistant`
     /// (`after_start` false), later ones after a `<|start|>`, where the role comes first.
-    Header { after_start: bool },
+    Header {
+        after_start: bool,
+    },
     Body(Body),
     /// After a message ended: whitespace, then `<|start|>` and the next header.
     Between,
@@ -85,7 +89,9 @@ fn read_header(header: &str) -> (Option<String>, Option<String>) {
             .unwrap_or_default()
             .to_string()
     };
-    let channel = header.find(CHANNEL).map(|i| word(&header[i + CHANNEL.len()..]));
+    let channel = header
+        .find(CHANNEL)
+        .map(|i| word(&header[i + CHANNEL.len()..]));
     let recipient = header.find("to=").map(|i| word(&header[i + 3..]));
     (
         channel.filter(|c| !c.is_empty()),
@@ -158,7 +164,9 @@ impl HarmonyParser {
         self.shown_content = true;
         match out.last_mut() {
             Some(HarmonyEvent::Output(ToolCallEvent::Content(last))) => last.push_str(text),
-            _ => out.push(HarmonyEvent::Output(ToolCallEvent::Content(text.to_string()))),
+            _ => out.push(HarmonyEvent::Output(ToolCallEvent::Content(
+                text.to_string(),
+            ))),
         }
     }
 
@@ -414,7 +422,11 @@ mod tests {
 
     #[test]
     fn text_that_is_not_harmony_is_all_answer() {
-        for text in ["Plain text, no header.", "  <b>bold</b> and <|weird", "to be or not"] {
+        for text in [
+            "Plain text, no header.",
+            "  <b>bold</b> and <|weird",
+            "to be or not",
+        ] {
             let (reasoning, content, calls, _) = parse(text);
             assert_eq!(reasoning, "");
             assert_eq!(content, text.trim_start());

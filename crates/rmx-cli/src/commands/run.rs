@@ -55,9 +55,28 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             if let Some(stats) = &turn.stats {
                 print_stats(stats);
             }
+            print_layers(&client, &args.model).await;
         }
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// `-v`: the model's layer kinds and how a decode step runs each (rmx's CUDA layer kernel or
+/// MLX's ops), from the daemon's list of loaded models. Quiet when it cannot tell.
+async fn print_layers(client: &Client, model: &str) {
+    let Ok(ps) = client.ps().await else {
+        return;
+    };
+    let Some(m) = ps
+        .models
+        .iter()
+        .find(|m| m.name == model || m.path == model)
+    else {
+        return;
+    };
+    if !m.layers.is_empty() {
+        eprintln!("layers: {}", m.layers.join(", "));
+    }
 }
 
 pub fn options(gen: &GenArgs) -> Options {

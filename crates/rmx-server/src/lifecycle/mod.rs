@@ -116,6 +116,8 @@ pub struct RunningInfo {
     pub active: usize,
     pub loaded: bool,
     pub context_length: Option<u64>,
+    /// The model's layer kinds and paths (`ModelInfo::layer_kinds`).
+    pub layers: Vec<String>,
     /// None: in use or forever (see `forever`).
     pub expires: Option<(Duration, SystemTime)>,
     pub forever: bool,
@@ -351,6 +353,9 @@ impl Models {
                     context_length: loaded
                         .and_then(|l| l.engine.info().context_length)
                         .map(|c| c as u64),
+                    layers: loaded
+                        .map(|l| l.engine.info().layer_kinds.clone())
+                        .unwrap_or_default(),
                     expires: match st.expiry {
                         Expiry::At(at, wall) => Some((at.saturating_duration_since(now), wall)),
                         _ => None,

@@ -44,6 +44,7 @@ pub async fn ps(State(svc): State<Arc<Service>>) -> Json<PsResponse> {
             },
             context_length: r.context_length,
             active: r.active,
+            layers: r.layers,
         })
         .collect();
     Json(PsResponse { models })

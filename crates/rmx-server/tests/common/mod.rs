@@ -13,9 +13,15 @@ use std::path::PathBuf;
 /// A tiny random-weight Qwen3 in MLX format, built once and cached under target/. Fails with
 /// a clear message when RMX_TEST_PYTHON (the venv with mlx-lm) is not set.
 pub fn tiny_qwen3() -> PathBuf {
+    tiny_model("qwen3", "bf16")
+}
+
+/// A tiny random-weight model of a family tiny_models.py knows, in MLX format, cached under
+/// target/ like [`tiny_qwen3`].
+pub fn tiny_model(family: &str, quant: &str) -> PathBuf {
     // Tests run in parallel threads, and the generator writes through one temp dir per model.
     static BUILDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _guard = BUILDING.lock().unwrap_or_else(|p| p.into_inner());
     let _ = engine_common::python();
-    engine_common::model("qwen3", "bf16")
+    engine_common::model(family, quant)
 }
