@@ -191,6 +191,8 @@ parity! {
     qwen3_8bit: "qwen3" "8bit";
     qwen3_4bit: "qwen3" "4bit";
     qwen3_4bit_mixed: "qwen3" "4bit-mixed";
+    qwen3_mxfp8: "qwen3" "mxfp8";
+    qwen3_nvfp4: "qwen3" "nvfp4";
     qwen3_tied_bf16: "qwen3_tied" "bf16";
     qwen3_tied_8bit: "qwen3_tied" "8bit";
     qwen3_tied_4bit: "qwen3_tied" "4bit";

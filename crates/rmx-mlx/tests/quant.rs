@@ -166,3 +166,36 @@ fn gather_mm_picks_matrices() {
     want.extend(host_matmul(&a[4..], &b[16..24], 1, 4, 2));
     assert_close(&vals(&got), &want, 1e-5);
 }
+
+#[test]
+fn microscaling_modes_have_no_biases_and_their_products_match_their_dequantized_weights() {
+    use rmx_mlx::quant::QuantMode;
+    for (mode, group, bits) in [
+        (QuantMode::Mxfp4, 32, 4),
+        (QuantMode::Mxfp8, 32, 8),
+        (QuantMode::Nvfp4, 16, 4),
+    ] {
+        let spec = QuantSpec {
+            group_size: group,
+            bits,
+            mode,
+        };
+        let (rows, cols) = (8, 128);
+        let w = randn(rows * cols, 31 + bits as u64);
+        let q = quant::quantize(&arr(&w, &[rows as i32, cols as i32]), spec).unwrap();
+        assert!(q.biases.is_none(), "{mode:?}");
+        assert_eq!(q.scales.shape(), vec![rows as i32, cols as i32 / group]);
+        let deq = vals(&quant::dequantize(&q, spec, None).unwrap());
+        // A 4-bit float keeps about one significant bit of the largest values in its group.
+        let err = deq
+            .iter()
+            .zip(&w)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        assert!(err < 1.5, "{mode:?}: max error {err}");
+        let x = randn(2 * cols, 41);
+        let got = quant::quantized_matmul(&arr(&x, &[2, cols as i32]), &q, spec, true).unwrap();
+        let want = host_matmul(&x, &host_transpose(&deq, rows, cols), 2, cols, rows);
+        assert_close(&vals(&got), &want, 1e-3);
+    }
+}

@@ -16,7 +16,7 @@ exactly what `mlx_lm convert` would produce and the outputs exactly what `mlx_lm
   check     --model DIR [--max-tokens 64]   (self test: reference == mlx_lm.generate)
 
 Families: llama llama_tied mistral qwen2 qwen3 qwen3_tied qwen3_yarn gemma3 qwen3_moe gpt_oss
-Quants:   f32 bf16 8bit 4bit 4bit-mixed mxfp4
+Quants:   f32 bf16 8bit 4bit 4bit-mixed mxfp4 mxfp8 nvfp4
 
 On MLX's CPU backend `gather_mm` takes float32 only, so mlx-lm cannot run bf16 experts there;
 `load` patches its SwitchLinear to multiply them in float32 and round back, as rmx does on the
@@ -38,7 +38,9 @@ FAMILIES = [
     "llama", "llama_tied", "mistral", "qwen2", "qwen3", "qwen3_tied", "qwen3_yarn", "gemma3",
     "qwen3_moe", "gpt_oss",
 ]
-QUANTS = ["f32", "bf16", "8bit", "4bit", "4bit-mixed", "mxfp4"]
+QUANTS = ["f32", "bf16", "8bit", "4bit", "4bit-mixed", "mxfp4", "mxfp8", "nvfp4"]
+# The microscaling modes: MLX's own group size and bits for each.
+FLOAT_QUANTS = ("mxfp4", "mxfp8", "nvfp4")
 
 # A short harmony-format template (the gptoss npm tokenizer ships none): enough for a chat
 # prompt's tokens; the harmony channels themselves are the engine's business.
@@ -609,17 +611,17 @@ def cmd_make(args):
         )
     )
 
-    if quant in ("8bit", "4bit", "4bit-mixed", "mxfp4"):
+    if quant in ("8bit", "4bit", "4bit-mixed") + FLOAT_QUANTS:
         bits = 8 if quant == "8bit" else 4
         pred = mixed_predicate(cfg) if quant == "4bit-mixed" else None
         import contextlib
         import io
 
         with contextlib.redirect_stdout(io.StringIO()):
-            if quant == "mxfp4":
-                # as the official MLX conversions of gpt-oss: mxfp4 with the model's own
-                # predicate (an 8-bit affine router)
-                model, cfg = mu.quantize_model(model, cfg, 32, 4, mode="mxfp4")
+            if quant in FLOAT_QUANTS:
+                # mlx-lm's defaults for the mode, with the model's own predicate (gpt-oss's
+                # official MLX conversions: mxfp4 experts, an 8-bit affine router)
+                model, cfg = mu.quantize_model(model, cfg, None, None, mode=quant)
             else:
                 model, cfg = mu.quantize_model(model, cfg, 64, bits, quant_predicate=pred)
         if quant == "4bit-mixed":
