@@ -98,3 +98,29 @@ fn a_quantization_mode_mlx_lacks_names_the_field_and_file() {
         "{e}"
     );
 }
+
+#[test]
+fn a_hybrid_config_that_disagrees_with_its_weights_names_the_field_or_tensor() {
+    let tmp = tempfile::tempdir().unwrap();
+    let kernel = variant(&tmp.path().join("a"), "qwen3_5", "f32", |c| {
+        c["text_config"]["linear_conv_kernel_dim"] = 3.into()
+    });
+    let e = load_error(&kernel);
+    assert!(e.contains("conv1d.weight") && e.contains("expected"), "{e}");
+
+    let heads = variant(&tmp.path().join("b"), "qwen3_5", "f32", |c| {
+        c["text_config"]["linear_num_value_heads"] = 3.into()
+    });
+    let e = load_error(&heads);
+    assert!(
+        e.contains("linear_num_value_heads") && e.contains("linear_num_key_heads"),
+        "{e}"
+    );
+
+    // Every layer full attention: layer 0's self_attn tensors are not in the files.
+    let pattern = variant(&tmp.path().join("c"), "qwen3_5", "f32", |c| {
+        c["text_config"]["full_attention_interval"] = 1.into()
+    });
+    let e = load_error(&pattern);
+    assert!(e.contains("layers.0.self_attn"), "{e}");
+}

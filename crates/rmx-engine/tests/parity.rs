@@ -84,7 +84,7 @@ fn check(family: &str, quant: &str) {
         ("The capital of France is a city", false),
         ("Write a haiku about the sea.", true),
     ];
-    if family.contains("moe") || family == "gpt_oss" {
+    if family.contains("moe") || family == "gpt_oss" || family == "qwen3_next" {
         // 32+ prompt tokens make 64+ (token, expert) pairs at top-2: mlx-lm's sorted expert
         // path, which the short prompts and decode steps never take.
         prompts.push((LONG_PROMPT, false));
@@ -209,6 +209,18 @@ parity! {
     gpt_oss_8bit: "gpt_oss" "8bit";
     gpt_oss_4bit: "gpt_oss" "4bit";
     gpt_oss_mxfp4: "gpt_oss" "mxfp4";
+    qwen3_next_f32: "qwen3_next" "f32";
+    qwen3_next_bf16: "qwen3_next" "bf16";
+    qwen3_next_8bit: "qwen3_next" "8bit";
+    qwen3_next_4bit: "qwen3_next" "4bit";
+    qwen3_5_f32: "qwen3_5" "f32";
+    qwen3_5_bf16: "qwen3_5" "bf16";
+    qwen3_5_8bit: "qwen3_5" "8bit";
+    qwen3_5_4bit: "qwen3_5" "4bit";
+    qwen3_5_moe_f32: "qwen3_5_moe" "f32";
+    qwen3_5_moe_bf16: "qwen3_5_moe" "bf16";
+    qwen3_5_moe_8bit: "qwen3_5_moe" "8bit";
+    qwen3_5_moe_4bit: "qwen3_5_moe" "4bit";
     gemma3_f32: "gemma3" "f32";
     gemma3_bf16: "gemma3" "bf16";
     gemma3_8bit: "gemma3" "8bit";

@@ -296,6 +296,13 @@ ArrayPtr take_flat(const Array& a, const Array& idx) { return wrap(mx::take(a.in
 ArrayPtr take_along_axis(const Array& a, const Array& idx, int32_t axis) {
   return wrap(mx::take_along_axis(a.inner, idx.inner, axis));
 }
+ArrayPtr repeat_axis(const Array& a, int32_t repeats, int32_t axis) {
+  return wrap(mx::repeat(a.inner, repeats, axis));
+}
+ArrayPtr conv1d(const Array& x, const Array& w, int32_t stride, int32_t padding, int32_t dilation,
+                int32_t groups) {
+  return wrap(mx::conv1d(x.inner, w.inner, stride, padding, dilation, groups));
+}
 ArrayPtr put_along_axis(const Array& a, const Array& idx, const Array& values, int32_t axis) {
   return wrap(mx::put_along_axis(a.inner, idx.inner, values.inner, axis));
 }

@@ -104,6 +104,9 @@ ArrayPtr slice_update_dynamic(const Array& src, const Array& upd, const Array& s
 ArrayPtr take(const Array& a, const Array& idx, int32_t axis);
 ArrayPtr take_flat(const Array& a, const Array& idx);
 ArrayPtr take_along_axis(const Array& a, const Array& idx, int32_t axis);
+ArrayPtr repeat_axis(const Array& a, int32_t repeats, int32_t axis);
+ArrayPtr conv1d(const Array& x, const Array& w, int32_t stride, int32_t padding, int32_t dilation,
+                int32_t groups);
 ArrayPtr put_along_axis(const Array& a, const Array& idx, const Array& values, int32_t axis);
 ArrayPtr contiguous(const Array& a);
 ArrayPtr pad(const Array& a, rust::Slice<const int32_t> axes, rust::Slice<const int32_t> low,

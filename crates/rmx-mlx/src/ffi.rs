@@ -96,6 +96,15 @@ pub(crate) mod bridge {
         fn take(a: &Array, idx: &Array, axis: i32) -> Result<UniquePtr<Array>>;
         fn take_flat(a: &Array, idx: &Array) -> Result<UniquePtr<Array>>;
         fn take_along_axis(a: &Array, idx: &Array, axis: i32) -> Result<UniquePtr<Array>>;
+        fn repeat_axis(a: &Array, repeats: i32, axis: i32) -> Result<UniquePtr<Array>>;
+        fn conv1d(
+            x: &Array,
+            w: &Array,
+            stride: i32,
+            padding: i32,
+            dilation: i32,
+            groups: i32,
+        ) -> Result<UniquePtr<Array>>;
         fn put_along_axis(
             a: &Array,
             idx: &Array,

@@ -359,6 +359,33 @@ impl Array {
         )
     }
 
+    /// Each element `repeats` times in a row along `axis` (`mx.repeat`).
+    pub fn repeat(&self, repeats: i32, axis: i32) -> Result<Array> {
+        ret("repeat", bridge::repeat_axis(self.inner(), repeats, axis))
+    }
+
+    /// 1-D convolution of `[N, L, C_in]` with `[C_out, K, C_in / groups]` (`mx.conv1d`).
+    pub fn conv1d(
+        &self,
+        weight: &Array,
+        stride: i32,
+        padding: i32,
+        dilation: i32,
+        groups: i32,
+    ) -> Result<Array> {
+        ret(
+            "conv1d",
+            bridge::conv1d(
+                self.inner(),
+                weight.inner(),
+                stride,
+                padding,
+                dilation,
+                groups,
+            ),
+        )
+    }
+
     pub fn put_along_axis(&self, indices: &Array, values: &Array, axis: i32) -> Result<Array> {
         ret(
             "put_along_axis",

@@ -31,6 +31,9 @@ pub struct AttentionShape {
     pub scale: f32,
     /// Per-head attention-sink logits (`sinks`, GPT-OSS): an extra softmax column per head.
     pub sinks: bool,
+    /// Qwen3-Next / Qwen3.5: q_proj also gives a gate per output feature, and attention's
+    /// output is multiplied by its sigmoid before the o projection.
+    pub output_gate: bool,
 }
 
 /// The q, k and v projections: three layers, or one fused layer on the CUDA fast path.
@@ -74,6 +77,7 @@ pub struct Attention {
     scale: f32,
     rope: Rope,
     sinks: Option<Array>,
+    output_gate: bool,
 }
 
 impl Attention {
@@ -88,6 +92,7 @@ impl Attention {
         norm: &dyn Fn(&mut Weights, &str, i32) -> Result<RmsNorm>,
     ) -> Result<Attention> {
         let (qd, kvd) = (s.heads * s.head_dim, s.kv_heads * s.head_dim);
+        let q_out = if s.output_gate { 2 * qd } else { qd };
         let (q_norm, k_norm) = if qk_norm == QkNorm::None {
             (None, None)
         } else {
@@ -103,7 +108,12 @@ impl Attention {
         };
         // rmx's fused kernels implement neither sinks nor ropes beyond a frequency table.
         let decode_inv_freq = match rope.layout() {
-            (dims, _) if fast_path().kernels && dims == s.head_dim && sinks.is_none() => {
+            (dims, _)
+                if fast_path().kernels
+                    && dims == s.head_dim
+                    && sinks.is_none()
+                    && !s.output_gate =>
+            {
                 rope.inv_freq()?
             }
             _ => None,
@@ -112,10 +122,10 @@ impl Attention {
             decode_inv_freq,
             head_dim: s.head_dim,
             qkv: Qkv::new(
-                Linear::load(w, q, &format!("{path}.q_proj"), s.hidden, qd, s.qkv_bias)?,
+                Linear::load(w, q, &format!("{path}.q_proj"), s.hidden, q_out, s.qkv_bias)?,
                 Linear::load(w, q, &format!("{path}.k_proj"), s.hidden, kvd, s.qkv_bias)?,
                 Linear::load(w, q, &format!("{path}.v_proj"), s.hidden, kvd, s.qkv_bias)?,
-                qd,
+                q_out,
                 kvd,
             )?,
             o: Linear::load(w, q, &format!("{path}.o_proj"), qd, s.hidden, s.o_bias)?,
@@ -127,6 +137,7 @@ impl Attention {
             scale: s.scale,
             rope,
             sinks,
+            output_gate: s.output_gate,
         })
     }
 
@@ -167,13 +178,24 @@ impl Attention {
         }
         let x = &input.normed()?;
         let s = x.shape();
+        let mut gate = None;
         let (q, k, v) = match self.prefill_heads(x, cache)? {
             Some([q, k, v]) => (q, k, v),
             None => {
                 let (q, k, v) = match self.decode_heads(x, cache.offset())? {
                     Some([q, k, v]) => (q, k, v),
                     None => {
-                        let (q, k, v) = self.qkv.forward(x)?;
+                        let (mut q, k, v) = self.qkv.forward(x)?;
+                        if self.output_gate {
+                            // mlx-lm: split [B, L, H, 2D] into queries and gate per head.
+                            let both = q.reshape(&[s[0], s[1], self.heads, -1])?;
+                            let mut halves = both.split(2, -1)?.into_iter();
+                            let (Some(qh), Some(gh)) = (halves.next(), halves.next()) else {
+                                unreachable!("split in two")
+                            };
+                            gate = Some(gh.reshape(&[s[0], s[1], -1])?);
+                            q = qh;
+                        }
                         let q = self.heads_first(&q, self.heads, self.q_norm.as_ref())?;
                         let k = self.heads_first(&k, self.kv_heads, self.k_norm.as_ref())?;
                         let v = self.heads_first(&v, self.kv_heads, None)?;
@@ -197,11 +219,16 @@ impl Attention {
             mask.as_fast(),
             self.sinks.as_ref(),
         )?;
-        if s[0] == 1 && s[1] == 1 {
+        let out = if s[0] == 1 && s[1] == 1 {
             // One token: [1, H, 1, D] is already laid out as [1, 1, H * D].
-            return Ok(out.reshape(&[1, 1, -1])?);
-        }
-        Ok(out.transpose(&[0, 2, 1, 3])?.reshape(&[s[0], s[1], -1])?)
+            out.reshape(&[1, 1, -1])?
+        } else {
+            out.transpose(&[0, 2, 1, 3])?.reshape(&[s[0], s[1], -1])?
+        };
+        Ok(match gate {
+            Some(g) => out.multiply(&g.sigmoid()?)?,
+            None => out,
+        })
     }
 
     fn rope_params<'a>(&'a self, inv_freq: &'a Array) -> QkvRope<'a> {

@@ -345,10 +345,29 @@ impl RotatingKvCache {
     }
 }
 
+/// A linear-attention (Gated DeltaNet) layer's state, mlx-lm's `ArraysCache(size=2)`: the
+/// last `kernel - 1` inputs of its causal convolution `[B, kernel - 1, channels]` and the
+/// recurrent state `[B, heads, value dim, key dim]` (float32). Unlike a KV cache it cannot be
+/// cut back to an earlier position, only replaced by a copy taken there.
+#[derive(Default)]
+pub struct RecurrentCache {
+    pub conv: Option<Array>,
+    pub state: Option<Array>,
+    /// Positions seen.
+    pub offset: i32,
+}
+
+impl RecurrentCache {
+    pub fn state(&self) -> Vec<&Array> {
+        self.conv.iter().chain(self.state.iter()).collect()
+    }
+}
+
 /// One layer's cache.
 pub enum LayerCache {
     Full(KvCache),
     Rotating(RotatingKvCache),
+    Recurrent(RecurrentCache),
 }
 
 impl LayerCache {
@@ -356,6 +375,7 @@ impl LayerCache {
         match self {
             LayerCache::Full(c) => c.offset,
             LayerCache::Rotating(c) => c.offset,
+            LayerCache::Recurrent(c) => c.offset,
         }
     }
 
@@ -363,6 +383,9 @@ impl LayerCache {
         match self {
             LayerCache::Full(c) => c.update_and_fetch(k, v),
             LayerCache::Rotating(c) => c.update_and_fetch(k, v),
+            LayerCache::Recurrent(_) => {
+                unreachable!("an attention layer got a recurrent cache (make_cache's bug)")
+            }
         }
     }
 
@@ -374,6 +397,8 @@ impl LayerCache {
                 None => Ok(c.mask(n)),
             },
             LayerCache::Rotating(c) => c.mask(n, window),
+            // mlx-lm's create_ssm_mask: no padding at batch 1, so no mask.
+            LayerCache::Recurrent(_) => Ok(AttnMask::None),
         }
     }
 
@@ -382,6 +407,7 @@ impl LayerCache {
         match self {
             LayerCache::Full(c) => c.state(),
             LayerCache::Rotating(c) => c.state(),
+            LayerCache::Recurrent(c) => c.state(),
         }
     }
 

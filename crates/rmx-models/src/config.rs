@@ -60,6 +60,16 @@ impl RawConfig {
             message: format!("invalid config: {e}"),
         })
     }
+
+    /// The text model's config of a vision-language checkpoint: `text_config` when the config
+    /// nests one (`Qwen3_5ForConditionalGeneration`), else the whole config.
+    pub fn parse_text<T: for<'de> Deserialize<'de>>(&self) -> Result<T> {
+        let text = self.raw.get("text_config").unwrap_or(&self.raw);
+        serde_json::from_value(text.clone()).map_err(|e| ModelError::Config {
+            path: self.path.clone(),
+            message: format!("invalid text_config: {e}"),
+        })
+    }
 }
 
 /// mlx-lm's `quantization` section: defaults plus per-module overrides keyed by module path

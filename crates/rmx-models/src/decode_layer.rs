@@ -173,7 +173,10 @@ struct Prepared<'a> {
 /// mixed quantization, odd sizes, too many heads).
 fn prepare(layer: &DecoderLayer, dtype: Dtype) -> Option<Prepared<'_>> {
     let mlp = layer.ffn.dense()?;
-    let (a, [gu, down]) = (layer.attn.decode_parts()?, mlp.decode_parts()?);
+    let (a, [gu, down]) = (
+        layer.mixer.attention()?.decode_parts()?,
+        mlp.decode_parts()?,
+    );
     let (qkv, o, rope) = (a.qkv, a.o, a.rope);
     let (h, kvh, d) = (rope.heads, rope.kv_heads, rope.head_dim);
     let f = mlp.hidden();
@@ -306,7 +309,7 @@ pub(crate) fn forward_group(
     // Every cache at the same step with the same capacity, so each grows (or not) alike.
     let step = match &caches[0] {
         LayerCache::Full(kv) => (kv.offset, kv.capacity()),
-        LayerCache::Rotating(_) => return Ok(None),
+        LayerCache::Rotating(_) | LayerCache::Recurrent(_) => return Ok(None),
     };
     let same_step = caches
         .iter()

@@ -120,6 +120,7 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
         o_bias: false,
         scale: (c.query_pre_attn_scalar as f64).powf(-0.5) as f32,
         sinks: false,
+        output_gate: false,
     };
     let mut layers = Vec::new();
     for i in 0..c.num_hidden_layers {

@@ -5,12 +5,13 @@ use rmx_mlx::Array;
 use serde::Deserialize;
 
 use crate::attention::{Attention, AttentionShape, Mlp, QkNorm};
-use crate::cache::{AttnMask, KvCache, LayerCache, RotatingKvCache};
+use crate::cache::{AttnMask, LayerCache};
 use crate::config::QuantConfig;
 use crate::config::RawConfig;
 use crate::error::{ModelError, Result};
 use crate::feed_forward::FeedForward;
 use crate::layers::{Embedding, Linear, RmsNorm};
+use crate::mixer::Mixer;
 use crate::model::{CausalLm, ModelInfo};
 use crate::rope::Rope;
 use crate::weights::Weights;
@@ -51,7 +52,7 @@ pub struct Config {
 /// The pre-norm decoder layer shared by Llama, Qwen2, Qwen3, Qwen3-MoE and GPT-OSS: attention
 /// and a feed-forward (dense or experts), each behind an RMS norm with a residual add.
 pub(crate) struct DecoderLayer {
-    pub attn: Attention,
+    pub mixer: Mixer,
     pub ffn: FeedForward,
     pub input_norm: RmsNorm,
     pub post_norm: RmsNorm,
@@ -62,9 +63,9 @@ pub(crate) struct DecoderLayer {
 }
 
 impl DecoderLayer {
-    fn new(attn: Attention, ffn: FeedForward, input_norm: RmsNorm, post_norm: RmsNorm) -> Self {
+    fn new(mixer: Mixer, ffn: FeedForward, input_norm: RmsNorm, post_norm: RmsNorm) -> Self {
         let mut l = DecoderLayer {
-            attn,
+            mixer,
             ffn,
             input_norm,
             post_norm,
@@ -81,18 +82,14 @@ impl DecoderLayer {
             }
         }
         let h = self
-            .attn
+            .mixer
             .forward_prenorm(x, &self.input_norm, mask, cache)?;
         self.ffn.forward_prenorm(&h, &self.post_norm)
     }
 
     /// What this layer is and how a decode step runs it, for `rmx info` / `rmx run -v`.
     pub fn describe(&self, sliding: bool) -> String {
-        let attn = if sliding {
-            "sliding attention"
-        } else {
-            "attention"
-        };
+        let attn = self.mixer.kind(sliding);
         let path = if self.one_launch {
             "CUDA layer kernel"
         } else {
@@ -101,6 +98,11 @@ impl DecoderLayer {
         format!("{attn} + {} ({path})", self.ffn.kind())
     }
 }
+
+/// Builds layer `i`'s mixer from the weights under the layer's prefix (`model.layers.{i}`), or
+/// says `None`: the layer has the variant's attention (`{prefix}.self_attn`).
+pub(crate) type MixerLoader =
+    Box<dyn Fn(&mut Weights, &QuantConfig, i32, &str) -> Result<Option<Mixer>>>;
 
 /// Builds layer `i`'s feed-forward from the weights under `prefix` (`model.layers.{i}.mlp`).
 pub(crate) type FfnLoader =
@@ -127,6 +129,15 @@ pub(crate) struct Variant {
     pub sinks: bool,
     /// The feed-forward of each layer; `None`: the dense SwiGLU MLP of the config's sizes.
     pub ffn: Option<FfnLoader>,
+    /// Layers whose mixer is not the attention (Gated DeltaNet); `None`: all attention.
+    pub mixer: Option<MixerLoader>,
+    /// q_proj also gives a sigmoid gate on attention's output (Qwen3-Next, Qwen3.5).
+    pub output_gate: bool,
+    /// Where the decoder's tensors live: `model` (`model.layers.0...`), or
+    /// `language_model.model` in the text tower of a vision-language checkpoint.
+    pub root: String,
+    /// The output projection's path: `lm_head`, or `language_model.lm_head`.
+    pub lm_head: String,
 }
 
 impl Variant {
@@ -146,6 +157,10 @@ impl Variant {
             rope,
             sinks: false,
             ffn: None,
+            mixer: None,
+            output_gate: false,
+            root: "model".into(),
+            lm_head: "lm_head".into(),
         }
     }
 }
@@ -167,25 +182,35 @@ pub(crate) fn load_decoder(
         o_bias: v.o_bias,
         scale: (v.head_dim as f64).powf(-0.5) as f32,
         sinks: v.sinks,
+        output_gate: v.output_gate,
     };
     w.discard(|k| k.contains("self_attn.rotary_emb.inv_freq"));
     if c.tie_word_embeddings {
-        w.discard(|k| k.starts_with("lm_head."));
+        let head = format!("{}.", v.lm_head);
+        w.discard(|k| k.starts_with(&head));
     }
+    let root = v.root.as_str();
     let eps = c.rms_norm_eps;
     let norm = |w: &mut Weights, p: &str, d: i32| RmsNorm::load(w, p, d, eps);
     let mut layers = Vec::new();
     for i in 0..c.num_hidden_layers {
-        let p = format!("model.layers.{i}");
-        let attn = Attention::load(
-            w,
-            q,
-            &format!("{p}.self_attn"),
-            &shape,
-            (v.rope)()?,
-            v.qk_norm,
-            &norm,
-        )?;
+        let p = format!("{root}.layers.{i}");
+        let custom = match &v.mixer {
+            Some(load) => load(w, q, i, &p)?,
+            None => None,
+        };
+        let mixer = match custom {
+            Some(m) => m,
+            None => Mixer::Attention(Box::new(Attention::load(
+                w,
+                q,
+                &format!("{p}.self_attn"),
+                &shape,
+                (v.rope)()?,
+                v.qk_norm,
+                &norm,
+            )?)),
+        };
         let mlp = format!("{p}.mlp");
         let ffn = match &v.ffn {
             Some(load) => load(w, q, i, &mlp)?,
@@ -200,7 +225,7 @@ pub(crate) fn load_decoder(
             )?),
         };
         layers.push(DecoderLayer::new(
-            attn,
+            mixer,
             ffn,
             norm(w, &format!("{p}.input_layernorm"), c.hidden_size)?,
             norm(w, &format!("{p}.post_attention_layernorm"), c.hidden_size)?,
@@ -229,17 +254,23 @@ pub(crate) fn load_decoder(
     }
     let layer_kinds = summarize(layers.iter().zip(&sliding).map(|(l, s)| l.describe(*s)));
     Ok(Llama {
-        embed: Embedding::load(w, q, "model.embed_tokens", c.vocab_size, c.hidden_size)?,
+        embed: Embedding::load(
+            w,
+            q,
+            &format!("{root}.embed_tokens"),
+            c.vocab_size,
+            c.hidden_size,
+        )?,
         layers,
         sliding,
-        norm: norm(w, "model.norm", c.hidden_size)?,
+        norm: norm(w, &format!("{root}.norm"), c.hidden_size)?,
         lm_head: if c.tie_word_embeddings {
             None
         } else {
             Some(Linear::load(
                 w,
                 q,
-                "lm_head",
+                &v.lm_head,
                 c.hidden_size,
                 c.vocab_size,
                 false,
@@ -290,8 +321,12 @@ impl CausalLm for Llama {
     fn forward_hidden(&self, tokens: &Array, cache: &mut [LayerCache]) -> Result<Array> {
         let mut h = self.embed.forward(tokens)?;
         let n = tokens.dim(1);
-        let fa = self.sliding.iter().position(|s| !s).unwrap_or(0);
-        let fa_mask = cache[fa].mask(n, None)?;
+        let fa = (0..self.layers.len())
+            .find(|&i| !self.sliding[i] && !self.layers[i].mixer.is_recurrent());
+        let fa_mask = match fa {
+            Some(i) => cache[i].mask(n, None)?,
+            None => AttnMask::None,
+        };
         let swa_mask = match self.sliding.iter().position(|s| *s) {
             Some(i) => Some(cache[i].mask(n, self.window)?),
             None => None,
@@ -331,12 +366,10 @@ impl CausalLm for Llama {
     }
 
     fn make_cache(&self) -> Vec<LayerCache> {
-        self.sliding
+        self.layers
             .iter()
-            .map(|s| match (s, self.window) {
-                (true, Some(w)) => LayerCache::Rotating(RotatingKvCache::new(w)),
-                _ => LayerCache::Full(KvCache::default()),
-            })
+            .zip(&self.sliding)
+            .map(|(l, s)| l.mixer.make_cache(self.window.filter(|_| *s)))
             .collect()
     }
 

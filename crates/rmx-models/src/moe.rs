@@ -6,6 +6,7 @@
 use rmx_mlx::quant::{self, QuantSpec, Quantized};
 use rmx_mlx::{gather_mm, Array, Backend, Dtype};
 
+use crate::attention::Mlp;
 use crate::config::QuantConfig;
 use crate::error::{ModelError, Result};
 use crate::layers::{swiglu, Linear};
@@ -235,6 +236,13 @@ pub enum Routing {
     TopKSoftmax,
 }
 
+/// An expert every token goes through, scaled by a sigmoid gate of its own (Qwen3-Next,
+/// Qwen3.5-MoE): `sigmoid(gate(x)) * mlp(x)`.
+pub struct SharedExpert {
+    pub mlp: Mlp,
+    pub gate: Linear,
+}
+
 /// A routed mixture of experts: router, experts, and how the two combine.
 pub struct SparseMoe {
     router: Linear,
@@ -242,6 +250,7 @@ pub struct SparseMoe {
     num_experts: i32,
     top_k: i32,
     routing: Routing,
+    shared: Option<SharedExpert>,
 }
 
 impl SparseMoe {
@@ -266,7 +275,13 @@ impl SparseMoe {
             num_experts,
             top_k,
             routing,
+            shared: None,
         })
+    }
+
+    pub fn with_shared(mut self, shared: SharedExpert) -> SparseMoe {
+        self.shared = Some(shared);
+        self
     }
 
     /// The indices of the `k` largest entries of the last axis, as mlx-lm takes them
@@ -279,6 +294,15 @@ impl SparseMoe {
     }
 
     pub fn forward(&self, x: &Array) -> Result<Array> {
+        let y = self.routed(x)?;
+        let Some(s) = &self.shared else {
+            return Ok(y);
+        };
+        let shared = s.gate.forward(x)?.sigmoid()?.multiply(&s.mlp.forward(x)?)?;
+        Ok(y.add(&shared)?)
+    }
+
+    fn routed(&self, x: &Array) -> Result<Array> {
         let logits = self.router.forward(x)?;
         match self.routing {
             Routing::SoftmaxTopK { normalize } => {

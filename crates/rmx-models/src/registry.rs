@@ -26,6 +26,19 @@ const FAMILIES: &[(&[&str], &[&str], Loader)] = &[
     ),
     (&["gpt_oss"], &["GptOssForCausalLM"], crate::gpt_oss::load),
     (
+        &["qwen3_next"],
+        &["Qwen3NextForCausalLM"],
+        crate::qwen3_next::load,
+    ),
+    (
+        &["qwen3_5", "qwen3_5_moe"],
+        &[
+            "Qwen3_5ForConditionalGeneration",
+            "Qwen3_5MoeForConditionalGeneration",
+        ],
+        crate::qwen3_5::load,
+    ),
+    (
         &["gemma3_text"],
         &["Gemma3ForCausalLM"],
         crate::gemma3::load,

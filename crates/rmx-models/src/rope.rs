@@ -30,6 +30,7 @@ struct Dynamic {
 /// `initialize_rope` names them.
 pub const ROPE_TYPES: &[&str] = &[
     "default",
+    "mrope",
     "linear",
     "llama3",
     "yarn",
@@ -96,7 +97,8 @@ impl Rope {
             })
         };
         match kind {
-            "default" => Ok(Rope::standard(dims, base, traditional, 1.0)),
+            // mlx-lm reads a text model's multimodal rope (Qwen3.5's mrope) as the plain one.
+            "default" | "mrope" => Ok(Rope::standard(dims, base, traditional, 1.0)),
             "linear" => Ok(Rope::standard(
                 dims,
                 base,

@@ -55,6 +55,11 @@ impl Weights {
             .join(", ")
     }
 
+    /// Whether any tensor's name and shape satisfy `pred`.
+    pub fn any(&self, pred: impl Fn(&str, &[i32]) -> bool) -> bool {
+        self.tensors.iter().any(|(k, (a, _))| pred(k, &a.shape()))
+    }
+
     /// Takes `name`, checking its shape (`-1` matches any size).
     pub fn take(&mut self, name: &str, shape: &[i32]) -> Result<Array> {
         let (a, file) = self

@@ -16,6 +16,7 @@ exactly what `mlx_lm convert` would produce and the outputs exactly what `mlx_lm
   check     --model DIR [--max-tokens 64]   (self test: reference == mlx_lm.generate)
 
 Families: llama llama_tied mistral qwen2 qwen3 qwen3_tied qwen3_yarn gemma3 qwen3_moe gpt_oss
+          qwen3_next qwen3_5 qwen3_5_moe
 Quants:   f32 bf16 8bit 4bit 4bit-mixed mxfp4 mxfp8 nvfp4
 
 On MLX's CPU backend `gather_mm` takes float32 only, so mlx-lm cannot run bf16 experts there;
@@ -36,7 +37,7 @@ from pathlib import Path
 
 FAMILIES = [
     "llama", "llama_tied", "mistral", "qwen2", "qwen3", "qwen3_tied", "qwen3_yarn", "gemma3",
-    "qwen3_moe", "gpt_oss",
+    "qwen3_moe", "gpt_oss", "qwen3_next", "qwen3_5", "qwen3_5_moe",
 ]
 QUANTS = ["f32", "bf16", "8bit", "4bit", "4bit-mixed", "mxfp4", "mxfp8", "nvfp4"]
 # The microscaling modes: MLX's own group size and bits for each.
@@ -364,6 +365,138 @@ FAMILY_SPECS = {
             "pad_token_id": 199999,
         },
     ),
+    # The hybrids, tiny: DeltaNet layers with more value heads than key heads (repeated q/k),
+    # value dim != key dim, a conv kernel (4) shorter than the prompts, gated attention with a
+    # quarter of each head rotated; full_attention_interval 2 over 4 layers, so the pattern
+    # repeats.
+    "qwen3_next": dict(
+        tokenizer_size=151669,
+        tokenizer="qwen3",
+        template=None,
+        generation={"bos_token_id": 151643, "eos_token_id": [151645, 151643], "pad_token_id": 151643},
+        config={
+            "architectures": ["Qwen3NextForCausalLM"],
+            "model_type": "qwen3_next",
+            "hidden_size": 64,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 32,
+            "num_hidden_layers": 4,
+            "full_attention_interval": 2,
+            "intermediate_size": 192,
+            "linear_num_value_heads": 4,
+            "linear_num_key_heads": 2,
+            "linear_key_head_dim": 32,
+            "linear_value_head_dim": 16,
+            "linear_conv_kernel_dim": 4,
+            "num_experts": 8,
+            "num_experts_per_tok": 2,
+            "moe_intermediate_size": 64,
+            "shared_expert_intermediate_size": 96,
+            "decoder_sparse_step": 1,
+            "mlp_only_layers": [1],
+            "norm_topk_prob": True,
+            "vocab_size": 151936,
+            "rms_norm_eps": 1e-6,
+            "rope_theta": 10000000.0,
+            "partial_rotary_factor": 0.25,
+            "rope_scaling": None,
+            "max_position_embeddings": 262144,
+            "attention_bias": False,
+            "tie_word_embeddings": False,
+            "hidden_act": "silu",
+            "bos_token_id": 151643,
+            "eos_token_id": 151645,
+        },
+    ),
+    # Qwen3.5 as mlx-community ships it: the vision-language wrapper's config with the text
+    # model in text_config and rope settings in rope_parameters; the files also hold a vision
+    # tensor (VISION_EXTRA), which mlx-lm and rmx leave unloaded.
+    "qwen3_5": dict(
+        tokenizer_size=151669,
+        tokenizer="qwen3",
+        template=None,
+        generation={"bos_token_id": 151643, "eos_token_id": [151645, 151643], "pad_token_id": 151643},
+        vision_extra=True,
+        config={
+            "architectures": ["Qwen3_5ForConditionalGeneration"],
+            "model_type": "qwen3_5",
+            "tie_word_embeddings": False,
+            "text_config": {
+                "model_type": "qwen3_5_text",
+                "hidden_size": 64,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 2,
+                "head_dim": 32,
+                "num_hidden_layers": 4,
+                "full_attention_interval": 2,
+                "intermediate_size": 192,
+                "linear_num_value_heads": 4,
+                "linear_num_key_heads": 2,
+                "linear_key_head_dim": 32,
+                "linear_value_head_dim": 16,
+                "linear_conv_kernel_dim": 4,
+                "vocab_size": 151936,
+                "rms_norm_eps": 1e-6,
+                "rope_parameters": {
+                    "rope_type": "default",
+                    "mrope_section": [11, 11, 10],
+                    "mrope_interleaved": True,
+                    "rope_theta": 10000000,
+                    "partial_rotary_factor": 0.25,
+                },
+                "max_position_embeddings": 262144,
+                "attention_bias": False,
+                "tie_word_embeddings": False,
+                "hidden_act": "silu",
+                "bos_token_id": 151643,
+                "eos_token_id": 151645,
+            },
+            "vision_config": {"depth": 1, "hidden_size": 32},
+        },
+    ),
+    "qwen3_5_moe": dict(
+        tokenizer_size=151669,
+        tokenizer="qwen3",
+        template=None,
+        generation={"bos_token_id": 151643, "eos_token_id": [151645, 151643], "pad_token_id": 151643},
+        config={
+            "architectures": ["Qwen3_5MoeForConditionalGeneration"],
+            "model_type": "qwen3_5_moe",
+            "tie_word_embeddings": False,
+            "text_config": {
+                "model_type": "qwen3_5_moe_text",
+                "hidden_size": 64,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 2,
+                "head_dim": 32,
+                "num_hidden_layers": 4,
+                "full_attention_interval": 2,
+                "linear_num_value_heads": 4,
+                "linear_num_key_heads": 2,
+                "linear_key_head_dim": 32,
+                "linear_value_head_dim": 16,
+                "linear_conv_kernel_dim": 4,
+                "num_experts": 8,
+                "num_experts_per_tok": 2,
+                "moe_intermediate_size": 64,
+                "shared_expert_intermediate_size": 96,
+                "vocab_size": 151936,
+                "rms_norm_eps": 1e-6,
+                "rope_parameters": {
+                    "rope_type": "default",
+                    "mrope_section": [11, 11, 10],
+                    "rope_theta": 10000000,
+                    "partial_rotary_factor": 0.25,
+                },
+                "max_position_embeddings": 262144,
+                "tie_word_embeddings": False,
+                "hidden_act": "silu",
+                "bos_token_id": 151643,
+                "eos_token_id": 151645,
+            },
+        },
+    ),
     "gemma3": dict(
         tokenizer_size=262145,
         tokenizer="gemma3",
@@ -434,6 +567,7 @@ def randomize(model, cfg, seed, added_tokens, tokenizer_size):
     import mlx.core as mx
     from mlx.utils import tree_flatten, tree_unflatten
 
+    cfg = cfg.get("text_config", cfg)
     hidden = cfg["hidden_size"]
     vocab = cfg["vocab_size"]
     tied = cfg.get("tie_word_embeddings", False)
@@ -464,7 +598,7 @@ def randomize(model, cfg, seed, added_tokens, tokenizer_size):
         shape = p.shape
         normal = lambda std, mean=0.0: mean + std * mx.random.normal(shape, key=key)
         if name.endswith("norm.weight"):
-            if name == "model.norm.weight" and tied:
+            if name.endswith("model.norm.weight") and tied:
                 w = normal(gain_std)
                 w = w - w.mean()
                 if gemma:
@@ -475,10 +609,17 @@ def randomize(model, cfg, seed, added_tokens, tokenizer_size):
             w = normal(emb_std)
             if tied:
                 w = w * row_scale
-        elif name == "lm_head.weight":
+        elif name.endswith("lm_head.weight"):
             w = normal(LOGIT_STD / hidden**0.5) * row_scale
         elif name.endswith(".bias"):
             w = normal(0.1)
+        elif name.endswith("conv1d.weight"):
+            # depthwise [channels, kernel, 1]
+            w = normal(1.0 / shape[1] ** 0.5)
+        elif name.endswith("A_log"):
+            w = mx.log(mx.random.uniform(1.0, 16.0, shape, key=key))
+        elif name.endswith("dt_bias"):
+            w = normal(0.1, 1.0)
         elif name.endswith(".weight") and len(shape) in (2, 3):
             # dense layers [out, in] and stacked experts [experts, out, in]
             w = normal(1.0 / shape[-1] ** 0.5)
@@ -604,10 +745,17 @@ def cmd_make(args):
         script_weights(model, tok_dir / "tokenizer.json", args.script)
 
     dtype = mx.float32 if quant == "f32" else mx.bfloat16
+    # As mlx_lm.convert casts: all floating weights but those the model's cast_predicate keeps
+    # (the hybrids' A_log stays float32).
+    keep = getattr(model, "cast_predicate", None) or (lambda path: True)
+    from mlx.utils import tree_flatten, tree_unflatten
+
     model.update(
-        tree_map(
-            lambda v: v.astype(dtype) if mx.issubdtype(v.dtype, mx.floating) else v,
-            model.parameters(),
+        tree_unflatten(
+            [
+                (k, v.astype(dtype) if mx.issubdtype(v.dtype, mx.floating) and keep(k) else v)
+                for k, v in tree_flatten(model.parameters())
+            ]
         )
     )
 
@@ -638,6 +786,13 @@ def cmd_make(args):
     finally:
         mu.make_shards = orig_make_shards
     mu.save_config(cfg, tmp / "config.json")
+    if spec.get("vision_extra"):
+        # what an mlx-vlm conversion also carries: the vision tower's weights
+        mx.save_safetensors(
+            str(tmp / "vision.safetensors"),
+            {"vision_tower.blocks.0.attn.qkv.weight": mx.zeros((96, 32), dtype=dtype)},
+            metadata={"format": "mlx"},
+        )
 
     # The tokenizer files are the fixture's own, byte for byte (hard-linked where possible:
     # gemma3's tokenizer.json is 33 MB); only a missing chat template is added.

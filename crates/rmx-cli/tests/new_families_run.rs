@@ -1,0 +1,55 @@
+//! The newer families through the real `rmx` binary and daemon: `rmx run` on tiny 4-bit (as
+//! the mlx-community conversions ship) Qwen3-MoE and Qwen3.5-MoE models, and `-v` telling what
+//! each layer is and how a decode step runs it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../../rmx-server/tests/common/mod.rs"]
+mod common;
+
+use common::home::TestHome;
+
+/// `rmx run MODEL "Hello there" -v` in a fresh home: the home and the `layers:` line.
+fn run_verbose(family: &str) -> (TestHome, String) {
+    let home = TestHome::new(env!("CARGO_BIN_EXE_rmx"));
+    let model = common::tiny_model(family, "4bit").display().to_string();
+    let out = home.run(&["run", &model, "Hello there", "--max-tokens", "8", "-v"]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success(),
+        "stdout: {stdout}\nstderr: {stderr}\ndaemon log:\n{}",
+        home.log()
+    );
+    assert!(!stdout.trim().is_empty(), "empty answer; stderr: {stderr}");
+    assert!(stderr.contains("answer: 8 tokens"), "{stderr}");
+    let layers = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("layers: "))
+        .unwrap_or_else(|| panic!("no layers line: {stderr}"))
+        .to_string();
+    (home, layers)
+}
+
+#[test]
+fn rmx_run_answers_with_a_qwen3_moe_model_and_v_lists_its_layer_kinds() {
+    let (home, layers) = run_verbose("qwen3_moe");
+    // tiny_models.py's qwen3_moe: four layers, layer 1 in mlp_only_layers.
+    assert!(layers.contains("3× attention + moe ("), "{layers}");
+    assert!(layers.contains("1× attention + dense ("), "{layers}");
+    let ps = home.ps();
+    assert_eq!(ps.len(), 1, "{ps:?}");
+    assert_eq!(ps[0]["layers"].as_array().map(Vec::len), Some(2), "{ps:?}");
+}
+
+#[test]
+fn rmx_run_answers_with_a_hybrid_qwen3_5_moe_model() {
+    let (_home, layers) = run_verbose("qwen3_5_moe");
+    // tiny_models.py's qwen3_5_moe: DeltaNet and full attention alternating, experts on all.
+    assert!(
+        layers.contains("2× linear attention (Gated DeltaNet) + moe ("),
+        "{layers}"
+    );
+    assert!(layers.contains("2× attention + moe ("), "{layers}");
+}

@@ -1,0 +1,272 @@
+//! The Gated DeltaNet token mixer of Qwen3-Next and Qwen3.5/3.6 (linear attention): input
+//! projections, a short causal depthwise convolution whose last inputs the cache carries, q/k
+//! L2-normalised, the gated delta rule over a recurrent `[heads, value dim, key dim]` state,
+//! and an RMS norm gated by `z`. Op for op as mlx-lm's `qwen3_next.py` / `qwen3_5.py` and its
+//! `gated_delta.py` reference recurrence (`gated_delta_ops`), which is what mlx-lm runs off
+//! Metal; its Metal kernel computes the same rule.
+
+use rmx_mlx::{concatenate, fast, stack, Array, Dtype};
+
+use crate::cache::{LayerCache, RecurrentCache};
+use crate::config::QuantConfig;
+use crate::error::{ModelError, Result};
+use crate::layers::{silu, Linear};
+use crate::weights::Weights;
+
+/// The shape of a DeltaNet layer (the config's `linear_*` fields).
+#[derive(Debug, Clone, Copy)]
+pub struct DeltaNetShape {
+    pub hidden: i32,
+    pub k_heads: i32,
+    pub v_heads: i32,
+    pub k_dim: i32,
+    pub v_dim: i32,
+    pub conv_kernel: i32,
+    pub eps: f32,
+}
+
+impl DeltaNetShape {
+    fn key_dim(&self) -> i32 {
+        self.k_heads * self.k_dim
+    }
+    fn value_dim(&self) -> i32 {
+        self.v_heads * self.v_dim
+    }
+    fn conv_dim(&self) -> i32 {
+        2 * self.key_dim() + self.value_dim()
+    }
+
+    /// Checks what the projections' split and the head repeat need.
+    pub fn check(&self) -> Result<()> {
+        let bad = |message: String| {
+            Err(ModelError::Config {
+                path: "config.json".into(),
+                message,
+            })
+        };
+        if self.k_heads < 1 || self.v_heads % self.k_heads != 0 {
+            return bad(format!(
+                "linear_num_value_heads ({}) must be a multiple of linear_num_key_heads ({})",
+                self.v_heads, self.k_heads
+            ));
+        }
+        if self.conv_kernel < 1 || self.k_dim < 1 || self.v_dim < 1 {
+            return bad(format!(
+                "linear_conv_kernel_dim ({}), linear_key_head_dim ({}) and linear_value_head_dim ({}) must be positive",
+                self.conv_kernel, self.k_dim, self.v_dim
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The input projections: Qwen3.5's four, or Qwen3-Next's two fused ones whose outputs are
+/// interleaved per key head.
+enum InProj {
+    Split {
+        qkv: Linear,
+        z: Linear,
+        b: Linear,
+        a: Linear,
+    },
+    Fused {
+        qkvz: Linear,
+        ba: Linear,
+    },
+}
+
+pub struct GatedDeltaNet {
+    s: DeltaNetShape,
+    proj: InProj,
+    /// `[conv_dim, kernel, 1]`: one filter per channel.
+    conv: Array,
+    dt_bias: Array,
+    a_log: Array,
+    norm: Array,
+    out: Linear,
+}
+
+/// What the projections give one chunk of tokens: the convolution's input `[B, S, conv_dim]`,
+/// the gate `z` `[B, S, Hv, Dv]`, and `b`, `a` `[B, S, Hv]`.
+struct Projected {
+    qkv: Array,
+    z: Array,
+    b: Array,
+    a: Array,
+}
+
+impl GatedDeltaNet {
+    /// `fused`: Qwen3-Next's `in_proj_qkvz` / `in_proj_ba`; else Qwen3.5's four projections.
+    pub fn load(
+        w: &mut Weights,
+        q: &QuantConfig,
+        path: &str,
+        s: DeltaNetShape,
+        fused: bool,
+    ) -> Result<GatedDeltaNet> {
+        s.check()?;
+        let (h, kd, vd, hv) = (s.hidden, s.key_dim(), s.value_dim(), s.v_heads);
+        let lin = |w: &mut Weights, name: &str, out: i32| {
+            Linear::load(w, q, &format!("{path}.{name}"), h, out, false)
+        };
+        let proj = if fused {
+            InProj::Fused {
+                qkvz: lin(w, "in_proj_qkvz", 2 * kd + 2 * vd)?,
+                ba: lin(w, "in_proj_ba", 2 * hv)?,
+            }
+        } else {
+            InProj::Split {
+                qkv: lin(w, "in_proj_qkv", 2 * kd + vd)?,
+                z: lin(w, "in_proj_z", vd)?,
+                b: lin(w, "in_proj_b", hv)?,
+                a: lin(w, "in_proj_a", hv)?,
+            }
+        };
+        Ok(GatedDeltaNet {
+            proj,
+            conv: w.take(
+                &format!("{path}.conv1d.weight"),
+                &[s.conv_dim(), s.conv_kernel, 1],
+            )?,
+            dt_bias: w.take(&format!("{path}.dt_bias"), &[hv])?,
+            a_log: w.take(&format!("{path}.A_log"), &[hv])?,
+            norm: w.take(&format!("{path}.norm.weight"), &[s.v_dim])?,
+            out: Linear::load(w, q, &format!("{path}.out_proj"), vd, h, false)?,
+            s,
+        })
+    }
+
+    fn project(&self, x: &Array) -> Result<Projected> {
+        let sh = x.shape();
+        let (b_, l) = (sh[0], sh[1]);
+        let s = &self.s;
+        Ok(match &self.proj {
+            InProj::Split { qkv, z, b, a } => Projected {
+                qkv: qkv.forward(x)?,
+                z: z.forward(x)?.reshape(&[b_, l, s.v_heads, s.v_dim])?,
+                b: b.forward(x)?,
+                a: a.forward(x)?,
+            },
+            InProj::Fused { qkvz, ba } => {
+                // mlx-lm's fix_query_key_value_ordering: per key head [q, k, v..., z...].
+                let (nk, dn, per) = (s.k_heads, s.k_dim, s.v_heads / s.k_heads);
+                let mixed = qkvz.forward(x)?.reshape(&[b_, l, nk, -1])?;
+                let p = mixed.split_at(&[dn, 2 * dn, 2 * dn + per * s.v_dim], -1)?;
+                let mixed_ba = ba.forward(x)?.reshape(&[b_, l, nk, -1])?;
+                let pba = mixed_ba.split_at(&[per], -1)?;
+                let flat = |a: &Array| a.reshape(&[b_, l, -1]);
+                let v = p[2].reshape(&[b_, l, -1, s.v_dim])?;
+                Projected {
+                    qkv: concatenate(&[&flat(&p[0])?, &flat(&p[1])?, &flat(&v)?], -1)?,
+                    z: p[3].reshape(&[b_, l, -1, s.v_dim])?,
+                    b: pba[0].reshape(&[b_, l, s.v_heads])?,
+                    a: pba[1].reshape(&[b_, l, s.v_heads])?,
+                }
+            }
+        })
+    }
+
+    /// The mixer's output for `x` `[B, S, hidden]` (already normed), advancing `cache`.
+    pub fn forward(&self, x: &Array, cache: &mut LayerCache) -> Result<Array> {
+        let LayerCache::Recurrent(cache) = cache else {
+            unreachable!("a DeltaNet layer got a KV cache (make_cache's bug)")
+        };
+        let s = &self.s;
+        let sh = x.shape();
+        let (b, l) = (sh[0], sh[1]);
+        let p = self.project(x)?;
+        let conv_state = match &cache.conv {
+            Some(c) => c.clone(),
+            None => Array::zeros(&[b, s.conv_kernel - 1, s.conv_dim()], x.dtype())?,
+        };
+        let conv_in = concatenate(&[&conv_state, &p.qkv], 1)?;
+        let total = conv_in.dim(1);
+        cache.conv = Some(
+            conv_in
+                .slice_axis(1, total - (s.conv_kernel - 1), total)?
+                .contiguous()?,
+        );
+        let conv_out = silu(&conv_in.conv1d(&self.conv, 1, 0, 1, s.conv_dim())?)?;
+        let parts = conv_out.split_at(&[s.key_dim(), 2 * s.key_dim()], -1)?;
+        let q = parts[0].reshape(&[b, l, s.k_heads, s.k_dim])?;
+        let k = parts[1].reshape(&[b, l, s.k_heads, s.k_dim])?;
+        let v = parts[2].reshape(&[b, l, s.v_heads, s.v_dim])?;
+        let (q, k) = normalize_qk(&q, &k, s.k_dim)?;
+        let state = match cache.state.take() {
+            Some(st) => st,
+            None => Array::zeros(&[b, s.v_heads, s.v_dim, s.k_dim], Dtype::F32)?,
+        };
+        let beta = p.b.sigmoid()?;
+        let g = self.decay(&p.a)?;
+        let (y, state) = gated_delta(&q, &k, &v, &g, &beta, state)?;
+        cache.state = Some(state);
+        cache.offset += l;
+        let y = self.gated_norm(&y, &p.z)?;
+        self.out.forward(&y.reshape(&[b, l, -1])?)
+    }
+
+    /// mlx-lm's `compute_g`: `exp(-exp(A_log in float32) * softplus(a + dt_bias))`.
+    fn decay(&self, a: &Array) -> Result<Array> {
+        let rate = self.a_log.astype(Dtype::F32)?.exp()?.negative()?;
+        let softplus = a.add(&self.dt_bias)?.logaddexp_scalar(0.0)?;
+        Ok(rate.multiply(&softplus)?.exp()?)
+    }
+
+    /// `Qwen3NextRMSNormGated`: `rms_norm(y) * silu(z)`, the product in float32.
+    fn gated_norm(&self, y: &Array, z: &Array) -> Result<Array> {
+        let x = fast::rms_norm(y, Some(&self.norm), self.s.eps)?;
+        let gate = silu(&z.astype(Dtype::F32)?)?;
+        Ok(gate.multiply(&x.astype(Dtype::F32)?)?.astype(y.dtype())?)
+    }
+}
+
+/// mlx-lm's `normalize_qk`: L2 norms as RMS norms with the epsilon rescaled, and the
+/// `Dk^-0.5` readout scale folded into q.
+fn normalize_qk(q: &Array, k: &Array, k_dim: i32) -> Result<(Array, Array)> {
+    let inv_scale = (k_dim as f64).powf(-0.5);
+    let eps = (1e-6 * inv_scale * inv_scale) as f32;
+    let q = fast::rms_norm(q, None, eps)?.multiply_scalar(inv_scale * inv_scale)?;
+    let k = fast::rms_norm(k, None, eps)?.multiply_scalar(inv_scale)?;
+    Ok((q, k))
+}
+
+/// The gated delta rule token by token (mlx-lm's `gated_delta_ops`): q, k `[B, T, Hk, Dk]`,
+/// v `[B, T, Hv, Dv]`, g and beta `[B, T, Hv]`, state `[B, Hv, Dv, Dk]` (float32). Returns
+/// `y` `[B, T, Hv, Dv]` in q's dtype and the new state.
+fn gated_delta(
+    q: &Array,
+    k: &Array,
+    v: &Array,
+    g: &Array,
+    beta: &Array,
+    mut state: Array,
+) -> Result<(Array, Array)> {
+    let (hk, hv) = (q.dim(2), v.dim(2));
+    let (q, k) = if hv / hk > 1 {
+        (q.repeat(hv / hk, -2)?, k.repeat(hv / hk, -2)?)
+    } else {
+        (q.clone(), k.clone())
+    };
+    let at = |a: &Array, t: i32| -> Result<Array> { Ok(a.slice_axis(1, t, t + 1)?.squeeze(&[1])?) };
+    let mut ys = Vec::with_capacity(q.dim(1) as usize);
+    for t in 0..q.dim(1) {
+        let (qt, kt, vt) = (at(&q, t)?, at(&k, t)?, at(v, t)?);
+        let (gt, bt) = (at(g, t)?, at(beta, t)?);
+        state = state.multiply(&gt.expand_dims(&[-1, -2])?)?;
+        let k_row = kt.expand_dims(&[-2])?;
+        let kv_mem = state.multiply(&k_row)?.sum(&[-1], false)?;
+        let delta = vt.subtract(&kv_mem)?.multiply(&bt.expand_dims(&[-1])?)?;
+        state = state.add(&k_row.multiply(&delta.expand_dims(&[-1])?)?)?;
+        let y = state.multiply(&qt.expand_dims(&[-2])?)?.sum(&[-1], false)?;
+        ys.push(y.astype(q.dtype())?);
+    }
+    let refs: Vec<&Array> = ys.iter().collect();
+    Ok((stack(&refs, 1)?, state))
+}
+
+impl RecurrentCache {
+    /// A fresh cache for a DeltaNet layer.
+    pub fn new() -> RecurrentCache {
+        RecurrentCache::default()
+    }
+}

@@ -1,0 +1,152 @@
+//! Qwen3.5 / Qwen3.6 (`qwen3_5`, and `qwen3_5_moe` with routed and shared experts on every
+//! layer): the text tower of `Qwen3_5ForConditionalGeneration`, on the hybrid decoder of
+//! qwen3_next.rs with Qwen3.5's separate DeltaNet projections. The config nests the text
+//! model's settings in `text_config` (or is flat), rope settings in `rope_parameters`; weights
+//! live under `language_model.`, and the vision tower's are left unloaded (image input is not
+//! supported yet). As mlx-lm's `qwen3_5.py` / `qwen3_5_moe.py`.
+
+use serde::Deserialize;
+
+use crate::config::RawConfig;
+use crate::error::Result;
+use crate::model::CausalLm;
+use crate::qwen3_next::{load_hybrid, Config, Layout};
+use crate::weights::Weights;
+
+macro_rules! defaults {
+    ($($f:ident: $t:ty = $v:expr),* $(,)?) => { $(fn $f() -> $t { $v })* };
+}
+// mlx-lm's TextModelArgs defaults.
+defaults! {
+    d_hidden: i32 = 4096, d_inter: i32 = 14336, d_layers: i32 = 32, d_heads: i32 = 32,
+    d_eps: f32 = 1e-6, d_vocab: i32 = 151936, d_kv: i32 = 8, d_ctx: i32 = 131072,
+    d_lv_heads: i32 = 64, d_lk_heads: i32 = 16, d_lk_dim: i32 = 192, d_lv_dim: i32 = 128,
+    d_conv: i32 = 4, d_interval: i32 = 4, d_one: i32 = 1, d_yes: bool = true,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct TextConfig {
+    #[serde(default = "d_hidden")]
+    hidden_size: i32,
+    #[serde(default = "d_inter")]
+    intermediate_size: i32,
+    #[serde(default = "d_layers")]
+    num_hidden_layers: i32,
+    #[serde(default = "d_heads")]
+    num_attention_heads: i32,
+    #[serde(default = "d_eps")]
+    rms_norm_eps: f32,
+    #[serde(default = "d_vocab")]
+    vocab_size: i32,
+    #[serde(default = "d_kv")]
+    num_key_value_heads: i32,
+    #[serde(default = "d_ctx")]
+    max_position_embeddings: i32,
+    #[serde(default = "d_lv_heads")]
+    linear_num_value_heads: i32,
+    #[serde(default = "d_lk_heads")]
+    linear_num_key_heads: i32,
+    #[serde(default = "d_lk_dim")]
+    linear_key_head_dim: i32,
+    #[serde(default = "d_lv_dim")]
+    linear_value_head_dim: i32,
+    #[serde(default = "d_conv")]
+    linear_conv_kernel_dim: i32,
+    #[serde(default)]
+    tie_word_embeddings: bool,
+    #[serde(default)]
+    attention_bias: bool,
+    head_dim: Option<i32>,
+    #[serde(default = "d_interval")]
+    full_attention_interval: i32,
+    #[serde(default)]
+    num_experts: i32,
+    #[serde(default)]
+    num_experts_per_tok: i32,
+    #[serde(default = "d_one")]
+    decoder_sparse_step: i32,
+    #[serde(default)]
+    shared_expert_intermediate_size: i32,
+    #[serde(default)]
+    moe_intermediate_size: i32,
+    #[serde(default = "d_yes")]
+    norm_topk_prob: bool,
+    rope_parameters: Option<serde_json::Value>,
+    partial_rotary_factor: Option<f32>,
+    rope_theta: Option<f32>,
+}
+
+pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
+    let t: TextConfig = raw.parse_text()?;
+    // mlx-lm's __post_init__: rope settings come from rope_parameters when present (its
+    // default when absent), which is also the rope_scaling.
+    let params = match &t.rope_parameters {
+        Some(p) if p.as_object().is_some_and(|o| !o.is_empty()) => Some(p.clone()),
+        Some(_) => None,
+        None => Some(serde_json::json!({
+            "type": "default", "mrope_section": [11, 11, 10], "rope_theta": 100000,
+            "partial_rotary_factor": 0.25
+        })),
+    };
+    let num = |k: &str| {
+        params
+            .as_ref()
+            .and_then(|p| p.get(k))
+            .and_then(|v| v.as_f64())
+            .map(|v| v as f32)
+    };
+    let (partial, theta) = match &params {
+        Some(_) => (
+            num("partial_rotary_factor").unwrap_or(0.25),
+            num("rope_theta").unwrap_or(100000.0),
+        ),
+        None => (
+            t.partial_rotary_factor.unwrap_or(0.25),
+            t.rope_theta.unwrap_or(100000.0),
+        ),
+    };
+    // Vision weights (mlx-vlm conversions carry them) are for image input, a later feature.
+    w.discard(|k| k.starts_with("vision_tower.") || k.starts_with("model.visual."));
+    let c = Config {
+        hidden_size: t.hidden_size,
+        num_hidden_layers: t.num_hidden_layers,
+        intermediate_size: t.intermediate_size,
+        num_attention_heads: t.num_attention_heads,
+        linear_num_value_heads: t.linear_num_value_heads,
+        linear_num_key_heads: t.linear_num_key_heads,
+        linear_key_head_dim: t.linear_key_head_dim,
+        linear_value_head_dim: t.linear_value_head_dim,
+        linear_conv_kernel_dim: t.linear_conv_kernel_dim,
+        num_experts: t.num_experts,
+        num_experts_per_tok: t.num_experts_per_tok,
+        decoder_sparse_step: t.decoder_sparse_step,
+        shared_expert_intermediate_size: t.shared_expert_intermediate_size,
+        mlp_only_layers: vec![],
+        moe_intermediate_size: t.moe_intermediate_size,
+        rms_norm_eps: t.rms_norm_eps,
+        vocab_size: t.vocab_size,
+        num_key_value_heads: t.num_key_value_heads,
+        rope_theta: theta,
+        partial_rotary_factor: partial,
+        max_position_embeddings: t.max_position_embeddings,
+        head_dim: t
+            .head_dim
+            .unwrap_or(t.hidden_size / t.num_attention_heads.max(1)),
+        norm_topk_prob: t.norm_topk_prob,
+        tie_word_embeddings: t.tie_word_embeddings,
+        attention_bias: t.attention_bias,
+        rope_scaling: params,
+        full_attention_interval: t.full_attention_interval,
+    };
+    load_hybrid(
+        raw,
+        w,
+        c,
+        Layout {
+            fused_projections: false,
+            experts_everywhere: true,
+            root: "language_model.model",
+            lm_head: "language_model.lm_head",
+        },
+    )
+}

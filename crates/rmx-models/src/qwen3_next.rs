@@ -1,0 +1,269 @@
+//! Qwen3-Next (`qwen3_next`), and the hybrid decoder it shares with Qwen3.5 (qwen3_5.rs):
+//! three of every `full_attention_interval` layers mix tokens with Gated DeltaNet
+//! (delta_net.rs), the last with gated full attention (q/k norms, a sigmoid gate on the output,
+//! rope over part of each head); the feed-forward is a dense MLP or routed experts with a
+//! shared expert. As mlx-lm's `qwen3_next.py`.
+
+use serde::Deserialize;
+
+use crate::attention::{Mlp, QkNorm};
+use crate::config::RawConfig;
+use crate::delta_net::{DeltaNetShape, GatedDeltaNet};
+use crate::error::{ModelError, Result};
+use crate::feed_forward::FeedForward;
+use crate::layers::Linear;
+use crate::llama::{load_decoder, Variant};
+use crate::mixer::Mixer;
+use crate::model::CausalLm;
+use crate::moe::{ExpertActivation, Routing, SharedExpert, SparseMoe, SwitchGlu};
+use crate::rope::Rope;
+use crate::weights::Weights;
+
+fn four() -> i32 {
+    4
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Config {
+    pub hidden_size: i32,
+    pub num_hidden_layers: i32,
+    pub intermediate_size: i32,
+    pub num_attention_heads: i32,
+    pub linear_num_value_heads: i32,
+    pub linear_num_key_heads: i32,
+    pub linear_key_head_dim: i32,
+    pub linear_value_head_dim: i32,
+    pub linear_conv_kernel_dim: i32,
+    pub num_experts: i32,
+    pub num_experts_per_tok: i32,
+    pub decoder_sparse_step: i32,
+    pub shared_expert_intermediate_size: i32,
+    pub mlp_only_layers: Vec<i32>,
+    pub moe_intermediate_size: i32,
+    pub rms_norm_eps: f32,
+    pub vocab_size: i32,
+    pub num_key_value_heads: i32,
+    pub rope_theta: f32,
+    pub partial_rotary_factor: f32,
+    pub max_position_embeddings: i32,
+    pub head_dim: i32,
+    #[serde(default)]
+    pub norm_topk_prob: bool,
+    #[serde(default)]
+    pub tie_word_embeddings: bool,
+    #[serde(default)]
+    pub attention_bias: bool,
+    pub rope_scaling: Option<serde_json::Value>,
+    #[serde(default = "four")]
+    pub full_attention_interval: i32,
+}
+
+/// Where a hybrid checkpoint differs by family.
+pub(crate) struct Layout {
+    /// Qwen3-Next's fused `in_proj_qkvz` / `in_proj_ba` (else Qwen3.5's four projections).
+    pub fused_projections: bool,
+    /// Qwen3.5 puts experts on every layer when it has any; Qwen3-Next follows
+    /// `decoder_sparse_step` and `mlp_only_layers`.
+    pub experts_everywhere: bool,
+    /// `model` or `language_model.model`, and the lm_head's path.
+    pub root: &'static str,
+    pub lm_head: &'static str,
+}
+
+impl Config {
+    fn is_linear(&self, layer: i32) -> bool {
+        (layer + 1) % self.full_attention_interval != 0
+    }
+
+    fn is_moe(&self, layer: i32, layout: &Layout) -> bool {
+        if layout.experts_everywhere {
+            return self.num_experts > 0;
+        }
+        !self.mlp_only_layers.contains(&layer)
+            && self.num_experts > 0
+            && (layer + 1) % self.decoder_sparse_step == 0
+    }
+
+    fn check(&self) -> Result<()> {
+        let bad = |message: String| {
+            Err(ModelError::Config {
+                path: "config.json".into(),
+                message,
+            })
+        };
+        if self.full_attention_interval < 1 || self.decoder_sparse_step < 1 {
+            return bad(format!(
+                "full_attention_interval ({}) and decoder_sparse_step ({}) must be at least 1",
+                self.full_attention_interval, self.decoder_sparse_step
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.partial_rotary_factor) {
+            return bad(format!(
+                "partial_rotary_factor {} is not between 0 and 1",
+                self.partial_rotary_factor
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Refuses checkpoints in transformers' own layout, which mlx-lm rewrites on load (per-expert
+/// tensors, a conv weight of `[channels, 1, kernel]`, norms stored as `weight - 1`).
+fn refuse_transformers_layout(w: &Weights) -> Result<()> {
+    if w.any(|k, shape| {
+        k.contains(".mlp.experts.0.") || (k.ends_with("conv1d.weight") && shape.last() != Some(&1))
+    }) {
+        return Err(ModelError::Config {
+            path: "config.json".into(),
+            message: "these weights are in transformers' layout, not MLX's: convert them with \
+                      `mlx_lm.convert` (or pull an mlx-community conversion)"
+                .into(),
+        });
+    }
+    Ok(())
+}
+
+pub(crate) fn load_hybrid(
+    raw: &RawConfig,
+    w: &mut Weights,
+    c: Config,
+    layout: Layout,
+) -> Result<Box<dyn CausalLm>> {
+    c.check()?;
+    // Multi-token-prediction heads are kept for speculative decoding, not loaded yet
+    // (mlx-lm drops them too).
+    w.discard(|k| k.contains("mtp."));
+    refuse_transformers_layout(w)?;
+    let common = crate::llama::Config {
+        hidden_size: c.hidden_size,
+        num_hidden_layers: c.num_hidden_layers,
+        intermediate_size: c.intermediate_size,
+        num_attention_heads: c.num_attention_heads,
+        rms_norm_eps: c.rms_norm_eps,
+        vocab_size: c.vocab_size,
+        head_dim: Some(c.head_dim),
+        max_position_embeddings: Some(c.max_position_embeddings),
+        num_key_value_heads: Some(c.num_key_value_heads),
+        attention_bias: c.attention_bias,
+        mlp_bias: false,
+        rope_theta: c.rope_theta,
+        rope_traditional: false,
+        rope_scaling: c.rope_scaling.clone(),
+        tie_word_embeddings: c.tie_word_embeddings,
+        layer_types: None,
+        sliding_window: None,
+    };
+    // mlx-lm: int(head_dim * partial_rotary_factor) rotated dimensions.
+    let dims = (c.head_dim as f64 * c.partial_rotary_factor as f64) as i32;
+    let (theta, scaling, max_pos) = (
+        c.rope_theta,
+        c.rope_scaling.clone(),
+        c.max_position_embeddings,
+    );
+    let mut v = Variant::dense(
+        c.attention_bias,
+        c.attention_bias,
+        QkNorm::BeforeTranspose,
+        c.head_dim,
+        Box::new(move || Rope::from_config(dims, theta, false, scaling.as_ref(), Some(max_pos))),
+    );
+    v.output_gate = true;
+    v.root = layout.root.into();
+    v.lm_head = layout.lm_head.into();
+    let shape = DeltaNetShape {
+        hidden: c.hidden_size,
+        k_heads: c.linear_num_key_heads,
+        v_heads: c.linear_num_value_heads,
+        k_dim: c.linear_key_head_dim,
+        v_dim: c.linear_value_head_dim,
+        conv_kernel: c.linear_conv_kernel_dim,
+        eps: c.rms_norm_eps,
+    };
+    let (cfg, fused) = (c.clone(), layout.fused_projections);
+    v.mixer = Some(Box::new(move |w, q, i, p| {
+        if !cfg.is_linear(i) {
+            return Ok(None);
+        }
+        let d = GatedDeltaNet::load(w, q, &format!("{p}.linear_attn"), shape, fused)?;
+        Ok(Some(Mixer::DeltaNet(Box::new(d))))
+    }));
+    let cfg = c.clone();
+    v.ffn = Some(Box::new(move |w, q, i, p| {
+        let c = &cfg;
+        if !c.is_moe(i, &layout) {
+            return Ok(FeedForward::Dense(Mlp::load(
+                w,
+                q,
+                p,
+                c.hidden_size,
+                c.intermediate_size,
+                false,
+                false,
+            )?));
+        }
+        let router = Linear::load(
+            w,
+            q,
+            &format!("{p}.gate"),
+            c.hidden_size,
+            c.num_experts,
+            false,
+        )?;
+        let experts = SwitchGlu::load(
+            w,
+            q,
+            &format!("{p}.switch_mlp"),
+            c.num_experts,
+            c.hidden_size,
+            c.moe_intermediate_size,
+            false,
+            ExpertActivation::SwiGlu,
+        )?;
+        let shared = SharedExpert {
+            mlp: Mlp::load(
+                w,
+                q,
+                &format!("{p}.shared_expert"),
+                c.hidden_size,
+                c.shared_expert_intermediate_size,
+                false,
+                false,
+            )?,
+            gate: Linear::load(
+                w,
+                q,
+                &format!("{p}.shared_expert_gate"),
+                c.hidden_size,
+                1,
+                false,
+            )?,
+        };
+        let moe = SparseMoe::new(
+            router,
+            experts,
+            c.num_experts,
+            c.num_experts_per_tok,
+            Routing::SoftmaxTopK {
+                normalize: c.norm_topk_prob,
+            },
+        )?
+        .with_shared(shared);
+        Ok(FeedForward::Moe(Box::new(moe)))
+    }));
+    Ok(Box::new(load_decoder(raw, &common, w, v)?))
+}
+
+pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
+    let c: Config = raw.parse()?;
+    load_hybrid(
+        raw,
+        w,
+        c,
+        Layout {
+            fused_projections: true,
+            experts_everywhere: false,
+            root: "model",
+            lm_head: "lm_head",
+        },
+    )
+}
