@@ -2,6 +2,8 @@
 # Runs on the GPU machine (see ../shared/device/stage.sh and docs/perf.md): writes random-weight
 # models of real shapes with mlx-lm, runs rmx and mlx-lm on the same files one after the other,
 # and prints one table. Usage: scripts/gpu-bench.sh RMX_BINARY [SHAPE:QUANT ...]
+# Shapes: scripts/bench/mlx_side.py's SHAPES (dense: llama3-8b, qwen3-0.6b; MoE: qwen3-30b-a3b,
+# gpt-oss-20b (also :mxfp4); hybrid: qwen3.5-9b, qwen3.5-35b-a3b).
 set -euo pipefail
 RMX=${1:?usage: gpu-bench.sh RMX_BINARY [shape:quant ...]}; shift
 CASES=${*:-"llama3-8b:4bit qwen3-0.6b:4bit llama3-8b:8bit llama3-8b:bf16 qwen3-0.6b:8bit qwen3-0.6b:bf16"}
@@ -30,12 +32,13 @@ for c in $CASES; do
   # Same logits on this backend? (greedy continuation of a 64- and a 1024-token prompt). On a
   # peaked copy of the model (mlx_side.py make --peaked): the timing models' logits are so flat
   # that any kernel passes. PEAKED=0 checks the timing model itself.
+  # LOGITS=0 skips the check (a second copy of a 30B model costs minutes of the device's time).
   lmodel=$dir
   if [ "${PEAKED:-1}" = 1 ]; then
     lmodel=$work/peaked/$shape-$quant
-    [ -f "$lmodel/config.json" ] || python3 "$here/bench/mlx_side.py" make --shape "$shape" --quant "$quant" --out "$lmodel" --peaked >/dev/null
+    [ "${LOGITS:-1}" = 0 ] || [ -f "$lmodel/config.json" ] || python3 "$here/bench/mlx_side.py" make --shape "$shape" --quant "$quant" --out "$lmodel" --peaked >/dev/null
   fi
-  python3 "$here/bench/logits_check.py" "$RMX" "$lmodel" --gen 32 --drift | sed 's/^/  logits: /' || echo "  logits: CHECK FAILED for $shape-$quant"
+  [ "${LOGITS:-1}" = 0 ] || python3 "$here/bench/logits_check.py" "$RMX" "$lmodel" --gen 32 --drift | sed 's/^/  logits: /' || echo "  logits: CHECK FAILED for $shape-$quant"
   rows+=("$(python3 - "$dir" "$bw" "$m_dec" "$m_pre" "$r_dec" "$r_pre" <<'PY'
 import json, os, sys
 d, bw = sys.argv[1], float(sys.argv[2])

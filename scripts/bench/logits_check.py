@@ -111,7 +111,8 @@ def main():
                 urllib.request.urlopen(f"{base}/api/version", timeout=1); break
             except Exception:
                 time.sleep(0.2)
-        vocab = model.args.vocab_size
+        from mlx_side import vocab_size
+        vocab = vocab_size(model)
         runs = []
         for n in a.prompt_len:
             ids = mx.random.randint(0, vocab * 3 // 4, (n,), key=mx.random.key(n)).tolist()

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The mlx-lm side of scripts/gpu-bench.sh.
 
-  make  --shape {llama3-8b,qwen3-0.6b,...} --quant {4bit,8bit,bf16} --out DIR [--peaked]
+  make  --shape {llama3-8b,qwen3-0.6b,...} --quant {4bit,8bit,bf16,mxfp4} --out DIR [--peaked]
         random weights of the real shape, written by mlx-lm (so rmx reads the same files),
         with a word-level tokenizer.json of the right size (the benchmark feeds token ids);
         --peaked: weights for logits_check.py (see make's docstring)
@@ -51,6 +51,47 @@ SHAPES = {
                         num_key_value_heads=1, head_dim=256, rms_norm_eps=1e-6, vocab_size=262144,
                         rope_theta=1000000.0, rope_local_base_freq=10000.0, query_pre_attn_scalar=256,
                         sliding_window=512, sliding_window_pattern=6, max_position_embeddings=32768),
+    # The MoE and hybrid shapes of issues #17/#18 (real configs' sizes; random weights).
+    "qwen3-30b-a3b": dict(model_type="qwen3_moe", architectures=["Qwen3MoeForCausalLM"], hidden_size=2048,
+                          num_hidden_layers=48, intermediate_size=6144, num_attention_heads=32,
+                          num_key_value_heads=4, head_dim=128, num_experts=128, num_experts_per_tok=8,
+                          moe_intermediate_size=768, decoder_sparse_step=1, mlp_only_layers=[],
+                          norm_topk_prob=True, rms_norm_eps=1e-6, vocab_size=151936, rope_theta=1000000.0,
+                          max_position_embeddings=40960, tie_word_embeddings=False),
+    "gpt-oss-20b": dict(model_type="gpt_oss", architectures=["GptOssForCausalLM"], hidden_size=2880,
+                        num_hidden_layers=24, intermediate_size=2880, num_attention_heads=64,
+                        num_key_value_heads=8, head_dim=64, num_local_experts=32, num_experts_per_tok=4,
+                        sliding_window=128, rms_norm_eps=1e-5, vocab_size=201088, rope_theta=150000,
+                        layer_types=["sliding_attention", "full_attention"] * 12,
+                        rope_scaling={"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                                      "original_max_position_embeddings": 4096, "truncate": False},
+                        max_position_embeddings=131072, tie_word_embeddings=False),
+    # Qwen3.5-9B-like: 32 layers, three Gated DeltaNet to one gated attention, hidden 4096.
+    "qwen3.5-9b": dict(model_type="qwen3_5", architectures=["Qwen3_5ForConditionalGeneration"],
+                       text_config=dict(model_type="qwen3_5_text", hidden_size=4096, num_hidden_layers=32,
+                                        intermediate_size=12288, num_attention_heads=16, num_key_value_heads=4,
+                                        head_dim=256, linear_num_value_heads=32, linear_num_key_heads=16,
+                                        linear_key_head_dim=128, linear_value_head_dim=128,
+                                        linear_conv_kernel_dim=4, full_attention_interval=4,
+                                        vocab_size=151936, rms_norm_eps=1e-6, max_position_embeddings=262144,
+                                        tie_word_embeddings=False,
+                                        rope_parameters={"rope_type": "default", "rope_theta": 10000000,
+                                                         "partial_rotary_factor": 0.25,
+                                                         "mrope_section": [11, 11, 10]})),
+    # Qwen3.5-35B-A3B-like: 40 layers, 256 experts top-8 and a shared expert, hidden 2048.
+    "qwen3.5-35b-a3b": dict(model_type="qwen3_5_moe", architectures=["Qwen3_5MoeForConditionalGeneration"],
+                            text_config=dict(model_type="qwen3_5_moe_text", hidden_size=2048,
+                                             num_hidden_layers=40, num_attention_heads=16,
+                                             num_key_value_heads=2, head_dim=256, linear_num_value_heads=32,
+                                             linear_num_key_heads=16, linear_key_head_dim=128,
+                                             linear_value_head_dim=128, linear_conv_kernel_dim=4,
+                                             full_attention_interval=4, num_experts=256, num_experts_per_tok=8,
+                                             moe_intermediate_size=512, shared_expert_intermediate_size=512,
+                                             vocab_size=151936, rms_norm_eps=1e-6,
+                                             max_position_embeddings=262144, tie_word_embeddings=False,
+                                             rope_parameters={"rope_type": "default", "rope_theta": 10000000,
+                                                              "partial_rotary_factor": 0.25,
+                                                              "mrope_section": [11, 11, 10]})),
     # For trying the scripts on a CPU machine.
     "tiny": dict(model_type="qwen3", architectures=["Qwen3ForCausalLM"], hidden_size=64,
                  num_hidden_layers=2, intermediate_size=128, num_attention_heads=4,
@@ -123,14 +164,19 @@ def make(shape, quant, out, peaked=False):
                 return p
             return mx.full(p.shape, 4.0 if path == "model.norm.weight" else 1.0, mx.bfloat16)
         model.update(tree_map_with_path(peak, model.parameters()))
-    mx.eval(model.parameters())
-    if quant != "bf16":
+    if quant == "bf16":
+        mx.eval(model.parameters())
+    elif quant == "mxfp4":
+        # As the official MLX conversions of gpt-oss: mxfp4 with the model's own predicate. Left
+        # lazy until saved, one shard at a time: a 30B model's bf16 weights would not fit at once.
+        model, cfg = quantize_model(model, cfg, None, None, mode="mxfp4")
+    else:
         bits = 4 if quant == "4bit" else 8
         model, cfg = quantize_model(model, cfg, group_size=64, bits=bits)
     os.makedirs(out, exist_ok=True)
     save_model(out, model)
     save_config(cfg, os.path.join(out, "config.json"))
-    vocab = {f"t{i}": i for i in range(cfg["vocab_size"])}
+    vocab = {f"t{i}": i for i in range(cfg.get("text_config", cfg)["vocab_size"])}
     tok = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [],
            "normalizer": None, "pre_tokenizer": {"type": "Whitespace"}, "post_processor": None,
            "decoder": None, "model": {"type": "WordLevel", "vocab": vocab, "unk_token": "t0"}}
@@ -139,11 +185,17 @@ def make(shape, quant, out, peaked=False):
               open(os.path.join(out, "tokenizer_config.json"), "w"))
 
 
+def vocab_size(model):
+    """The vocabulary of an mlx-lm model, flat or (Qwen3.5) a text model inside a wrapper."""
+    args = model.args
+    return getattr(args, "vocab_size", None) or args.text_config["vocab_size"]
+
+
 def time_model(path, prompt_len, gen, rounds):
     from mlx_lm.utils import load_model
     from mlx_lm.generate import generate_step
     model, _ = load_model(__import__("pathlib").Path(path))
-    vocab = model.args.vocab_size
+    vocab = vocab_size(model)
     pre, dec, ttft = [], [], []
     mx.reset_peak_memory()
     for r in range(rounds + 1):
@@ -188,7 +240,7 @@ def drift(path, prompt_lens, gen):
     from mlx_lm.utils import load_model
     from mlx_lm.models.cache import make_prompt_cache
     model, _ = load_model(Path(path))
-    vocab = model.args.vocab_size
+    vocab = vocab_size(model)
     logprobs = lambda x: x.astype(mx.float32) - mx.logsumexp(x.astype(mx.float32), axis=-1, keepdims=True)
     runs = []
     for n in prompt_lens:

@@ -61,6 +61,15 @@ KERNELS = [
      dict(H=16, KV=8, D=128, NORM="true", TRADITIONAL="false")),
 ]
 
+# Gated DeltaNet's recurrence at Qwen3.5's shape (key and value heads of 128, 16 key heads, 32
+# value heads) and at Qwen3.5's default (key heads of 192).
+for dk, hk, hv in ((128, 16, 32), (192, 16, 64)):
+    KERNELS.append(("gated_delta", [("T", "q"), ("T", "k"), ("T", "v"), ("float", "g"), ("T", "beta"),
+                                    ("float", "state_in"), ("float", "tlen")],
+                    ["y", ("float", "state_out")],
+                    "rmx::gated_delta<T, Dk, Dv, Hk, Hv>(q, k, v, g, beta, state_in, tlen, y, state_out);",
+                    dict(Dk=dk, Dv=128, Hk=hk, Hv=hv)))
+
 # The one-launch decoder layer (decode_layer.rs), at Qwen3-0.6B and Llama-3-8B shapes, with integer
 # (IDOT) and float products;
 # the scratch offsets are decode_layer.rs's scratch_layout for them (kernel_src.layer_layout).

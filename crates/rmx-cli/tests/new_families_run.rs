@@ -53,3 +53,21 @@ fn rmx_run_answers_with_a_hybrid_qwen3_5_moe_model() {
     );
     assert!(layers.contains("2× attention + moe ("), "{layers}");
 }
+
+#[test]
+fn rmx_info_says_a_vision_language_checkpoint_runs_its_text_model_only() {
+    let home = TestHome::new(env!("CARGO_BIN_EXE_rmx"));
+    // tiny_models.py's qwen3_5 keeps vision_config and a vision tensor, as mlx-vlm writes them.
+    let model = common::tiny_model("qwen3_5", "4bit").display().to_string();
+    let text = home.ok(&["info", &model]);
+    assert!(
+        text.contains("not loaded: image input is not supported yet"),
+        "{text}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&home.ok(&["info", &model, "--json"])).unwrap();
+    assert_eq!(json["vision_tower"], true, "{json}");
+    // And the model still answers (the vision tensor is left unloaded, not an error).
+    let answer = home.ok(&["run", &model, "Hi", "--max-tokens", "4"]);
+    assert!(!answer.trim().is_empty());
+}

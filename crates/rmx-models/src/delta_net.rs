@@ -84,6 +84,8 @@ pub struct GatedDeltaNet {
     a_log: Array,
     norm: Array,
     out: Linear,
+    /// The recurrence runs as rmx's CUDA kernel (fastpath::gated_delta), chosen at load.
+    kernel: bool,
 }
 
 /// What the projections give one chunk of tokens: the convolution's input `[B, S, conv_dim]`,
@@ -132,6 +134,7 @@ impl GatedDeltaNet {
             a_log: w.take(&format!("{path}.A_log"), &[hv])?,
             norm: w.take(&format!("{path}.norm.weight"), &[s.v_dim])?,
             out: Linear::load(w, q, &format!("{path}.out_proj"), vd, h, false)?,
+            kernel: crate::fastpath::gated_delta_fits(s.k_dim),
             s,
         })
     }
@@ -166,6 +169,11 @@ impl GatedDeltaNet {
         })
     }
 
+    /// Whether the recurrence runs as rmx's CUDA kernel, for `rmx run -v`.
+    pub fn uses_kernel(&self) -> bool {
+        self.kernel
+    }
+
     /// The mixer's output for `x` `[B, S, hidden]` (already normed), advancing `cache`.
     pub fn forward(&self, x: &Array, cache: &mut LayerCache) -> Result<Array> {
         let LayerCache::Recurrent(cache) = cache else {
@@ -198,7 +206,11 @@ impl GatedDeltaNet {
         };
         let beta = p.b.sigmoid()?;
         let g = self.decay(&p.a)?;
-        let (y, state) = gated_delta(&q, &k, &v, &g, &beta, state)?;
+        let (y, state) = if self.kernel {
+            crate::fastpath::gated_delta(&q, &k, &v, &g, &beta, &state)?
+        } else {
+            gated_delta(&q, &k, &v, &g, &beta, state)?
+        };
         cache.state = Some(state);
         cache.offset += l;
         let y = self.gated_norm(&y, &p.z)?;

@@ -195,6 +195,14 @@ const PREFILL_HEADS: Spec = Spec {
     body: "rmx::prefill_heads<T, H, KV, D, NORM, TRADITIONAL>(qkv, qn, kn, inv_freq, pos, eps, q, k, v);",
 };
 
+const GATED_DELTA: Spec = Spec {
+    name: "rmx_gated_delta",
+    section: "gated_delta",
+    inputs: &["q", "k", "v", "g", "beta", "state_in", "tlen"],
+    outputs: &["y", "state_out"],
+    body: "rmx::gated_delta<T, Dk, Dv, Hk, Hv>(q, k, v, g, beta, state_in, tlen, y, state_out);",
+};
+
 thread_local! {
     // Kernels hold MLX objects, which stay on the engine thread that made them.
     static KERNELS: RefCell<HashMap<(&'static str, i32), Rc<Kernel>>> = RefCell::new(HashMap::new());
@@ -599,6 +607,60 @@ pub fn swiglu(gate: &Array, up: Option<&Array>) -> Result<Option<Array>> {
         init_value: None,
     })?;
     Ok(y.into_iter().next())
+}
+
+/// Whether Gated DeltaNet's recurrence of a layer with heads of `k_dim` runs as rmx's kernel
+/// (decided once, at load): on CUDA, for key heads of a multiple of 32 (a warp's lanes split a
+/// state row). mlx-lm has only a Metal kernel for it; on CUDA it runs the rule op by op, token
+/// by token (../shared/PERF-BASELINES.md: 323 tok/s prefill for a Qwen3.5-9B shape).
+pub fn gated_delta_fits(k_dim: i32) -> bool {
+    fast_path().kernels && k_dim >= 32 && k_dim % 32 == 0
+}
+
+/// The gated delta rule over every token of q `[B, T, Hk, Dk]`, k, v `[B, T, Hv, Dv]`, g
+/// (float32) and beta `[B, T, Hv]` from `state` (float32 `[B, Hv, Dv, Dk]`) in one launch:
+/// `y` `[B, T, Hv, Dv]` in q's dtype and the new state (kernels/decode.cuh `gated_delta`).
+pub fn gated_delta(
+    q: &Array,
+    k: &Array,
+    v: &Array,
+    g: &Array,
+    beta: &Array,
+    state: &Array,
+) -> Result<(Array, Array)> {
+    let (qs, vs) = (q.shape(), v.shape());
+    let (b, t, hk, dk) = (qs[0], qs[1], qs[2], qs[3]);
+    let (hv, dv) = (vs[2], vs[3]);
+    let dtype = q.dtype();
+    let tlen = consts(&[t as f32])?;
+    let out = kernel(&GATED_DELTA)?.launch(&Launch {
+        inputs: &[
+            q,
+            k,
+            &v.astype(dtype)?,
+            g,
+            &beta.astype(dtype)?,
+            state,
+            &tlen,
+        ],
+        output_shapes: &[&[b, t, hv, dv], &state.shape()],
+        output_dtypes: &[dtype, Dtype::F32],
+        grid: [32, dv, b * hv],
+        threadgroup: [32, 4, 1],
+        template: &[
+            ("T", TemplateArg::Dtype(dtype)),
+            ("Dk", TemplateArg::Int(dk)),
+            ("Dv", TemplateArg::Int(dv)),
+            ("Hk", TemplateArg::Int(hk)),
+            ("Hv", TemplateArg::Int(hv)),
+        ],
+        init_value: None,
+    })?;
+    let mut it = out.into_iter();
+    match (it.next(), it.next()) {
+        (Some(y), Some(s)) => Ok((y, s)),
+        _ => unreachable!("the kernel has two outputs"),
+    }
 }
 
 /// Whether `x @ W^T` with an `[n, k]` weight should dequantize and run a dense GEMM: measured on

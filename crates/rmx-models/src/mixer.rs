@@ -52,6 +52,9 @@ impl Mixer {
     /// For `rmx info` and `rmx run -v`.
     pub fn kind(&self, sliding: bool) -> &'static str {
         match (self, sliding) {
+            (Mixer::DeltaNet(d), _) if d.uses_kernel() => {
+                "linear attention (Gated DeltaNet, CUDA recurrence kernel)"
+            }
             (Mixer::DeltaNet(_), _) => "linear attention (Gated DeltaNet)",
             (Mixer::Attention(_), true) => "sliding attention",
             (Mixer::Attention(_), false) => "attention",

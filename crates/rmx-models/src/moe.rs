@@ -279,6 +279,39 @@ impl SparseMoe {
         })
     }
 
+    /// Qwen's layout under `path`: a bias-free router `gate` and SwiGLU experts `switch_mlp`
+    /// of `hidden` each, softmax-then-top-k routing (Qwen3-MoE, Qwen3-Next, Qwen3.5-MoE).
+    #[allow(clippy::too_many_arguments)]
+    pub fn load_qwen(
+        w: &mut Weights,
+        q: &QuantConfig,
+        path: &str,
+        dim: i32,
+        experts: i32,
+        top_k: i32,
+        hidden: i32,
+        normalize: bool,
+    ) -> Result<SparseMoe> {
+        let router = Linear::load(w, q, &format!("{path}.gate"), dim, experts, false)?;
+        let switch = SwitchGlu::load(
+            w,
+            q,
+            &format!("{path}.switch_mlp"),
+            experts,
+            dim,
+            hidden,
+            false,
+            ExpertActivation::SwiGlu,
+        )?;
+        SparseMoe::new(
+            router,
+            switch,
+            experts,
+            top_k,
+            Routing::SoftmaxTopK { normalize },
+        )
+    }
+
     pub fn with_shared(mut self, shared: SharedExpert) -> SparseMoe {
         self.shared = Some(shared);
         self

@@ -9,10 +9,9 @@ use crate::attention::{Mlp, QkNorm};
 use crate::config::RawConfig;
 use crate::error::{ModelError, Result};
 use crate::feed_forward::FeedForward;
-use crate::layers::Linear;
 use crate::llama::{load_decoder, Variant};
 use crate::model::CausalLm;
-use crate::moe::{ExpertActivation, Routing, SparseMoe, SwitchGlu};
+use crate::moe::SparseMoe;
 use crate::rope::Rope;
 use crate::weights::Weights;
 
@@ -98,32 +97,15 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
                 false,
             )?));
         }
-        let router = Linear::load(
+        Ok(FeedForward::Moe(Box::new(SparseMoe::load_qwen(
             w,
             q,
-            &format!("{p}.gate"),
+            p,
             c.hidden_size,
-            c.num_experts,
-            false,
-        )?;
-        let experts = SwitchGlu::load(
-            w,
-            q,
-            &format!("{p}.switch_mlp"),
-            c.num_experts,
-            c.hidden_size,
-            c.moe_intermediate_size,
-            false,
-            ExpertActivation::SwiGlu,
-        )?;
-        Ok(FeedForward::Moe(Box::new(SparseMoe::new(
-            router,
-            experts,
             c.num_experts,
             c.num_experts_per_tok,
-            Routing::SoftmaxTopK {
-                normalize: c.norm_topk_prob,
-            },
+            c.moe_intermediate_size,
+            c.norm_topk_prob,
         )?)))
     }));
     Ok(Box::new(load_decoder(raw, &common, w, v)?))

@@ -15,7 +15,7 @@ use crate::layers::Linear;
 use crate::llama::{load_decoder, Variant};
 use crate::mixer::Mixer;
 use crate::model::CausalLm;
-use crate::moe::{ExpertActivation, Routing, SharedExpert, SparseMoe, SwitchGlu};
+use crate::moe::{SharedExpert, SparseMoe};
 use crate::rope::Rope;
 use crate::weights::Weights;
 
@@ -201,24 +201,6 @@ pub(crate) fn load_hybrid(
                 false,
             )?));
         }
-        let router = Linear::load(
-            w,
-            q,
-            &format!("{p}.gate"),
-            c.hidden_size,
-            c.num_experts,
-            false,
-        )?;
-        let experts = SwitchGlu::load(
-            w,
-            q,
-            &format!("{p}.switch_mlp"),
-            c.num_experts,
-            c.hidden_size,
-            c.moe_intermediate_size,
-            false,
-            ExpertActivation::SwiGlu,
-        )?;
         let shared = SharedExpert {
             mlp: Mlp::load(
                 w,
@@ -238,14 +220,15 @@ pub(crate) fn load_hybrid(
                 false,
             )?,
         };
-        let moe = SparseMoe::new(
-            router,
-            experts,
+        let moe = SparseMoe::load_qwen(
+            w,
+            q,
+            p,
+            c.hidden_size,
             c.num_experts,
             c.num_experts_per_tok,
-            Routing::SoftmaxTopK {
-                normalize: c.norm_topk_prob,
-            },
+            c.moe_intermediate_size,
+            c.norm_topk_prob,
         )?
         .with_shared(shared);
         Ok(FeedForward::Moe(Box::new(moe)))

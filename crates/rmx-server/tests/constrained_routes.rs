@@ -7,10 +7,8 @@ mod common_api;
 use std::path::{Path, PathBuf};
 
 use axum::http::StatusCode;
-use axum::Router;
-use common_api::{app, json, model_name, post, service, tiny_model};
+use common_api::{app, call, model_name, service, tiny_model};
 use serde_json::{json, Value};
-use tower::ServiceExt;
 
 fn tools() -> Value {
     json!([
@@ -38,16 +36,6 @@ fn with_template(dir: &Path, template: &str) -> PathBuf {
     std::fs::write(&path, config.to_string()).expect("write config");
     let _ = std::fs::remove_file(out.join("chat_template.jinja"));
     out
-}
-
-async fn call(app: &Router, path: &str, body: Value) -> (StatusCode, Value) {
-    json(
-        app.clone()
-            .oneshot(post(path, body.to_string()))
-            .await
-            .expect("response"),
-    )
-    .await
 }
 
 fn object(text: &str) -> serde_json::Map<String, Value> {

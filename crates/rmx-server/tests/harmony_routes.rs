@@ -11,8 +11,7 @@ use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 
 use axum::http::StatusCode;
-use axum::Router;
-use common_api::{app, json, post, python, service, sse_named, text};
+use common_api::{app, call, post, python, service, sse_named, text};
 use serde_json::{json, Value};
 use tower::ServiceExt;
 
@@ -63,16 +62,6 @@ fn tools() -> Value {
 
 fn messages() -> Value {
     json!([{"role": "user", "content": "What is the weather in Paris?"}])
-}
-
-async fn call(app: &Router, path: &str, body: Value) -> (StatusCode, Value) {
-    json(
-        app.clone()
-            .oneshot(post(path, body.to_string()))
-            .await
-            .expect("response"),
-    )
-    .await
 }
 
 fn paris(arguments: &str) {

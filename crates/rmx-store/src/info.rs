@@ -39,6 +39,10 @@ pub struct ModelInfo {
     pub context_length: Option<u64>,
     pub hints: ModelHints,
     pub chat_template: bool,
+    /// The checkpoint is a vision-language model (config.json has `vision_config`); rmx loads
+    /// its text model only.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub vision_tower: bool,
     pub files: Vec<FileEntry>,
     /// Sum of the file sizes.
     pub size: u64,
@@ -117,6 +121,7 @@ pub(crate) fn info(store: &Store, name: &str) -> Result<ModelInfo, StoreError> {
         parameters,
         hints,
         chat_template: has_chat_template(&path),
+        vision_tower: config.has_vision(),
         size: files.iter().map(|f| f.size).sum(),
         files,
         repo,

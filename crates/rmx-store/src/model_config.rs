@@ -56,6 +56,11 @@ impl ModelConfig {
             .map(str::to_string)
     }
 
+    /// A vision-language checkpoint: its config describes a vision tower.
+    pub fn has_vision(&self) -> bool {
+        self.json.get("vision_config").is_some_and(|v| !v.is_null())
+    }
+
     pub fn context_length(&self) -> Option<u64> {
         self.get("max_position_embeddings").and_then(Value::as_u64)
     }

@@ -109,6 +109,12 @@ pub fn render(info: &ModelInfo, fit: Option<Fit>) -> String {
         }
         .to_string(),
     );
+    if info.vision_tower {
+        line(
+            "vision",
+            "not loaded: image input is not supported yet (the text model runs)".to_string(),
+        );
+    }
     let mut status = human_bytes(info.size);
     if info.status == ModelStatus::Partial {
         status.push_str(" (partial: `rmx pull` finishes it)");

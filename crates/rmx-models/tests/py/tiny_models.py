@@ -785,7 +785,7 @@ def cmd_make(args):
         mu.save_model(tmp, model)
     finally:
         mu.make_shards = orig_make_shards
-    mu.save_config(cfg, tmp / "config.json")
+    mu.save_config(cfg, tmp / "config.json", keep_vision_config=bool(spec.get("vision_extra")))
     if spec.get("vision_extra"):
         # what an mlx-vlm conversion also carries: the vision tower's weights
         mx.save_safetensors(

@@ -119,6 +119,18 @@ pub async fn json(resp: axum::response::Response) -> (StatusCode, Value) {
     (status, value)
 }
 
+/// POSTs `body` as JSON to `path` on `app`: the status and JSON body.
+pub async fn call(app: &Router, path: &str, body: Value) -> (StatusCode, Value) {
+    use tower::ServiceExt;
+    json(
+        app.clone()
+            .oneshot(post(path, body.to_string()))
+            .await
+            .expect("response"),
+    )
+    .await
+}
+
 pub async fn text(resp: axum::response::Response) -> (StatusCode, String) {
     let status = resp.status();
     let bytes = resp.into_body().collect().await.expect("body").to_bytes();
