@@ -152,7 +152,7 @@ def make(shape, quant, out, peaked=False):
     mx.random.seed(0)
     model.update(tree_map(lambda p: (mx.random.normal(p.shape) * 0.02).astype(mx.bfloat16), model.parameters()))
     if peaked:
-        out_scale = (2 * cfg["num_hidden_layers"]) ** -0.5
+        out_scale = (2 * cfg.get("text_config", cfg)["num_hidden_layers"]) ** -0.5
         embed_scale = 1.0 if cfg.get("tie_word_embeddings", False) else 1 / 0.02
 
         def peak(path, p):
@@ -162,7 +162,7 @@ def make(shape, quant, out, peaked=False):
                 return (p.astype(mx.float32) * embed_scale).astype(mx.bfloat16)
             if not path.endswith("norm.weight"):
                 return p
-            return mx.full(p.shape, 4.0 if path == "model.norm.weight" else 1.0, mx.bfloat16)
+            return mx.full(p.shape, 4.0 if path.endswith("model.norm.weight") else 1.0, mx.bfloat16)
         model.update(tree_map_with_path(peak, model.parameters()))
     if quant == "bf16":
         mx.eval(model.parameters())
