@@ -7,6 +7,7 @@ import pathlib
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SOURCE = (ROOT / "crates/rmx-models/src/kernels/decode.cuh").read_text()
 SPLITS = 64  # decode_layer.rs's SPLITS, the kernel's SMAX
+SECTION_USES = {("moe", "qgemv")}  # fastpath.rs's SECTION_USES
 
 
 def section(name):
@@ -16,7 +17,8 @@ def section(name):
     out, keep = [], False
     for line in SOURCE.splitlines():
         if line.startswith("// @section "):
-            keep = line[len("// @section "):] in ("common", name)
+            sec = line[len("// @section "):]
+            keep = sec in ("common", name) or (name, sec) in SECTION_USES
             continue
         if keep and line.strip() and not line.strip().startswith("//"):
             out.append(line)

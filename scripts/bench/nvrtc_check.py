@@ -70,6 +70,17 @@ for dk, hk, hv in ((128, 16, 32), (192, 16, 64)):
                     "rmx::gated_delta<T, Dk, Dv, Hk, Hv>(q, k, v, g, beta, state_in, tlen, y, state_out);",
                     dict(Dk=dk, Dv=128, Hk=hk, Hv=hv)))
 
+# A MoE layer's decode step (moe_kernels.rs) at the Qwen3-30B-A3B shape (hidden 2048, experts of
+# 768, top 8) in 4 and 8 bits.
+for bits in (4, 8):
+    KERNELS.append(("moe", [("T", "x"), ("uint32_t", "w"), ("T", "scales"), ("T", "biases"), ("uint32_t", "idx")],
+                    ["y"], "rmx::moe_gate_up<T, BITS, G, ROWS, K>(x, w, scales, biases, idx, y, F);",
+                    dict(BITS=bits, G=64, ROWS=2, K=2048, F=768)))
+    KERNELS.append(("moe", [("T", "act"), ("uint32_t", "w"), ("T", "scales"), ("T", "biases"), ("uint32_t", "idx"),
+                            ("T", "scores")],
+                    ["y"], "rmx::moe_down<T, BITS, G, ROWS, K, TOPK>(act, w, scales, biases, idx, scores, y, N);",
+                    dict(BITS=bits, G=64, ROWS=2, K=768, N=2048, TOPK=8)))
+
 # The one-launch decoder layer (decode_layer.rs), at Qwen3-0.6B and Llama-3-8B shapes, with integer
 # (IDOT) and float products;
 # the scratch offsets are decode_layer.rs's scratch_layout for them (kernel_src.layer_layout).

@@ -42,7 +42,7 @@ pub(crate) fn header(section: &str) -> String {
     let mut keep = false;
     for line in SOURCE.lines() {
         if let Some(name) = line.strip_prefix("// @section ") {
-            keep = name == "common" || name == section;
+            keep = name == "common" || name == section || uses(section, name);
             continue;
         }
         let t = line.trim_start();
@@ -52,6 +52,13 @@ pub(crate) fn header(section: &str) -> String {
         }
     }
     out
+}
+
+/// Sections built on another's helpers: (section, the section it uses).
+const SECTION_USES: &[(&str, &str)] = &[("moe", "qgemv")];
+
+fn uses(section: &str, other: &str) -> bool {
+    SECTION_USES.contains(&(section, other))
 }
 
 /// The choices, made once per process: the backend cannot change under a running engine.
@@ -269,7 +276,7 @@ fn pos_step() -> Result<Array> {
     })
 }
 
-fn kernel(spec: &Spec) -> Result<Rc<Kernel>> {
+pub(crate) fn kernel(spec: &Spec) -> Result<Rc<Kernel>> {
     kernel_with_shared(spec, 0)
 }
 

@@ -16,6 +16,7 @@ mod llama;
 mod mixer;
 mod model;
 mod moe;
+mod moe_kernels;
 mod qwen2;
 mod qwen3;
 mod qwen3_5;

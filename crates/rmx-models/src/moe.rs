@@ -117,10 +117,97 @@ impl ExpertActivation {
 
 /// Every expert's gated MLP (mlx-lm's `SwitchGLU`).
 pub struct SwitchGlu {
-    gate: SwitchLinear,
-    up: SwitchLinear,
+    gate_up: GateUp,
     down: SwitchLinear,
     act: ExpertActivation,
+}
+
+/// The experts' gate and up projections: as stored, or (CUDA fast path, chosen at load) fused
+/// per expert into `[E, 2F, in]` with gate's rows first, which a decode step's kernel reads in
+/// one launch (moe_kernels.rs) and a prompt's `gather_qmm` in one product.
+enum GateUp {
+    Separate {
+        gate: SwitchLinear,
+        up: SwitchLinear,
+    },
+    Fused {
+        both: SwitchLinear,
+        hidden: i32,
+    },
+}
+
+impl GateUp {
+    fn new(
+        gate: SwitchLinear,
+        up: SwitchLinear,
+        hidden: i32,
+        dim: i32,
+        act: ExpertActivation,
+    ) -> Result<GateUp> {
+        let fusable = match (&gate, &up, act) {
+            (
+                SwitchLinear {
+                    weight: SwitchWeight::Quant(g, gs),
+                    bias: None,
+                },
+                SwitchLinear {
+                    weight: SwitchWeight::Quant(u, us),
+                    bias: None,
+                },
+                ExpertActivation::SwiGlu,
+            ) => {
+                gs == us
+                    && crate::moe_kernels::fits(*gs, g, dim)
+                    && crate::moe_kernels::fits(*us, u, dim)
+            }
+            _ => false,
+        };
+        if !fusable {
+            return Ok(GateUp::Separate { gate, up });
+        }
+        let (SwitchWeight::Quant(g, spec), SwitchWeight::Quant(u, _)) = (gate.weight, up.weight)
+        else {
+            unreachable!("checked above")
+        };
+        let cat = |a: &Array, b: &Array| rmx_mlx::concatenate(&[a, b], 1);
+        let both = Quantized {
+            weight: cat(&g.weight, &u.weight)?,
+            scales: cat(&g.scales, &u.scales)?,
+            biases: match (&g.biases, &u.biases) {
+                (Some(a), Some(b)) => Some(cat(a, b)?),
+                _ => None,
+            },
+        };
+        let mut all = vec![&both.weight, &both.scales];
+        all.extend(both.biases.as_ref());
+        rmx_mlx::eval(&all)?;
+        Ok(GateUp::Fused {
+            both: SwitchLinear {
+                weight: SwitchWeight::Quant(both, spec),
+                bias: None,
+            },
+            hidden,
+        })
+    }
+
+    /// (up, gate) of the chosen experts.
+    fn forward(&self, x: &Array, idx: &Array, sorted: bool) -> Result<(Array, Array)> {
+        match self {
+            GateUp::Separate { gate, up } => {
+                Ok((up.forward(x, idx, sorted)?, gate.forward(x, idx, sorted)?))
+            }
+            GateUp::Fused { both, hidden } => {
+                let mut p = both
+                    .forward(x, idx, sorted)?
+                    .split_at(&[*hidden], -1)?
+                    .into_iter();
+                let (Some(g), Some(u)) = (p.next(), p.next()) else {
+                    unreachable!("split in two")
+                };
+                Ok((u, g))
+            }
+        }
+    }
 }
 
 impl SwitchGlu {
@@ -142,17 +229,18 @@ impl SwitchGlu {
         for name in ["gate_proj", "up_proj", "down_proj"] {
             stack_per_expert(w, experts_dir, path, name, experts)?;
         }
+        let gate = SwitchLinear::load(
+            w,
+            q,
+            &format!("{path}.gate_proj"),
+            experts,
+            dim,
+            hidden,
+            bias,
+        )?;
+        let up = SwitchLinear::load(w, q, &format!("{path}.up_proj"), experts, dim, hidden, bias)?;
         Ok(SwitchGlu {
-            gate: SwitchLinear::load(
-                w,
-                q,
-                &format!("{path}.gate_proj"),
-                experts,
-                dim,
-                hidden,
-                bias,
-            )?,
-            up: SwitchLinear::load(w, q, &format!("{path}.up_proj"), experts, dim, hidden, bias)?,
+            gate_up: GateUp::new(gate, up, hidden, dim, act)?,
             down: SwitchLinear::load(
                 w,
                 q,
@@ -171,8 +259,7 @@ impl SwitchGlu {
         let x = x.expand_dims(&[-2, -3])?;
         let idx_shape = indices.shape();
         if indices.size() < SORT_FROM {
-            let up = self.up.forward(&x, indices, false)?;
-            let gate = self.gate.forward(&x, indices, false)?;
+            let (up, gate) = self.gate_up.forward(&x, indices, false)?;
             let y = self
                 .down
                 .forward(&self.act.apply(&up, &gate)?, indices, false)?;
@@ -187,8 +274,7 @@ impl SwitchGlu {
         let rows = x.reshape(&[-1, s[s.len() - 2], s[s.len() - 1]])?;
         let x = rows.take(&order.floor_divide_scalar(k as f64)?, 0)?;
         let idx = flat.take(&order, 0)?;
-        let up = self.up.forward(&x, &idx, true)?;
-        let gate = self.gate.forward(&x, &idx, true)?;
+        let (up, gate) = self.gate_up.forward(&x, &idx, true)?;
         let y = self
             .down
             .forward(&self.act.apply(&up, &gate)?, &idx, true)?;
@@ -196,6 +282,34 @@ impl SwitchGlu {
         let ys = y.shape();
         let shape: Vec<i32> = idx_shape.iter().chain(&ys[1..]).copied().collect();
         Ok(y.reshape(&shape)?.squeeze(&[-2])?)
+    }
+}
+
+impl SwitchGlu {
+    /// One token's output through rmx's two kernels, `scores`-weighted and summed over the
+    /// chosen experts `idx` (`[.., k]`): `[.., dim]`. `None` where they do not apply (not the
+    /// fused CUDA path, several tokens, a down projection the kernel cannot read).
+    pub fn decode_kernel(&self, x: &Array, idx: &Array, scores: &Array) -> Result<Option<Array>> {
+        let (
+            GateUp::Fused { both, hidden },
+            SwitchLinear {
+                weight: SwitchWeight::Quant(down, dspec),
+                bias: None,
+            },
+        ) = (&self.gate_up, &self.down)
+        else {
+            return Ok(None);
+        };
+        let SwitchWeight::Quant(both, spec) = &both.weight else {
+            return Ok(None);
+        };
+        let dim = x.dim(-1);
+        if x.size() != dim as usize || !crate::moe_kernels::fits(*dspec, down, *hidden) {
+            return Ok(None);
+        }
+        let act = crate::moe_kernels::gate_up(x, both, *spec, idx, *hidden)?;
+        let y = crate::moe_kernels::down(&act, down, *dspec, idx, scores, dim)?;
+        Ok(Some(y.reshape(&x.shape())?))
     }
 }
 
@@ -343,6 +457,9 @@ impl SparseMoe {
                 let (inds, mut scores) = self.top_k(&gates)?;
                 if normalize {
                     scores = scores.divide(&scores.sum(&[-1], true)?)?;
+                }
+                if let Some(y) = self.experts.decode_kernel(x, &inds, &scores)? {
+                    return Ok(y);
                 }
                 let y = self.experts.forward(x, &inds)?;
                 let dtype = y.dtype();

@@ -24,6 +24,7 @@ fn every_fast_path_kernel_section_compiles_under_nvrtc() {
     let launchers = [
         include_str!("../src/fastpath.rs"),
         include_str!("../src/decode_layer.rs"),
+        include_str!("../src/moe_kernels.rs"),
     ];
     let sections: Vec<&str> = launchers
         .iter()
