@@ -74,7 +74,7 @@ for dk, hk, hv in ((128, 16, 32), (192, 16, 64)):
 # 768, top 8) in 4 and 8 bits.
 for bits in (4, 8):
     KERNELS.append(("moe", [("T", "x"), ("uint32_t", "w"), ("T", "scales"), ("T", "biases"), ("uint32_t", "idx")],
-                    ["y"], "rmx::moe_gate_up<T, BITS, G, ROWS, K>(x, w, scales, biases, idx, y, F);",
+                    ["y"], "rmx::qgemv_swiglu<T, BITS, G, ROWS, K, false, true>(x, w, scales, biases, y, F, nullptr, nullptr, idx);",
                     dict(BITS=bits, G=64, ROWS=2, K=2048, F=768)))
     KERNELS.append(("moe", [("T", "act"), ("uint32_t", "w"), ("T", "scales"), ("T", "biases"), ("uint32_t", "idx"),
                             ("T", "scores")],

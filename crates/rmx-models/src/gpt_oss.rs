@@ -4,7 +4,7 @@
 //! mlx-lm's `gpt_oss.py`; weights as mlx-lm writes them (`mlp.experts.{gate,up,down}_proj`,
 //! `mlp.router`), in mxfp4 as the official MLX conversions ship them, or affine, or dense.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::attention::QkNorm;
 use crate::config::RawConfig;
@@ -31,7 +31,7 @@ defaults! {
 const ALPHA: f64 = 1.702;
 const LIMIT: f64 = 7.0;
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 pub struct Config {
     #[serde(default = "d_layers")]
     pub num_hidden_layers: i32,
@@ -73,24 +73,12 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
             .collect()
     });
     let common = crate::llama::Config {
-        hidden_size: c.hidden_size,
-        num_hidden_layers: c.num_hidden_layers,
-        intermediate_size: c.intermediate_size,
-        num_attention_heads: c.num_attention_heads,
-        rms_norm_eps: c.rms_norm_eps,
-        vocab_size: c.vocab_size,
-        head_dim: Some(c.head_dim),
-        max_position_embeddings: c.max_position_embeddings,
-        num_key_value_heads: Some(c.num_key_value_heads),
         attention_bias: true,
-        mlp_bias: false,
-        rope_theta: c.rope_theta,
-        rope_traditional: false,
-        rope_scaling: c.rope_scaling.clone(),
         // mlx-lm's GPT-OSS always has its own lm_head.
         tie_word_embeddings: false,
         layer_types: Some(layer_types),
         sliding_window: Some(c.sliding_window),
+        ..crate::llama::Config::from_family(&c)?
     };
     let (head_dim, theta, scaling) = (c.head_dim, c.rope_theta, c.rope_scaling.clone());
     // mlx-lm builds this rope without max_position_embeddings.

@@ -49,6 +49,20 @@ pub struct Config {
     pub sliding_window: Option<i32>,
 }
 
+impl Config {
+    /// The shared decoder's settings from a family's own config, field for field by name (the
+    /// families spell them as Llama does; what a family lacks takes Llama's default). The family
+    /// then sets what it reads differently.
+    pub(crate) fn from_family<T: serde::Serialize>(c: &T) -> Result<Config> {
+        serde_json::to_value(c)
+            .and_then(serde_json::from_value)
+            .map_err(|e| ModelError::Config {
+                path: "config.json".into(),
+                message: format!("invalid config: {e}"),
+            })
+    }
+}
+
 /// The pre-norm decoder layer shared by Llama, Qwen2, Qwen3, Qwen3-MoE and GPT-OSS: attention
 /// and a feed-forward (dense or experts), each behind an RMS norm with a residual add.
 pub(crate) struct DecoderLayer {

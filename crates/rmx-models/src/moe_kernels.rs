@@ -15,7 +15,7 @@ const GATE_UP: Spec = Spec {
     section: "moe",
     inputs: &["x", "w", "scales", "biases", "idx"],
     outputs: &["y"],
-    body: "rmx::moe_gate_up<T, BITS, G, ROWS, K>(x, w, scales, biases, idx, y, F);",
+    body: "rmx::qgemv_swiglu<T, BITS, G, ROWS, K, false, true>(x, w, scales, biases, y, F, nullptr, nullptr, idx);",
 };
 const DOWN: Spec = Spec {
     name: "rmx_moe_down",

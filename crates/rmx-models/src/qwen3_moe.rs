@@ -3,7 +3,7 @@
 //! `decoder_sparse_step`-th layer not listed in `mlp_only_layers`. As in mlx-lm's
 //! `qwen3_moe.py`, the rope is plain (`rope_theta`): a `rope_scaling` entry is not applied.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::attention::{Mlp, QkNorm};
 use crate::config::RawConfig;
@@ -15,7 +15,7 @@ use crate::moe::SparseMoe;
 use crate::rope::Rope;
 use crate::weights::Weights;
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 pub struct Config {
     pub hidden_size: i32,
     pub num_hidden_layers: i32,
@@ -56,24 +56,10 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
             ),
         });
     }
+    // mlx-lm's qwen3_moe builds a plain rope: rope_scaling is not applied.
     let common = crate::llama::Config {
-        hidden_size: c.hidden_size,
-        num_hidden_layers: c.num_hidden_layers,
-        intermediate_size: c.intermediate_size,
-        num_attention_heads: c.num_attention_heads,
-        rms_norm_eps: c.rms_norm_eps,
-        vocab_size: c.vocab_size,
-        head_dim: Some(c.head_dim),
-        max_position_embeddings: Some(c.max_position_embeddings),
-        num_key_value_heads: Some(c.num_key_value_heads),
-        attention_bias: false,
-        mlp_bias: false,
-        rope_theta: c.rope_theta,
-        rope_traditional: false,
         rope_scaling: None,
-        tie_word_embeddings: c.tie_word_embeddings,
-        layer_types: None,
-        sliding_window: None,
+        ..crate::llama::Config::from_family(&c)?
     };
     let (head_dim, theta) = (c.head_dim, c.rope_theta);
     let mut v = Variant::dense(

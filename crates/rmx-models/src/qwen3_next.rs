@@ -4,7 +4,7 @@
 //! rope over part of each head); the feed-forward is a dense MLP or routed experts with a
 //! shared expert. As mlx-lm's `qwen3_next.py`.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::attention::{Mlp, QkNorm};
 use crate::config::RawConfig;
@@ -23,7 +23,7 @@ fn four() -> i32 {
     4
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 pub struct Config {
     pub hidden_size: i32,
     pub num_hidden_layers: i32,
@@ -134,25 +134,7 @@ pub(crate) fn load_hybrid(
     // (mlx-lm drops them too).
     w.discard(|k| k.contains("mtp."));
     refuse_transformers_layout(w)?;
-    let common = crate::llama::Config {
-        hidden_size: c.hidden_size,
-        num_hidden_layers: c.num_hidden_layers,
-        intermediate_size: c.intermediate_size,
-        num_attention_heads: c.num_attention_heads,
-        rms_norm_eps: c.rms_norm_eps,
-        vocab_size: c.vocab_size,
-        head_dim: Some(c.head_dim),
-        max_position_embeddings: Some(c.max_position_embeddings),
-        num_key_value_heads: Some(c.num_key_value_heads),
-        attention_bias: c.attention_bias,
-        mlp_bias: false,
-        rope_theta: c.rope_theta,
-        rope_traditional: false,
-        rope_scaling: c.rope_scaling.clone(),
-        tie_word_embeddings: c.tie_word_embeddings,
-        layer_types: None,
-        sliding_window: None,
-    };
+    let common = crate::llama::Config::from_family(&c)?;
     // mlx-lm: int(head_dim * partial_rotary_factor) rotated dimensions.
     let dims = (c.head_dim as f64 * c.partial_rotary_factor as f64) as i32;
     let (theta, scaling, max_pos) = (

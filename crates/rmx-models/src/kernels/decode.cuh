@@ -232,10 +232,12 @@ __device__ __forceinline__ void qgemv(
 // The MLP's first half for one token: gate and up are the two halves of one fused weight
 // [2*F, K] (gate rows first); out[m, f] = silu(gate) * up, so the [2F] intermediate never
 // reaches memory. ROWS outputs per warp means 2*ROWS weight rows. NORM as in qgemv.
-template <typename T, int BITS, int G, int ROWS, int K, bool NORM = false>
+// With EXPERTS, w/scales/biases stack such weights per expert ([E, 2F, K]), row m of the output
+// is expert idx[m]'s, and every row reads the one token x (a MoE layer's decode step).
+template <typename T, int BITS, int G, int ROWS, int K, bool NORM = false, bool EXPERTS = false>
 __device__ __forceinline__ void qgemv_swiglu(
     const T* x, const uint32_t* w, const T* scales, const T* biases, T* y, int F,
-    const T* nw = nullptr, const float* eps = nullptr) {
+    const T* nw = nullptr, const float* eps = nullptr, const uint32_t* idx = nullptr) {
   constexpr int PER = 128 / BITS;
   constexpr int CHUNKS = K / PER;
   constexpr int WORDS = K * BITS / 32;
@@ -245,7 +247,13 @@ __device__ __forceinline__ void qgemv_swiglu(
   const int m = blockIdx.y;
   const int row0 = warp * ROWS;
   if (row0 >= F) return;
-  const T* xr = x + (size_t)m * K;
+  const T* xr = x + (EXPERTS ? 0 : (size_t)m * K);
+  if constexpr (EXPERTS) {
+    const size_t e = idx[m];
+    w += e * 2 * F * WORDS;
+    scales += e * 2 * F * GROUPS;
+    biases += e * 2 * F * GROUPS;
+  }
   float g[ROWS], u[ROWS];
 #pragma unroll
   for (int r = 0; r < ROWS; ++r) g[r] = u[r] = 0.f;
@@ -1606,57 +1614,7 @@ namespace rmx {
 // gather_qmm (three launches that read the chosen experts at a fraction of the bandwidth) and
 // the ops around it. The experts' gate and up weights are fused per expert, [E, 2F, K] (gate
 // rows first), as qgemv_swiglu's [2F, K]; down is [E, N, F].
-//
-// moe_gate_up: act[j, f] = silu(x . gate[e_j, f]) * (x . up[e_j, f]) for the j-th chosen expert
-// e_j = idx[j]. Grid: x over warps of ROWS outputs, y over the chosen experts.
-template <typename T, int BITS, int G, int ROWS, int K>
-__device__ __forceinline__ void moe_gate_up(
-    const T* x, const uint32_t* w, const T* scales, const T* biases, const uint32_t* idx, T* y,
-    int F) {
-  constexpr int PER = 128 / BITS;
-  constexpr int CHUNKS = K / PER;
-  constexpr int WORDS = K * BITS / 32;
-  constexpr int GROUPS = K / G;
-  const int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-  const int lane = threadIdx.x & 31;
-  const int j = blockIdx.y;
-  const int row0 = warp * ROWS;
-  if (row0 >= F) return;
-  const size_t e = idx[j];
-  const uint32_t* we = w + e * 2 * F * WORDS;
-  const T* se = scales + e * 2 * F * GROUPS;
-  const T* be = biases + e * 2 * F * GROUPS;
-  float g[ROWS], u[ROWS];
-#pragma unroll
-  for (int r = 0; r < ROWS; ++r) g[r] = u[r] = 0.f;
-  float ss = 0.f;
-#pragma unroll 2
-  for (int c = lane; c < CHUNKS; c += 32) {
-    float xf[PER], xsum;
-    load_x<T, PER, false>(x, nullptr, c, xf, xsum, ss);
-    chunk_dot<T, BITS, G, ROWS>(xf, xsum, we, se, be, row0, F, c, WORDS, GROUPS, g);
-    chunk_dot<T, BITS, G, ROWS>(
-        xf, xsum, we + (size_t)F * WORDS, se + (size_t)F * GROUPS, be + (size_t)F * GROUPS, row0,
-        F, c, WORDS, GROUPS, u);
-  }
-#pragma unroll
-  for (int r = 0; r < ROWS; ++r) {
-    g[r] = warp_sum(g[r]);
-    u[r] = warp_sum(u[r]);
-  }
-  if (lane == 0) {
-#pragma unroll
-    for (int r = 0; r < ROWS; ++r) {
-      if (row0 + r < F) {
-        float gt = to_float(static_cast<T>(g[r]));
-        float ut = to_float(static_cast<T>(u[r]));
-        float silu = gt / (1.f + __expf(-gt));
-        y[(size_t)j * F + row0 + r] = static_cast<T>(to_float(static_cast<T>(silu)) * ut);
-      }
-    }
-  }
-}
-
+// The chosen experts' gate/up products are qgemv_swiglu with EXPERTS (section qgemv).
 // moe_down: y[n] = sum_j scores[j] * (act[j] . down[e_j, n]), each expert's product rounded to
 // T before it is weighted, as mlx-lm's separate ops round it. K is the experts' hidden size F.
 // Grid: x over warps of ROWS outputs.

@@ -251,73 +251,6 @@ FAMILY_SPECS = {
             "eos_token_id": 151645,
         },
     ),
-    # Qwen3 with YaRN: an original context (16) shorter than the prompts, so positions past it
-    # exercise the interpolated frequencies and the input scale (mscale).
-    "qwen3_yarn": dict(
-        tokenizer_size=151669,
-        tokenizer="qwen3",
-        template=None,
-        generation={"bos_token_id": 151643, "eos_token_id": [151645, 151643], "pad_token_id": 151643},
-        config={
-            "architectures": ["Qwen3ForCausalLM"],
-            "model_type": "qwen3",
-            "hidden_size": 64,
-            "num_attention_heads": 4,
-            "num_key_value_heads": 2,
-            "head_dim": 32,
-            "num_hidden_layers": 3,
-            "intermediate_size": 192,
-            "vocab_size": 151936,
-            "rms_norm_eps": 1e-6,
-            "rope_theta": 1000000.0,
-            "rope_scaling": {
-                "rope_type": "yarn",
-                "factor": 4.0,
-                "original_max_position_embeddings": 16,
-            },
-            "max_position_embeddings": 64,
-            "attention_bias": False,
-            "tie_word_embeddings": False,
-            "hidden_act": "silu",
-            "bos_token_id": 151643,
-            "eos_token_id": 151645,
-        },
-    ),
-    # Qwen3-30B-A3B's layout, tiny: 8 experts, top 2, renormalized, a dense layer listed in
-    # mlp_only_layers, head_dim != hidden / heads. A prompt of 32+ tokens takes mlx-lm's sorted
-    # expert path (64+ token-expert pairs), decode steps the unsorted one.
-    "qwen3_moe": dict(
-        tokenizer_size=151669,
-        tokenizer="qwen3",
-        template=None,
-        generation={"bos_token_id": 151643, "eos_token_id": [151645, 151643], "pad_token_id": 151643},
-        config={
-            "architectures": ["Qwen3MoeForCausalLM"],
-            "model_type": "qwen3_moe",
-            "hidden_size": 64,
-            "num_attention_heads": 4,
-            "num_key_value_heads": 2,
-            "head_dim": 32,
-            "num_hidden_layers": 4,
-            "intermediate_size": 192,
-            "moe_intermediate_size": 128,
-            "num_experts": 8,
-            "num_experts_per_tok": 2,
-            "norm_topk_prob": True,
-            "decoder_sparse_step": 1,
-            "mlp_only_layers": [1],
-            "vocab_size": 151936,
-            "rms_norm_eps": 1e-6,
-            "rope_theta": 1000000.0,
-            "rope_scaling": None,
-            "max_position_embeddings": 40960,
-            "attention_bias": False,
-            "tie_word_embeddings": False,
-            "hidden_act": "silu",
-            "bos_token_id": 151643,
-            "eos_token_id": 151645,
-        },
-    ),
     # GPT-OSS-20B's layout, tiny: attention sinks, biases, sliding windows (8) shorter than the
     # prompts alternating with full layers, YaRN with an original context (16) shorter than the
     # prompts, 8 experts top 2 with the clamped SwiGLU.
@@ -363,50 +296,6 @@ FAMILY_SPECS = {
             "bos_token_id": 199998,
             "eos_token_id": 200002,
             "pad_token_id": 199999,
-        },
-    ),
-    # The hybrids, tiny: DeltaNet layers with more value heads than key heads (repeated q/k),
-    # value dim != key dim, a conv kernel (4) shorter than the prompts, gated attention with a
-    # quarter of each head rotated; full_attention_interval 2 over 4 layers, so the pattern
-    # repeats.
-    "qwen3_next": dict(
-        tokenizer_size=151669,
-        tokenizer="qwen3",
-        template=None,
-        generation={"bos_token_id": 151643, "eos_token_id": [151645, 151643], "pad_token_id": 151643},
-        config={
-            "architectures": ["Qwen3NextForCausalLM"],
-            "model_type": "qwen3_next",
-            "hidden_size": 64,
-            "num_attention_heads": 4,
-            "num_key_value_heads": 2,
-            "head_dim": 32,
-            "num_hidden_layers": 4,
-            "full_attention_interval": 2,
-            "intermediate_size": 192,
-            "linear_num_value_heads": 4,
-            "linear_num_key_heads": 2,
-            "linear_key_head_dim": 32,
-            "linear_value_head_dim": 16,
-            "linear_conv_kernel_dim": 4,
-            "num_experts": 8,
-            "num_experts_per_tok": 2,
-            "moe_intermediate_size": 64,
-            "shared_expert_intermediate_size": 96,
-            "decoder_sparse_step": 1,
-            "mlp_only_layers": [1],
-            "norm_topk_prob": True,
-            "vocab_size": 151936,
-            "rms_norm_eps": 1e-6,
-            "rope_theta": 10000000.0,
-            "partial_rotary_factor": 0.25,
-            "rope_scaling": None,
-            "max_position_embeddings": 262144,
-            "attention_bias": False,
-            "tie_word_embeddings": False,
-            "hidden_act": "silu",
-            "bos_token_id": 151643,
-            "eos_token_id": 151645,
         },
     ),
     # Qwen3.5 as mlx-community ships it: the vision-language wrapper's config with the text
@@ -455,48 +344,6 @@ FAMILY_SPECS = {
             "vision_config": {"depth": 1, "hidden_size": 32},
         },
     ),
-    "qwen3_5_moe": dict(
-        tokenizer_size=151669,
-        tokenizer="qwen3",
-        template=None,
-        generation={"bos_token_id": 151643, "eos_token_id": [151645, 151643], "pad_token_id": 151643},
-        config={
-            "architectures": ["Qwen3_5MoeForConditionalGeneration"],
-            "model_type": "qwen3_5_moe",
-            "tie_word_embeddings": False,
-            "text_config": {
-                "model_type": "qwen3_5_moe_text",
-                "hidden_size": 64,
-                "num_attention_heads": 4,
-                "num_key_value_heads": 2,
-                "head_dim": 32,
-                "num_hidden_layers": 4,
-                "full_attention_interval": 2,
-                "linear_num_value_heads": 4,
-                "linear_num_key_heads": 2,
-                "linear_key_head_dim": 32,
-                "linear_value_head_dim": 16,
-                "linear_conv_kernel_dim": 4,
-                "num_experts": 8,
-                "num_experts_per_tok": 2,
-                "moe_intermediate_size": 64,
-                "shared_expert_intermediate_size": 96,
-                "vocab_size": 151936,
-                "rms_norm_eps": 1e-6,
-                "rope_parameters": {
-                    "rope_type": "default",
-                    "mrope_section": [11, 11, 10],
-                    "rope_theta": 10000000,
-                    "partial_rotary_factor": 0.25,
-                },
-                "max_position_embeddings": 262144,
-                "tie_word_embeddings": False,
-                "hidden_act": "silu",
-                "bos_token_id": 151643,
-                "eos_token_id": 151645,
-            },
-        },
-    ),
     "gemma3": dict(
         tokenizer_size=262145,
         tokenizer="gemma3",
@@ -537,6 +384,61 @@ FAMILY_SPECS = {
         },
     ),
 }
+
+
+def derived(base, config=(), text_config=(), drop=(), **spec):
+    """A family spec made from `base`'s: its tokenizer and generation settings, with `config`
+    (and `text_config`, for the nested ones) laid over its config and the keys in `drop` removed."""
+    out = copy.deepcopy(FAMILY_SPECS[base])
+    out.update(spec)
+    out["config"].update(config)
+    if text_config:
+        out["config"]["text_config"].update(text_config)
+    for k in drop:
+        out["config"].pop(k, None)
+    return out
+
+
+# Qwen3 with YaRN: an original context (16) shorter than the prompts, so positions past it
+# exercise the interpolated frequencies and the input scale (mscale).
+FAMILY_SPECS["qwen3_yarn"] = derived("qwen3", config={
+    "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16},
+    "max_position_embeddings": 64,
+})
+
+# The MoE and hybrid families' expert settings, tiny: 8 experts, top 2, renormalized, a dense
+# layer listed in mlp_only_layers. A prompt of 32+ tokens takes mlx-lm's sorted expert path (64+
+# token-expert pairs), decode steps the unsorted one.
+EXPERTS = {"num_experts": 8, "num_experts_per_tok": 2, "norm_topk_prob": True, "decoder_sparse_step": 1}
+
+# Qwen3-30B-A3B's layout, tiny (head_dim != hidden / heads, as Qwen3's).
+FAMILY_SPECS["qwen3_moe"] = derived("qwen3", config={
+    **EXPERTS, "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe",
+    "num_hidden_layers": 4, "moe_intermediate_size": 128, "mlp_only_layers": [1],
+})
+
+# The hybrids, tiny: DeltaNet layers with more value heads than key heads (repeated q/k),
+# value dim != key dim, a conv kernel (4) shorter than the prompts, gated attention with a
+# quarter of each head rotated; full_attention_interval 2 over 4 layers, so the pattern
+# repeats.
+DELTANET = {
+    "num_hidden_layers": 4, "full_attention_interval": 2, "linear_num_value_heads": 4,
+    "linear_num_key_heads": 2, "linear_key_head_dim": 32, "linear_value_head_dim": 16,
+    "linear_conv_kernel_dim": 4, "max_position_embeddings": 262144,
+}
+HYBRID_EXPERTS = {**EXPERTS, "moe_intermediate_size": 64, "shared_expert_intermediate_size": 96}
+FAMILY_SPECS["qwen3_next"] = derived("qwen3", config={
+    **DELTANET, **HYBRID_EXPERTS, "architectures": ["Qwen3NextForCausalLM"],
+    "model_type": "qwen3_next", "mlp_only_layers": [1], "rope_theta": 10000000.0,
+    "partial_rotary_factor": 0.25,
+})
+FAMILY_SPECS["qwen3_5_moe"] = derived(
+    "qwen3_5",
+    vision_extra=False,
+    drop=("vision_config",),
+    config={"architectures": ["Qwen3_5MoeForConditionalGeneration"], "model_type": "qwen3_5_moe"},
+    text_config={**HYBRID_EXPERTS, "model_type": "qwen3_5_moe_text"},
+)
 
 
 def fixtures_dir():
