@@ -358,6 +358,11 @@ pub struct RecurrentCache {
 }
 
 impl RecurrentCache {
+    /// A fresh cache: no inputs seen, a zero state (made at the first chunk, in its dtype).
+    pub fn new() -> RecurrentCache {
+        RecurrentCache::default()
+    }
+
     pub fn state(&self) -> Vec<&Array> {
         self.conv.iter().chain(self.state.iter()).collect()
     }

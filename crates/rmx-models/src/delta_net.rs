@@ -7,7 +7,7 @@
 
 use rmx_mlx::{concatenate, fast, stack, Array, Dtype};
 
-use crate::cache::{LayerCache, RecurrentCache};
+use crate::cache::LayerCache;
 use crate::config::QuantConfig;
 use crate::error::{ModelError, Result};
 use crate::layers::{silu, Linear};
@@ -274,11 +274,4 @@ fn gated_delta(
     }
     let refs: Vec<&Array> = ys.iter().collect();
     Ok((stack(&refs, 1)?, state))
-}
-
-impl RecurrentCache {
-    /// A fresh cache for a DeltaNet layer.
-    pub fn new() -> RecurrentCache {
-        RecurrentCache::default()
-    }
 }

@@ -28,10 +28,12 @@ impl FeedForward {
         }
     }
 
-    /// For `rmx info` and `rmx run -v`: "dense" or "moe".
+    /// For `rmx run -v`: "dense", "moe", or "moe (CUDA expert kernels)" where a decode step
+    /// takes rmx's MoE kernels (moe_kernels.rs).
     pub fn kind(&self) -> &'static str {
         match self {
             FeedForward::Dense(_) => "dense",
+            FeedForward::Moe(m) if m.uses_kernels() => "moe (CUDA expert kernels)",
             FeedForward::Moe(_) => "moe",
         }
     }

@@ -182,7 +182,7 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
         } else {
             "attention"
         };
-        format!("{attn} + dense (MLX ops)")
+        format!("{attn} + dense")
     });
     let info = ModelInfo {
         model_type: raw.model_type.clone(),

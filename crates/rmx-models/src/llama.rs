@@ -102,14 +102,15 @@ impl DecoderLayer {
     }
 
     /// What this layer is and how a decode step runs it, for `rmx info` / `rmx run -v`.
+    /// Mixer and feed-forward name their own kernels; a layer the one-launch kernel runs whole
+    /// says so at the end.
     pub fn describe(&self, sliding: bool) -> String {
-        let attn = self.mixer.kind(sliding);
-        let path = if self.one_launch {
-            "CUDA layer kernel"
+        let layer = format!("{} + {}", self.mixer.kind(sliding), self.ffn.kind());
+        if self.one_launch {
+            format!("{layer} (one CUDA launch)")
         } else {
-            "MLX ops"
-        };
-        format!("{attn} + {} ({path})", self.ffn.kind())
+            layer
+        }
     }
 }
 

@@ -18,7 +18,7 @@ pub struct ModelInfo {
     pub quant_bits: Option<i32>,
     pub tied_embeddings: bool,
     /// The kinds of decoder layer and how a decode step runs each, in layer order, as
-    /// "N× attention + moe (MLX ops)" lines.
+    /// "N× attention + moe" lines (kernels rmx runs named in parentheses).
     pub layer_kinds: Vec<String>,
 }
 

@@ -426,6 +426,11 @@ impl SparseMoe {
         )
     }
 
+    /// Whether a decode step runs rmx's expert kernels (the gate/up fused at load for them).
+    pub fn uses_kernels(&self) -> bool {
+        matches!(self.experts.gate_up, GateUp::Fused { .. })
+    }
+
     pub fn with_shared(mut self, shared: SharedExpert) -> SparseMoe {
         self.shared = Some(shared);
         self
