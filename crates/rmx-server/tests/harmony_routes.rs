@@ -1,7 +1,8 @@
-//! GPT-OSS's harmony output through every surface: a tiny `gpt_oss` model whose weights make it
-//! write a harmony tool call (`<|channel|>commentary to=functions.get_weather <|constrain|>json
-//! <|message|>{"city": "Paris"}<|call|>`, tiny_models.py `--script`) comes back as a structured
-//! call on the OpenAI chat (whole and streamed), Responses, Anthropic and Ollama routes, with no
+//! GPT-OSS's harmony output through every surface, on tiny `gpt_oss` models whose weights make
+//! them write a fixed reply (tiny_models.py `--script`): a harmony tool call
+//! (`<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris"}
+//! <|call|>`) comes back as a structured call on the OpenAI chat (whole and streamed),
+//! Responses, Anthropic and Ollama routes, and an `analysis` message as reasoning, with no
 //! harmony markup left in the content.
 
 mod common_api;
@@ -15,44 +16,55 @@ use common_api::{app, call, post, python, service, sse_named, text};
 use serde_json::{json, Value};
 use tower::ServiceExt;
 
-const SCRIPT: &str = "<|channel|>commentary to=functions.get_weather <|constrain|>json\
-                      <|message|>{\"city\": \"Paris\"}<|call|>";
+const CALL: &str = "<|channel|>commentary to=functions.get_weather <|constrain|>json\
+                    <|message|>{\"city\": \"Paris\"}<|call|>";
+const THOUGHT: &str =
+    "<|channel|>analysis<|message|>The user asks about Paris weather.<|end|><|return|>";
 
 fn tiny_models_py() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../rmx-models/tests/py/tiny_models.py")
 }
 
-/// The scripted GPT-OSS model, built once per test binary run.
+/// The GPT-OSS model scripted to write the tool call, built once per test binary run.
 fn model() -> String {
     static MODEL: OnceLock<PathBuf> = OnceLock::new();
+    scripted(&MODEL, "harmony-gpt-oss-tool-call", CALL)
+}
+
+/// The GPT-OSS model scripted to write only an analysis message.
+fn thinking_model() -> String {
+    static MODEL: OnceLock<PathBuf> = OnceLock::new();
+    scripted(&MODEL, "harmony-gpt-oss-analysis", THOUGHT)
+}
+
+fn scripted(cell: &OnceLock<PathBuf>, name: &str, script: &str) -> String {
     static BUILDING: Mutex<()> = Mutex::new(());
     let _guard = BUILDING.lock().unwrap_or_else(|p| p.into_inner());
-    MODEL
-        .get_or_init(|| {
-            let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("harmony-gpt-oss-tool-call");
-            let tmp = dir.with_extension("tmp");
-            let _ = std::fs::remove_dir_all(&tmp);
-            let out = Command::new(python())
-                .arg(tiny_models_py())
-                .args([
-                    "make", "--family", "gpt_oss", "--quant", "f32", "--script", SCRIPT,
-                ])
-                .arg("--out")
-                .arg(&tmp)
-                .output()
-                .expect("run tiny_models.py");
-            assert!(
-                out.status.success(),
-                "tiny_models.py failed:\n{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let _ = std::fs::remove_dir_all(&dir);
-            std::fs::rename(&tmp, &dir).expect("move the model in place");
-            dir
-        })
-        .to_string_lossy()
-        .into_owned()
+    cell.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+        let tmp = dir.with_extension("tmp");
+        let _ = std::fs::remove_dir_all(&tmp);
+        let out = Command::new(python())
+            .arg(tiny_models_py())
+            .args([
+                "make", "--family", "gpt_oss", "--quant", "f32", "--script", script,
+            ])
+            .arg("--out")
+            .arg(&tmp)
+            .output()
+            .expect("run tiny_models.py");
+        assert!(
+            out.status.success(),
+            "tiny_models.py failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::rename(&tmp, &dir).expect("move the model in place");
+        dir
+    })
+    .to_string_lossy()
+    .into_owned()
 }
 
 fn tools() -> Value {
@@ -212,4 +224,82 @@ async fn a_harmony_tool_call_is_a_call_on_responses_anthropic_and_ollama() {
         .as_str()
         .unwrap_or("")
         .contains("<|"));
+}
+
+#[tokio::test]
+async fn a_harmony_analysis_message_is_reasoning_on_openai_and_anthropic() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let svc = service(dir.path());
+    let app = app(svc.clone());
+    let thought = "The user asks about Paris weather.";
+
+    let req = json!({"model": thinking_model(), "messages": messages(), "temperature": 0,
+                     "max_tokens": 40});
+    let (status, body) = call(&app, "/v1/chat/completions", req.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let message = &body["choices"][0]["message"];
+    assert_eq!(message["reasoning_content"], thought, "{body}");
+    assert!(
+        !message["content"].as_str().unwrap_or("").contains("<|"),
+        "{body}"
+    );
+    assert!(
+        body["usage"]["completion_tokens_details"]["reasoning_tokens"]
+            .as_u64()
+            .is_some_and(|n| n > 0),
+        "{body}"
+    );
+
+    let mut streamed = req;
+    streamed["stream"] = json!(true);
+    let resp = app
+        .clone()
+        .oneshot(post("/v1/chat/completions", streamed.to_string()))
+        .await
+        .expect("response");
+    let (status, sse) = text(resp).await;
+    assert_eq!(status, StatusCode::OK, "{sse}");
+    let reasoning: String = sse
+        .split("\n\n")
+        .filter_map(|ev| ev.strip_prefix("data: "))
+        .filter(|d| *d != "[DONE]")
+        .map(|d| serde_json::from_str::<Value>(d).expect("chunk"))
+        .filter_map(|c| {
+            c["choices"][0]["delta"]["reasoning_content"]
+                .as_str()
+                .map(String::from)
+        })
+        .collect();
+    assert_eq!(reasoning, thought, "{sse}");
+
+    let anthropic = json!({"model": thinking_model(), "max_tokens": 40, "temperature": 0,
+                           "messages": messages()});
+    let (status, body) = call(&app, "/v1/messages", anthropic.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let thinking: Vec<&Value> = body["content"]
+        .as_array()
+        .expect("content")
+        .iter()
+        .filter(|b| b["type"] == "thinking")
+        .collect();
+    assert_eq!(thinking.len(), 1, "{body}");
+    assert_eq!(thinking[0]["thinking"], thought, "{body}");
+
+    let mut streamed = anthropic;
+    streamed["stream"] = json!(true);
+    let resp = app
+        .clone()
+        .oneshot(post("/v1/messages", streamed.to_string()))
+        .await
+        .expect("response");
+    let (status, sse) = text(resp).await;
+    assert_eq!(status, StatusCode::OK, "{sse}");
+    let streamed_thought: String = sse_named(&sse)
+        .iter()
+        .filter(|(name, data)| {
+            name == "content_block_delta" && data["delta"]["type"] == "thinking_delta"
+        })
+        .filter_map(|(_, data)| data["delta"]["thinking"].as_str().map(String::from))
+        .collect();
+    assert_eq!(streamed_thought, thought, "{sse}");
 }
