@@ -639,7 +639,13 @@ pub fn gated_delta(
     let (b, t, hk, dk) = (qs[0], qs[1], qs[2], qs[3]);
     let (hv, dv) = (vs[2], vs[3]);
     let dtype = q.dtype();
-    let tlen = consts(&[t as f32])?;
+    // A decode step's T = 1 is one cached constant; a prompt chunk's length is copied per
+    // launch, so the table of constants does not grow with every prompt length seen.
+    let tlen = if t == 1 {
+        consts(&[1.0])?
+    } else {
+        on_device(Array::from_slice(&[t as f32], &[1])?)?
+    };
     let out = kernel(&GATED_DELTA)?.launch(&Launch {
         inputs: &[
             q,

@@ -3,9 +3,11 @@
 use rmx_mlx::Array;
 
 use crate::attention::Mlp;
+use crate::config::QuantConfig;
 use crate::error::Result;
 use crate::layers::RmsNorm;
 use crate::moe::SparseMoe;
+use crate::weights::Weights;
 
 pub enum FeedForward {
     Dense(Mlp),
@@ -13,6 +15,19 @@ pub enum FeedForward {
 }
 
 impl FeedForward {
+    /// A bias-free SwiGLU MLP under `path` (`gate_proj`, `up_proj`, `down_proj`).
+    pub fn swiglu(
+        w: &mut Weights,
+        q: &QuantConfig,
+        path: &str,
+        dim: i32,
+        hidden: i32,
+    ) -> Result<FeedForward> {
+        Ok(FeedForward::Dense(Mlp::load(
+            w, q, path, dim, hidden, false, false,
+        )?))
+    }
+
     /// `x + ffn(norm(x))`.
     pub fn forward_prenorm(&self, x: &Array, norm: &RmsNorm) -> Result<Array> {
         match self {

@@ -331,12 +331,17 @@ fn stack_per_expert(
     } else {
         return Ok(());
     };
+    let file = w.file_of(&format!("{prefix}.0.{name}.weight")).unwrap_or(0);
     let mut parts = Vec::with_capacity(experts as usize);
     for e in 0..experts {
         parts.push(w.take(&format!("{prefix}.{e}.{name}.weight"), &[-1, -1])?);
     }
     let refs: Vec<&Array> = parts.iter().collect();
-    w.insert(&format!("{path}.{name}.weight"), rmx_mlx::stack(&refs, 0)?);
+    w.insert(
+        &format!("{path}.{name}.weight"),
+        rmx_mlx::stack(&refs, 0)?,
+        file,
+    );
     Ok(())
 }
 

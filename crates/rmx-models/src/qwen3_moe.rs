@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::attention::{Mlp, QkNorm};
+use crate::attention::QkNorm;
 use crate::config::RawConfig;
 use crate::error::{ModelError, Result};
 use crate::feed_forward::FeedForward;
@@ -73,15 +73,7 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
     v.ffn = Some(Box::new(move |w, q, i, p| {
         let c = &cfg;
         if !c.is_moe(i) {
-            return Ok(FeedForward::Dense(Mlp::load(
-                w,
-                q,
-                p,
-                c.hidden_size,
-                c.intermediate_size,
-                false,
-                false,
-            )?));
+            return FeedForward::swiglu(w, q, p, c.hidden_size, c.intermediate_size);
         }
         Ok(FeedForward::Moe(Box::new(SparseMoe::load_qwen(
             w,

@@ -173,15 +173,7 @@ pub(crate) fn load_hybrid(
     v.ffn = Some(Box::new(move |w, q, i, p| {
         let c = &cfg;
         if !c.is_moe(i, &layout) {
-            return Ok(FeedForward::Dense(Mlp::load(
-                w,
-                q,
-                p,
-                c.hidden_size,
-                c.intermediate_size,
-                false,
-                false,
-            )?));
+            return FeedForward::swiglu(w, q, p, c.hidden_size, c.intermediate_size);
         }
         let shared = SharedExpert {
             mlp: Mlp::load(

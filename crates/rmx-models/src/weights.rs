@@ -91,10 +91,16 @@ impl Weights {
         }
     }
 
+    /// The index of the file that holds `name`, for [`Weights::insert`].
+    pub fn file_of(&self, name: &str) -> Option<usize> {
+        self.tensors.get(name).map(|(_, f)| *f)
+    }
+
     /// Puts back a tensor made from others (experts stacked from per-expert tensors), under
-    /// the file of the tensors it was made from.
-    pub fn insert(&mut self, name: &str, a: Array) {
-        self.tensors.insert(name.to_string(), (a, 0));
+    /// `file` (the index [`Weights::file_of`] gave for one of its sources), so errors about it
+    /// name that file.
+    pub fn insert(&mut self, name: &str, a: Array, file: usize) {
+        self.tensors.insert(name.to_string(), (a, file));
     }
 
     /// Drops tensors the reference implementation also ignores (precomputed rotary tables,
