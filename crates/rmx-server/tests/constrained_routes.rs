@@ -7,7 +7,7 @@ mod common_api;
 use std::path::{Path, PathBuf};
 
 use axum::http::StatusCode;
-use common_api::{app, call, model_name, service, tiny_model};
+use common_api::{app, call, model_name, of_type, service, tiny_model};
 use serde_json::{json, Value};
 
 fn tools() -> Value {
@@ -193,12 +193,7 @@ async fn forced_tool_calls_come_back_as_calls_on_every_surface() {
         .await;
         assert_eq!(status, StatusCode::OK, "{body}");
         assert_eq!(body["stop_reason"], "tool_use", "{body}");
-        let uses: Vec<&Value> = body["content"]
-            .as_array()
-            .expect("content")
-            .iter()
-            .filter(|b| b["type"] == "tool_use")
-            .collect();
+        let uses = of_type(&body["content"], "tool_use");
         assert_eq!(uses.len(), 1, "{body}");
         assert!(uses[0]["input"].is_object(), "{body}");
         if choice["type"] == "tool" {
@@ -215,12 +210,7 @@ async fn forced_tool_calls_come_back_as_calls_on_every_surface() {
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let calls: Vec<&Value> = body["output"]
-        .as_array()
-        .expect("output")
-        .iter()
-        .filter(|o| o["type"] == "function_call")
-        .collect();
+    let calls: Vec<&Value> = of_type(&body["output"], "function_call");
     assert_eq!(calls.len(), 1, "{body}");
     assert_eq!(calls[0]["name"], "get_time");
     object(calls[0]["arguments"].as_str().expect("arguments"));

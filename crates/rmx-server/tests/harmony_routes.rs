@@ -12,9 +12,8 @@ use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 
 use axum::http::StatusCode;
-use common_api::{app, call, post, python, service, sse_named, text};
+use common_api::{app, call, of_type, python, service, sse_chunks, sse_named, stream};
 use serde_json::{json, Value};
-use tower::ServiceExt;
 
 const CALL: &str = "<|channel|>commentary to=functions.get_weather <|constrain|>json\
                     <|message|>{\"city\": \"Paris\"}<|call|>";
@@ -105,21 +104,8 @@ async fn a_harmony_tool_call_is_a_call_on_openai_chat_whole_and_streamed() {
             .expect("arguments"),
     );
 
-    let mut streamed = req;
-    streamed["stream"] = json!(true);
-    let resp = app
-        .clone()
-        .oneshot(post("/v1/chat/completions", streamed.to_string()))
-        .await
-        .expect("response");
-    let (status, sse) = text(resp).await;
-    assert_eq!(status, StatusCode::OK, "{sse}");
-    let chunks: Vec<Value> = sse
-        .split("\n\n")
-        .filter_map(|ev| ev.strip_prefix("data: "))
-        .filter(|d| *d != "[DONE]")
-        .map(|d| serde_json::from_str(d).expect("chunk"))
-        .collect();
+    let sse = stream(&app, "/v1/chat/completions", req).await;
+    let chunks = sse_chunks(&sse);
     let (mut name, mut args, mut content) = (String::new(), String::new(), String::new());
     let mut finish = Value::Null;
     for c in &chunks {
@@ -155,12 +141,7 @@ async fn a_harmony_tool_call_is_a_call_on_responses_anthropic_and_ollama() {
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let calls: Vec<&Value> = body["output"]
-        .as_array()
-        .expect("output")
-        .iter()
-        .filter(|o| o["type"] == "function_call")
-        .collect();
+    let calls: Vec<&Value> = of_type(&body["output"], "function_call");
     assert_eq!(calls.len(), 1, "{body}");
     assert_eq!(calls[0]["name"], "get_weather");
     paris(calls[0]["arguments"].as_str().expect("arguments"));
@@ -171,25 +152,12 @@ async fn a_harmony_tool_call_is_a_call_on_responses_anthropic_and_ollama() {
     let (status, body) = call(&app, "/v1/messages", anthropic.clone()).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["stop_reason"], "tool_use", "{body}");
-    let uses: Vec<&Value> = body["content"]
-        .as_array()
-        .expect("content")
-        .iter()
-        .filter(|b| b["type"] == "tool_use")
-        .collect();
+    let uses: Vec<&Value> = of_type(&body["content"], "tool_use");
     assert_eq!(uses.len(), 1, "{body}");
     assert_eq!(uses[0]["name"], "get_weather");
     assert_eq!(uses[0]["input"], json!({"city": "Paris"}));
 
-    let mut streamed = anthropic;
-    streamed["stream"] = json!(true);
-    let resp = app
-        .clone()
-        .oneshot(post("/v1/messages", streamed.to_string()))
-        .await
-        .expect("response");
-    let (status, sse) = text(resp).await;
-    assert_eq!(status, StatusCode::OK, "{sse}");
+    let sse = stream(&app, "/v1/messages", anthropic).await;
     let events = sse_named(&sse);
     let tool_block = events.iter().any(|(name, data)| {
         name == "content_block_start"
@@ -250,20 +218,9 @@ async fn a_harmony_analysis_message_is_reasoning_on_openai_and_anthropic() {
         "{body}"
     );
 
-    let mut streamed = req;
-    streamed["stream"] = json!(true);
-    let resp = app
-        .clone()
-        .oneshot(post("/v1/chat/completions", streamed.to_string()))
-        .await
-        .expect("response");
-    let (status, sse) = text(resp).await;
-    assert_eq!(status, StatusCode::OK, "{sse}");
-    let reasoning: String = sse
-        .split("\n\n")
-        .filter_map(|ev| ev.strip_prefix("data: "))
-        .filter(|d| *d != "[DONE]")
-        .map(|d| serde_json::from_str::<Value>(d).expect("chunk"))
+    let sse = stream(&app, "/v1/chat/completions", req).await;
+    let reasoning: String = sse_chunks(&sse)
+        .into_iter()
         .filter_map(|c| {
             c["choices"][0]["delta"]["reasoning_content"]
                 .as_str()
@@ -276,24 +233,11 @@ async fn a_harmony_analysis_message_is_reasoning_on_openai_and_anthropic() {
                            "messages": messages()});
     let (status, body) = call(&app, "/v1/messages", anthropic.clone()).await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let thinking: Vec<&Value> = body["content"]
-        .as_array()
-        .expect("content")
-        .iter()
-        .filter(|b| b["type"] == "thinking")
-        .collect();
+    let thinking: Vec<&Value> = of_type(&body["content"], "thinking");
     assert_eq!(thinking.len(), 1, "{body}");
     assert_eq!(thinking[0]["thinking"], thought, "{body}");
 
-    let mut streamed = anthropic;
-    streamed["stream"] = json!(true);
-    let resp = app
-        .clone()
-        .oneshot(post("/v1/messages", streamed.to_string()))
-        .await
-        .expect("response");
-    let (status, sse) = text(resp).await;
-    assert_eq!(status, StatusCode::OK, "{sse}");
+    let sse = stream(&app, "/v1/messages", anthropic).await;
     let streamed_thought: String = sse_named(&sse)
         .iter()
         .filter(|(name, data)| {

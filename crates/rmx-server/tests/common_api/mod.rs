@@ -131,6 +131,38 @@ pub async fn call(app: &Router, path: &str, body: Value) -> (StatusCode, Value) 
     .await
 }
 
+/// POSTs `body` with `"stream": true` to `path` on `app`; requires a 200 and returns the SSE text.
+pub async fn stream(app: &Router, path: &str, mut body: Value) -> String {
+    use tower::ServiceExt;
+    body["stream"] = Value::Bool(true);
+    let resp = app
+        .clone()
+        .oneshot(post(path, body.to_string()))
+        .await
+        .expect("response");
+    let (status, sse) = text(resp).await;
+    assert_eq!(status, StatusCode::OK, "{sse}");
+    sse
+}
+
+/// The JSON chunks of an OpenAI SSE body (`data: {...}` events; the closing `[DONE]` left out).
+pub fn sse_chunks(body: &str) -> Vec<Value> {
+    body.split("\n\n")
+        .filter_map(|ev| ev.strip_prefix("data: "))
+        .filter(|d| *d != "[DONE]")
+        .map(|d| serde_json::from_str(d).expect("chunk"))
+        .collect()
+}
+
+/// The items of the array `list` whose `type` is `kind` (Responses output, Anthropic content).
+pub fn of_type<'a>(list: &'a Value, kind: &str) -> Vec<&'a Value> {
+    list.as_array()
+        .expect("an array")
+        .iter()
+        .filter(|b| b["type"] == kind)
+        .collect()
+}
+
 pub async fn text(resp: axum::response::Response) -> (StatusCode, String) {
     let status = resp.status();
     let bytes = resp.into_body().collect().await.expect("body").to_bytes();
