@@ -225,4 +225,20 @@ parity! {
     gemma3_bf16: "gemma3" "bf16";
     gemma3_8bit: "gemma3" "8bit";
     gemma3_4bit: "gemma3" "4bit";
+    gemma3_vl_f32: "gemma3_vl" "f32";
+    gemma3_vl_bf16: "gemma3_vl" "bf16";
+    gemma3_vl_4bit: "gemma3_vl" "4bit";
+    phi3_f32: "phi3" "f32";
+    phi3_bf16: "phi3" "bf16";
+    phi3_8bit: "phi3" "8bit";
+    phi3_4bit: "phi3" "4bit";
+    phi3_plain_f32: "phi3_plain" "f32";
+    phi3_plain_bf16: "phi3_plain" "bf16";
+    phi3_plain_4bit: "phi3_plain" "4bit";
+    smollm3_f32: "smollm3" "f32";
+    smollm3_bf16: "smollm3" "bf16";
+    smollm3_4bit: "smollm3" "4bit";
+    mistral3_f32: "mistral3" "f32";
+    mistral3_bf16: "mistral3" "bf16";
+    mistral3_4bit: "mistral3" "4bit";
 }

@@ -43,6 +43,37 @@ enum Qkv {
 }
 
 impl Qkv {
+    /// The projections as the checkpoint stores them: one `qkv_proj` (Phi-3/4), computed and
+    /// split as mlx-lm does, or `q_proj`, `k_proj` and `v_proj`.
+    fn load(
+        w: &mut Weights,
+        q: &QuantConfig,
+        path: &str,
+        s: &AttentionShape,
+        q_out: i32,
+        kvd: i32,
+    ) -> Result<Qkv> {
+        let fused = format!("{path}.qkv_proj");
+        if w.has(&format!("{fused}.weight")) {
+            let qkv = Linear::load(w, q, &fused, s.hidden, q_out + 2 * kvd, s.qkv_bias)?;
+            return Ok(Qkv::Fused {
+                qkv,
+                qd: q_out,
+                kvd,
+            });
+        }
+        let mut proj = |name: &str, out: i32| {
+            Linear::load(w, q, &format!("{path}.{name}"), s.hidden, out, s.qkv_bias)
+        };
+        Qkv::new(
+            proj("q_proj", q_out)?,
+            proj("k_proj", kvd)?,
+            proj("v_proj", kvd)?,
+            q_out,
+            kvd,
+        )
+    }
+
     fn new(q: Linear, k: Linear, v: Linear, qd: i32, kvd: i32) -> Result<Qkv> {
         Ok(match Linear::fuse([q, k, v])? {
             Ok(qkv) => Qkv::Fused { qkv, qd, kvd },
@@ -121,13 +152,7 @@ impl Attention {
         Ok(Attention {
             decode_inv_freq,
             head_dim: s.head_dim,
-            qkv: Qkv::new(
-                Linear::load(w, q, &format!("{path}.q_proj"), s.hidden, q_out, s.qkv_bias)?,
-                Linear::load(w, q, &format!("{path}.k_proj"), s.hidden, kvd, s.qkv_bias)?,
-                Linear::load(w, q, &format!("{path}.v_proj"), s.hidden, kvd, s.qkv_bias)?,
-                q_out,
-                kvd,
-            )?,
+            qkv: Qkv::load(w, q, path, s, q_out, kvd)?,
             o: Linear::load(w, q, &format!("{path}.o_proj"), qd, s.hidden, s.o_bias)?,
             q_norm,
             k_norm,
@@ -425,11 +450,17 @@ impl Mlp {
         bias: bool,
         gelu: bool,
     ) -> Result<Mlp> {
-        let gate = Linear::load(w, q, &format!("{path}.gate_proj"), dim, hidden, bias)?;
-        let up = Linear::load(w, q, &format!("{path}.up_proj"), dim, hidden, bias)?;
-        let gate_up = match Linear::fuse([gate, up])? {
-            Ok(both) => GateUp::Fused(both),
-            Err([gate, up]) => GateUp::Separate { gate, up },
+        // One `gate_up_proj` where the checkpoint stores it so (Phi-3/4): `[gate; up]` rows.
+        let fused = format!("{path}.gate_up_proj");
+        let gate_up = if w.has(&format!("{fused}.weight")) {
+            GateUp::Fused(Linear::load(w, q, &fused, dim, 2 * hidden, bias)?)
+        } else {
+            let gate = Linear::load(w, q, &format!("{path}.gate_proj"), dim, hidden, bias)?;
+            let up = Linear::load(w, q, &format!("{path}.up_proj"), dim, hidden, bias)?;
+            match Linear::fuse([gate, up])? {
+                Ok(both) => GateUp::Fused(both),
+                Err([gate, up]) => GateUp::Separate { gate, up },
+            }
         };
         Ok(Mlp {
             gate_up,

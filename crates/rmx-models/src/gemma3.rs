@@ -1,4 +1,5 @@
-//! Gemma 3 text (`gemma3_text`, `Gemma3ForCausalLM`): sandwich norms around attention and MLP
+//! Gemma 3 text (`gemma3_text`, `Gemma3ForCausalLM`; and the text tower of the 4B-27B
+//! vision-language checkpoints, `gemma3`, whose vision weights stay unloaded): sandwich norms around attention and MLP
 //! with Gemma's `1 + w` RMS norm, GELU MLP, q/k norms, embeddings scaled by sqrt(hidden) rounded
 //! to bf16, and sliding-window layers (every `sliding_window_pattern`-th layer is global) with
 //! their own rope base.
@@ -9,7 +10,7 @@ use serde::Deserialize;
 use crate::attention::{Attention, AttentionShape, Mlp, QkNorm};
 use crate::cache::{AttnMask, KvCache, LayerCache, RotatingKvCache};
 use crate::config::RawConfig;
-use crate::error::Result;
+use crate::error::{ModelError, Result};
 use crate::layers::{Embedding, Linear, RmsNorm};
 use crate::model::{CausalLm, ModelInfo};
 use crate::rope::Rope;
@@ -108,6 +109,38 @@ impl Gemma3 {
 
 pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
     let c: Config = raw.parse()?;
+    load_text(raw, c, w, "model", "lm_head")
+}
+
+/// `Gemma3ForConditionalGeneration`: as mlx-lm's `gemma3.py`, the text model is `text_config`
+/// with the top-level `vocab_size` (262208 when absent) and 8 / 4 heads where it names none;
+/// its tensors live under `language_model.`.
+pub fn load_multimodal(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
+    let mut text = raw
+        .raw
+        .get("text_config")
+        .and_then(|t| t.as_object())
+        .cloned()
+        .unwrap_or_default();
+    let vocab = raw.raw.get("vocab_size").cloned().unwrap_or(262208.into());
+    text.insert("vocab_size".into(), vocab);
+    text.entry("num_attention_heads").or_insert(8.into());
+    text.entry("num_key_value_heads").or_insert(4.into());
+    let c: Config = serde_json::from_value(text.into()).map_err(|e| ModelError::Config {
+        path: raw.path.clone(),
+        message: format!("invalid text_config: {e}"),
+    })?;
+    w.discard(|k| k.starts_with("vision_tower.") || k.starts_with("multi_modal_projector."));
+    load_text(raw, c, w, "language_model.model", "language_model.lm_head")
+}
+
+fn load_text(
+    raw: &RawConfig,
+    c: Config,
+    w: &mut Weights,
+    root: &str,
+    lm_head_path: &str,
+) -> Result<Box<dyn CausalLm>> {
     let q = &raw.quant;
     let eps = c.rms_norm_eps;
     let norm = |w: &mut Weights, p: &str, d: i32| RmsNorm::load_gemma(w, p, d, eps);
@@ -124,7 +157,7 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
     };
     let mut layers = Vec::new();
     for i in 0..c.num_hidden_layers {
-        let p = format!("model.layers.{i}");
+        let p = format!("{root}.layers.{i}");
         let sliding = (i + 1) % c.sliding_window_pattern != 0;
         let rope = if sliding {
             Rope::standard(c.head_dim, c.rope_local_base_freq, false, 1.0)
@@ -163,14 +196,14 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
         });
     }
     // As mlx-lm's sanitize: tied exactly when the checkpoint has no lm_head.
-    let tied = !w.has("lm_head.weight");
+    let tied = !w.has(&format!("{lm_head_path}.weight"));
     let lm_head = if tied {
         None
     } else {
         Some(Linear::load(
             w,
             q,
-            "lm_head",
+            lm_head_path,
             c.hidden_size,
             c.vocab_size,
             false,
@@ -195,9 +228,15 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
         layer_kinds: crate::llama::summarize(kinds),
     };
     Ok(Box::new(Gemma3 {
-        embed: Embedding::load(w, q, "model.embed_tokens", c.vocab_size, c.hidden_size)?,
+        embed: Embedding::load(
+            w,
+            q,
+            &format!("{root}.embed_tokens"),
+            c.vocab_size,
+            c.hidden_size,
+        )?,
         layers,
-        norm: norm(w, "model.norm", c.hidden_size)?,
+        norm: norm(w, &format!("{root}.norm"), c.hidden_size)?,
         lm_head,
         cfg: c,
         info,

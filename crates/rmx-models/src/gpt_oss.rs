@@ -87,7 +87,7 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
         true,
         QkNorm::None,
         head_dim,
-        Box::new(move || Rope::from_config(head_dim, theta, false, scaling.as_ref(), None)),
+        Box::new(move |_| Rope::from_config(head_dim, theta, false, scaling.as_ref(), None)),
     );
     v.sinks = true;
     let cfg = c.clone();

@@ -139,7 +139,7 @@ pub(crate) struct Variant {
     pub o_bias: bool,
     pub qk_norm: QkNorm,
     pub head_dim: i32,
-    pub rope: Box<dyn Fn() -> Result<Rope>>,
+    pub rope: Box<dyn Fn(i32) -> Result<Rope>>,
     /// Attention sinks (GPT-OSS).
     pub sinks: bool,
     /// The feed-forward of each layer; `None`: the dense SwiGLU MLP of the config's sizes.
@@ -162,7 +162,7 @@ impl Variant {
         o_bias: bool,
         qk_norm: QkNorm,
         head_dim: i32,
-        rope: Box<dyn Fn() -> Result<Rope>>,
+        rope: Box<dyn Fn(i32) -> Result<Rope>>,
     ) -> Variant {
         Variant {
             qkv_bias,
@@ -221,7 +221,7 @@ pub(crate) fn load_decoder(
                 q,
                 &format!("{p}.self_attn"),
                 &shape,
-                (v.rope)()?,
+                (v.rope)(i)?,
                 v.qk_norm,
                 &norm,
             )?)),
@@ -315,7 +315,7 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
         c.attention_bias,
         QkNorm::None,
         head_dim,
-        Box::new(move || Rope::from_config(head_dim, theta, trad, scaling.as_ref(), max_pos)),
+        Box::new(move |_| Rope::from_config(head_dim, theta, trad, scaling.as_ref(), max_pos)),
     );
     Ok(Box::new(load_decoder(raw, &c, w, v)?))
 }

@@ -67,7 +67,7 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
         false,
         QkNorm::None,
         head_dim,
-        Box::new(move || Rope::from_config(head_dim, theta, trad, scaling.as_ref(), max_pos)),
+        Box::new(move |_| Rope::from_config(head_dim, theta, trad, scaling.as_ref(), max_pos)),
     );
     Ok(Box::new(load_decoder(raw, &common, w, v)?))
 }

@@ -67,7 +67,7 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
         false,
         QkNorm::BeforeTranspose,
         head_dim,
-        Box::new(move || Ok(Rope::standard(head_dim, theta, false, 1.0))),
+        Box::new(move |_| Ok(Rope::standard(head_dim, theta, false, 1.0))),
     );
     let cfg = c.clone();
     v.ffn = Some(Box::new(move |w, q, i, p| {

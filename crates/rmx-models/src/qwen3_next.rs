@@ -147,7 +147,7 @@ pub(crate) fn load_hybrid(
         c.attention_bias,
         QkNorm::BeforeTranspose,
         c.head_dim,
-        Box::new(move || Rope::from_config(dims, theta, false, scaling.as_ref(), Some(max_pos))),
+        Box::new(move |_| Rope::from_config(dims, theta, false, scaling.as_ref(), Some(max_pos))),
     );
     v.output_gate = true;
     v.root = layout.root.into();

@@ -43,6 +43,18 @@ const FAMILIES: &[(&[&str], &[&str], Loader)] = &[
         &["Gemma3ForCausalLM"],
         crate::gemma3::load,
     ),
+    (
+        &["gemma3"],
+        &["Gemma3ForConditionalGeneration"],
+        crate::gemma3::load_multimodal,
+    ),
+    (&["phi3"], &["Phi3ForCausalLM"], crate::phi3::load),
+    (&["smollm3"], &["SmolLM3ForCausalLM"], crate::smollm3::load),
+    (
+        &["mistral3"],
+        &["Mistral3ForConditionalGeneration"],
+        crate::mistral3::load,
+    ),
 ];
 
 /// Model types rmx can load, for messages and `rmx info`.

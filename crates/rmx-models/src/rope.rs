@@ -61,6 +61,12 @@ impl Rope {
         }
     }
 
+    /// No rotation at all: SmolLM3's NoPE layers (every fourth), which see positions only
+    /// through the causal mask. `dims` 0 also keeps the fused kernels, which rotate, away.
+    pub fn none() -> Rope {
+        Rope::standard(0, 10000.0, false, 1.0)
+    }
+
     fn with_freqs(dims: i32, traditional: bool, freqs: Array) -> Rope {
         Rope {
             dims,
@@ -198,7 +204,7 @@ impl Rope {
     /// `None` for ropes that are more than a frequency table (an input scale, a base that
     /// depends on the context), which the fused kernels do not implement.
     pub fn inv_freq(&self) -> Result<Option<Array>> {
-        if self.input_scale.is_some() || self.dynamic.is_some() {
+        if self.dims == 0 || self.input_scale.is_some() || self.dynamic.is_some() {
             return Ok(None);
         }
         let half = self.dims / 2;
@@ -219,6 +225,9 @@ impl Rope {
     }
 
     pub fn forward(&self, x: &Array, offset: i32) -> Result<Array> {
+        if self.dims == 0 {
+            return Ok(x.clone());
+        }
         let scaled;
         let x = match self.input_scale {
             Some(s) => {

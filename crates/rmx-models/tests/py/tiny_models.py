@@ -16,7 +16,7 @@ exactly what `mlx_lm convert` would produce and the outputs exactly what `mlx_lm
   check     --model DIR [--max-tokens 64]   (self test: reference == mlx_lm.generate)
 
 Families: llama llama_tied mistral qwen2 qwen3 qwen3_tied qwen3_yarn gemma3 qwen3_moe gpt_oss
-          qwen3_next qwen3_5 qwen3_5_moe
+          qwen3_next qwen3_5 qwen3_5_moe phi3 phi3_plain smollm3 mistral3 gemma3_vl
 Quants:   f32 bf16 8bit 4bit 4bit-mixed mxfp4 mxfp8 nvfp4
 
 On MLX's CPU backend `gather_mm` takes float32 only, so mlx-lm cannot run bf16 experts there;
@@ -37,7 +37,8 @@ from pathlib import Path
 
 FAMILIES = [
     "llama", "llama_tied", "mistral", "qwen2", "qwen3", "qwen3_tied", "qwen3_yarn", "gemma3",
-    "qwen3_moe", "gpt_oss", "qwen3_next", "qwen3_5", "qwen3_5_moe",
+    "qwen3_moe", "gpt_oss", "qwen3_next", "qwen3_5", "qwen3_5_moe", "phi3", "phi3_plain",
+    "smollm3", "mistral3", "gemma3_vl",
 ]
 QUANTS = ["f32", "bf16", "8bit", "4bit", "4bit-mixed", "mxfp4", "mxfp8", "nvfp4"]
 # The microscaling modes: MLX's own group size and bits for each.
@@ -441,6 +442,115 @@ FAMILY_SPECS["qwen3_5_moe"] = derived(
 )
 
 
+# Phi-4-mini's layout, tiny: fused qkv_proj and gate_up_proj, head_dim = hidden / heads, three
+# quarters of each head rotated, longrope (long factors over an original context of 16, shorter
+# than the prompts), tied embeddings, o200k's vocabulary. phi3_plain is Phi-4 (14B): whole-head
+# rope, no scaling, an untied head.
+PHI4_TEMPLATE = (
+    "{% for message in messages %}<|{{ message['role'] }}|>{{ message['content'] }}<|end|>"
+    "{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+FAMILY_SPECS["phi3"] = dict(
+    tokenizer_size=200019,
+    tokenizer="gptoss",
+    template=PHI4_TEMPLATE,
+    generation={"bos_token_id": 199999, "eos_token_id": [200020, 199999], "pad_token_id": 199999},
+    config={
+        "architectures": ["Phi3ForCausalLM"],
+        "model_type": "phi3",
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "num_hidden_layers": 3,
+        "intermediate_size": 192,
+        "vocab_size": 200064,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "partial_rotary_factor": 0.75,
+        "rope_scaling": {
+            "type": "longrope",
+            "long_factor": [1.0, 1.3, 2.1, 3.4, 5.5, 8.9],
+            "short_factor": [1.0, 1.1, 1.2, 1.3, 1.4, 1.5],
+        },
+        "max_position_embeddings": 131072,
+        "original_max_position_embeddings": 16,
+        "tie_word_embeddings": True,
+        "hidden_act": "silu",
+        "bos_token_id": 199999,
+        "eos_token_id": 199999,
+    },
+)
+FAMILY_SPECS["phi3_plain"] = derived("phi3", config={
+    "partial_rotary_factor": 1.0, "rope_scaling": None, "tie_word_embeddings": False,
+    "max_position_embeddings": 16384, "original_max_position_embeddings": 16384,
+})
+
+# SmolLM3-3B's layout, tiny: Llama with NoPE on every fourth layer, listed in no_rope_layers as
+# the released config does (1 = rope), tied embeddings.
+FAMILY_SPECS["smollm3"] = derived("llama", shards=1, config={
+    "architectures": ["SmolLM3ForCausalLM"], "model_type": "smollm3", "num_hidden_layers": 5,
+    "num_key_value_heads": 1, "rope_scaling": None, "rope_theta": 5000000.0,
+    "no_rope_layer_interval": 4, "no_rope_layers": [1, 1, 1, 0, 1],
+    "tie_word_embeddings": True, "max_position_embeddings": 65536,
+}, drop=("head_dim",))
+
+# Mistral Small 3.2's layout, tiny: the vision-language wrapper with a Mistral text model in
+# text_config (head_dim 32 != hidden / heads, no tie_word_embeddings: untied), the vision
+# tower's tensors beside it, and the Tekken tokenizer.
+FAMILY_SPECS["mistral3"] = dict(
+    tokenizer_size=131072,
+    tokenizer="mistral_nemo",
+    template=None,
+    generation={"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 11},
+    vision_extra=True,
+    config={
+        "architectures": ["Mistral3ForConditionalGeneration"],
+        "model_type": "mistral3",
+        "text_config": {
+            "model_type": "mistral",
+            "hidden_size": 64,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 32,
+            "num_hidden_layers": 3,
+            "intermediate_size": 160,
+            "vocab_size": 131072,
+            "rms_norm_eps": 1e-5,
+            "rope_theta": 1000000000.0,
+            "sliding_window": None,
+            "max_position_embeddings": 131072,
+            "hidden_act": "silu",
+        },
+        "vision_config": {"model_type": "pixtral", "hidden_size": 32},
+        "image_token_index": 10,
+    },
+)
+
+# Gemma 3 4B-27B as released: the vision-language wrapper (Gemma3ForConditionalGeneration), the
+# text model in text_config without head counts (8 / 4 by mlx-lm's defaults), the top-level
+# vocab_size (262208), tensors under language_model., the vision tower's beside them.
+FAMILY_SPECS["gemma3_vl"] = dict(
+    FAMILY_SPECS["gemma3"],
+    vision_extra=True,
+    config={
+        "architectures": ["Gemma3ForConditionalGeneration"],
+        "model_type": "gemma3",
+        "vocab_size": 262208,
+        "text_config": {
+            **{k: v for k, v in FAMILY_SPECS["gemma3"]["config"].items()
+               if k not in ("architectures", "num_attention_heads", "num_key_value_heads",
+                            "vocab_size")},
+            "model_type": "gemma3_text",
+            "hidden_size": 128,
+            "head_dim": 32,
+            "query_pre_attn_scalar": 32,
+        },
+        "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 32},
+        "image_token_index": 262144,
+    },
+)
+
+
 def fixtures_dir():
     f = os.environ.get("RMX_TEST_FIXTURES")
     if not f:
@@ -469,9 +579,9 @@ def randomize(model, cfg, seed, added_tokens, tokenizer_size):
     import mlx.core as mx
     from mlx.utils import tree_flatten, tree_unflatten
 
-    cfg = cfg.get("text_config", cfg)
+    top, cfg = cfg, cfg.get("text_config", cfg)
     hidden = cfg["hidden_size"]
-    vocab = cfg["vocab_size"]
+    vocab = cfg.get("vocab_size", top.get("vocab_size"))
     tied = cfg.get("tie_word_embeddings", False)
     gemma = cfg["model_type"].startswith("gemma")
 
@@ -638,10 +748,12 @@ def cmd_make(args):
 
     model_class, args_class = mu._get_classes(cfg)
     model = model_class(args_class.from_dict(cfg))
-    if cfg["model_type"] == "gemma3_text" and cfg.get("tie_word_embeddings"):
+    text_cfg = cfg.get("text_config", cfg)
+    if text_cfg["model_type"] == "gemma3_text" and text_cfg.get("tie_word_embeddings"):
         # gemma3_text always builds an lm_head; tying is decided on load by its absence
-        model.pop("lm_head")
-        model.tie_word_embeddings = True
+        lm = getattr(model, "language_model", model)
+        lm.pop("lm_head")
+        lm.tie_word_embeddings = True
     randomize(model, cfg, seed_for(family, quant), added_tokens, spec["tokenizer_size"])
     if args.script is not None:
         script_weights(model, tok_dir / "tokenizer.json", args.script)
