@@ -39,11 +39,14 @@ pub(crate) fn body_end(body: &str, scan: &mut BodyScan) -> Option<usize> {
     if first == '{' {
         return value_end(body, at);
     }
-    let args_at = match body[at..].find(ARGS) {
-        Some(i) => at + i + ARGS.len(),
-        None => {
+    // `[ARGS]` counts only after a run of name characters: one further on belongs to a later
+    // call (streamed, the body would have ended at the first character no name holds).
+    let bad = body[at..].find(|c: char| !name_char(c)).map(|i| at + i);
+    let args_at = match body[at..].find(ARGS).map(|i| at + i) {
+        Some(i) if bad.is_none_or(|b| i < b) => i + ARGS.len(),
+        _ => {
             // No `[ARGS]` yet: wait while this can still be a name, accept `name{..}`.
-            let bad = body[at..].find(|c: char| !name_char(c)).map(|i| at + i)?;
+            let bad = bad?;
             if body[bad..].starts_with('{') && bad > at {
                 return value_end(body, bad);
             }
