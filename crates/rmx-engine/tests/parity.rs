@@ -225,6 +225,17 @@ parity! {
     gemma3_bf16: "gemma3" "bf16";
     gemma3_8bit: "gemma3" "8bit";
     gemma3_4bit: "gemma3" "4bit";
+    gemma4_f32: "gemma4" "f32";
+    gemma4_bf16: "gemma4" "bf16";
+    gemma4_8bit: "gemma4" "8bit";
+    gemma4_4bit: "gemma4" "4bit";
+    gemma4_moe_f32: "gemma4_moe" "f32";
+    gemma4_moe_bf16: "gemma4_moe" "bf16";
+    gemma4_moe_8bit: "gemma4_moe" "8bit";
+    gemma4_moe_4bit: "gemma4_moe" "4bit";
+    gemma4_text_f32: "gemma4_text" "f32";
+    gemma4_text_bf16: "gemma4_text" "bf16";
+    gemma4_text_4bit: "gemma4_text" "4bit";
     gemma3_vl_f32: "gemma3_vl" "f32";
     gemma3_vl_bf16: "gemma3_vl" "bf16";
     gemma3_vl_4bit: "gemma3_vl" "4bit";

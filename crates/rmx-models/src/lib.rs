@@ -10,6 +10,7 @@ mod error;
 mod fastpath;
 mod feed_forward;
 mod gemma3;
+mod gemma4;
 mod gpt_oss;
 mod layers;
 mod llama;

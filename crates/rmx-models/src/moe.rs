@@ -99,6 +99,8 @@ pub enum ExpertActivation {
     /// GPT-OSS's clamped form: `(clip(up, -l, l) + 1) * g * sigmoid(alpha * g)` with
     /// `g = min(gate, l)` (mlx-lm's `swiglu_oai`).
     SwiGluOai { alpha: f64, limit: f64 },
+    /// `gelu_approx(gate) * up` (Gemma 4).
+    GeGlu,
 }
 
 impl ExpertActivation {
@@ -111,6 +113,7 @@ impl ExpertActivation {
                 let glu = g.multiply(&g.multiply_scalar(alpha)?.sigmoid()?)?;
                 Ok(x.add_scalar(1.0)?.multiply(&glu)?)
             }
+            ExpertActivation::GeGlu => Ok(crate::layers::gelu_approx(gate)?.multiply(up)?),
         }
     }
 }

@@ -48,6 +48,16 @@ const FAMILIES: &[(&[&str], &[&str], Loader)] = &[
         &["Gemma3ForConditionalGeneration"],
         crate::gemma3::load_multimodal,
     ),
+    (
+        &["gemma4"],
+        &["Gemma4ForConditionalGeneration"],
+        crate::gemma4::load_multimodal,
+    ),
+    (
+        &["gemma4_text"],
+        &["Gemma4ForCausalLM"],
+        crate::gemma4::load,
+    ),
     (&["phi3"], &["Phi3ForCausalLM"], crate::phi3::load),
     (&["smollm3"], &["SmolLM3ForCausalLM"], crate::smollm3::load),
     (

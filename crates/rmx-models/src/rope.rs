@@ -38,6 +38,7 @@ pub const ROPE_TYPES: &[&str] = &[
     "telechat3-yarn",
     "longrope",
     "dynamic",
+    "proportional",
 ];
 
 fn config_error(message: String) -> ModelError {
@@ -186,6 +187,25 @@ impl Rope {
                     factor: need("factor")?,
                 });
                 Ok(r)
+            }
+            // Gemma 4's full-attention layers: the whole head goes through the kernel, the
+            // first `partial_rotary_factor` of it with frequencies of exponent i / dims (not
+            // i / rotated), the rest with infinite ones, which leave it as it is.
+            "proportional" => {
+                let rotated = (f64::from(dims) * num("partial_rotary_factor", 1.0)) as i32;
+                if rotated > dims || rotated < 0 {
+                    return Err(config_error(format!(
+                        "partial_rotary_factor makes {rotated} rotated dimensions of {dims}"
+                    )));
+                }
+                let exponents = Array::arange(0.0, f64::from(rotated), 2.0, Dtype::F32)?
+                    .divide_scalar(f64::from(dims))?;
+                let freqs = Array::scalar(base)?
+                    .power(&exponents)?
+                    .multiply_scalar(num("factor", 1.0))?;
+                let rest = Array::full(&[(dims - rotated) / 2], f64::INFINITY, Dtype::F32)?;
+                let freqs = concatenate(&[&freqs, &rest], 0)?;
+                Ok(Rope::with_freqs(dims, traditional, freqs))
             }
             other => Err(config_error(format!(
                 "rope_scaling.rope_type {other:?} is not supported (rmx knows: {})",

@@ -16,7 +16,8 @@ exactly what `mlx_lm convert` would produce and the outputs exactly what `mlx_lm
   check     --model DIR [--max-tokens 64]   (self test: reference == mlx_lm.generate)
 
 Families: llama llama_tied mistral qwen2 qwen3 qwen3_tied qwen3_yarn gemma3 qwen3_moe gpt_oss
-          qwen3_next qwen3_5 qwen3_5_moe phi3 phi3_plain smollm3 mistral3 gemma3_vl
+          qwen3_next qwen3_5 qwen3_5_moe phi3 phi3_plain smollm3 mistral3 gemma3_vl gemma4
+          gemma4_moe gemma4_text
 Quants:   f32 bf16 8bit 4bit 4bit-mixed mxfp4 mxfp8 nvfp4
 
 On MLX's CPU backend `gather_mm` takes float32 only, so mlx-lm cannot run bf16 experts there;
@@ -38,7 +39,7 @@ from pathlib import Path
 FAMILIES = [
     "llama", "llama_tied", "mistral", "qwen2", "qwen3", "qwen3_tied", "qwen3_yarn", "gemma3",
     "qwen3_moe", "gpt_oss", "qwen3_next", "qwen3_5", "qwen3_5_moe", "phi3", "phi3_plain",
-    "smollm3", "mistral3", "gemma3_vl",
+    "smollm3", "mistral3", "gemma3_vl", "gemma4", "gemma4_moe", "gemma4_text",
 ]
 QUANTS = ["f32", "bf16", "8bit", "4bit", "4bit-mixed", "mxfp4", "mxfp8", "nvfp4"]
 # The microscaling modes: MLX's own group size and bits for each.
@@ -551,6 +552,92 @@ FAMILY_SPECS["gemma3_vl"] = dict(
 )
 
 
+# Gemma 4 E2B's layout, tiny (the vision-language wrapper, as mlx-community ships it): sliding
+# layers (window 8) and full layers with their own head size (64) and a proportional rope over a
+# quarter of it; the last two layers share the K/V of earlier ones and have a double-wide MLP;
+# per-layer input embeddings; soft-capped logits; tied embeddings; Gemma 3's tokenizer (262144
+# entries, as Gemma 4's).
+GEMMA4_TEXT = {
+    "model_type": "gemma4_text",
+    "hidden_size": 64,
+    "num_hidden_layers": 6,
+    "intermediate_size": 96,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 1,
+    "head_dim": 32,
+    "global_head_dim": 64,
+    "rms_norm_eps": 1e-6,
+    "vocab_size": 262144,
+    "vocab_size_per_layer_input": 262144,
+    "hidden_size_per_layer_input": 8,
+    "num_kv_shared_layers": 2,
+    "sliding_window": 8,
+    "sliding_window_pattern": 3,
+    "max_position_embeddings": 131072,
+    "final_logit_softcapping": 30.0,
+    "use_double_wide_mlp": True,
+    "tie_word_embeddings": True,
+    "rope_parameters": {
+        "full_attention": {"partial_rotary_factor": 0.25, "rope_theta": 1000000.0,
+                           "rope_type": "proportional"},
+        "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"},
+    },
+    "hidden_activation": "gelu_pytorch_tanh",
+}
+FAMILY_SPECS["gemma4"] = dict(
+    FAMILY_SPECS["gemma3"],
+    vision_extra=True,
+    config={
+        "architectures": ["Gemma4ForConditionalGeneration"],
+        "model_type": "gemma4",
+        "vocab_size": 262144,
+        "text_config": GEMMA4_TEXT,
+        "vision_config": {"model_type": "gemma4_vision", "hidden_size": 32},
+    },
+)
+# Gemma 4 26B-A4B's: no per-layer inputs or shared K/V; full layers take values from their
+# keys' projection (attention_k_eq_v) with fewer K/V heads of their own; each layer's dense MLP
+# runs beside 8 routed GeGLU experts (top 2). The layer pattern from sliding_window_pattern.
+FAMILY_SPECS["gemma4_moe"] = dict(
+    FAMILY_SPECS["gemma4"],
+    vision_extra=False,
+    config={
+        "architectures": ["Gemma4ForConditionalGeneration"],
+        "model_type": "gemma4",
+        "text_config": {
+            **GEMMA4_TEXT,
+            "num_hidden_layers": 6,
+            "num_key_value_heads": 2,
+            "num_global_key_value_heads": 1,
+            "attention_k_eq_v": True,
+            "hidden_size_per_layer_input": 0,
+            "num_kv_shared_layers": 0,
+            "enable_moe_block": True,
+            "num_experts": 8,
+            "top_k_experts": 2,
+            "moe_intermediate_size": 32,
+        },
+    },
+)
+# Gemma 4 31B's, as a text-only checkpoint (gemma4_text at the top): dense, K-eq-V full layers,
+# explicit layer_types, an untied head.
+FAMILY_SPECS["gemma4_text"] = dict(
+    FAMILY_SPECS["gemma3"],
+    config={
+        **GEMMA4_TEXT,
+        "architectures": ["Gemma4ForCausalLM"],
+        "num_hidden_layers": 4,
+        "layer_types": ["sliding_attention", "full_attention", "sliding_attention",
+                        "full_attention"],
+        "attention_k_eq_v": True,
+        "num_global_key_value_heads": 1,
+        "hidden_size_per_layer_input": 0,
+        "num_kv_shared_layers": 0,
+        "tie_word_embeddings": False,
+    },
+)
+
+
 def fixtures_dir():
     f = os.environ.get("RMX_TEST_FIXTURES")
     if not f:
@@ -584,6 +671,8 @@ def randomize(model, cfg, seed, added_tokens, tokenizer_size):
     vocab = cfg.get("vocab_size", top.get("vocab_size"))
     tied = cfg.get("tie_word_embeddings", False)
     gemma = cfg["model_type"].startswith("gemma")
+    # Gemma 3 stores its RMS norms' weights as w - 1; Gemma 4's are plain.
+    gemma_norm = cfg["model_type"].startswith("gemma3")
 
     # Output rows to push down: special tokens (EOS, BOS, reserved, ...) and the padded ids
     # past the tokenizer's vocabulary.
@@ -609,14 +698,16 @@ def randomize(model, cfg, seed, added_tokens, tokenizer_size):
     for (name, p), key in zip(params, keys):
         shape = p.shape
         normal = lambda std, mean=0.0: mean + std * mx.random.normal(shape, key=key)
-        if name.endswith("norm.weight"):
+        if name.endswith(("norm.weight", "norm_1.weight", "norm_2.weight")):
             if name.endswith("model.norm.weight") and tied:
                 w = normal(gain_std)
                 w = w - w.mean()
-                if gemma:
+                if gemma_norm:
                     w = w - 1.0  # gemma's RMSNorm scales by (1 + weight)
             else:
-                w = normal(0.1, 0.0 if gemma else 1.0)
+                w = normal(0.1, 0.0 if gemma_norm else 1.0)
+        elif name.endswith(("layer_scalar", "router.scale", "per_expert_scale")):
+            w = normal(0.1, 1.0)
         elif name.endswith("embed_tokens.weight"):
             w = normal(emb_std)
             if tied:
