@@ -80,6 +80,10 @@ fn detects_each_format_from_template_excerpts() {
         ("{{- \"[TOOL_CALLS][\" }}{%- for tool_call in message.tool_calls %}", Some(ToolCallFormat::Mistral)),
         ("{{- '<|python_tag|>' + tool_call.name + '.call(' }}", Some(ToolCallFormat::Llama3Json)),
         ("wrapped in ```tool_code``` blocks", Some(ToolCallFormat::Gemma)),
+        (
+            "{{- '<|tool_call>call:' + tool_call.function.name + '{' }}{{- '}<tool_call|>' }}",
+            Some(ToolCallFormat::Gemma4),
+        ),
         ("{% for message in messages %}{{ message.content }}{% endfor %}", None),
     ];
     for (template, want) in cases {

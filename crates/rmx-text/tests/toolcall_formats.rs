@@ -3,7 +3,9 @@
 
 mod toolcall_support;
 
-use rmx_text::toolcall::ToolCallFormat::{self, Gemma, Hermes, Llama3Json, Mistral, Qwen3Coder};
+use rmx_text::toolcall::ToolCallFormat::{
+    self, Gemma, Gemma4, Hermes, Llama3Json, Mistral, Qwen3Coder,
+};
 use serde_json::{json, Value};
 use toolcall_support::{assert_stream_agrees, calls_of};
 
@@ -369,6 +371,33 @@ fn gemma_bare_json_reply() {
 fn gemma_ordinary_code_fence_is_content() {
     let text = "Here:\n```python\nprint(get_weather(city='Paris'))\n```";
     check(Gemma, &[], text, text, &[]);
+}
+
+// ---- Gemma 4 ----
+
+#[test]
+fn gemma4_single_call_with_delimited_strings() {
+    check(
+        Gemma4,
+        &weather_tools(),
+        "<|tool_call>call:get_weather{city:<|\"|>Paris, {\"FR\"}<|\"|>,days:3,metric:true,hours:[9,12]}<tool_call|>",
+        "",
+        &[(
+            "get_weather",
+            json!({"city": "Paris, {\"FR\"}", "days": 3, "metric": true, "hours": [9, 12]}),
+        )],
+    );
+}
+
+#[test]
+fn gemma4_several_calls_and_content_around() {
+    check(
+        Gemma4,
+        &[],
+        "Checking.<|tool_call>call:get_weather{city:<|\"|>Oslo<|\"|>}<tool_call|><|tool_call>call:get_time{}<tool_call|>Done.",
+        "Checking.Done.",
+        &[("get_weather", json!({"city": "Oslo"})), ("get_time", json!({}))],
+    );
 }
 
 #[test]

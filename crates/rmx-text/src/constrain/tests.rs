@@ -99,6 +99,7 @@ fn formats_that_cannot_be_forced_are_refused_by_name() {
     for f in [
         ToolCallFormat::Mistral,
         ToolCallFormat::Gemma,
+        ToolCallFormat::Gemma4,
         ToolCallFormat::Qwen3Coder,
     ] {
         let e = Constraint::tool_call(f, vec!["f".into()]).unwrap_err();

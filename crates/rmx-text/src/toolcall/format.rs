@@ -3,7 +3,7 @@
 use super::call::ParsedBody;
 use super::scan::BodyScan;
 use super::schema::ToolSchemas;
-use super::{gemma, hermes, llama3, mistral, qwen3_coder};
+use super::{gemma, gemma4, hermes, llama3, mistral, qwen3_coder};
 
 /// The tool-call syntax of a model family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -18,6 +18,8 @@ pub enum ToolCallFormat {
     Mistral,
     /// ```` ```tool_code\nf(a=1)\n``` ```` or a bare `{"name": .., "parameters": ..}`.
     Gemma,
+    /// `<|tool_call>call:name{key:<|"|>text<|"|>,n:1}<tool_call|>` (Gemma 4).
+    Gemma4,
 }
 
 /// How a call's text ends.
@@ -37,12 +39,13 @@ pub(crate) struct Trigger {
 }
 
 impl ToolCallFormat {
-    pub const ALL: [ToolCallFormat; 5] = [
+    pub const ALL: [ToolCallFormat; 6] = [
         ToolCallFormat::Hermes,
         ToolCallFormat::Qwen3Coder,
         ToolCallFormat::Llama3Json,
         ToolCallFormat::Mistral,
         ToolCallFormat::Gemma,
+        ToolCallFormat::Gemma4,
     ];
 
     /// The format by its name in model configs and on the command line: `hermes`,
@@ -58,6 +61,7 @@ impl ToolCallFormat {
             }
             "mistral" => ToolCallFormat::Mistral,
             "gemma" | "gemma3" | "gemma2" => ToolCallFormat::Gemma,
+            "gemma4" => ToolCallFormat::Gemma4,
             _ => return None,
         })
     }
@@ -70,6 +74,7 @@ impl ToolCallFormat {
             ToolCallFormat::Llama3Json => "llama3_json",
             ToolCallFormat::Mistral => "mistral",
             ToolCallFormat::Gemma => "gemma",
+            ToolCallFormat::Gemma4 => "gemma4",
         }
     }
 
@@ -77,7 +82,9 @@ impl ToolCallFormat {
     /// calls. Qwen3-Coder's template also contains `<tool_call>`, so its `<function=` is looked
     /// for first. None when the template shows no tool calls at all.
     pub fn detect_from_template(template: &str) -> Option<Self> {
-        if template.contains("<function=") && template.contains("<parameter=") {
+        if template.contains("<|tool_call>") && template.contains("<tool_call|>") {
+            Some(ToolCallFormat::Gemma4)
+        } else if template.contains("<function=") && template.contains("<parameter=") {
             Some(ToolCallFormat::Qwen3Coder)
         } else if template.contains("<tool_call>") {
             Some(ToolCallFormat::Hermes)
@@ -99,6 +106,7 @@ impl ToolCallFormat {
             ToolCallFormat::Llama3Json => llama3::TRIGGERS,
             ToolCallFormat::Mistral => mistral::TRIGGERS,
             ToolCallFormat::Gemma => gemma::TRIGGERS,
+            ToolCallFormat::Gemma4 => gemma4::TRIGGERS,
         }
     }
 
@@ -132,6 +140,7 @@ impl ToolCallFormat {
             ToolCallFormat::Llama3Json => llama3::parse_body(body, false),
             ToolCallFormat::Mistral => mistral::parse_body(body),
             ToolCallFormat::Gemma => gemma::parse_fence(body),
+            ToolCallFormat::Gemma4 => gemma4::parse_body(body),
         }
     }
 }

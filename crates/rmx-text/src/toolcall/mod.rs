@@ -12,6 +12,7 @@
 mod call;
 mod format;
 mod gemma;
+mod gemma4;
 mod hermes;
 mod ids;
 mod lenient_json;
