@@ -59,9 +59,8 @@ fn balanced_end(s: &str) -> Option<usize> {
     let mut i = 0;
     while i < s.len() {
         let rest = &s[i..];
-        if rest.starts_with(QUOTE) {
-            let close = rest[QUOTE.len()..].find(QUOTE)?;
-            i += 2 * QUOTE.len() + close;
+        if let Some(inner) = rest.strip_prefix(QUOTE) {
+            i += 2 * QUOTE.len() + inner.find(QUOTE)?;
             continue;
         }
         let c = rest.chars().next()?;
