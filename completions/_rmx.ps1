@@ -180,7 +180,7 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
             break
         }
         'rmx;alias;add' {
-            [CompletionResult]::new('--tool-parser', '--tool-parser', [CompletionResultType]::ParameterName, 'How the model writes tool calls: hermes, qwen3_coder, llama3_json, mistral, gemma, harmony, none')
+            [CompletionResult]::new('--tool-parser', '--tool-parser', [CompletionResultType]::ParameterName, 'How the model writes tool calls: hermes, qwen3_coder, llama3_json, mistral, gemma, gemma4, harmony, none')
             [CompletionResult]::new('--reasoning-parser', '--reasoning-parser', [CompletionResultType]::ParameterName, 'How the model marks its reasoning: think, harmony, none')
             [CompletionResult]::new('--context-length', '--context-length', [CompletionResultType]::ParameterName, 'The model''s context length in tokens')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')

@@ -163,7 +163,7 @@ set edit:completion:arg-completer[rmx] = {|@words|
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'rmx;alias;add'= {
-            cand --tool-parser 'How the model writes tool calls: hermes, qwen3_coder, llama3_json, mistral, gemma, harmony, none'
+            cand --tool-parser 'How the model writes tool calls: hermes, qwen3_coder, llama3_json, mistral, gemma, gemma4, harmony, none'
             cand --reasoning-parser 'How the model marks its reasoning: think, harmony, none'
             cand --context-length 'The model''s context length in tokens'
             cand -h 'Print help'

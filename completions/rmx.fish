@@ -110,7 +110,7 @@ complete -c rmx -n "__fish_rmx_using_subcommand alias; and not __fish_seen_subco
 complete -c rmx -n "__fish_rmx_using_subcommand alias; and not __fish_seen_subcommand_from add rm ls help" -f -a "rm" -d 'Remove one of your aliases'
 complete -c rmx -n "__fish_rmx_using_subcommand alias; and not __fish_seen_subcommand_from add rm ls help" -f -a "ls" -d 'List every alias in effect'
 complete -c rmx -n "__fish_rmx_using_subcommand alias; and not __fish_seen_subcommand_from add rm ls help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcommand_from add" -l tool-parser -d 'How the model writes tool calls: hermes, qwen3_coder, llama3_json, mistral, gemma, harmony, none' -r
+complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcommand_from add" -l tool-parser -d 'How the model writes tool calls: hermes, qwen3_coder, llama3_json, mistral, gemma, gemma4, harmony, none' -r
 complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcommand_from add" -l reasoning-parser -d 'How the model marks its reasoning: think, harmony, none' -r
 complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcommand_from add" -l context-length -d 'The model\'s context length in tokens' -r
 complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcommand_from add" -s h -l help -d 'Print help'

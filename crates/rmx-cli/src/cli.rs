@@ -314,7 +314,7 @@ pub struct AliasAddArgs {
     /// A Hugging Face repo id (owner/name) or a model folder.
     pub target: String,
     /// How the model writes tool calls: hermes, qwen3_coder, llama3_json, mistral, gemma,
-    /// harmony, none.
+    /// gemma4, harmony, none.
     #[arg(long, value_parser = parse_hint::<rmx_store::ToolParser>)]
     pub tool_parser: Option<rmx_store::ToolParser>,
     /// How the model marks its reasoning: think, harmony, none.

@@ -278,3 +278,160 @@ async fn models_and_aliases() {
     let gone = env.run(&["info", "tiny"]).await.failed();
     insta::assert_snapshot!("info_unknown", gone.stderr);
 }
+
+/// The list of families this rmx loads grows with rmx-models; snapshots show where it goes.
+fn mask_supported(text: &str) -> String {
+    const KEY: &str = "supported: ";
+    text.lines()
+        .map(|line| match line.find(KEY) {
+            Some(i) => {
+                let rest = &line[i + KEY.len()..];
+                let end = rest.find(". ").unwrap_or(rest.len());
+                format!("{}{KEY}[SUPPORTED]{}", &line[..i], &rest[end..])
+            }
+            None => line.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + if text.ends_with('\n') { "\n" } else { "" }
+}
+
+/// A model folder (config.json of this family, the tiny weights) under the env's dir.
+fn model_folder(env: &Env, name: &str, model_type: &str, architecture: &str) -> String {
+    let dir = env.dir.path().join(name);
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let mut config: serde_json::Value =
+        serde_json::from_str(&store_cli_common::config_json()).expect("config");
+    config["model_type"] = model_type.into();
+    config["architectures"] = serde_json::json!([architecture]);
+    std::fs::write(dir.join("config.json"), config.to_string()).expect("write config");
+    std::fs::write(dir.join(WEIGHTS), store_cli_common::tiny_safetensors()).expect("write weights");
+    dir.display().to_string()
+}
+
+/// Issue #21: `rmx pull` of a family this rmx cannot load stops at config.json, before any
+/// weight file is asked for, saying which families load and what to do; `rmx ls` and
+/// `rmx info` mark such a model on disk, with the reason, in text and JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_21_unsupported_families_are_refused_by_pull_and_marked_by_ls_and_info() {
+    const GEMMA3N: &str = "test-org/tiny-gemma3n";
+    let env = Env::new().await;
+    let files = store_cli_common::tiny_model_files()
+        .into_iter()
+        .map(|f| match f.name.as_str() {
+            "config.json" => store_cli_common::fake_hub::FakeFile::new(
+                "config.json",
+                br#"{"architectures": ["Gemma3nForConditionalGeneration"], "model_type": "gemma3n"}"#
+                    .to_vec(),
+                false,
+            ),
+            _ => f,
+        })
+        .collect();
+    env.hub.add_repo(GEMMA3N, store_cli_common::COMMIT, files);
+
+    let pull = env.run(&["pull", GEMMA3N]).await.failed();
+    assert!(
+        pull.stderr.contains("supported: ") && pull.stderr.contains("llama"),
+        "{}",
+        pull.stderr
+    );
+    insta::assert_snapshot!("pull_unsupported_family", mask_supported(&pull.stderr));
+    let requests = env.hub.requests();
+    assert!(
+        requests.iter().any(|r| r.ends_with("/config.json")),
+        "{requests:?}"
+    );
+    assert!(
+        !requests.iter().any(|r| r.contains(".safetensors")),
+        "a weight file was requested: {requests:?}"
+    );
+    assert!(!env.cache().join("models--test-org--tiny-gemma3n").exists());
+
+    // The same family on disk, named by a user alias, beside a model that loads.
+    env.run(&["pull", REPO]).await.ok();
+    let folder = model_folder(
+        &env,
+        "gemma3n-folder",
+        "gemma3n",
+        "Gemma3nForConditionalGeneration",
+    );
+    env.run(&["alias", "add", "g3n", &folder]).await.ok();
+    let ls = env.run(&["ls"]).await.ok();
+    let ls_text: String = ls
+        .stdout
+        .lines()
+        .map(|l| l.split_whitespace().next().unwrap_or("").to_string() + "\n")
+        .collect();
+    assert_eq!(
+        ls_text, "NAME\ntest-org/tiny-llama-4bit\ng3n\n",
+        "{}",
+        ls.stdout
+    );
+    insta::assert_snapshot!(
+        "ls_unsupported_family",
+        mask_supported(&format!("{}--- stderr\n{}", ls.stdout, ls.stderr))
+    );
+    let json = env.run(&["ls", "--json"]).await.ok();
+    let json: serde_json::Value = serde_json::from_str(&json.stdout).expect("ls --json");
+    let rows = json.as_array().expect("rows");
+    let by_name = |name: &str| {
+        rows.iter()
+            .find(|r| r["name"] == name)
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert_eq!(by_name(REPO)["cannot_load"], serde_json::Value::Null);
+    let g3n = by_name("g3n");
+    assert_eq!(g3n["cannot_load"]["family"], "gemma3n", "{json}");
+    assert!(
+        g3n["cannot_load"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("family `gemma3n` is not supported by this rmx")),
+        "{json}"
+    );
+
+    let info = env.run(&["info", "g3n"]).await.ok();
+    insta::assert_snapshot!(
+        "info_unsupported_family",
+        mask_supported(&mask_memory(&info.stdout))
+    );
+    let json = env.run(&["info", "g3n", "--json"]).await.ok();
+    let json: serde_json::Value = serde_json::from_str(&json.stdout).expect("info --json");
+    assert_eq!(json["cannot_load"]["family"], "gemma3n", "{json}");
+}
+
+/// Issue #21: `rmx alias add NAME /folder --tool-parser hermes` is honoured: `rmx info` shows
+/// the alias's hints, not the ones guessed from config.json (llama: llama3_json).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_21_a_folder_alias_keeps_its_hints() {
+    let env = Env::new().await;
+    let folder = model_folder(&env, "llama-folder", "llama", "LlamaForCausalLM");
+    let by_path = env.run(&["info", &folder, "--json"]).await.ok();
+    let by_path: serde_json::Value = serde_json::from_str(&by_path.stdout).expect("info --json");
+    assert_eq!(by_path["hints"]["tool_parser"], "llama3_json");
+    env.run(&[
+        "alias",
+        "add",
+        "mine",
+        &folder,
+        "--tool-parser",
+        "hermes",
+        "--reasoning-parser",
+        "think",
+    ])
+    .await
+    .ok();
+    let info = env.run(&["info", "mine", "--json"]).await.ok();
+    let info: serde_json::Value = serde_json::from_str(&info.stdout).expect("info --json");
+    assert_eq!(
+        info["hints"],
+        serde_json::json!({"tool_parser": "hermes", "reasoning_parser": "think"})
+    );
+    let text = env.run(&["info", "mine"]).await.ok();
+    assert!(
+        text.stdout.contains("tool calls        hermes"),
+        "{}",
+        text.stdout
+    );
+}

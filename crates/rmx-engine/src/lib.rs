@@ -5,6 +5,7 @@
 pub mod bench;
 mod engine;
 mod error;
+mod family;
 mod prompt;
 mod request;
 pub mod sampler;
@@ -12,9 +13,11 @@ mod sequence;
 
 pub use engine::Engine;
 pub use error::{EngineError, Result};
+pub use family::{check_family, supported_model_types};
 pub use prompt::ChatPrompt;
 pub use request::{
     Event, FinishReason, GenerateRequest, SamplingParams, Timings, TokenLogprob, Usage,
 };
+pub use rmx_models::ModelError;
 pub use rmx_text::constrain::{Constraint, Output as ConstraintOutput, Think};
 pub use sequence::PREFILL_CHUNK;

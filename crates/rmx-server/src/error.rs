@@ -35,6 +35,14 @@ pub enum ServiceError {
     /// It would fit, but the models in use now leave no room (or no slot); try again later.
     #[error("{0}")]
     Busy(String),
+    /// The model's family (config.json `model_type`) is one the engine cannot load.
+    #[error(
+        "model `{name}` cannot be loaded: its {unsupported}; `rmx models` lists models that run"
+    )]
+    UnsupportedFamily {
+        name: String,
+        unsupported: rmx_store::Unsupported,
+    },
     #[error("loading model `{name}` failed: {message}")]
     Load { name: String, message: String },
     #[error("the daemon is shutting down")]
@@ -54,14 +62,20 @@ fn list_text(available: &[String]) -> String {
 impl ServiceError {
     /// The HTTP status every surface uses unless its API says otherwise: unknown model 404,
     /// bad input 400, over the memory budget 507, busy or shutting down 503.
+    ///
+    /// A model of a family the engine cannot load is a 400, not a 500 (nothing broke) nor a
+    /// 422: the request names a model this server cannot serve, which each API spells as a
+    /// 400 (OpenAI and Anthropic `invalid_request_error`, whose documented statuses have no
+    /// 422 for Anthropic; Ollama answers "does not support ..." with a 400), so every client
+    /// library reads it as "do not retry this request".
     pub fn status(&self) -> StatusCode {
         match self {
             ServiceError::UnknownModel { .. } | ServiceError::NotDownloaded { .. } => {
                 StatusCode::NOT_FOUND
             }
-            ServiceError::BadRequest(_) | ServiceError::PromptTooLong { .. } => {
-                StatusCode::BAD_REQUEST
-            }
+            ServiceError::BadRequest(_)
+            | ServiceError::PromptTooLong { .. }
+            | ServiceError::UnsupportedFamily { .. } => StatusCode::BAD_REQUEST,
             ServiceError::TooLarge { .. } => StatusCode::INSUFFICIENT_STORAGE,
             ServiceError::Busy(_) | ServiceError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
             ServiceError::Load { .. } | ServiceError::Internal(_) => {

@@ -46,7 +46,7 @@ use std::time::{Duration, Instant, SystemTime};
 use futures_util::Stream;
 use rmx_api::KeepAlive;
 use rmx_engine::{ChatPrompt, Constraint, Engine, Event, GenerateRequest, Think};
-use rmx_store::{ModelRef, Store, ToolParser};
+use rmx_store::{Families, ModelHints, ModelRef, Store, ToolParser};
 use rmx_text::harmony::{HarmonyEvent, HarmonyParser};
 use rmx_text::reasoning::{ReasoningEvent, ReasoningParser};
 use rmx_text::toolcall::{ToolCallEvent, ToolCallFormat, ToolCallParser};
@@ -320,7 +320,10 @@ pub struct Service {
 impl Service {
     pub fn new(config: ServiceConfig) -> Arc<Service> {
         Arc::new(Service {
-            store: config.store,
+            // The daemon is what loads models: its store judges families by its engine.
+            store: config
+                .store
+                .with_families(Families::new(rmx_engine::supported_model_types())),
             models: Models::new(config.max_loaded_models, config.memory_budget),
             default_keep_alive: config.default_keep_alive,
             shutdown: watch::channel(false).0,
@@ -433,10 +436,11 @@ impl Service {
             return Err(ServiceError::ShuttingDown);
         }
         let resolved = self.resolve(&req.model)?;
+        let hints = resolved.hints;
         let keep_alive = req.keep_alive.unwrap_or(self.default_keep_alive);
         let lease = self.models.acquire(resolved, keep_alive).await?;
         let loaded = lease.loaded()?.clone();
-        Ok(build_prompt(&loaded.engine, &lease, &req)?.tokens.len())
+        Ok(build_prompt(&loaded.engine, hints, &req)?.tokens.len())
     }
 
     /// Starts an answer. Errors before the first token (unknown model, bad input, prompt too
@@ -447,6 +451,7 @@ impl Service {
             return Err(ServiceError::ShuttingDown);
         }
         let resolved = self.resolve(&req.model)?;
+        let hints = resolved.hints;
         let keep_alive = req.keep_alive.unwrap_or(self.default_keep_alive);
         let lease = self.models.acquire(resolved, keep_alive).await?;
         let loaded = lease.loaded()?.clone();
@@ -456,7 +461,7 @@ impl Service {
             Duration::ZERO
         };
         let engine = &loaded.engine;
-        let built = build_prompt(engine, &lease, &req)?;
+        let built = build_prompt(engine, hints, &req)?;
         let prompt_tokens = built.tokens.len();
         let context = engine.info().context_length.map(|c| c as usize);
         let max_tokens = match (req.max_tokens, context) {
@@ -503,9 +508,10 @@ struct BuiltPrompt {
     constraint: Option<Constraint>,
 }
 
+/// `hints`: the alias's, when the request named the model by one.
 fn build_prompt(
     engine: &Engine,
-    lease: &Lease,
+    hints: Option<ModelHints>,
     req: &InternalRequest,
 ) -> Result<BuiltPrompt, ServiceError> {
     let template = engine
@@ -562,7 +568,6 @@ fn build_prompt(
                 .tokenizer()
                 .encode(&rendered, false)
                 .map_err(|e| ServiceError::BadRequest(format!("tokenizing the prompt: {e}")))?;
-            let hints = lease.slot().hints;
             let harmony = template.contains("<|channel|>")
                 || hints.is_some_and(|h| {
                     h.tool_parser == ToolParser::Harmony
@@ -643,6 +648,7 @@ fn tool_format(p: ToolParser) -> Option<ToolCallFormat> {
         ToolParser::Llama3Json => Some(ToolCallFormat::Llama3Json),
         ToolParser::Mistral => Some(ToolCallFormat::Mistral),
         ToolParser::Gemma => Some(ToolCallFormat::Gemma),
+        ToolParser::Gemma4 => Some(ToolCallFormat::Gemma4),
         ToolParser::Harmony | ToolParser::None => None,
     }
 }

@@ -4,10 +4,8 @@
 
 mod common_api;
 
-use std::path::{Path, PathBuf};
-
 use axum::http::StatusCode;
-use common_api::{app, call, model_name, of_type, service, tiny_model};
+use common_api::{app, call, model_name, of_type, service, with_template};
 use serde_json::{json, Value};
 
 fn tools() -> Value {
@@ -16,26 +14,6 @@ fn tools() -> Value {
          "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}},
         {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {}}}}
     ])
-}
-
-/// A copy of the tiny model whose chat template is `template`.
-fn with_template(dir: &Path, template: &str) -> PathBuf {
-    let src = tiny_model();
-    let out = dir.join("variant");
-    std::fs::create_dir_all(&out).expect("mkdir");
-    for entry in std::fs::read_dir(&src).expect("read model dir") {
-        let entry = entry.expect("entry");
-        if entry.file_type().expect("type").is_file() {
-            std::fs::copy(entry.path(), out.join(entry.file_name())).expect("copy");
-        }
-    }
-    let path = out.join("tokenizer_config.json");
-    let mut config: Value =
-        serde_json::from_slice(&std::fs::read(&path).expect("read config")).expect("config");
-    config["chat_template"] = json!(template);
-    std::fs::write(&path, config.to_string()).expect("write config");
-    let _ = std::fs::remove_file(out.join("chat_template.jinja"));
-    out
 }
 
 fn object(text: &str) -> serde_json::Map<String, Value> {

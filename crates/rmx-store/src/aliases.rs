@@ -26,8 +26,10 @@ pub enum ToolParser {
     Llama3Json,
     /// `[TOOL_CALLS][...]` (Mistral, Devstral).
     Mistral,
-    /// Gemma's function-call blocks.
+    /// Gemma 3's taught formats: ```` ```tool_code ```` fences or bare JSON.
     Gemma,
+    /// `<|tool_call>call:name{..}<tool_call|>` (Gemma 4).
+    Gemma4,
     /// OpenAI harmony channels (GPT-OSS).
     Harmony,
     #[default]
@@ -68,7 +70,7 @@ impl ModelHints {
             }
             "llama" => (ToolParser::Llama3Json, ReasoningParser::None),
             "mistral" | "mistral3" => (ToolParser::Mistral, ReasoningParser::None),
-            "gemma4" | "gemma4_text" => (ToolParser::Gemma, ReasoningParser::None),
+            "gemma4" | "gemma4_text" => (ToolParser::Gemma4, ReasoningParser::None),
             "gpt_oss" => (ToolParser::Harmony, ReasoningParser::Harmony),
             "smollm3" => (ToolParser::Hermes, ReasoningParser::Think),
             _ => (ToolParser::None, ReasoningParser::None),
@@ -93,6 +95,11 @@ pub struct Alias {
     pub name: String,
     /// A Hugging Face repo id; user aliases may also name an absolute local directory.
     pub repo: String,
+    /// The repo's config.json `model_type`, as the built-in table records it (a test checks
+    /// rmx loads each one). User aliases leave it out: their config.json is judged once the
+    /// model is on disk.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub family: Option<String>,
     #[serde(flatten)]
     pub hints: ModelHints,
     pub source: AliasSource,
@@ -103,6 +110,8 @@ pub struct Alias {
 struct AliasRow {
     name: String,
     repo: String,
+    #[serde(default)]
+    family: Option<String>,
     #[serde(flatten)]
     hints: ModelHints,
 }
@@ -129,6 +138,7 @@ fn rows_to_aliases(rows: Vec<AliasRow>, source: AliasSource) -> Vec<Alias> {
         .map(|row| Alias {
             name: row.name,
             repo: row.repo,
+            family: row.family,
             hints: row.hints,
             source,
         })
@@ -213,6 +223,7 @@ pub fn add_user_alias(
     Ok(Alias {
         name: name.to_string(),
         repo: target.to_string(),
+        family: None,
         hints,
         source: AliasSource::User,
     })
@@ -374,6 +385,24 @@ mod tests {
             assert!(seen.insert(&alias.name), "{} twice", alias.name);
             assert!(RepoId::parse(&alias.repo).is_ok(), "{}", alias.repo);
             assert!(alias.hints.context_length.is_some(), "{}", alias.name);
+        }
+    }
+
+    /// Whether rmx loads each family is checked where the engine's list is known
+    /// (rmx-server's tests/alias_families.rs); here, that every row names one, spelled as
+    /// config.json spells `model_type`.
+    #[test]
+    fn every_builtin_alias_records_its_family() {
+        for alias in builtin_aliases() {
+            let family = alias.family.as_deref().unwrap_or_default();
+            assert!(
+                !family.is_empty()
+                    && family
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+                "{}: family {family:?}",
+                alias.name
+            );
         }
     }
 

@@ -5,6 +5,7 @@ use std::io;
 use std::path::PathBuf;
 
 use crate::disk::human_bytes;
+use crate::families::Unsupported;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -59,6 +60,18 @@ pub enum StoreError {
     NoConfig { repo: String },
     #[error("`{repo}` has no .safetensors weights: rmx runs MLX/safetensors models (try an mlx-community conversion)")]
     NoWeights { repo: String },
+    /// Found from config.json before any weight was asked for.
+    #[error(
+        "`{repo}` was not pulled: its {unsupported}. Nothing was downloaded; pick a model of a \
+         supported family (`rmx models` lists the built-in names), or check whether a newer rmx \
+         supports `{}`", unsupported.family()
+    )]
+    UnsupportedFamily {
+        repo: String,
+        unsupported: Unsupported,
+    },
+    #[error("{url} is larger than {} and cannot be a config.json", human_bytes(*limit))]
+    ConfigTooLarge { url: String, limit: u64 },
     #[error("request to {url} failed")]
     Http {
         url: String,

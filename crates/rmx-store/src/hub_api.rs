@@ -221,6 +221,40 @@ impl HubClient {
         }
     }
 
+    /// A config.json's whole content, in memory (nothing is written to the cache); more than
+    /// `limit` bytes is an error.
+    pub async fn fetch_config(
+        &self,
+        repo: &RepoId,
+        rev: &str,
+        limit: u64,
+    ) -> Result<Vec<u8>, StoreError> {
+        let file = "config.json";
+        let url = self.resolve_url(repo, rev, file)?;
+        let mut response = self.get_from(&url, 0).await?;
+        let status = response.status();
+        if is_not_found(status) {
+            return Err(self.not_found(repo, file, &response));
+        }
+        if !status.is_success() {
+            return Err(StoreError::HttpStatus {
+                url: url.to_string(),
+                status: status.as_u16(),
+            });
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(|e| http(&url, e))? {
+            body.extend_from_slice(&chunk);
+            if body.len() as u64 > limit {
+                return Err(StoreError::ConfigTooLarge {
+                    url: url.to_string(),
+                    limit,
+                });
+            }
+        }
+        Ok(body)
+    }
+
     /// `GET` a file from `offset` on (redirects followed; reqwest drops the token when a
     /// redirect leaves the Hub's host).
     pub async fn get_from(&self, url: &Url, offset: u64) -> Result<Response, StoreError> {

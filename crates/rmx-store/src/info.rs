@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use crate::aliases::ModelHints;
 use crate::error::{IoContext, StoreError};
+use crate::families::Unsupported;
 use crate::list::{status, weight_files, ModelStatus};
 use crate::model_config::{ModelConfig, Quantization};
 use crate::params::{count_parameters, read_header};
@@ -30,7 +31,11 @@ pub struct ModelInfo {
     pub path: PathBuf,
     /// config.json `architectures[0]`, the key rmx-models dispatches on.
     pub architecture: Option<String>,
+    /// config.json `model_type`: the model's family.
     pub model_type: Option<String>,
+    /// Set when the engine of this rmx cannot load the family (`null` when it can, or when
+    /// the store was not told what the engine loads).
+    pub cannot_load: Option<Unsupported>,
     /// Counted from safetensors headers (packed quantized weights unpacked).
     pub parameters: Option<u64>,
     pub quantization: Option<Quantization>,
@@ -82,6 +87,7 @@ pub(crate) fn info(store: &Store, name: &str) -> Result<ModelInfo, StoreError> {
         ModelConfig::default()
     };
     let model_type = config.model_type();
+    let cannot_load = store.families().check(model_type.as_deref()).err();
     let hints = alias_hints.unwrap_or_else(|| ModelHints::guess(model_type.as_deref()));
 
     let mut parameters = None;
@@ -118,6 +124,7 @@ pub(crate) fn info(store: &Store, name: &str) -> Result<ModelInfo, StoreError> {
         quantization: config.quantization(),
         dtype: config.dtype(),
         model_type,
+        cannot_load,
         parameters,
         hints,
         chat_template: has_chat_template(&path),

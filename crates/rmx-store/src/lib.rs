@@ -9,6 +9,8 @@
 //! - [`Store::pull`] downloads what the engine needs, in parallel, resumable, verified, and
 //!   reports [`PullEvent`]s to a [`Reporter`]; drawing them is the CLI's business.
 //! - [`Store::list`], [`Store::remove`], [`Store::info`] return plain serializable structs.
+//! - [`Families`]: which model families the engine loads, handed in by the binary, so a pull
+//!   refuses and `info` / `list` mark what would not load.
 //!
 //! No MLX here, and no `unsafe`.
 
@@ -17,6 +19,7 @@ pub mod cache;
 mod config;
 mod disk;
 mod error;
+mod families;
 mod hub_api;
 mod info;
 mod list;
@@ -34,6 +37,7 @@ pub use cache::HubCache;
 pub use config::{StoreConfig, DEFAULT_ENDPOINT};
 pub use disk::{available_space, human_bytes, FreeSpaceFn};
 pub use error::StoreError;
+pub use families::{Families, Unsupported};
 pub use info::{FileEntry, ModelInfo};
 pub use list::{ModelEntry, ModelStatus, Removed};
 pub use model_config::Quantization;

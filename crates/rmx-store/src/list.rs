@@ -10,6 +10,7 @@ use serde::Serialize;
 use crate::aliases::AliasRegistry;
 use crate::cache::HubCache;
 use crate::error::{IoContext, StoreError};
+use crate::families::{Families, Unsupported};
 use crate::model_config::{ModelConfig, Quantization};
 use crate::repo_id::RepoId;
 use crate::resolve::ModelRef;
@@ -36,6 +37,8 @@ pub struct ModelEntry {
     /// Last change, in seconds since the Unix epoch.
     pub modified: u64,
     pub status: ModelStatus,
+    /// Set when the engine of this rmx cannot load the family (see `ModelInfo::cannot_load`).
+    pub cannot_load: Option<Unsupported>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -63,7 +66,7 @@ pub(crate) fn list(store: &Store) -> Result<Vec<ModelEntry>, StoreError> {
             continue;
         };
         if entry.path().is_dir() {
-            out.push(describe(cache, &aliases, repo)?);
+            out.push(describe(cache, &aliases, store.families(), repo)?);
         }
     }
     out.sort_by(|a, b| {
@@ -78,16 +81,20 @@ pub(crate) fn list(store: &Store) -> Result<Vec<ModelEntry>, StoreError> {
 fn describe(
     cache: &HubCache,
     aliases: &AliasRegistry,
+    families: &Families,
     repo: RepoId,
 ) -> Result<ModelEntry, StoreError> {
     let repo_dir = cache.repo_dir(&repo);
     let snapshot = cache.current_snapshot(&repo)?;
     let (size, modified) = disk_usage(&repo_dir)?;
     let snapshot_dir = snapshot.as_ref().map(|(_, dir)| dir.as_path());
-    let quantization = snapshot_dir
-        .and_then(|dir| ModelConfig::read(&dir.join("config.json")).ok())
-        .and_then(|c| c.quantization());
+    let config = snapshot_dir.and_then(|dir| ModelConfig::read(&dir.join("config.json")).ok());
+    let quantization = config.as_ref().and_then(|c| c.quantization());
+    let cannot_load = config
+        .as_ref()
+        .and_then(|c| families.check(c.model_type().as_deref()).err());
     Ok(ModelEntry {
+        cannot_load,
         name: aliases
             .for_repo(repo.as_str())
             .map(|a| a.name.clone())

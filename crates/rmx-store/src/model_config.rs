@@ -34,6 +34,14 @@ impl ModelConfig {
         Ok(ModelConfig { json })
     }
 
+    /// A config.json's content that is not in a file (yet): what a pull fetched to judge the
+    /// model's family.
+    pub fn from_slice(bytes: &[u8]) -> Result<Self, serde_json::Error> {
+        Ok(ModelConfig {
+            json: serde_json::from_slice(bytes)?,
+        })
+    }
+
     /// Look a key up at the top level, then in `text_config`.
     fn get(&self, key: &str) -> Option<&Value> {
         self.json

@@ -1,4 +1,5 @@
-//! `rmx pull`: list the repo, keep the files the engine needs, check the disk, transfer in
+//! `rmx pull`: list the repo, keep the files the engine needs, refuse a family the engine
+//! cannot load (from config.json, before any weight is asked for), check the disk, transfer in
 //! parallel, and only then publish the snapshot (symlinks + `refs/main`), so a model shows up
 //! as complete only when every file is verified.
 
@@ -11,6 +12,7 @@ use serde::Serialize;
 
 use crate::error::{IoContext, StoreError};
 use crate::hub_api::{check_sibling, FileMeta, HubClient, Sibling};
+use crate::model_config::ModelConfig;
 use crate::progress::{PlannedFile, PullEvent, Reporter};
 use crate::repo_id::RepoId;
 use crate::resolve::ModelRef;
@@ -32,6 +34,12 @@ const ENGINE_FILES: &[&str] = &[
 
 /// HEAD requests in flight at once while planning (they are tiny).
 const META_CONCURRENCY: usize = 8;
+
+/// The most of a config.json read to judge its family; real ones are a few KB (per-layer
+/// quantization tables, the largest, stay well under 1 MB).
+const CONFIG_LIMIT: u64 = 16 << 20;
+
+const CONFIG: &str = "config.json";
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Pulled {
@@ -66,16 +74,22 @@ pub(crate) async fn pull(
     }
     let wanted = select_files(&repo, &info.siblings)?;
     let commit = info.sha.clone();
+    // config.json alone first: a family the engine cannot load is refused before any weight
+    // file is asked for, even by a HEAD.
+    let config_meta = client.file_meta(&repo, &commit, CONFIG).await?;
+    check_family(store, &client, &repo, &commit, &config_meta).await?;
     // The futures are built up front (not by a closure inside the stream) so the pull's
     // future stays `Send` for any lifetime, which a daemon spawning it needs.
     let heads: Vec<_> = wanted
         .iter()
+        .filter(|file| *file != CONFIG)
         .map(|file| client.file_meta(&repo, &commit, file))
         .collect();
     let mut metas: Vec<FileMeta> = stream::iter(heads)
         .buffer_unordered(META_CONCURRENCY)
         .try_collect()
         .await?;
+    metas.push(config_meta);
     metas.sort_by(|a, b| a.file.cmp(&b.file));
 
     let mut planned = Vec::with_capacity(metas.len());
@@ -152,6 +166,40 @@ pub(crate) async fn pull(
         downloaded,
         total,
     })
+}
+
+/// Refuses a repo whose config.json names a family the store was told the engine cannot
+/// load. The config comes from the cache when an earlier pull left its blob (a pull of a
+/// stored model transfers nothing), else into memory only: a refused repo leaves nothing in
+/// the cache.
+async fn check_family(
+    store: &Store,
+    client: &HubClient,
+    repo: &RepoId,
+    commit: &str,
+    meta: &FileMeta,
+) -> Result<(), StoreError> {
+    if !store.families().is_known() {
+        return Ok(());
+    }
+    let bytes = match std::fs::read(store.cache().blob_path(repo, &meta.etag)) {
+        Ok(bytes) => bytes,
+        Err(_) => client.fetch_config(repo, commit, CONFIG_LIMIT).await?,
+    };
+    let config = ModelConfig::from_slice(&bytes).map_err(|source| StoreError::BadResponse {
+        url: client
+            .resolve_url(repo, commit, CONFIG)
+            .map(|u| u.to_string())
+            .unwrap_or_else(|_| CONFIG.to_string()),
+        source,
+    })?;
+    store
+        .families()
+        .check(config.model_type().as_deref())
+        .map_err(|unsupported| StoreError::UnsupportedFamily {
+            repo: repo.to_string(),
+            unsupported,
+        })
 }
 
 /// Bytes of this file already in the cache: a finished blob counts fully (it is verified

@@ -19,7 +19,12 @@ pub enum ModelRef {
         alias: Option<Alias>,
     },
     /// A model folder on disk (config.json + safetensors), used in place.
-    Local { name: String, path: PathBuf },
+    Local {
+        name: String,
+        path: PathBuf,
+        /// The user alias that names the folder, with its hints.
+        alias: Option<Alias>,
+    },
 }
 
 impl ModelRef {
@@ -32,6 +37,9 @@ impl ModelRef {
     pub fn hints(&self) -> Option<ModelHints> {
         match self {
             ModelRef::Hub {
+                alias: Some(alias), ..
+            }
+            | ModelRef::Local {
                 alias: Some(alias), ..
             } => Some(alias.hints),
             _ => None,
@@ -46,7 +54,7 @@ pub fn resolve(name: &str, aliases: &AliasRegistry) -> Result<ModelRef, StoreErr
     let name = name.trim();
     if let Some(alias) = aliases.get(name) {
         if Path::new(&alias.repo).is_absolute() {
-            return local(name, PathBuf::from(&alias.repo));
+            return local(name, PathBuf::from(&alias.repo), Some(alias.clone()));
         }
         return Ok(ModelRef::Hub {
             name: name.to_string(),
@@ -61,7 +69,7 @@ pub fn resolve(name: &str, aliases: &AliasRegistry) -> Result<ModelRef, StoreErr
         || name == "."
         || name == "..";
     if path_like || Path::new(name).is_dir() {
-        return local(name, expand_home(name));
+        return local(name, expand_home(name), None);
     }
     if let Ok(repo) = RepoId::parse(name) {
         let alias = aliases.for_repo(repo.as_str()).cloned();
@@ -77,13 +85,14 @@ pub fn resolve(name: &str, aliases: &AliasRegistry) -> Result<ModelRef, StoreErr
     })
 }
 
-fn local(name: &str, path: PathBuf) -> Result<ModelRef, StoreError> {
+fn local(name: &str, path: PathBuf, alias: Option<Alias>) -> Result<ModelRef, StoreError> {
     if !path.join("config.json").is_file() {
         return Err(StoreError::NotAModelDir { path });
     }
     Ok(ModelRef::Local {
         name: name.to_string(),
         path,
+        alias,
     })
 }
 

@@ -6,6 +6,7 @@ use crate::aliases::{self, Alias, AliasRegistry, ModelHints};
 use crate::cache::HubCache;
 use crate::config::StoreConfig;
 use crate::error::StoreError;
+use crate::families::Families;
 use crate::info::ModelInfo;
 use crate::list::{ModelEntry, Removed};
 use crate::progress::Reporter;
@@ -16,12 +17,29 @@ use crate::resolve::{resolve, ModelRef};
 pub struct Store {
     config: StoreConfig,
     cache: HubCache,
+    families: Families,
 }
 
 impl Store {
+    /// A store that judges no family (see [`with_families`](Self::with_families)).
     pub fn new(config: StoreConfig) -> Self {
         let cache = HubCache::new(config.hub_cache.clone());
-        Store { config, cache }
+        Store {
+            config,
+            cache,
+            families: Families::unknown(),
+        }
+    }
+
+    /// The families the engine loads: `pull` then refuses others before any weight is
+    /// fetched, and `info` / `list` mark stored models of others.
+    pub fn with_families(mut self, families: Families) -> Self {
+        self.families = families;
+        self
+    }
+
+    pub fn families(&self) -> &Families {
+        &self.families
     }
 
     /// See [`StoreConfig::from_env`] for the variables read.

@@ -76,6 +76,10 @@ pub fn render(info: &ModelInfo, fit: Option<Fit>) -> String {
     }
     line("path", info.path.display().to_string());
     line("architecture", or_dash(info.architecture.clone()));
+    line("family", or_dash(info.model_type.clone()));
+    if let Some(unsupported) = &info.cannot_load {
+        line("cannot load", unsupported.to_string());
+    }
     line("parameters", or_dash(info.parameters.map(human_count)));
     let quant = match &info.quantization {
         Some(q) => {
@@ -159,6 +163,7 @@ fn tool_parser(p: ToolParser) -> &'static str {
         ToolParser::Llama3Json => "llama3 (bare JSON)",
         ToolParser::Mistral => "mistral ([TOOL_CALLS])",
         ToolParser::Gemma => "gemma",
+        ToolParser::Gemma4 => "gemma4",
         ToolParser::Harmony => "harmony",
         ToolParser::None => "none",
     }

@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Result;
 use comfy_table::{presets, ContentArrangement, Table};
-use rmx_store::{human_bytes, AliasSource, ModelStatus, Quantization, Store};
+use rmx_store::{human_bytes, AliasSource, ModelStatus, Quantization, Store, Unsupported};
 use serde::Serialize;
 
 use crate::cli::LsArgs;
@@ -28,6 +28,8 @@ pub struct Row {
     /// Seconds since the Unix epoch.
     pub modified: u64,
     pub status: ModelStatus,
+    /// Set when this rmx cannot load the model's family, with the reason.
+    pub cannot_load: Option<Unsupported>,
 }
 
 pub fn run(args: LsArgs) -> Result<ExitCode> {
@@ -51,8 +53,13 @@ pub fn run(args: LsArgs) -> Result<ExitCode> {
         if row.status == ModelStatus::Partial {
             size.push_str(" (partial)");
         }
+        // The name stays the first word, for `awk '{print $1}'`.
+        let mut name = row.name.clone();
+        if row.cannot_load.is_some() {
+            name.push_str(" (cannot load)");
+        }
         table.add_row([
-            row.name.clone(),
+            name,
             row.repo.clone().unwrap_or_else(|| "(local)".to_string()),
             size,
             quant_label(row.quantization.as_ref(), row.dtype.as_deref()),
@@ -60,6 +67,12 @@ pub fn run(args: LsArgs) -> Result<ExitCode> {
         ]);
     }
     print_table(table);
+    // Why, on stderr: the table on stdout stays one line per model for scripts.
+    for row in &rows {
+        if let Some(unsupported) = &row.cannot_load {
+            eprintln!("{} cannot load: {unsupported}", row.name);
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -82,6 +95,7 @@ pub fn rows(store: &Store) -> Result<Vec<Row>> {
             dtype,
             modified: entry.modified,
             status: entry.status,
+            cannot_load: entry.cannot_load,
         });
     }
     for alias in store.list_aliases()? {
@@ -102,6 +116,7 @@ pub fn rows(store: &Store) -> Result<Vec<Row>> {
             dtype: info.dtype,
             path: Some(info.path),
             status: info.status,
+            cannot_load: info.cannot_load,
         });
     }
     Ok(rows)

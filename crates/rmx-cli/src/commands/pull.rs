@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use rmx_api::Client;
-use rmx_store::{human_bytes, PullEvent, Reporter, Store, StoreConfig};
+use rmx_store::{human_bytes, Families, PullEvent, Reporter, Store, StoreConfig};
 
 use crate::cli::PullArgs;
 use crate::daemon;
@@ -99,7 +99,8 @@ async fn pull(model: &str, progress: &PullProgress) -> Result<u64> {
     )
 }
 
-/// The store from the environment (`HF_HUB_CACHE`, `HF_ENDPOINT`, `RMX_HOME`, ...).
+/// The store from the environment (`HF_HUB_CACHE`, `HF_ENDPOINT`, `RMX_HOME`, ...), told which
+/// families this binary's engine loads (so `rmx info` and `rmx ls` mark the others).
 pub fn store() -> Result<Store> {
     let mut config = StoreConfig::from_env().context("finding the model store")?;
     if let Some(bytes) = std::env::var(FREE_SPACE_OVERRIDE)
@@ -108,5 +109,5 @@ pub fn store() -> Result<Store> {
     {
         config.free_space = std::sync::Arc::new(move |_| Ok(bytes));
     }
-    Ok(Store::new(config))
+    Ok(Store::new(config).with_families(Families::new(rmx_engine::supported_model_types())))
 }

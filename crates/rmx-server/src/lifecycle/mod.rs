@@ -8,7 +8,8 @@
 //!   at once, a duration arms a timer, forever keeps it.
 //! - Admission: at most `max_loaded` models and at most `budget` bytes of weights. Idle models
 //!   are evicted least recently used first to make room; a model larger than the whole budget
-//!   is refused with its size and the budget.
+//!   is refused with its size and the budget, and one whose family the engine cannot load is
+//!   refused (naming the family) before any room is made for it.
 
 pub mod budget;
 
@@ -18,8 +19,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use rmx_api::KeepAlive;
-use rmx_engine::Engine;
-use rmx_store::ModelHints;
+use rmx_engine::{Engine, EngineError, ModelError};
+use rmx_store::{ModelHints, Unsupported};
 use tokio::sync::OnceCell;
 
 use crate::error::ServiceError;
@@ -31,6 +32,8 @@ pub struct Resolved {
     pub name: String,
     /// Canonical folder: the key, so an alias and a path to the same model share one load.
     pub path: PathBuf,
+    /// The alias's hints. Per request, not per loaded model: an alias and a path to the same
+    /// folder share one load but not their hints.
     pub hints: Option<ModelHints>,
 }
 
@@ -42,7 +45,6 @@ pub struct Loaded {
 pub struct Slot {
     pub name: String,
     pub path: PathBuf,
-    pub hints: Option<ModelHints>,
     pub size: u64,
     cell: OnceCell<Arc<Loaded>>,
     state: Mutex<SlotState>,
@@ -90,10 +92,6 @@ pub struct Lease {
 }
 
 impl Lease {
-    pub fn slot(&self) -> &Arc<Slot> {
-        &self.slot
-    }
-
     /// The loaded model (present once [`Models::acquire`] returned).
     pub fn loaded(&self) -> Result<&Arc<Loaded>, ServiceError> {
         self.slot
@@ -142,6 +140,11 @@ impl Models {
         model: Resolved,
         keep_alive: KeepAlive,
     ) -> Result<Lease, ServiceError> {
+        // Judged from config.json before admission: a model that can never load must not
+        // evict others to make room, nor fail on its tokenizer first.
+        if !self.table().contains_key(&model.path) {
+            rmx_engine::check_family(&model.path).map_err(|e| load_error(&model.name, e))?;
+        }
         let lease = self.admit(model, keep_alive)?;
         let slot = lease.slot.clone();
         if slot.loaded().is_none() {
@@ -190,7 +193,6 @@ impl Models {
                 let slot = Arc::new(Slot {
                     name: model.name,
                     path: model.path.clone(),
-                    hints: model.hints,
                     size,
                     cell: OnceCell::new(),
                     state: Mutex::new(SlotState {
@@ -382,12 +384,26 @@ async fn load(path: PathBuf, name: String) -> Result<Arc<Loaded>, ServiceError> 
     let engine = tokio::task::spawn_blocking(move || Engine::load(&path))
         .await
         .map_err(|e| ServiceError::Internal(format!("load task failed: {e}")))?
-        .map_err(|e| ServiceError::Load {
-            name,
-            message: e.to_string(),
-        })?;
+        .map_err(|e| load_error(&name, e))?;
     Ok(Arc::new(Loaded {
         engine,
         load_duration: started.elapsed(),
     }))
+}
+
+/// A family the engine lacks is the client's choice of model (a 4xx naming the family); any
+/// other load failure is the daemon's (a 500 with the engine's words).
+fn load_error(name: &str, e: EngineError) -> ServiceError {
+    match e {
+        EngineError::Model(ModelError::Unsupported { model_type, .. }) => {
+            ServiceError::UnsupportedFamily {
+                name: name.to_string(),
+                unsupported: Unsupported::new(model_type, rmx_engine::supported_model_types()),
+            }
+        }
+        e => ServiceError::Load {
+            name: name.to_string(),
+            message: e.to_string(),
+        },
+    }
 }

@@ -146,7 +146,8 @@ fn pull_error(e: StoreError) -> (StatusCode, String) {
         | StoreError::LocalModel { .. }
         | StoreError::NotAModelDir { .. }
         | StoreError::NoConfig { .. }
-        | StoreError::NoWeights { .. } => StatusCode::BAD_REQUEST,
+        | StoreError::NoWeights { .. }
+        | StoreError::UnsupportedFamily { .. } => StatusCode::BAD_REQUEST,
         StoreError::NotEnoughSpace { .. } => StatusCode::INSUFFICIENT_STORAGE,
         StoreError::Locked { .. } => StatusCode::CONFLICT,
         StoreError::Http { .. }
@@ -154,6 +155,7 @@ fn pull_error(e: StoreError) -> (StatusCode, String) {
         | StoreError::BadHeader { .. }
         | StoreError::BadResponse { .. }
         | StoreError::UnsafeName { .. }
+        | StoreError::ConfigTooLarge { .. }
         | StoreError::Truncated { .. }
         | StoreError::SizeMismatch { .. }
         | StoreError::ChecksumMismatch { .. } => StatusCode::BAD_GATEWAY,
@@ -369,6 +371,13 @@ mod tests {
         );
         assert_eq!(
             status(StoreError::InvalidRepoId { id: "a/b/c".into() }),
+            StatusCode::BAD_REQUEST
+        );
+        assert_eq!(
+            status(StoreError::UnsupportedFamily {
+                repo: "a/b".into(),
+                unsupported: rmx_store::Unsupported::new("gemma3n", ["llama"]),
+            }),
             StatusCode::BAD_REQUEST
         );
         let unknown = pull_error(StoreError::UnknownModel {

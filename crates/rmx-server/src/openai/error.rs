@@ -50,6 +50,9 @@ impl OpenAiError {
                 ServiceError::UnknownModel { .. } | ServiceError::NotDownloaded { .. },
             ) => (Some("model".to_string()), Some("model_not_found")),
             OpenAiError::NotFound(_) => (Some("model".to_string()), Some("model_not_found")),
+            OpenAiError::Service(ServiceError::UnsupportedFamily { .. }) => {
+                (Some("model".to_string()), Some("model_not_supported"))
+            }
             OpenAiError::Service(ServiceError::PromptTooLong { .. }) => (
                 Some("messages".to_string()),
                 Some("context_length_exceeded"),

@@ -75,6 +75,26 @@ pub fn tiny_model() -> PathBuf {
         .clone()
 }
 
+/// A copy of the tiny model in `dir/variant` whose chat template is `template`.
+pub fn with_template(dir: &Path, template: &str) -> PathBuf {
+    let src = tiny_model();
+    let out = dir.join("variant");
+    std::fs::create_dir_all(&out).expect("mkdir");
+    for entry in std::fs::read_dir(&src).expect("read model dir") {
+        let entry = entry.expect("entry");
+        if entry.file_type().expect("type").is_file() {
+            std::fs::copy(entry.path(), out.join(entry.file_name())).expect("copy");
+        }
+    }
+    let path = out.join("tokenizer_config.json");
+    let mut config: Value =
+        serde_json::from_slice(&std::fs::read(&path).expect("read config")).expect("config");
+    config["chat_template"] = serde_json::json!(template);
+    std::fs::write(&path, config.to_string()).expect("write config");
+    let _ = std::fs::remove_file(out.join("chat_template.jinja"));
+    out
+}
+
 /// The name requests use for the tiny model: its folder.
 pub fn model_name() -> String {
     tiny_model().to_string_lossy().into_owned()

@@ -54,7 +54,8 @@ fn repo_ids_and_directories_resolve() -> Result<(), StoreError> {
         s.resolve(&name)?,
         ModelRef::Local {
             name: name.clone(),
-            path: model
+            path: model,
+            alias: None,
         }
     );
     // A path without a model.
@@ -167,6 +168,37 @@ fn user_alias_to_a_local_directory() -> Result<(), StoreError> {
     let s = store(&dir);
     s.add_alias("dev", &model.display().to_string(), ModelHints::default())?;
     assert!(matches!(s.resolve("dev")?, ModelRef::Local { path, .. } if path == model));
+    Ok(())
+}
+
+/// Issue #21: the hints of an alias that names a folder reach whoever resolves it (they were
+/// dropped, and the daemon and `rmx info` guessed from config.json instead).
+#[test]
+fn issue_21_a_folder_alias_keeps_its_hints() -> Result<(), StoreError> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let model = dir.path().join("weights");
+    std::fs::create_dir_all(&model).expect("mkdir");
+    // A llama config: guessing from it would say llama3_json, not hermes.
+    std::fs::write(model.join("config.json"), r#"{"model_type": "llama"}"#).expect("write");
+    let s = store(&dir);
+    let hints = ModelHints {
+        tool_parser: ToolParser::Hermes,
+        reasoning_parser: ReasoningParser::Think,
+        context_length: Some(4096),
+    };
+    s.add_alias("dev", &model.display().to_string(), hints)?;
+    let resolved = s.resolve("dev")?;
+    assert_eq!(resolved.hints(), Some(hints));
+    assert!(matches!(&resolved, ModelRef::Local { alias: Some(a), .. } if a.name == "dev"));
+    let info = s.info("dev")?;
+    assert_eq!(info.hints, hints);
+    // By its path the same folder has no alias: the hints are guessed from config.json.
+    let by_path = s.resolve(&model.display().to_string())?;
+    assert_eq!(by_path.hints(), None);
+    assert_eq!(
+        s.info(&model.display().to_string())?.hints.tool_parser,
+        ToolParser::Llama3Json
+    );
     Ok(())
 }
 

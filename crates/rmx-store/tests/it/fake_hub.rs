@@ -1,6 +1,6 @@
 //! A local HTTP server laid out like the Hugging Face Hub, with the routes and headers that
 //! rmx and huggingface_hub really use, plus knobs to misbehave (drop a connection after N
-//! bytes, corrupt a body once) and counters of what it served.
+//! bytes, corrupt a body once) and counters of what it served and was asked for.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -62,6 +62,8 @@ pub struct HubState {
     served: Mutex<HashMap<String, u64>>,
     /// `Range` header of every body request, per file name.
     ranges: Mutex<Vec<(String, Option<String>)>>,
+    /// `METHOD /path` of every request, in order (HEADs included).
+    requests: Mutex<Vec<String>>,
     /// One-shot: file name -> bytes to send before dropping the connection.
     drop_after: Mutex<HashMap<String, u64>>,
     /// One-shot: file names whose next body is corrupted.
@@ -92,6 +94,7 @@ impl FakeHub {
                 get(resolve).head(resolve),
             )
             .route("/lfs-cdn/{sha}", get(cdn).head(cdn))
+            .layer(axum::middleware::from_fn_with_state(state.clone(), record))
             .with_state(state.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -156,10 +159,25 @@ impl FakeHub {
             .collect()
     }
 
+    /// `METHOD /path` of every request since the start (or the last reset), in order.
+    pub fn requests(&self) -> Vec<String> {
+        lock(&self.state.requests).clone()
+    }
+
     pub fn reset_counters(&self) {
         lock(&self.state.served).clear();
         lock(&self.state.ranges).clear();
+        lock(&self.state.requests).clear();
     }
+}
+
+async fn record(
+    State(state): State<Arc<HubState>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    lock(&state.requests).push(format!("{} {}", request.method(), request.uri().path()));
+    next.run(request).await
 }
 
 fn error(status: StatusCode, code: &str, message: &str) -> Response {

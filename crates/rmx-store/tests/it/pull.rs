@@ -2,10 +2,12 @@
 
 use std::sync::Arc;
 
-use rmx_store::{ModelStatus, NoProgress, PullEvent, Store, StoreError};
+use rmx_store::{Families, ModelStatus, NoProgress, PullEvent, Store, StoreError};
 
 use crate::fake_hub::FakeFile;
-use crate::fixtures::{sha256_hex, tree, weights_len, Env, Recorder, COMMIT, REPO, WEIGHTS};
+use crate::fixtures::{
+    sha256_hex, tiny_model_files, tree, weights_len, Env, Recorder, COMMIT, REPO, WEIGHTS,
+};
 
 #[tokio::test]
 async fn full_pull_writes_the_huggingface_layout() -> Result<(), StoreError> {
@@ -393,5 +395,62 @@ async fn disk_check_counts_only_what_is_still_missing() -> Result<(), StoreError
         panic!("no Resolved event")
     };
     assert!(present >= kept);
+    Ok(())
+}
+
+/// Issue #21: a repo of a family the engine cannot load is refused from its config.json alone:
+/// no weight file is asked for (not even by a HEAD) and nothing lands in the cache. A store
+/// told nothing about the engine refuses nothing.
+#[tokio::test]
+async fn issue_21_an_unsupported_family_is_refused_before_any_weight_is_requested(
+) -> Result<(), StoreError> {
+    const GEMMA3N: &str = "test-org/tiny-gemma3n";
+    let env = Env::new().await;
+    let files = tiny_model_files()
+        .into_iter()
+        .map(|f| match f.name.as_str() {
+            "config.json" => FakeFile::new(
+                "config.json",
+                br#"{"architectures": ["Gemma3nForConditionalGeneration"], "model_type": "gemma3n"}"#
+                    .to_vec(),
+                false,
+            ),
+            _ => f,
+        })
+        .collect();
+    env.hub.add_repo(GEMMA3N, COMMIT, files);
+    let store = env.store().with_families(Families::new(["llama", "qwen3"]));
+
+    let err = store.pull(GEMMA3N, &NoProgress).await;
+    let Err(err @ StoreError::UnsupportedFamily { .. }) = err else {
+        panic!("{err:?}")
+    };
+    let text = err.to_string();
+    assert!(
+        text.contains("family `gemma3n` is not supported by this rmx; supported: llama, qwen3")
+            && text.contains("Nothing was downloaded")
+            && text.contains("rmx models"),
+        "{text}"
+    );
+    let requests = env.hub.requests();
+    assert!(
+        requests.contains(&format!("GET /{GEMMA3N}/resolve/{COMMIT}/config.json")),
+        "{requests:?}"
+    );
+    assert!(
+        !requests.iter().any(|r| r.contains(".safetensors")),
+        "a weight file was requested: {requests:?}"
+    );
+    assert_eq!(tree(env.dir.path()), Vec::<String>::new());
+
+    // The same store pulls a family it loads, and a second pull of it transfers nothing: the
+    // family is judged from the config.json already in the cache.
+    store.pull(REPO, &NoProgress).await?;
+    env.hub.reset_counters();
+    store.pull(REPO, &NoProgress).await?;
+    assert_eq!(env.hub.served_total(), 0);
+
+    // Without the engine's list the store does not judge.
+    env.store().pull(GEMMA3N, &NoProgress).await?;
     Ok(())
 }

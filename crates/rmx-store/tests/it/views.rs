@@ -1,7 +1,10 @@
 //! `list`, `info`, `remove`: the structs the CLI prints, snapshotted as JSON (the CLI's
 //! `--json` output), with the temporary paths and clock times masked.
 
-use rmx_store::{ModelHints, ModelStatus, NoProgress, ReasoningParser, StoreError, ToolParser};
+use rmx_store::{
+    Families, ModelHints, ModelStatus, NoProgress, ReasoningParser, StoreError, ToolParser,
+    Unsupported,
+};
 
 use crate::fixtures::{Env, COMMIT, REPO, TINY_PARAMS};
 
@@ -142,5 +145,35 @@ async fn sharded_snapshot_missing_a_shard_is_partial() -> Result<(), StoreError>
     )
     .expect("write");
     assert_eq!(env.store().list()?[0].status, ModelStatus::Complete);
+    Ok(())
+}
+
+/// Issue #21: a stored model whose family the engine cannot load is marked, with the reason,
+/// by `info` and `list` (and so by `rmx info`, `rmx ls` and their `--json`).
+#[tokio::test]
+async fn issue_21_models_of_an_unsupported_family_are_marked() -> Result<(), StoreError> {
+    let env = Env::new().await;
+    env.store().pull(REPO, &NoProgress).await?;
+    let loads_llama = env.store().with_families(Families::new(["llama"]));
+    assert_eq!(loads_llama.info(REPO)?.cannot_load, None);
+    assert_eq!(loads_llama.list()?[0].cannot_load, None);
+
+    // The same files, as an rmx whose engine has no llama sees them.
+    let lacks_llama = env
+        .store()
+        .with_families(Families::new(["qwen3", "gemma3_text"]));
+    let expected = Unsupported::new("llama", ["qwen3", "gemma3_text"]);
+    assert_eq!(lacks_llama.info(REPO)?.cannot_load, Some(expected.clone()));
+    assert_eq!(lacks_llama.list()?[0].cannot_load, Some(expected.clone()));
+    let json = serde_json::to_value(lacks_llama.info(REPO)?).expect("json");
+    assert_eq!(
+        json["cannot_load"],
+        serde_json::json!({"family": "llama", "supported": ["qwen3", "gemma3_text"],
+            "reason": "family `llama` is not supported by this rmx; supported: qwen3, gemma3_text"})
+    );
+    assert_eq!(
+        expected.to_string(),
+        "family `llama` is not supported by this rmx; supported: qwen3, gemma3_text"
+    );
     Ok(())
 }

@@ -1,0 +1,121 @@
+//! Which model families this rmx loads, so the store can refuse a download, and mark a stored
+//! model, that the engine would only fail on.
+//!
+//! A family is config.json's `model_type`. The list itself belongs to rmx-models, which links
+//! MLX; the store must not, so the binary that links both hands the list in
+//! ([`Store::with_families`](crate::Store::with_families)). A store that was given none knows
+//! nothing and refuses nothing.
+
+use std::sync::Arc;
+
+use serde::ser::{Serialize, SerializeStruct, Serializer};
+
+#[derive(Debug, Clone, Default)]
+pub struct Families {
+    /// `None`: not known (nothing is judged).
+    supported: Option<Arc<[String]>>,
+}
+
+impl Families {
+    /// The `model_type`s the engine loads (`rmx_engine::supported_model_types()`).
+    pub fn new<S: Into<String>>(model_types: impl IntoIterator<Item = S>) -> Self {
+        Families {
+            supported: Some(model_types.into_iter().map(Into::into).collect()),
+        }
+    }
+
+    /// A store that does not know what the engine loads (rmx-store's own tests, tools).
+    pub fn unknown() -> Self {
+        Families::default()
+    }
+
+    pub fn is_known(&self) -> bool {
+        self.supported.is_some()
+    }
+
+    /// Judges a config.json's `model_type`. A config without one is not judged: the engine
+    /// then goes by `architectures`, which this list does not hold.
+    pub fn check(&self, model_type: Option<&str>) -> Result<(), Unsupported> {
+        let (Some(supported), Some(family)) = (&self.supported, model_type) else {
+            return Ok(());
+        };
+        if family.is_empty() || supported.iter().any(|s| s == family) {
+            return Ok(());
+        }
+        Err(Unsupported {
+            family: family.to_string(),
+            supported: supported.to_vec(),
+        })
+    }
+}
+
+/// A model whose family this rmx cannot load: what `rmx info` and `rmx ls` show (also in
+/// `--json`, as `family`, `supported` and the sentence as `reason`), what `rmx pull` refuses
+/// and the daemon answers with a 400.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("family `{family}` is not supported by this rmx; supported: {}", supported.join(", "))]
+pub struct Unsupported {
+    family: String,
+    supported: Vec<String>,
+}
+
+impl Unsupported {
+    pub fn new<S: Into<String>>(
+        family: impl Into<String>,
+        supported: impl IntoIterator<Item = S>,
+    ) -> Self {
+        Unsupported {
+            family: family.into(),
+            supported: supported.into_iter().map(Into::into).collect(),
+        }
+    }
+
+    pub fn family(&self) -> &str {
+        &self.family
+    }
+
+    pub fn supported(&self) -> &[String] {
+        &self.supported
+    }
+}
+
+impl Serialize for Unsupported {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut out = serializer.serialize_struct("Unsupported", 3)?;
+        out.serialize_field("family", &self.family)?;
+        out.serialize_field("supported", &self.supported)?;
+        out.serialize_field("reason", &self.to_string())?;
+        out.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_family_outside_the_list_is_refused_naming_both() {
+        let families = Families::new(["llama", "qwen3"]);
+        assert_eq!(families.check(Some("qwen3")), Ok(()));
+        let err = families.check(Some("gemma3n"));
+        assert_eq!(
+            err.as_ref().map_err(ToString::to_string),
+            Err(
+                "family `gemma3n` is not supported by this rmx; supported: llama, qwen3"
+                    .to_string()
+            )
+        );
+        assert_eq!(
+            err.map_err(|e| e.family().to_string()),
+            Err("gemma3n".into())
+        );
+    }
+
+    #[test]
+    fn nothing_is_judged_without_a_list_or_a_model_type() {
+        assert_eq!(Families::unknown().check(Some("gemma3n")), Ok(()));
+        let families = Families::new(["llama"]);
+        assert_eq!(families.check(None), Ok(()));
+        assert_eq!(families.check(Some("")), Ok(()));
+    }
+}
