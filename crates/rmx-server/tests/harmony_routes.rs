@@ -7,12 +7,11 @@
 
 mod common_api;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::{Mutex, OnceLock};
+use std::path::PathBuf;
+use std::sync::OnceLock;
 
 use axum::http::StatusCode;
-use common_api::{app, call, of_type, python, service, sse_chunks, sse_named, stream};
+use common_api::{app, call, of_type, scripted_model, service, sse_chunks, sse_named, stream};
 use serde_json::{json, Value};
 
 const CALL: &str = "<|channel|>commentary to=functions.get_weather <|constrain|>json\
@@ -20,50 +19,26 @@ const CALL: &str = "<|channel|>commentary to=functions.get_weather <|constrain|>
 const THOUGHT: &str =
     "<|channel|>analysis<|message|>The user asks about Paris weather.<|end|><|return|>";
 
-fn tiny_models_py() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../rmx-models/tests/py/tiny_models.py")
-}
-
 /// The GPT-OSS model scripted to write the tool call, built once per test binary run.
 fn model() -> String {
     static MODEL: OnceLock<PathBuf> = OnceLock::new();
-    scripted(&MODEL, "harmony-gpt-oss-tool-call", CALL)
+    scripted_model(
+        &MODEL,
+        "harmony-gpt-oss-tool-call",
+        "gpt_oss",
+        &["--script", CALL],
+    )
 }
 
 /// The GPT-OSS model scripted to write only an analysis message.
 fn thinking_model() -> String {
     static MODEL: OnceLock<PathBuf> = OnceLock::new();
-    scripted(&MODEL, "harmony-gpt-oss-analysis", THOUGHT)
-}
-
-fn scripted(cell: &OnceLock<PathBuf>, name: &str, script: &str) -> String {
-    static BUILDING: Mutex<()> = Mutex::new(());
-    let _guard = BUILDING.lock().unwrap_or_else(|p| p.into_inner());
-    cell.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
-        let tmp = dir.with_extension("tmp");
-        let _ = std::fs::remove_dir_all(&tmp);
-        let out = Command::new(python())
-            .arg(tiny_models_py())
-            .args([
-                "make", "--family", "gpt_oss", "--quant", "f32", "--script", script,
-            ])
-            .arg("--out")
-            .arg(&tmp)
-            .output()
-            .expect("run tiny_models.py");
-        assert!(
-            out.status.success(),
-            "tiny_models.py failed:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::rename(&tmp, &dir).expect("move the model in place");
-        dir
-    })
-    .to_string_lossy()
-    .into_owned()
+    scripted_model(
+        &MODEL,
+        "harmony-gpt-oss-analysis",
+        "gpt_oss",
+        &["--script", THOUGHT],
+    )
 }
 
 fn tools() -> Value {

@@ -5,8 +5,9 @@ The Rust parity tests call this with the reference python ($RMX_TEST_PYTHON, see
 scripts/test-env.sh). Everything is written and read by mlx-lm 0.32.2 itself, so the files are
 exactly what `mlx_lm convert` would produce and the outputs exactly what `mlx_lm generate` does.
 
-  make      --family F --quant Q --out DIR [--script TEXT]
+  make      --family F --quant Q --out DIR [--script TEXT] [--scripts JSON]
             --script: a model that greedily writes TEXT after a chat prompt (see `script_weights`)
+            --scripts: [[PREFIX, TEXT], ...]: writes each TEXT after a prompt ending in PREFIX
   reference --model DIR (--prompt-ids IDS.json | --prompt TEXT [--chat] | --requests REQS.json)
             [--max-tokens 64] --out OUT.json [--logits OUT.f32]
             --requests: a JSON list of {"prompt": TEXT, "chat": BOOL}, all run on one load of
@@ -735,39 +736,46 @@ def randomize(model, cfg, seed, added_tokens, tokenizer_size):
     mx.eval(model.parameters())
 
 
-def script_weights(model, tokenizer_json, text):
+def script_weights(model, tokenizer_json, scripts):
     """Turns the random model into one that writes `text` greedily after a chat prompt.
 
-    Every layer's output projections (attention's o_proj, the MLP's or experts' down_proj,
-    biases included) become zero, so the final hidden state is the current token's embedding,
-    and each output row `b` gets the normalized embeddings of the tokens `a` that `b` follows
-    in the chain "assistant" -> text's tokens. The next token then depends on the current one
-    only: a fixed reply through the real files, engine and parsers, for end-to-end tests of
-    output formats (tool calls) that a random model never writes."""
+    `scripts` is a list of (prefix, text): after the last token of `prefix` the model writes
+    `text` (one chain per way a prompt can end, e.g. a chat template's generation prompt with
+    thinking on and off). Every layer's output projections (attention's o_proj, DeltaNet's
+    out_proj, the MLP's or experts' down_proj, biases included) become zero, so the final
+    hidden state is the current token's embedding, and each output row `b` gets the normalized
+    embeddings of the tokens `a` that `b` follows in a chain. The next token then depends on
+    the current one only: a fixed reply through the real files, engine and parsers, for
+    end-to-end tests of output formats (tool calls, reasoning) that a random model never
+    writes. No token may be followed by two different ones across the chains."""
     import mlx.core as mx
     from mlx.utils import tree_flatten, tree_unflatten
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_file(str(tokenizer_json))
-    chain = tok.encode("assistant", add_special_tokens=False).ids[-1:]
-    chain += tok.encode(text, add_special_tokens=False).ids
     after = {}
-    for a, b in zip(chain, chain[1:]):
-        if after.setdefault(a, b) != b:
-            raise SystemExit(f"script: token {a} is followed by both {after[a]} and {b}")
+    for prefix, text in scripts:
+        chain = tok.encode(prefix, add_special_tokens=False).ids[-1:]
+        chain += tok.encode(text, add_special_tokens=False).ids
+        for a, b in zip(chain, chain[1:]):
+            if after.setdefault(a, b) != b:
+                raise SystemExit(
+                    f"script: token {tok.id_to_token(a)!r} is followed by both "
+                    f"{tok.id_to_token(after[a])!r} and {tok.id_to_token(b)!r}"
+                )
     params = dict(tree_flatten(model.parameters()))
+    key = lambda suffix: next(k for k in params if k == suffix or k.endswith("." + suffix))
     new = {}
     for name, p in params.items():
-        if any(k in name for k in ("o_proj.", "down_proj.")):
+        if any(k in name for k in ("o_proj.", "out_proj.", "down_proj.")):
             new[name] = mx.zeros_like(p)
-        elif name == "model.norm.weight":
-            new[name] = mx.ones_like(p)
-    emb = params["model.embed_tokens.weight"]
+    new[key("model.norm.weight")] = mx.ones_like(params[key("model.norm.weight")])
+    emb = params[key("model.embed_tokens.weight")]
     unit = emb / mx.linalg.norm(emb, axis=-1, keepdims=True)
-    head = mx.zeros_like(params["lm_head.weight"])
+    head = mx.zeros_like(params[key("lm_head.weight")])
     for a, b in after.items():
         head[b] = head[b] + 20.0 * unit[a]
-    new["lm_head.weight"] = head
+    new[key("lm_head.weight")] = head
     model.update(tree_unflatten(list(new.items())))
     mx.eval(model.parameters())
 
@@ -846,8 +854,11 @@ def cmd_make(args):
         lm.pop("lm_head")
         lm.tie_word_embeddings = True
     randomize(model, cfg, seed_for(family, quant), added_tokens, spec["tokenizer_size"])
-    if args.script is not None:
-        script_weights(model, tok_dir / "tokenizer.json", args.script)
+    scripts = [("assistant", args.script)] if args.script is not None else []
+    if args.scripts is not None:
+        scripts += [tuple(pair) for pair in json.loads(args.scripts)]
+    if scripts:
+        script_weights(model, tok_dir / "tokenizer.json", scripts)
 
     dtype = mx.float32 if quant == "f32" else mx.bfloat16
     # As mlx_lm.convert casts: all floating weights but those the model's cast_predicate keeps
@@ -1089,6 +1100,7 @@ def main():
     m.add_argument("--quant", required=True, choices=QUANTS)
     m.add_argument("--out", required=True)
     m.add_argument("--script")
+    m.add_argument("--scripts")
     r = sub.add_parser("reference")
     r.add_argument("--model", required=True)
     r.add_argument("--prompt-ids")

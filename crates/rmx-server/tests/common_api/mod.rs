@@ -37,6 +37,39 @@ pub fn py_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/py")
 }
 
+/// A tiny model of `family` whose weights make it write fixed replies (tiny_models.py `make`
+/// with `args`, e.g. `--script TEXT`), built into the test binary's temp folder as `name` once
+/// per run (`cell`).
+pub fn scripted_model(cell: &OnceLock<PathBuf>, name: &str, family: &str, args: &[&str]) -> String {
+    static BUILDING: Mutex<()> = Mutex::new(());
+    let _guard = BUILDING.lock().unwrap_or_else(|p| p.into_inner());
+    cell.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+        let tmp = dir.with_extension("tmp");
+        let _ = std::fs::remove_dir_all(&tmp);
+        let tiny_models = repo_root().join("crates/rmx-models/tests/py/tiny_models.py");
+        let out = Command::new(python())
+            .arg(tiny_models)
+            .args(["make", "--family", family, "--quant", "f32"])
+            .args(args)
+            .arg("--out")
+            .arg(&tmp)
+            .output()
+            .expect("run tiny_models.py");
+        assert!(
+            out.status.success(),
+            "tiny_models.py failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::rename(&tmp, &dir).expect("move the model in place");
+        dir
+    })
+    .to_string_lossy()
+    .into_owned()
+}
+
 /// A tiny random Qwen3 (real Qwen3 tokenizer and template), built once per test binary run.
 pub fn tiny_model() -> PathBuf {
     static MODEL: OnceLock<PathBuf> = OnceLock::new();

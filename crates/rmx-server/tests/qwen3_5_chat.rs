@@ -1,0 +1,189 @@
+//! Qwen3.5 end to end (#18): a tiny `qwen3_5` model (hybrid DeltaNet + gated attention, the
+//! vision-language checkpoint layout) whose weights make it answer fixed text under the Qwen3
+//! chat template: with thinking on it reasons in `<think>` and calls `get_weather` in the
+//! Qwen3-Coder XML form that Qwen3.5 writes; with thinking off (the template's empty think
+//! block) it answers plainly. Through the OpenAI and Anthropic surfaces, whole and streamed.
+
+mod common_api;
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use axum::http::StatusCode;
+use common_api::{app, call, of_type, scripted_model, service, sse_chunks, sse_named, stream};
+use serde_json::{json, Value};
+
+const THOUGHT: &str = "The user wants the weather.";
+const ANSWER: &str = "Sunny in Paris!";
+
+/// After the generation prompt with thinking on (`assistant\n`): a thought and an XML tool
+/// call; after the one with thinking off (`...</think>\n\n`): a plain answer.
+fn model() -> String {
+    static MODEL: OnceLock<PathBuf> = OnceLock::new();
+    let scripts = json!([
+        ["assistant\n", format!("<think>{THOUGHT}</think><tool_call><function=get_weather><parameter=city>Paris</tool_call><|im_end|>")],
+        ["</think>\n\n", format!("{ANSWER}<|im_end|>")],
+    ]);
+    scripted_model(
+        &MODEL,
+        "qwen3_5-scripted-chat",
+        "qwen3_5",
+        &["--scripts", &scripts.to_string()],
+    )
+}
+
+fn messages() -> Value {
+    json!([{"role": "user", "content": "What is the weather in Paris?"}])
+}
+
+fn openai_tools() -> Value {
+    json!([{"type": "function", "function": {"name": "get_weather", "description": "Weather for a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}])
+}
+
+fn anthropic_tools() -> Value {
+    json!([{"name": "get_weather", "description": "Weather for a city",
+        "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}])
+}
+
+fn paris(arguments: &str) {
+    let args: Value = serde_json::from_str(arguments).expect("arguments are JSON");
+    assert_eq!(args, json!({"city": "Paris"}));
+}
+
+#[tokio::test]
+async fn openai_thinking_on_reasons_and_calls_the_tool_whole_and_streamed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = app(service(dir.path()));
+    let req = json!({"model": model(), "messages": messages(), "tools": openai_tools(),
+                     "temperature": 0, "max_tokens": 60});
+    let (status, body) = call(&app, "/v1/chat/completions", req.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let choice = &body["choices"][0];
+    assert_eq!(choice["finish_reason"], "tool_calls", "{body}");
+    assert_eq!(choice["message"]["reasoning_content"], THOUGHT, "{body}");
+    let content = choice["message"]["content"].as_str().unwrap_or("");
+    assert!(!content.contains('<'), "markup in the content: {body}");
+    let calls = choice["message"]["tool_calls"]
+        .as_array()
+        .expect("tool_calls");
+    assert_eq!(calls.len(), 1, "{body}");
+    assert_eq!(calls[0]["function"]["name"], "get_weather");
+    paris(
+        calls[0]["function"]["arguments"]
+            .as_str()
+            .expect("arguments"),
+    );
+
+    let sse = stream(&app, "/v1/chat/completions", req).await;
+    let (mut reasoning, mut content, mut name, mut args) =
+        (String::new(), String::new(), String::new(), String::new());
+    let mut finish = Value::Null;
+    for c in sse_chunks(&sse) {
+        let delta = &c["choices"][0]["delta"];
+        reasoning.push_str(delta["reasoning_content"].as_str().unwrap_or(""));
+        content.push_str(delta["content"].as_str().unwrap_or(""));
+        for tc in delta["tool_calls"].as_array().into_iter().flatten() {
+            name.push_str(tc["function"]["name"].as_str().unwrap_or(""));
+            args.push_str(tc["function"]["arguments"].as_str().unwrap_or(""));
+        }
+        if !c["choices"][0]["finish_reason"].is_null() {
+            finish = c["choices"][0]["finish_reason"].clone();
+        }
+    }
+    assert_eq!(reasoning, THOUGHT, "{sse}");
+    assert!(!content.contains('<'), "markup in the content: {sse}");
+    assert_eq!(name, "get_weather", "{sse}");
+    paris(&args);
+    assert_eq!(finish, "tool_calls", "{sse}");
+}
+
+#[tokio::test]
+async fn openai_thinking_off_answers_plainly_whole_and_streamed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = app(service(dir.path()));
+    let req = json!({"model": model(), "messages": messages(), "temperature": 0, "max_tokens": 60,
+                     "chat_template_kwargs": {"enable_thinking": false}});
+    let (status, body) = call(&app, "/v1/chat/completions", req.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let message = &body["choices"][0]["message"];
+    assert_eq!(message["content"], ANSWER, "{body}");
+    assert!(
+        message["reasoning_content"]
+            .as_str()
+            .unwrap_or("")
+            .is_empty(),
+        "{body}"
+    );
+    assert_eq!(body["choices"][0]["finish_reason"], "stop", "{body}");
+
+    let sse = stream(&app, "/v1/chat/completions", req).await;
+    let content: String = sse_chunks(&sse)
+        .iter()
+        .filter_map(|c| {
+            c["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(String::from)
+        })
+        .collect();
+    assert_eq!(content, ANSWER, "{sse}");
+}
+
+#[tokio::test]
+async fn anthropic_thinking_on_and_off_and_a_tool_use_whole_and_streamed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = app(service(dir.path()));
+
+    let on = json!({"model": model(), "max_tokens": 60, "temperature": 0, "messages": messages(),
+                    "tools": anthropic_tools()});
+    let (status, body) = call(&app, "/v1/messages", on.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["stop_reason"], "tool_use", "{body}");
+    let thinking = of_type(&body["content"], "thinking");
+    assert_eq!(thinking.len(), 1, "{body}");
+    assert_eq!(thinking[0]["thinking"], THOUGHT, "{body}");
+    let uses = of_type(&body["content"], "tool_use");
+    assert_eq!(uses.len(), 1, "{body}");
+    assert_eq!(uses[0]["name"], "get_weather");
+    assert_eq!(uses[0]["input"], json!({"city": "Paris"}));
+
+    let sse = stream(&app, "/v1/messages", on).await;
+    let events = sse_named(&sse);
+    let delta = |kind: &str, field: &str| -> String {
+        events
+            .iter()
+            .filter(|(name, data)| name == "content_block_delta" && data["delta"]["type"] == kind)
+            .filter_map(|(_, data)| data["delta"][field].as_str())
+            .collect()
+    };
+    assert_eq!(delta("thinking_delta", "thinking"), THOUGHT, "{sse}");
+    paris(&delta("input_json_delta", "partial_json"));
+    assert!(
+        events
+            .iter()
+            .any(|(name, data)| name == "content_block_start"
+                && data["content_block"]["type"] == "tool_use"
+                && data["content_block"]["name"] == "get_weather"),
+        "{sse}"
+    );
+
+    let off = json!({"model": model(), "max_tokens": 60, "temperature": 0, "messages": messages(),
+                     "thinking": {"type": "disabled"}});
+    let (status, body) = call(&app, "/v1/messages", off.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["stop_reason"], "end_turn", "{body}");
+    assert!(of_type(&body["content"], "thinking").is_empty(), "{body}");
+    let text = of_type(&body["content"], "text");
+    assert_eq!(text.len(), 1, "{body}");
+    assert_eq!(text[0]["text"], ANSWER, "{body}");
+
+    let sse = stream(&app, "/v1/messages", off).await;
+    let streamed: String = sse_named(&sse)
+        .iter()
+        .filter(|(name, data)| {
+            name == "content_block_delta" && data["delta"]["type"] == "text_delta"
+        })
+        .filter_map(|(_, data)| data["delta"]["text"].as_str().map(String::from))
+        .collect();
+    assert_eq!(streamed, ANSWER, "{sse}");
+}
