@@ -48,7 +48,7 @@ use rmx_api::KeepAlive;
 use rmx_engine::{ChatPrompt, Constraint, Engine, Event, GenerateRequest, Think};
 use rmx_store::{Families, ModelHints, ModelRef, Store, ToolParser};
 use rmx_text::harmony::{HarmonyEvent, HarmonyParser};
-use rmx_text::reasoning::{ReasoningEvent, ReasoningParser};
+use rmx_text::reasoning::{ReasoningConfig, ReasoningEvent, ReasoningParser};
 use rmx_text::toolcall::{ToolCallEvent, ToolCallFormat, ToolCallParser};
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, watch};
@@ -474,7 +474,7 @@ impl Service {
         greq.stop = req.stop.clone();
         greq.top_logprobs = req.logprobs;
         greq.constraint = built.constraint;
-        greq.keep_special_tokens = built.harmony.is_some();
+        greq.keep_special_tokens = built.keep_special;
         let engine_rx = engine.generate(greq)?;
         let (tx, rx) = mpsc::unbounded_channel();
         let pump = Pump {
@@ -505,8 +505,15 @@ struct BuiltPrompt {
     /// The model writes OpenAI's harmony format (GPT-OSS): this parser replaces the other two,
     /// and the engine emits special tokens' text, which carries harmony's markers.
     harmony: Option<HarmonyParser>,
+    /// The engine emits special tokens' text: the markers the parsers read are special tokens
+    /// in some tokenizers (harmony's, Gemma 4's `<|tool_call>` and `<|channel>`).
+    keep_special: bool,
     constraint: Option<Constraint>,
 }
+
+/// Gemma 4's channel markers.
+const CHANNEL_START: &str = "<|channel>";
+const CHANNEL_END: &str = "<channel|>";
 
 /// `hints`: the alias's, when the request named the model by one.
 fn build_prompt(
@@ -525,6 +532,7 @@ fn build_prompt(
             reasoning: ReasoningParser::disabled(),
             tools: None,
             harmony: None,
+            keep_special: false,
             constraint: constraint(req.shape.as_ref(), None, Think::No)?,
         }),
         PromptInput::Chat {
@@ -545,6 +553,7 @@ fn build_prompt(
                     reasoning: ReasoningParser::disabled(),
                     tools: None,
                     harmony: None,
+                    keep_special: false,
                     constraint: constraint(req.shape.as_ref(), None, Think::No)?,
                 });
             }
@@ -579,13 +588,26 @@ fn build_prompt(
                     reasoning: ReasoningParser::disabled(),
                     tools: None,
                     harmony: Some(HarmonyParser::new()),
+                    keep_special: true,
                     constraint: constraint(req.shape.as_ref(), None, Think::No)?,
                 });
             }
             let thinks = template.contains("<think>")
                 || hints.is_some_and(|h| h.reasoning_parser == rmx_store::ReasoningParser::Think);
             let inside = rendered.trim_end().ends_with("<think>");
-            let (reasoning, think) = if thinks {
+            // Gemma 4 thinks in a channel, `<|channel>thought ... <channel|>`. A constrained
+            // answer then starts at once (the constraint knows `<think>` only).
+            let channel = template.contains(CHANNEL_START) && template.contains(CHANNEL_END);
+            let (reasoning, think) = if channel {
+                let start_tag = format!("{CHANNEL_START}thought");
+                let config = ReasoningConfig {
+                    starts_in_reasoning: rendered.trim_end().ends_with(&start_tag),
+                    start_tag,
+                    end_tag: CHANNEL_END.to_string(),
+                    enabled: true,
+                };
+                (ReasoningParser::new(config), Think::No)
+            } else if thinks {
                 let think = if inside {
                     Think::Inside
                 } else {
@@ -605,6 +627,7 @@ fn build_prompt(
             Ok(BuiltPrompt {
                 tokens,
                 reasoning,
+                keep_special: channel || format == Some(ToolCallFormat::Gemma4),
                 tools,
                 harmony: None,
                 constraint: constraint(req.shape.as_ref(), format, think)?,

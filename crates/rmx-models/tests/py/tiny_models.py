@@ -585,8 +585,29 @@ GEMMA4_TEXT = {
     },
     "hidden_activation": "gelu_pytorch_tanh",
 }
+# No Gemma 4 tokenizer is published where the tests can fetch it: Gemma 3's, with Gemma 4's
+# control tokens in unused slots (as special tokens, the harder case for the engine, which
+# must keep their text for the parsers), and a chat template in Gemma 4's manner that teaches
+# its tool-call syntax and thought channel (thinking on unless `enable_thinking` is false).
+GEMMA4_TOKENS = {
+    "<unused0>": "<|tool_call>", "<unused1>": "<tool_call|>", "<unused2>": '<|"|>',
+    "<unused3>": "<|channel>", "<unused4>": "<channel|>",
+}
+GEMMA4_TEMPLATE = (
+    "{{ bos_token }}{% if tools %}<start_of_turn>system\nYou can call these tools:"
+    "{% for t in tools %} {{ t['function']['name'] }}{% endfor %}. Call one as "
+    "<|tool_call>call:NAME{key:value}<tool_call|>.<end_of_turn>\n{% endif %}"
+    "{% for message in messages %}<start_of_turn>"
+    "{{ 'model' if message['role'] == 'assistant' else message['role'] }}\n"
+    "{{ message['content'] | trim }}<end_of_turn>\n{% endfor %}"
+    "{% if add_generation_prompt %}<start_of_turn>model\n"
+    "{% if enable_thinking is defined and not enable_thinking %}<|channel>thought<channel|>\n\n"
+    "{% endif %}{% endif %}"
+)
 FAMILY_SPECS["gemma4"] = dict(
     FAMILY_SPECS["gemma3"],
+    template=GEMMA4_TEMPLATE,
+    tokenizer_tokens=GEMMA4_TOKENS,
     vision_extra=True,
     config={
         "architectures": ["Gemma4ForConditionalGeneration"],
@@ -624,6 +645,8 @@ FAMILY_SPECS["gemma4_moe"] = dict(
 # explicit layer_types, an untied head.
 FAMILY_SPECS["gemma4_text"] = dict(
     FAMILY_SPECS["gemma3"],
+    template=GEMMA4_TEMPLATE,
+    tokenizer_tokens=GEMMA4_TOKENS,
     config={
         **GEMMA4_TEXT,
         "architectures": ["Gemma4ForCausalLM"],
@@ -817,6 +840,18 @@ def two_shards(weights, max_file_size_gb=None):
     return shards
 
 
+def write_renamed_tokens(src, dst, renames):
+    """A copy of tokenizer.json with added tokens renamed (in the vocabulary too) and special."""
+    tok = json.loads(Path(src).read_text(encoding="utf-8"))
+    vocab = tok["model"]["vocab"]
+    for t in tok["added_tokens"]:
+        new = renames.get(t["content"])
+        if new is not None:
+            vocab[new] = vocab.pop(t["content"])
+            t["content"], t["special"] = new, True
+    Path(dst).write_text(json.dumps(tok, ensure_ascii=False), encoding="utf-8")
+
+
 def link_or_copy(src, dst):
     try:
         os.link(src, dst)
@@ -840,6 +875,9 @@ def cmd_make(args):
 
     tok_dir = fixtures_dir() / f"tokenizer-{spec['tokenizer']}" / "models"
     added_tokens = read_added_tokens(tok_dir / "tokenizer.json")
+    for t in added_tokens:
+        if t["content"] in spec.get("tokenizer_tokens", {}):
+            t["special"] = True
 
     cfg = copy.deepcopy(spec["config"])
     cfg["torch_dtype"] = "float32" if quant == "f32" else "bfloat16"
@@ -858,7 +896,13 @@ def cmd_make(args):
     if args.scripts is not None:
         scripts += [tuple(pair) for pair in json.loads(args.scripts)]
     if scripts:
-        script_weights(model, tok_dir / "tokenizer.json", scripts)
+        tok_json = tok_dir / "tokenizer.json"
+        if spec.get("tokenizer_tokens"):
+            tok_json = tmp / "script-tokenizer.json"
+            write_renamed_tokens(tok_dir / "tokenizer.json", tok_json, spec["tokenizer_tokens"])
+        script_weights(model, tok_json, scripts)
+        if tok_json.parent == tmp:
+            tok_json.unlink()
 
     dtype = mx.float32 if quant == "f32" else mx.bfloat16
     # As mlx_lm.convert casts: all floating weights but those the model's cast_predicate keeps
@@ -911,8 +955,12 @@ def cmd_make(args):
         )
 
     # The tokenizer files are the fixture's own, byte for byte (hard-linked where possible:
-    # gemma3's tokenizer.json is 33 MB); only a missing chat template is added.
-    link_or_copy(tok_dir / "tokenizer.json", tmp / "tokenizer.json")
+    # gemma3's tokenizer.json is 33 MB); only a missing chat template is added, and tokens a
+    # spec renames (`tokenizer_tokens`).
+    if spec.get("tokenizer_tokens"):
+        write_renamed_tokens(tok_dir / "tokenizer.json", tmp / "tokenizer.json", spec["tokenizer_tokens"])
+    else:
+        link_or_copy(tok_dir / "tokenizer.json", tmp / "tokenizer.json")
     if spec["template"] is None:
         link_or_copy(tok_dir / "tokenizer_config.json", tmp / "tokenizer_config.json")
     else:
