@@ -93,6 +93,8 @@ fn one(engine: &Engine, prompt: Vec<u32>, gen: usize) -> Result<(f64, f64, f64)>
     let n = prompt.len();
     let mut req = GenerateRequest::new(prompt, gen);
     req.ignore_eos = true;
+    // Each round reads the same prompt: measure its prefill, not the prefix cache.
+    req.no_prefix_cache = true;
     let mut rx = engine.generate(req)?;
     while let Some(ev) = rx.blocking_recv() {
         match ev {

@@ -9,15 +9,16 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 use std::time::Instant;
 
-use rmx_models::{CausalLm, ModelInfo};
+use rmx_models::{CausalLm, LayerCache, ModelInfo};
 use rmx_text::constrain::TokenBytes;
 use rmx_text::template::ChatTemplate;
 use rmx_text::tokenizer::Tokenizer;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
 use crate::error::{EngineError, Result};
+use crate::prefix_cache::PrefixCache;
 use crate::request::{Event, GenerateRequest};
-use crate::sequence::{Progress, Sequence};
+use crate::sequence::{Prefix, Progress, Sequence, Start};
 
 enum Command {
     Generate(GenerateRequest, UnboundedSender<Event>, Instant),
@@ -167,6 +168,15 @@ fn run(
     let mut active: Vec<Sequence> = Vec::new();
     // Built on the first constrained request: most engines never need it.
     let mut vocab: Option<Arc<TokenBytes>> = None;
+    let mut prefixes = PrefixCache::new(crate::prefix_cache::budget_from_env());
+    let trimmable = model.make_cache().iter().all(LayerCache::is_trimmable);
+    let mut ctx = Admit {
+        model,
+        tokenizer,
+        vocab: &mut vocab,
+        prefixes: &mut prefixes,
+        snapshot_prefill: !trimmable,
+    };
     loop {
         let next = if active.is_empty() {
             match rx.recv() {
@@ -177,9 +187,9 @@ fn run(
             rx.try_recv().ok()
         };
         if let Some(cmd) = next {
-            admit(cmd, model, tokenizer, &mut vocab, &mut active);
+            ctx.admit(cmd, &mut active);
             while let Ok(cmd) = rx.try_recv() {
-                admit(cmd, model, tokenizer, &mut vocab, &mut active);
+                ctx.admit(cmd, &mut active);
             }
         }
         active.retain(|s| !s.is_cancelled());
@@ -187,9 +197,20 @@ fn run(
         let mut i = 0;
         while i < active.len() {
             match active[i].advance(model) {
-                Ok(Progress::Working) => i += 1,
+                Ok(Progress::Working) => {
+                    if let Some((tokens, cache)) = active[i].take_snapshot() {
+                        ctx.prefixes.insert(tokens, cache);
+                    }
+                    i += 1;
+                }
                 Ok(Progress::Finished) => {
-                    active.swap_remove(i);
+                    let done = active.swap_remove(i);
+                    if ctx.prefixes.is_enabled() {
+                        // A cache that cannot be evaluated is simply not kept.
+                        if let Ok(Some((tokens, cache))) = done.into_entry() {
+                            ctx.prefixes.insert(tokens, cache);
+                        }
+                    }
                 }
                 Err(e) => {
                     active[i].fail(e.to_string());
@@ -204,23 +225,41 @@ fn run(
     }
 }
 
-fn admit(
-    cmd: Command,
-    model: &dyn CausalLm,
-    tokenizer: &Arc<Tokenizer>,
-    vocab: &mut Option<Arc<TokenBytes>>,
-    active: &mut Vec<Sequence>,
-) {
-    let Command::Generate(req, tx, at) = cmd;
-    let bytes = req.constraint.as_ref().map(|_| {
-        vocab
-            .get_or_insert_with(|| Arc::new(TokenBytes::from_tokenizer(tokenizer)))
-            .clone()
-    });
-    match Sequence::new(req, tx.clone(), model, tokenizer, bytes, at) {
-        Ok(s) => active.push(s),
-        Err(e) => {
-            let _ = tx.send(Event::Error(e.to_string()));
+/// What the engine thread starts sequences with.
+struct Admit<'a> {
+    model: &'a dyn CausalLm,
+    tokenizer: &'a Arc<Tokenizer>,
+    vocab: &'a mut Option<Arc<TokenBytes>>,
+    prefixes: &'a mut PrefixCache,
+    /// The model's cache cannot be cut back: sequences copy theirs where the prompt ends.
+    snapshot_prefill: bool,
+}
+
+impl Admit<'_> {
+    fn admit(&mut self, cmd: Command, active: &mut Vec<Sequence>) {
+        let Command::Generate(req, tx, at) = cmd;
+        let bytes = req.constraint.as_ref().map(|_| {
+            self.vocab
+                .get_or_insert_with(|| Arc::new(TokenBytes::from_tokenizer(self.tokenizer)))
+                .clone()
+        });
+        let enabled = self.prefixes.is_enabled();
+        // A stored cache that cannot be copied only costs the prefill it would have saved.
+        let prefix = if enabled && !req.no_prefix_cache {
+            self.prefixes.lookup(&req.prompt).ok().flatten()
+        } else {
+            None
+        };
+        let start = Start {
+            submitted: at,
+            prefix: prefix.map(|(len, cache)| Prefix { len, cache }),
+            snapshot_prefill: enabled && self.snapshot_prefill,
+        };
+        match Sequence::new(req, tx.clone(), self.model, self.tokenizer, bytes, start) {
+            Ok(s) => active.push(s),
+            Err(e) => {
+                let _ = tx.send(Event::Error(e.to_string()));
+            }
         }
     }
 }

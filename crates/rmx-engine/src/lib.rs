@@ -6,6 +6,7 @@ pub mod bench;
 mod engine;
 mod error;
 mod family;
+mod prefix_cache;
 mod prompt;
 mod request;
 pub mod sampler;
@@ -14,6 +15,7 @@ mod sequence;
 pub use engine::Engine;
 pub use error::{EngineError, Result};
 pub use family::{check_family, supported_model_types};
+pub use prefix_cache::budget_from_env as prefix_cache_budget;
 pub use prompt::ChatPrompt;
 pub use request::{
     Event, FinishReason, GenerateRequest, SamplingParams, Timings, TokenLogprob, Usage,

@@ -76,6 +76,9 @@ pub struct GenerateRequest {
     /// Keep the output in this shape (JSON object, forced tool call); the generation ends
     /// with [`FinishReason::Stop`] as soon as the shape is complete.
     pub constraint: Option<Constraint>,
+    /// Prefill the whole prompt even when the prefix cache holds part of it (benchmarks of
+    /// prefill, comparisons with a reference that has no cache).
+    pub no_prefix_cache: bool,
 }
 
 impl GenerateRequest {
@@ -90,6 +93,7 @@ impl GenerateRequest {
             keep_special_tokens: false,
             ignore_eos: false,
             constraint: None,
+            no_prefix_cache: false,
         }
     }
 }

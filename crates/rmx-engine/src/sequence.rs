@@ -50,6 +50,29 @@ pub struct Sequence {
     submitted: Instant,
     first_token: Option<Instant>,
     constraint: Option<Constrained>,
+    /// Prompt tokens whose cache came from the prefix cache.
+    cached: usize,
+    /// Every token read back so far, in order: with the prompt, what the cache has read.
+    emitted: Vec<u32>,
+    /// The model's cache cannot be cut back: copy it where the prompt's prefill ends, for the
+    /// prefix cache, and hand the copy over once ([`Sequence::take_snapshot`]).
+    snapshot_prefill: bool,
+    snapshot: Option<(Vec<u32>, Vec<LayerCache>)>,
+}
+
+/// How a sequence starts: when it was asked for, the prefix cache's part in it.
+pub struct Start {
+    pub submitted: Instant,
+    /// A cache of the prompt's first tokens, from the prefix cache.
+    pub prefix: Option<Prefix>,
+    /// Copy the cache where the prompt's prefill ends (a model whose cache cannot be cut).
+    pub snapshot_prefill: bool,
+}
+
+/// A cache to start from: the first `len` prompt tokens, already read.
+pub struct Prefix {
+    pub len: usize,
+    pub cache: Vec<LayerCache>,
 }
 
 /// A sequence's constraint, with the vocabulary's bytes and the model's vocabulary size (the
@@ -84,8 +107,13 @@ impl Sequence {
         model: &dyn CausalLm,
         tokenizer: &Arc<Tokenizer>,
         vocab: Option<Arc<TokenBytes>>,
-        submitted: Instant,
+        start: Start,
     ) -> Result<Sequence> {
+        let Start {
+            submitted,
+            prefix,
+            snapshot_prefill,
+        } = start;
         let constraint = match (&req.constraint, vocab) {
             (Some(c), Some(vocab)) => Some(Constrained {
                 state: ConstraintState::new(c, &vocab)?,
@@ -101,13 +129,21 @@ impl Sequence {
             tokenizer.eos_token_ids().iter().copied().collect()
         };
         stop_ids.extend(req.stop_token_ids.iter().copied());
+        let (cached, cache) = match prefix {
+            Some(p) if p.len < req.prompt.len() => (p.len, p.cache),
+            _ => (0, model.make_cache()),
+        };
         Ok(Sequence {
             detok: Detokenizer::new(tokenizer.clone()).with_special_tokens(req.keep_special_tokens),
             stop: StopMatcher::new(req.stop.clone()),
-            cache: model.make_cache(),
+            cache,
             sampler,
             stop_ids,
-            prefilled: 0,
+            prefilled: cached,
+            cached,
+            emitted: Vec::new(),
+            snapshot_prefill,
+            snapshot: None,
             pending: None,
             generated: 0,
             submitted,
@@ -134,6 +170,15 @@ impl Sequence {
             if total - self.prefilled > 1 {
                 self.prefill_chunk(model)?;
                 return Ok(Progress::Working);
+            }
+            if self.snapshot_prefill && self.prefilled > self.cached {
+                self.snapshot_prefill = false;
+                let cache = self
+                    .cache
+                    .iter()
+                    .map(LayerCache::snapshot)
+                    .collect::<rmx_models::Result<Vec<_>>>()?;
+                self.snapshot = Some((self.req.prompt[..self.prefilled].to_vec(), cache));
             }
             let last = self.req.prompt[total - 1];
             let first = self.step(model, &Array::from_slice(&[last], &[1, 1])?)?;
@@ -224,9 +269,32 @@ impl Sequence {
         })
     }
 
+    /// The copy of the cache taken where the prompt's prefill ended, once.
+    pub fn take_snapshot(&mut self) -> Option<(Vec<u32>, Vec<LayerCache>)> {
+        self.snapshot.take()
+    }
+
+    /// The tokens the finished sequence's cache has read and the cache, evaluated, for the
+    /// prefix cache.
+    pub fn into_entry(self) -> Result<Option<(Vec<u32>, Vec<LayerCache>)>> {
+        let Some(read) = self.cache.first().map(|c| c.offset() as usize) else {
+            return Ok(None);
+        };
+        let mut tokens = self.req.prompt;
+        tokens.extend(self.emitted);
+        if read == 0 || read > tokens.len() {
+            return Ok(None);
+        }
+        tokens.truncate(read);
+        let state: Vec<&Array> = self.cache.iter().flat_map(|c| c.state()).collect();
+        rmx_mlx::eval(&state)?;
+        Ok(Some((tokens, self.cache)))
+    }
+
     /// Reads the pending token and sends it; true when the generation is over.
     fn emit(&mut self, p: &Pending) -> Result<bool> {
         let id = p.choice.token.item::<u32>()?;
+        self.emitted.push(id);
         if self.first_token.is_none() {
             self.first_token = Some(Instant::now());
         }
@@ -312,7 +380,7 @@ impl Sequence {
         let usage = Usage {
             prompt_tokens: self.req.prompt.len(),
             completion_tokens: self.generated,
-            cached_tokens: 0,
+            cached_tokens: self.cached,
         };
         let _ = self.tx.send(Event::Done {
             finish,

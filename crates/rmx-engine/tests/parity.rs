@@ -40,6 +40,8 @@ struct Run {
 fn generate(engine: &Engine, prompt: Vec<u32>, max_tokens: usize) -> Run {
     let mut req = GenerateRequest::new(prompt, max_tokens);
     req.ignore_eos = true;
+    // mlx-lm reads every prompt whole: so does rmx here.
+    req.no_prefix_cache = true;
     req.top_logprobs = Some(TOP);
     let mut rx = engine.generate(req).unwrap();
     let mut run = Run {

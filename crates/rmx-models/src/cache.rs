@@ -420,6 +420,63 @@ impl LayerCache {
     pub fn nbytes(&self) -> usize {
         self.state().iter().map(|a| a.nbytes()).sum()
     }
+
+    /// Whether the cache can be cut back to any earlier position (a full KV cache can; a
+    /// rotating window may have overwritten it, a recurrent state has folded it in).
+    pub fn is_trimmable(&self) -> bool {
+        matches!(self, LayerCache::Full(_))
+    }
+
+    /// A copy that owns its own buffers: the fast path's decode kernels write into a KV
+    /// cache's buffers in place, so a stored cache and a live one never share them.
+    pub fn snapshot(&self) -> Result<LayerCache> {
+        let copy = |a: &Option<Array>| -> Result<Option<Array>> {
+            Ok(match a {
+                Some(a) => Some(a.copy()?),
+                None => None,
+            })
+        };
+        Ok(match self {
+            LayerCache::Full(c) => LayerCache::Full(KvCache {
+                keys: copy(&c.keys)?,
+                values: copy(&c.values)?,
+                offset: c.offset,
+            }),
+            LayerCache::Rotating(c) => LayerCache::Rotating(RotatingKvCache {
+                keys: copy(&c.keys)?,
+                values: copy(&c.values)?,
+                offset: c.offset,
+                max_size: c.max_size,
+                idx: c.idx,
+            }),
+            LayerCache::Recurrent(c) => LayerCache::Recurrent(RecurrentCache {
+                conv: copy(&c.conv)?,
+                state: copy(&c.state)?,
+                offset: c.offset,
+            }),
+        })
+    }
+
+    /// A cache of the first `len` positions of this one, with buffers of its own: what
+    /// prefilling those positions in one chunk would have left. `None` when this cache cannot
+    /// give it (`len` past its end, or an earlier position of a cache that cannot be cut).
+    pub fn truncated(&self, len: i32) -> Result<Option<LayerCache>> {
+        if len <= 0 || len > self.offset() {
+            return Ok(None);
+        }
+        if len == self.offset() && !self.is_trimmable() {
+            return self.snapshot().map(Some);
+        }
+        let LayerCache::Full(c) = self else {
+            return Ok(None);
+        };
+        let (Some(k), Some(v)) = (&c.keys, &c.values) else {
+            return Ok(None);
+        };
+        let mut out = KvCache::default();
+        out.update_and_fetch(&seq_slice(k, 0, len)?, &seq_slice(v, 0, len)?)?;
+        Ok(Some(LayerCache::Full(out)))
+    }
 }
 
 #[cfg(test)]
@@ -448,6 +505,48 @@ mod tests {
         assert!(head.iter().all(|v| *v == 1.0));
         let tail = keys.slice_axis(2, 3, 512).unwrap().to_vec::<f32>().unwrap();
         assert!(tail.iter().all(|v| *v == 0.0));
+    }
+
+    #[test]
+    fn a_truncated_kv_cache_is_a_fresh_prefill_of_the_prefix_and_shares_no_buffer() {
+        let data: Vec<f32> = (0..2 * 10 * 4).map(|i| i as f32).collect();
+        let k = Array::from_slice(&data, &[1, 2, 10, 4]).unwrap();
+        let mut full = LayerCache::Full(KvCache::default());
+        full.update_and_fetch(&k, &k).unwrap();
+        let Some(LayerCache::Full(mut cut)) = full.truncated(6).unwrap() else {
+            panic!("a full cache cuts back")
+        };
+        let mut fresh = KvCache::default();
+        let head = k.slice_axis(2, 0, 6).unwrap();
+        let (want, _) = fresh.update_and_fetch(&head, &head).unwrap();
+        assert_eq!((cut.offset, cut.capacity()), (fresh.offset, fresh.capacity()));
+        let one = Array::from_slice(&[7.0f32; 8], &[1, 2, 1, 4]).unwrap();
+        let (got, _) = cut.update_and_fetch(&one, &one).unwrap();
+        let (want7, _) = fresh.update_and_fetch(&one, &one).unwrap();
+        assert_eq!(got.to_vec::<f32>().unwrap(), want7.to_vec::<f32>().unwrap());
+        assert_eq!(want.shape(), vec![1, 2, 6, 4]);
+        // The original still holds its 10 positions, untouched by the write at 6.
+        let LayerCache::Full(orig) = &full else { unreachable!() };
+        let kept = orig.keys.as_ref().unwrap().slice_axis(2, 0, 10).unwrap();
+        assert_eq!(kept.to_vec::<f32>().unwrap(), data);
+        assert!(full.truncated(11).unwrap().is_none());
+        assert!(full.truncated(0).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_recurrent_state_is_given_back_only_whole() {
+        let conv = Array::from_slice(&[1.0f32; 6], &[1, 3, 2]).unwrap();
+        let c = LayerCache::Recurrent(RecurrentCache {
+            conv: Some(conv.clone()),
+            state: Some(conv),
+            offset: 5,
+        });
+        assert!(c.truncated(4).unwrap().is_none());
+        let Some(LayerCache::Recurrent(s)) = c.truncated(5).unwrap() else {
+            panic!("the whole state comes back")
+        };
+        assert_eq!(s.offset, 5);
+        assert_eq!(s.conv.unwrap().to_vec::<f32>().unwrap(), vec![1.0; 6]);
     }
 
     #[test]

@@ -1,0 +1,73 @@
+//! The prefix cache on real tiny models (f32): an agent's next turn — the last prompt, the
+//! answer, and a new message — reuses what the engine read before, reports it as cached
+//! tokens, and gives the tokens a cold read of the whole prompt gives. A dense model's cache is
+//! cut back to the common prefix; a hybrid's (DeltaNet state) is restored from the copy taken
+//! where the first prompt's prefill ended.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use rmx_engine::{Engine, Event, GenerateRequest, Usage};
+
+const TURN: &str = "In the beginning of the long winter the villagers gathered wood, salted fish \
+    and mended the nets, while the children counted the geese that flew south.";
+const NEXT: &str = " Then the snow came and stayed until the spring.";
+
+fn run(engine: &Engine, prompt: Vec<u32>, cold: bool) -> (Vec<u32>, Usage) {
+    let mut req = GenerateRequest::new(prompt, 12);
+    req.ignore_eos = true;
+    req.no_prefix_cache = cold;
+    let mut rx = engine.generate(req).unwrap();
+    let mut tokens = vec![];
+    while let Some(ev) = rx.blocking_recv() {
+        match ev {
+            Event::Token { id, .. } => tokens.push(id),
+            Event::Done { usage, .. } => return (tokens, usage),
+            Event::Error(e) => panic!("generation failed: {e}"),
+        }
+    }
+    panic!("stream ended without Done");
+}
+
+/// Two turns; returns the second turn's cached tokens, after checking its tokens against a
+/// cold read, and the first turn's prompt length.
+fn agent_turns(family: &str) -> (usize, usize) {
+    let engine = Engine::load(&common::model(family, "f32")).unwrap();
+    let first = engine.raw_tokens(TURN).unwrap();
+    let (answer, usage) = run(&engine, first.clone(), false);
+    assert_eq!(usage.cached_tokens, 0, "{family}: nothing was cached yet");
+    let mut second = first.clone();
+    second.extend(&answer);
+    second.extend(engine.tokenizer().encode(NEXT, false).unwrap());
+    let (warm, usage) = run(&engine, second.clone(), false);
+    let (cold, cold_usage) = run(&engine, second.clone(), true);
+    assert_eq!(
+        cold_usage.cached_tokens, 0,
+        "{family}: no_prefix_cache reads it all"
+    );
+    assert_eq!(warm, cold, "{family}: the cached prefix changed the answer");
+    assert_eq!(usage.prompt_tokens, second.len());
+    (usage.cached_tokens, first.len())
+}
+
+#[test]
+fn a_dense_models_next_turn_reuses_the_last_prompt_and_answer() {
+    let (cached, first) = agent_turns("qwen3");
+    // The first turn's cache read its prompt and all but the last answer token (read only
+    // when the next step is queued): at least the whole prompt is reused.
+    assert!(
+        cached >= first,
+        "cached {cached} of a first prompt of {first}"
+    );
+}
+
+#[test]
+fn a_hybrid_models_next_turn_restores_the_state_where_the_last_prompt_ended() {
+    let (cached, first) = agent_turns("qwen3_5");
+    // The DeltaNet state cannot be cut back: the copy at the first prompt's end (all but its
+    // last token, which the first decode step reads) serves, or the end of the whole turn.
+    assert!(
+        cached >= first - 1,
+        "cached {cached} of a first prompt of {first}"
+    );
+}
