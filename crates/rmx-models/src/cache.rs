@@ -519,14 +519,19 @@ mod tests {
         let mut fresh = KvCache::default();
         let head = k.slice_axis(2, 0, 6).unwrap();
         let (want, _) = fresh.update_and_fetch(&head, &head).unwrap();
-        assert_eq!((cut.offset, cut.capacity()), (fresh.offset, fresh.capacity()));
+        assert_eq!(
+            (cut.offset, cut.capacity()),
+            (fresh.offset, fresh.capacity())
+        );
         let one = Array::from_slice(&[7.0f32; 8], &[1, 2, 1, 4]).unwrap();
         let (got, _) = cut.update_and_fetch(&one, &one).unwrap();
         let (want7, _) = fresh.update_and_fetch(&one, &one).unwrap();
         assert_eq!(got.to_vec::<f32>().unwrap(), want7.to_vec::<f32>().unwrap());
         assert_eq!(want.shape(), vec![1, 2, 6, 4]);
         // The original still holds its 10 positions, untouched by the write at 6.
-        let LayerCache::Full(orig) = &full else { unreachable!() };
+        let LayerCache::Full(orig) = &full else {
+            unreachable!()
+        };
         let kept = orig.keys.as_ref().unwrap().slice_axis(2, 0, 10).unwrap();
         assert_eq!(kept.to_vec::<f32>().unwrap(), data);
         assert!(full.truncated(11).unwrap().is_none());
