@@ -4,7 +4,7 @@ message. Prints each turn's time to first token, the server's reported cached to
 second turn's TTFT as a share of the first.
 
     python3 scripts/bench/agent_turn.py --url http://127.0.0.1:8000/v1 --model NAME \
-        [--prompt-words 9000] [--new-words 150] [--runs 3] [--json]
+        [--prompt-words 9000] [--new-words 150] [--runs 3] [--json] [--synthetic-vocab N]
 
 Standard library only, so it runs on a bare machine next to any server (rmx serve,
 mlx_lm.server, llama-server, vLLM). Each run uses a fresh first prompt (a run number leads
@@ -22,7 +22,13 @@ WORDS = (
 ).split()
 
 
+SYNTHETIC = 0
+
+
 def text_of(n, seed):
+    if SYNTHETIC:
+        # Word-level test tokenizers (scripts/bench/mlx_side.py): word tI is token I.
+        return " ".join(f"t{2 + (i * 7919 + seed * 104729) % (SYNTHETIC - 2)}" for i in range(n))
     return " ".join(WORDS[(i * 7 + seed) % len(WORDS)] for i in range(n))
 
 
@@ -85,7 +91,11 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=16)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--json", action="store_true", help="one JSON object per run, then the summary")
+    ap.add_argument("--synthetic-vocab", type=int, default=0, metavar="N",
+                    help="write words t2..tN-1, for the word-level tokenizers of mlx_side.py models")
     args = ap.parse_args()
+    global SYNTHETIC
+    SYNTHETIC = args.synthetic_vocab
     runs = [one_run(args, r) for r in range(args.runs)]
     summary = {
         "model": args.model,

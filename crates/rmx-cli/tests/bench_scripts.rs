@@ -60,3 +60,83 @@ fn logits_check_runs_on_the_cpu_and_finds_rmx_where_mlx_lm_is() {
         );
     }
 }
+
+/// scripts/bench/agent_turn.py against the real daemon (`rmx serve`) on the tiny model with a
+/// plain chat template: the second turn is served from the prefix cache, and the script reads
+/// rmx's streamed usage.
+#[test]
+fn agent_turn_runs_against_rmx_serve_and_sees_the_cached_prefix() {
+    let python = engine_common::python();
+    let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/bench");
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tmp.path().join("tiny-chat");
+    let made = Command::new(&python)
+        .arg(scripts.join("mlx_side.py"))
+        .args(["make", "--shape", "tiny", "--quant", "bf16", "--out"])
+        .arg(&model)
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let config_path = model.join("tokenizer_config.json");
+    let mut config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&config_path).unwrap()).unwrap();
+    config["chat_template"] = serde_json::json!(
+        "{% for m in messages %}t2 {{ m['content'] }} t3 {% endfor %}{% if add_generation_prompt %}t4{% endif %}"
+    );
+    std::fs::write(&config_path, config.to_string()).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_rmx"))
+        .args(["serve", "--port", &port.to_string()])
+        .env("RMX_HOME", tmp.path().join("home"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let up = (0..200).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let out = up.then(|| {
+        Command::new(&python)
+            .arg(scripts.join("agent_turn.py"))
+            .args(["--url", &format!("http://127.0.0.1:{port}/v1"), "--model"])
+            .arg(&model)
+            .args([
+                "--prompt-words",
+                "120",
+                "--new-words",
+                "10",
+                "--max-tokens",
+                "4",
+            ])
+            .args(["--runs", "1", "--json", "--synthetic-vocab", "1000"])
+            .output()
+            .unwrap()
+    });
+    let _ = server.kill();
+    let _ = server.wait();
+    let out = out.expect("rmx serve did not listen");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    let first = summary["first_prompt_tokens"].as_u64().unwrap();
+    let cached = summary["second_cached_tokens"].as_u64().unwrap();
+    assert!(first > 120, "{summary}");
+    assert!(cached >= first - 1, "{summary}");
+    assert!(
+        summary["second_prompt_tokens"].as_u64().unwrap() > cached,
+        "{summary}"
+    );
+}
