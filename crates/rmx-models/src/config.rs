@@ -61,6 +61,31 @@ impl RawConfig {
         })
     }
 
+    /// The text model's config of a Gemma vision-language checkpoint, as mlx-lm's wrappers
+    /// build it: `text_config` with the top-level `vocab_size` (`vocab` when absent) and
+    /// `defaults` for the fields it lacks.
+    pub fn parse_wrapped_text<T: for<'de> Deserialize<'de>>(
+        &self,
+        vocab: i64,
+        defaults: &[(&str, i64)],
+    ) -> Result<T> {
+        let mut text = self
+            .raw
+            .get("text_config")
+            .and_then(|t| t.as_object())
+            .cloned()
+            .unwrap_or_default();
+        let vocab = self.raw.get("vocab_size").cloned().unwrap_or(vocab.into());
+        text.insert("vocab_size".into(), vocab);
+        for (k, v) in defaults {
+            text.entry(*k).or_insert((*v).into());
+        }
+        serde_json::from_value(text.into()).map_err(|e| ModelError::Config {
+            path: self.path.clone(),
+            message: format!("invalid text_config: {e}"),
+        })
+    }
+
     /// The text model's config of a vision-language checkpoint: `text_config` when the config
     /// nests one (`Qwen3_5ForConditionalGeneration`), else the whole config.
     pub fn parse_text<T: for<'de> Deserialize<'de>>(&self) -> Result<T> {

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use crate::attention::{Attention, AttentionShape, Mlp, QkNorm};
 use crate::cache::{AttnMask, KvCache, LayerCache, RotatingKvCache};
 use crate::config::RawConfig;
-use crate::error::{ModelError, Result};
+use crate::error::Result;
 use crate::layers::{Embedding, Linear, RmsNorm};
 use crate::model::{CausalLm, ModelInfo};
 use crate::rope::Rope;
@@ -116,20 +116,10 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
 /// with the top-level `vocab_size` (262208 when absent) and 8 / 4 heads where it names none;
 /// its tensors live under `language_model.`.
 pub fn load_multimodal(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
-    let mut text = raw
-        .raw
-        .get("text_config")
-        .and_then(|t| t.as_object())
-        .cloned()
-        .unwrap_or_default();
-    let vocab = raw.raw.get("vocab_size").cloned().unwrap_or(262208.into());
-    text.insert("vocab_size".into(), vocab);
-    text.entry("num_attention_heads").or_insert(8.into());
-    text.entry("num_key_value_heads").or_insert(4.into());
-    let c: Config = serde_json::from_value(text.into()).map_err(|e| ModelError::Config {
-        path: raw.path.clone(),
-        message: format!("invalid text_config: {e}"),
-    })?;
+    let c: Config = raw.parse_wrapped_text(
+        262208,
+        &[("num_attention_heads", 8), ("num_key_value_heads", 4)],
+    )?;
     w.discard(|k| k.starts_with("vision_tower.") || k.starts_with("multi_modal_projector."));
     load_text(raw, c, w, "language_model.model", "language_model.lm_head")
 }

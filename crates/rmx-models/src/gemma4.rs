@@ -339,18 +339,10 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
 /// `vocab_size` (262144 when absent) and 8 / 1 heads where it names none; vision and audio
 /// weights stay unloaded.
 pub fn load_multimodal(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
-    let mut text = raw
-        .raw
-        .get("text_config")
-        .and_then(|t| t.as_object())
-        .cloned()
-        .unwrap_or_default();
-    let vocab = raw.raw.get("vocab_size").cloned().unwrap_or(262144.into());
-    text.insert("vocab_size".into(), vocab);
-    text.entry("num_attention_heads").or_insert(8.into());
-    text.entry("num_key_value_heads").or_insert(1.into());
-    let c: Config = serde_json::from_value(text.into())
-        .map_err(|e| config_error(raw, format!("invalid text_config: {e}")))?;
+    let c: Config = raw.parse_wrapped_text(
+        262144,
+        &[("num_attention_heads", 8), ("num_key_value_heads", 1)],
+    )?;
     if w.has("model.language_model.embed_tokens.weight") {
         return Err(config_error(
             raw,

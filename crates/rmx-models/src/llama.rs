@@ -307,17 +307,28 @@ pub(crate) fn load_decoder(
 
 pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
     let c: Config = raw.parse()?;
-    let head_dim = c.head_dim.unwrap_or(c.hidden_size / c.num_attention_heads);
-    let (theta, trad, scaling) = (c.rope_theta, c.rope_traditional, c.rope_scaling.clone());
-    let max_pos = c.max_position_embeddings;
-    let v = Variant::dense(
-        c.attention_bias,
-        c.attention_bias,
-        QkNorm::None,
-        head_dim,
-        Box::new(move |_| Rope::from_config(head_dim, theta, trad, scaling.as_ref(), max_pos)),
-    );
+    let v = Variant::llama(&c, |_| true);
     Ok(Box::new(load_decoder(raw, &c, w, v)?))
+}
+
+impl Variant {
+    /// Llama's own variant: `head_dim` or hidden / heads, biases as `attention_bias`, the
+    /// config's rope on the layers `rotates` says (SmolLM3's NoPE layers have none).
+    pub fn llama(c: &Config, rotates: impl Fn(i32) -> bool + 'static) -> Variant {
+        let head_dim = c.head_dim.unwrap_or(c.hidden_size / c.num_attention_heads);
+        let (theta, trad, scaling) = (c.rope_theta, c.rope_traditional, c.rope_scaling.clone());
+        let max_pos = c.max_position_embeddings;
+        Variant::dense(
+            c.attention_bias,
+            c.attention_bias,
+            QkNorm::None,
+            head_dim,
+            Box::new(move |i| match rotates(i) {
+                true => Rope::from_config(head_dim, theta, trad, scaling.as_ref(), max_pos),
+                false => Ok(Rope::none()),
+            }),
+        )
+    }
 }
 
 /// "N× kind" lines for runs of equal layer descriptions, in layer order.

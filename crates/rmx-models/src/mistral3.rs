@@ -3,12 +3,10 @@
 //! mlx-lm's `mistral3.py`: the vision tower and projector are left unloaded, and the text model
 //! is untied unless `text_config` says otherwise.
 
-use crate::attention::QkNorm;
 use crate::config::RawConfig;
 use crate::error::{ModelError, Result};
 use crate::llama::{load_decoder, Variant};
 use crate::model::CausalLm;
-use crate::rope::Rope;
 use crate::weights::Weights;
 
 pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
@@ -45,16 +43,7 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
     } else {
         ("language_model.model", "language_model.lm_head")
     };
-    let head_dim = c.head_dim.unwrap_or(c.hidden_size / c.num_attention_heads);
-    let (theta, trad, scaling) = (c.rope_theta, c.rope_traditional, c.rope_scaling.clone());
-    let max_pos = c.max_position_embeddings;
-    let mut v = Variant::dense(
-        c.attention_bias,
-        c.attention_bias,
-        QkNorm::None,
-        head_dim,
-        Box::new(move |_| Rope::from_config(head_dim, theta, trad, scaling.as_ref(), max_pos)),
-    );
+    let mut v = Variant::llama(&c, |_| true);
     v.root = root.into();
     v.lm_head = lm_head.into();
     Ok(Box::new(load_decoder(raw, &c, w, v)?))

@@ -3,12 +3,10 @@
 
 use serde::Deserialize;
 
-use crate::attention::QkNorm;
 use crate::config::RawConfig;
 use crate::error::{ModelError, Result};
 use crate::llama::{load_decoder, Variant};
 use crate::model::CausalLm;
-use crate::rope::Rope;
 use crate::weights::Weights;
 
 fn d_interval() -> i32 {
@@ -47,18 +45,8 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
             .map(|i| (i + 1) % nope.no_rope_layer_interval != 0)
             .collect(),
     };
-    let head_dim = c.head_dim.unwrap_or(c.hidden_size / c.num_attention_heads);
-    let (theta, trad, scaling) = (c.rope_theta, c.rope_traditional, c.rope_scaling.clone());
-    let max_pos = c.max_position_embeddings;
-    let v = Variant::dense(
-        c.attention_bias,
-        c.attention_bias,
-        QkNorm::None,
-        head_dim,
-        Box::new(move |i| match use_rope.get(i as usize) {
-            Some(false) => Ok(Rope::none()),
-            _ => Rope::from_config(head_dim, theta, trad, scaling.as_ref(), max_pos),
-        }),
-    );
+    let v = Variant::llama(&c, move |i| {
+        use_rope.get(i as usize).copied().unwrap_or(true)
+    });
     Ok(Box::new(load_decoder(raw, &c, w, v)?))
 }
