@@ -15,6 +15,12 @@ pub fn supported_model_types() -> Vec<&'static str> {
     rmx_models::supported()
 }
 
+/// The config.json `architectures` the engine loads when the `model_type` is none of
+/// [`supported_model_types`] (the registry falls back to them).
+pub fn supported_architectures() -> Vec<&'static str> {
+    rmx_models::supported_architectures()
+}
+
 /// [`ModelError::Unsupported`] (as `load` would return it) when the config names a family the
 /// engine lacks. A config that cannot be read is not judged here: the load reports it.
 pub fn check_family(dir: &Path) -> Result<()> {

@@ -14,7 +14,7 @@ mod sequence;
 
 pub use engine::Engine;
 pub use error::{EngineError, Result};
-pub use family::{check_family, supported_model_types};
+pub use family::{check_family, supported_architectures, supported_model_types};
 pub use prefix_cache::budget_from_env as prefix_cache_budget;
 pub use prompt::ChatPrompt;
 pub use request::{

@@ -34,4 +34,4 @@ pub use cache::LayerCache;
 pub use config::QuantConfig;
 pub use error::{ModelError, Result};
 pub use model::{CausalLm, ModelInfo};
-pub use registry::{is_supported, load, supported};
+pub use registry::{is_supported, load, supported, supported_architectures};

@@ -75,6 +75,14 @@ pub fn supported() -> Vec<&'static str> {
         .collect()
 }
 
+/// `architectures` names rmx loads when a config's `model_type` is none of [`supported`].
+pub fn supported_architectures() -> Vec<&'static str> {
+    FAMILIES
+        .iter()
+        .flat_map(|(_, a, _)| a.iter().copied())
+        .collect()
+}
+
 fn loader_for(cfg: &RawConfig) -> Option<Loader> {
     FAMILIES
         .iter()

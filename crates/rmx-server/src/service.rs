@@ -321,9 +321,10 @@ impl Service {
     pub fn new(config: ServiceConfig) -> Arc<Service> {
         Arc::new(Service {
             // The daemon is what loads models: its store judges families by its engine.
-            store: config
-                .store
-                .with_families(Families::new(rmx_engine::supported_model_types())),
+            store: config.store.with_families(
+                Families::new(rmx_engine::supported_model_types())
+                    .with_architectures(rmx_engine::supported_architectures()),
+            ),
             models: Models::new(config.max_loaded_models, config.memory_budget),
             default_keep_alive: config.default_keep_alive,
             shutdown: watch::channel(false).0,

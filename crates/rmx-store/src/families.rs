@@ -14,6 +14,8 @@ use serde::ser::{Serialize, SerializeStruct, Serializer};
 pub struct Families {
     /// `None`: not known (nothing is judged).
     supported: Option<Arc<[String]>>,
+    /// `architectures` names the engine also loads by, when a `model_type` is unknown.
+    architectures: Arc<[String]>,
 }
 
 impl Families {
@@ -21,7 +23,18 @@ impl Families {
     pub fn new<S: Into<String>>(model_types: impl IntoIterator<Item = S>) -> Self {
         Families {
             supported: Some(model_types.into_iter().map(Into::into).collect()),
+            architectures: Arc::new([]),
         }
+    }
+
+    /// With the `architectures` names the engine falls back to
+    /// (`rmx_engine::supported_architectures()`).
+    pub fn with_architectures<S: Into<String>>(
+        mut self,
+        architectures: impl IntoIterator<Item = S>,
+    ) -> Self {
+        self.architectures = architectures.into_iter().map(Into::into).collect();
+        self
     }
 
     /// A store that does not know what the engine loads (rmx-store's own tests, tools).
@@ -33,17 +46,29 @@ impl Families {
         self.supported.is_some()
     }
 
-    /// Judges a config.json's `model_type`. A config without one is not judged: the engine
-    /// then goes by `architectures`, which this list does not hold.
-    pub fn check(&self, model_type: Option<&str>) -> Result<(), Unsupported> {
-        let (Some(supported), Some(family)) = (&self.supported, model_type) else {
+    /// Judges a config.json as the engine's registry picks a family: by `model_type`, else by
+    /// `architectures`. A config with neither is not judged.
+    pub fn check(
+        &self,
+        model_type: Option<&str>,
+        architectures: &[String],
+    ) -> Result<(), Unsupported> {
+        let Some(supported) = &self.supported else {
             return Ok(());
         };
-        if family.is_empty() || supported.iter().any(|s| s == family) {
+        let family = model_type.filter(|t| !t.is_empty());
+        if family.is_some_and(|f| supported.iter().any(|s| s == f))
+            || architectures.iter().any(|a| self.architectures.contains(a))
+        {
             return Ok(());
         }
+        let family = match family {
+            Some(f) => f.to_string(),
+            None if architectures.is_empty() => return Ok(()),
+            None => architectures.join(","),
+        };
         Err(Unsupported {
-            family: family.to_string(),
+            family,
             supported: supported.to_vec(),
         })
     }
@@ -96,8 +121,8 @@ mod tests {
     #[test]
     fn a_family_outside_the_list_is_refused_naming_both() {
         let families = Families::new(["llama", "qwen3"]);
-        assert_eq!(families.check(Some("qwen3")), Ok(()));
-        let err = families.check(Some("gemma3n"));
+        assert_eq!(families.check(Some("qwen3"), &[]), Ok(()));
+        let err = families.check(Some("gemma3n"), &[]);
         assert_eq!(
             err.as_ref().map_err(ToString::to_string),
             Err(
@@ -113,9 +138,24 @@ mod tests {
 
     #[test]
     fn nothing_is_judged_without_a_list_or_a_model_type() {
-        assert_eq!(Families::unknown().check(Some("gemma3n")), Ok(()));
+        assert_eq!(Families::unknown().check(Some("gemma3n"), &[]), Ok(()));
         let families = Families::new(["llama"]);
-        assert_eq!(families.check(None), Ok(()));
-        assert_eq!(families.check(Some("")), Ok(()));
+        assert_eq!(families.check(None, &[]), Ok(()));
+        assert_eq!(families.check(Some(""), &[]), Ok(()));
+    }
+
+    #[test]
+    fn an_unknown_model_type_loads_by_a_known_architecture_as_in_the_engine() {
+        let families = Families::new(["llama"]).with_architectures(["LlamaForCausalLM"]);
+        let llama = ["LlamaForCausalLM".to_string()];
+        assert_eq!(families.check(Some("llama_custom"), &llama), Ok(()));
+        assert_eq!(families.check(None, &llama), Ok(()));
+        let mamba = ["MambaForCausalLM".to_string()];
+        let err = families.check(None, &mamba).unwrap_err();
+        assert_eq!(err.family(), "MambaForCausalLM");
+        assert_eq!(
+            families.check(Some("mamba"), &mamba).unwrap_err().family(),
+            "mamba"
+        );
     }
 }

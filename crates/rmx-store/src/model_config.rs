@@ -57,6 +57,19 @@ impl ModelConfig {
             .map(str::to_string)
     }
 
+    /// Every name in `architectures`.
+    pub fn architectures(&self) -> Vec<String> {
+        self.json
+            .get("architectures")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     pub fn model_type(&self) -> Option<String> {
         self.json
             .get("model_type")

@@ -109,5 +109,8 @@ pub fn store() -> Result<Store> {
     {
         config.free_space = std::sync::Arc::new(move |_| Ok(bytes));
     }
-    Ok(Store::new(config).with_families(Families::new(rmx_engine::supported_model_types())))
+    Ok(Store::new(config).with_families(
+        Families::new(rmx_engine::supported_model_types())
+            .with_architectures(rmx_engine::supported_architectures()),
+    ))
 }
