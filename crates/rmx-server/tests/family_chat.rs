@@ -15,7 +15,9 @@ use std::sync::OnceLock;
 
 use axum::http::StatusCode;
 use axum::Router;
-use common_api::{app, call, of_type, scripted_model, service, sse_chunks, sse_named, stream};
+use common_api::{
+    anthropic_deltas, app, call, chat_stream, of_type, scripted_model, service, sse_named, stream,
+};
 use serde_json::{json, Value};
 
 const THOUGHT: &str = "The user wants the weather.";
@@ -107,26 +109,15 @@ async fn openai_thinking_on_reasons_and_calls_the_tool(app: &Router, case: &Case
     check_args(args.expect("arguments"), &case.args);
 
     let sse = stream(app, "/v1/chat/completions", req).await;
-    let (mut reasoning, mut content, mut name, mut args) =
-        (String::new(), String::new(), String::new(), String::new());
-    let mut finish = Value::Null;
-    for c in sse_chunks(&sse) {
-        let delta = &c["choices"][0]["delta"];
-        reasoning.push_str(delta["reasoning_content"].as_str().unwrap_or(""));
-        content.push_str(delta["content"].as_str().unwrap_or(""));
-        for tc in delta["tool_calls"].as_array().into_iter().flatten() {
-            name.push_str(tc["function"]["name"].as_str().unwrap_or(""));
-            args.push_str(tc["function"]["arguments"].as_str().unwrap_or(""));
-        }
-        if !c["choices"][0]["finish_reason"].is_null() {
-            finish = c["choices"][0]["finish_reason"].clone();
-        }
-    }
-    assert_eq!(reasoning, THOUGHT, "{sse}");
-    assert!(!content.contains('<'), "markup in the content: {sse}");
-    assert_eq!(name, "get_weather", "{sse}");
-    check_args(&args, &case.args);
-    assert_eq!(finish, "tool_calls", "{sse}");
+    let streamed = chat_stream(&sse);
+    assert_eq!(streamed.reasoning, THOUGHT, "{sse}");
+    assert!(
+        !streamed.content.contains('<'),
+        "markup in the content: {sse}"
+    );
+    assert_eq!(streamed.names, "get_weather", "{sse}");
+    check_args(&streamed.args, &case.args);
+    assert_eq!(streamed.finish, "tool_calls", "{sse}");
 }
 
 async fn openai_thinking_off_answers_plainly(app: &Router, case: &Case) {
@@ -146,15 +137,7 @@ async fn openai_thinking_off_answers_plainly(app: &Router, case: &Case) {
     assert_eq!(body["choices"][0]["finish_reason"], "stop", "{body}");
 
     let sse = stream(app, "/v1/chat/completions", req).await;
-    let content: String = sse_chunks(&sse)
-        .iter()
-        .filter_map(|c| {
-            c["choices"][0]["delta"]["content"]
-                .as_str()
-                .map(String::from)
-        })
-        .collect();
-    assert_eq!(content, ANSWER, "{sse}");
+    assert_eq!(chat_stream(&sse).content, ANSWER, "{sse}");
 }
 
 async fn anthropic_thinking_on_and_off_and_a_tool_use(app: &Router, case: &Case) {
@@ -173,15 +156,13 @@ async fn anthropic_thinking_on_and_off_and_a_tool_use(app: &Router, case: &Case)
 
     let sse = stream(app, "/v1/messages", on).await;
     let events = sse_named(&sse);
-    let delta = |kind: &str, field: &str| -> String {
-        events
-            .iter()
-            .filter(|(name, data)| name == "content_block_delta" && data["delta"]["type"] == kind)
-            .filter_map(|(_, data)| data["delta"][field].as_str())
-            .collect()
-    };
-    assert_eq!(delta("thinking_delta", "thinking"), THOUGHT, "{sse}");
-    check_args(&delta("input_json_delta", "partial_json"), &case.args);
+    assert_eq!(
+        anthropic_deltas(&sse, "thinking_delta", "thinking"),
+        THOUGHT,
+        "{sse}"
+    );
+    let partial = anthropic_deltas(&sse, "input_json_delta", "partial_json");
+    check_args(&partial, &case.args);
     assert!(
         events
             .iter()
@@ -202,14 +183,11 @@ async fn anthropic_thinking_on_and_off_and_a_tool_use(app: &Router, case: &Case)
     assert_eq!(text[0]["text"], ANSWER, "{body}");
 
     let sse = stream(app, "/v1/messages", off).await;
-    let streamed: String = sse_named(&sse)
-        .iter()
-        .filter(|(name, data)| {
-            name == "content_block_delta" && data["delta"]["type"] == "text_delta"
-        })
-        .filter_map(|(_, data)| data["delta"]["text"].as_str().map(String::from))
-        .collect();
-    assert_eq!(streamed, ANSWER, "{sse}");
+    assert_eq!(
+        anthropic_deltas(&sse, "text_delta", "text"),
+        ANSWER,
+        "{sse}"
+    );
 }
 
 /// Every check on one family's model, on one service.

@@ -11,7 +11,9 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use axum::http::StatusCode;
-use common_api::{app, call, of_type, scripted_model, service, sse_chunks, sse_named, stream};
+use common_api::{
+    anthropic_deltas, app, call, chat_stream, of_type, scripted_model, service, sse_named, stream,
+};
 use serde_json::{json, Value};
 
 const CALL: &str = "<|channel|>commentary to=functions.get_weather <|constrain|>json\
@@ -80,24 +82,14 @@ async fn a_harmony_tool_call_is_a_call_on_openai_chat_whole_and_streamed() {
     );
 
     let sse = stream(&app, "/v1/chat/completions", req).await;
-    let chunks = sse_chunks(&sse);
-    let (mut name, mut args, mut content) = (String::new(), String::new(), String::new());
-    let mut finish = Value::Null;
-    for c in &chunks {
-        let delta = &c["choices"][0]["delta"];
-        content.push_str(delta["content"].as_str().unwrap_or(""));
-        for tc in delta["tool_calls"].as_array().into_iter().flatten() {
-            name.push_str(tc["function"]["name"].as_str().unwrap_or(""));
-            args.push_str(tc["function"]["arguments"].as_str().unwrap_or(""));
-        }
-        if !c["choices"][0]["finish_reason"].is_null() {
-            finish = c["choices"][0]["finish_reason"].clone();
-        }
-    }
-    assert_eq!(name, "get_weather", "{sse}");
-    paris(&args);
-    assert!(!content.contains("<|"), "markup in the content: {sse}");
-    assert_eq!(finish, "tool_calls", "{sse}");
+    let streamed = chat_stream(&sse);
+    assert_eq!(streamed.names, "get_weather", "{sse}");
+    paris(&streamed.args);
+    assert!(
+        !streamed.content.contains("<|"),
+        "markup in the content: {sse}"
+    );
+    assert_eq!(streamed.finish, "tool_calls", "{sse}");
 }
 
 #[tokio::test]
@@ -140,13 +132,7 @@ async fn a_harmony_tool_call_is_a_call_on_responses_anthropic_and_ollama() {
             && data["content_block"]["name"] == "get_weather"
     });
     assert!(tool_block, "{sse}");
-    let partial: String = events
-        .iter()
-        .filter(|(name, data)| {
-            name == "content_block_delta" && data["delta"]["type"] == "input_json_delta"
-        })
-        .filter_map(|(_, data)| data["delta"]["partial_json"].as_str())
-        .collect();
+    let partial = anthropic_deltas(&sse, "input_json_delta", "partial_json");
     paris(&partial);
 
     let (status, body) = call(
@@ -194,15 +180,7 @@ async fn a_harmony_analysis_message_is_reasoning_on_openai_and_anthropic() {
     );
 
     let sse = stream(&app, "/v1/chat/completions", req).await;
-    let reasoning: String = sse_chunks(&sse)
-        .into_iter()
-        .filter_map(|c| {
-            c["choices"][0]["delta"]["reasoning_content"]
-                .as_str()
-                .map(String::from)
-        })
-        .collect();
-    assert_eq!(reasoning, thought, "{sse}");
+    assert_eq!(chat_stream(&sse).reasoning, thought, "{sse}");
 
     let anthropic = json!({"model": thinking_model(), "max_tokens": 40, "temperature": 0,
                            "messages": messages()});
@@ -213,12 +191,6 @@ async fn a_harmony_analysis_message_is_reasoning_on_openai_and_anthropic() {
     assert_eq!(thinking[0]["thinking"], thought, "{body}");
 
     let sse = stream(&app, "/v1/messages", anthropic).await;
-    let streamed_thought: String = sse_named(&sse)
-        .iter()
-        .filter(|(name, data)| {
-            name == "content_block_delta" && data["delta"]["type"] == "thinking_delta"
-        })
-        .filter_map(|(_, data)| data["delta"]["thinking"].as_str().map(String::from))
-        .collect();
+    let streamed_thought = anthropic_deltas(&sse, "thinking_delta", "thinking");
     assert_eq!(streamed_thought, thought, "{sse}");
 }

@@ -207,6 +207,48 @@ pub fn sse_chunks(body: &str) -> Vec<Value> {
         .collect()
 }
 
+/// What an OpenAI chat stream carried, its deltas joined: reasoning, content, the tool calls'
+/// names and arguments, and the last finish reason.
+#[derive(Debug, Default)]
+pub struct ChatStream {
+    pub reasoning: String,
+    pub content: String,
+    pub names: String,
+    pub args: String,
+    pub finish: Value,
+}
+
+pub fn chat_stream(body: &str) -> ChatStream {
+    let mut out = ChatStream::default();
+    for c in sse_chunks(body) {
+        let delta = &c["choices"][0]["delta"];
+        out.reasoning
+            .push_str(delta["reasoning_content"].as_str().unwrap_or(""));
+        out.content
+            .push_str(delta["content"].as_str().unwrap_or(""));
+        for tc in delta["tool_calls"].as_array().into_iter().flatten() {
+            out.names
+                .push_str(tc["function"]["name"].as_str().unwrap_or(""));
+            out.args
+                .push_str(tc["function"]["arguments"].as_str().unwrap_or(""));
+        }
+        if !c["choices"][0]["finish_reason"].is_null() {
+            out.finish = c["choices"][0]["finish_reason"].clone();
+        }
+    }
+    out
+}
+
+/// An Anthropic stream's `content_block_delta`s of delta type `kind`, their `field` joined
+/// (`thinking_delta`/`thinking`, `text_delta`/`text`, `input_json_delta`/`partial_json`).
+pub fn anthropic_deltas(body: &str, kind: &str, field: &str) -> String {
+    sse_named(body)
+        .iter()
+        .filter(|(name, data)| name == "content_block_delta" && data["delta"]["type"] == kind)
+        .filter_map(|(_, data)| data["delta"][field].as_str().map(String::from))
+        .collect()
+}
+
 /// The items of the array `list` whose `type` is `kind` (Responses output, Anthropic content).
 pub fn of_type<'a>(list: &'a Value, kind: &str) -> Vec<&'a Value> {
     list.as_array()
