@@ -123,6 +123,11 @@ impl Config {
         Ok(sliding)
     }
 
+    /// The width of each layer's per-layer input (E2B/E4B); `None` when the model has none.
+    fn per_layer_dim(&self) -> Option<i32> {
+        self.hidden_size_per_layer_input.filter(|d| *d > 0)
+    }
+
     /// The rope settings of one layer type (`rope_parameters.full_attention` or
     /// `.sliding_attention`), with mlx-lm's defaults when the config has none.
     fn rope_params(&self, sliding: bool) -> Value {
@@ -390,12 +395,10 @@ fn load_text(
         .iter()
         .any(|s| k.contains(s))
     });
-    let per_layer_dim = c.hidden_size_per_layer_input.filter(|d| *d > 0);
     let mut layers = Vec::new();
     for i in 0..n {
         let p = format!("{root}.layers.{i}");
         let is_sliding = sliding[i as usize];
-        let shared = i >= first_shared && first_shared > 0;
         let kv_source = if i >= first_shared {
             Some(last_of_type[usize::from(is_sliding)].ok_or_else(|| {
                 config_error(
@@ -417,9 +420,9 @@ fn load_text(
                 w.discard(|k| k.starts_with(&prefix));
             }
         }
-        layers.push(load_layer(w, q, &c, &p, is_sliding, shared, kv_source)?);
+        layers.push(load_layer(w, q, &c, &p, is_sliding, kv_source)?);
     }
-    let per_layer = match per_layer_dim {
+    let per_layer = match c.per_layer_dim() {
         Some(d) => Some(PerLayerInputs {
             embed: Embedding::load(
                 w,
@@ -514,7 +517,6 @@ fn load_layer(
     c: &Config,
     p: &str,
     sliding: bool,
-    shared: bool,
     kv_source: Option<usize>,
 ) -> Result<Layer> {
     let eps = c.rms_norm_eps;
@@ -596,7 +598,8 @@ fn load_layer(
         head_dim,
         rope,
     };
-    let wide = if c.use_double_wide_mlp && shared {
+    // mlx-lm's double-wide MLP goes with KV sharing.
+    let wide = if c.use_double_wide_mlp && kv_source.is_some() {
         2
     } else {
         1
@@ -654,7 +657,7 @@ fn load_layer(
     } else {
         None
     };
-    let per_layer = match c.hidden_size_per_layer_input.filter(|d| *d > 0) {
+    let per_layer = match c.per_layer_dim() {
         Some(d) => Some(PerLayerGate {
             gate: Linear::load(w, q, &format!("{p}.per_layer_input_gate"), hidden, d, false)?,
             projection: Linear::load(w, q, &format!("{p}.per_layer_projection"), d, hidden, false)?,
@@ -737,7 +740,8 @@ impl CausalLm for Gemma4 {
                 None => None,
             };
             let shared = layer.kv_source.and_then(|j| kvs[j].clone());
-            let c = cache.get_mut(i).filter(|_| i < self.cached);
+            // KV-shared layers have none: the list holds the first `cached` layers' caches.
+            let c = cache.get_mut(i);
             let (y, kv) = layer.forward(&h, mask, c, shared.as_ref(), input.as_ref())?;
             h = y;
             kvs[i] = Some(kv);

@@ -100,7 +100,6 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
     common.tie_word_embeddings = c.tie_word_embeddings;
     let head_dim = c.hidden_size / c.num_attention_heads.max(1);
     let dims = (f64::from(head_dim) * c.partial_rotary_factor) as i32;
-    rope(&c, dims)?;
     let v = Variant::dense(
         false,
         false,
