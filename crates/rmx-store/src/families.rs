@@ -10,6 +10,8 @@ use std::sync::Arc;
 
 use serde::ser::{Serialize, SerializeStruct, Serializer};
 
+use crate::model_config::ModelConfig;
+
 #[derive(Debug, Clone, Default)]
 pub struct Families {
     /// `None`: not known (nothing is judged).
@@ -44,6 +46,11 @@ impl Families {
 
     pub fn is_known(&self) -> bool {
         self.supported.is_some()
+    }
+
+    /// [`Families::check`] on a config.json as read.
+    pub(crate) fn check_config(&self, config: &ModelConfig) -> Result<(), Unsupported> {
+        self.check(config.model_type().as_deref(), &config.architectures())
     }
 
     /// Judges a config.json as the engine's registry picks a family: by `model_type`, else by

@@ -87,10 +87,7 @@ pub(crate) fn info(store: &Store, name: &str) -> Result<ModelInfo, StoreError> {
         ModelConfig::default()
     };
     let model_type = config.model_type();
-    let cannot_load = store
-        .families()
-        .check(model_type.as_deref(), &config.architectures())
-        .err();
+    let cannot_load = store.families().check_config(&config).err();
     let hints = alias_hints.unwrap_or_else(|| ModelHints::guess(model_type.as_deref()));
 
     let mut parameters = None;

@@ -90,11 +90,7 @@ fn describe(
     let snapshot_dir = snapshot.as_ref().map(|(_, dir)| dir.as_path());
     let config = snapshot_dir.and_then(|dir| ModelConfig::read(&dir.join("config.json")).ok());
     let quantization = config.as_ref().and_then(|c| c.quantization());
-    let cannot_load = config.as_ref().and_then(|c| {
-        families
-            .check(c.model_type().as_deref(), &c.architectures())
-            .err()
-    });
+    let cannot_load = config.as_ref().and_then(|c| families.check_config(c).err());
     Ok(ModelEntry {
         cannot_load,
         name: aliases

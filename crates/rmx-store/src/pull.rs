@@ -195,7 +195,7 @@ async fn check_family(
     })?;
     store
         .families()
-        .check(config.model_type().as_deref(), &config.architectures())
+        .check_config(&config)
         .map_err(|unsupported| StoreError::UnsupportedFamily {
             repo: repo.to_string(),
             unsupported,
