@@ -874,6 +874,13 @@ def cmd_make(args):
     tmp.mkdir(parents=True)
 
     tok_dir = fixtures_dir() / f"tokenizer-{spec['tokenizer']}" / "models"
+    # The tokenizer.json is the fixture's own, byte for byte (hard-linked where possible:
+    # gemma3's is 33 MB), unless the spec renames tokens (`tokenizer_tokens`); written first,
+    # since a scripted model's chains are made of its tokens.
+    if spec.get("tokenizer_tokens"):
+        write_renamed_tokens(tok_dir / "tokenizer.json", tmp / "tokenizer.json", spec["tokenizer_tokens"])
+    else:
+        link_or_copy(tok_dir / "tokenizer.json", tmp / "tokenizer.json")
     added_tokens = read_added_tokens(tok_dir / "tokenizer.json")
     for t in added_tokens:
         if t["content"] in spec.get("tokenizer_tokens", {}):
@@ -896,13 +903,7 @@ def cmd_make(args):
     if args.scripts is not None:
         scripts += [tuple(pair) for pair in json.loads(args.scripts)]
     if scripts:
-        tok_json = tok_dir / "tokenizer.json"
-        if spec.get("tokenizer_tokens"):
-            tok_json = tmp / "script-tokenizer.json"
-            write_renamed_tokens(tok_dir / "tokenizer.json", tok_json, spec["tokenizer_tokens"])
-        script_weights(model, tok_json, scripts)
-        if tok_json.parent == tmp:
-            tok_json.unlink()
+        script_weights(model, tmp / "tokenizer.json", scripts)
 
     dtype = mx.float32 if quant == "f32" else mx.bfloat16
     # As mlx_lm.convert casts: all floating weights but those the model's cast_predicate keeps
@@ -954,13 +955,7 @@ def cmd_make(args):
             metadata={"format": "mlx"},
         )
 
-    # The tokenizer files are the fixture's own, byte for byte (hard-linked where possible:
-    # gemma3's tokenizer.json is 33 MB); only a missing chat template is added, and tokens a
-    # spec renames (`tokenizer_tokens`).
-    if spec.get("tokenizer_tokens"):
-        write_renamed_tokens(tok_dir / "tokenizer.json", tmp / "tokenizer.json", spec["tokenizer_tokens"])
-    else:
-        link_or_copy(tok_dir / "tokenizer.json", tmp / "tokenizer.json")
+    # The tokenizer config too, with a chat template added where the fixture has none.
     if spec["template"] is None:
         link_or_copy(tok_dir / "tokenizer_config.json", tmp / "tokenizer_config.json")
     else:
