@@ -30,6 +30,12 @@ pub struct RunningModel {
     /// Requests running on it now.
     #[serde(default)]
     pub active: usize,
+    /// Sequences its engine is prefilling or decoding now.
+    #[serde(default)]
+    pub running: usize,
+    /// Prefilled sequences waiting for a row in the engine's full batch (`RMX_MAX_BATCH`).
+    #[serde(default)]
+    pub waiting: usize,
     /// Its kinds of decoder layer and how a decode step runs each, in layer order
     /// ("20× attention + moe (MLX ops)"); empty while loading.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

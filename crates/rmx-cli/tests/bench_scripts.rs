@@ -61,16 +61,10 @@ fn logits_check_runs_on_the_cpu_and_finds_rmx_where_mlx_lm_is() {
     }
 }
 
-/// scripts/bench/agent_turn.py against the real daemon (`rmx serve`) on the tiny model with a
-/// plain chat template: the second turn is served from the prefix cache, and the script reads
-/// rmx's streamed usage.
-#[test]
-fn agent_turn_runs_against_rmx_serve_and_sees_the_cached_prefix() {
-    let python = engine_common::python();
-    let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/bench");
-    let tmp = tempfile::tempdir().unwrap();
-    let model = tmp.path().join("tiny-chat");
-    let made = Command::new(&python)
+/// mlx_side.py's tiny model with a plain chat template, in `dir`.
+fn chat_model(python: &str, scripts: &Path, dir: &Path) -> std::path::PathBuf {
+    let model = dir.join("tiny-chat");
+    let made = Command::new(python)
         .arg(scripts.join("mlx_side.py"))
         .args(["make", "--shape", "tiny", "--quant", "bf16", "--out"])
         .arg(&model)
@@ -88,6 +82,17 @@ fn agent_turn_runs_against_rmx_serve_and_sees_the_cached_prefix() {
         "{% for m in messages %}t2 {{ m['content'] }} t3 {% endfor %}{% if add_generation_prompt %}t4{% endif %}"
     );
     std::fs::write(&config_path, config.to_string()).unwrap();
+    model
+}
+
+/// Runs `script` with `args` against a fresh `rmx serve` (home under `dir`) serving `model`.
+fn against_rmx_serve(
+    python: &str,
+    script: &Path,
+    dir: &Path,
+    model: &Path,
+    args: &[&str],
+) -> std::process::Output {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -95,7 +100,7 @@ fn agent_turn_runs_against_rmx_serve_and_sees_the_cached_prefix() {
         .port();
     let mut server = Command::new(env!("CARGO_BIN_EXE_rmx"))
         .args(["serve", "--port", &port.to_string()])
-        .env("RMX_HOME", tmp.path().join("home"))
+        .env("RMX_HOME", dir.join("home"))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -105,31 +110,56 @@ fn agent_turn_runs_against_rmx_serve_and_sees_the_cached_prefix() {
         std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
     });
     let out = up.then(|| {
-        Command::new(&python)
-            .arg(scripts.join("agent_turn.py"))
+        Command::new(python)
+            .arg(script)
             .args(["--url", &format!("http://127.0.0.1:{port}/v1"), "--model"])
-            .arg(&model)
-            .args([
-                "--prompt-words",
-                "120",
-                "--new-words",
-                "10",
-                "--max-tokens",
-                "4",
-            ])
-            .args(["--runs", "1", "--json", "--synthetic-vocab", "1000"])
+            .arg(model)
+            .args(args)
             .output()
             .unwrap()
     });
     let _ = server.kill();
     let _ = server.wait();
     let out = out.expect("rmx serve did not listen");
-    let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
-        "{text}\n{}",
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    out
+}
+
+/// scripts/bench/agent_turn.py against the real daemon (`rmx serve`) on the tiny model with a
+/// plain chat template: the second turn is served from the prefix cache, and the script reads
+/// rmx's streamed usage.
+#[test]
+fn agent_turn_runs_against_rmx_serve_and_sees_the_cached_prefix() {
+    let python = engine_common::python();
+    let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/bench");
+    let tmp = tempfile::tempdir().unwrap();
+    let model = chat_model(&python, &scripts, tmp.path());
+    let args = [
+        "--prompt-words",
+        "120",
+        "--new-words",
+        "10",
+        "--max-tokens",
+        "4",
+        "--runs",
+        "1",
+        "--json",
+        "--synthetic-vocab",
+        "1000",
+    ];
+    let out = against_rmx_serve(
+        &python,
+        &scripts.join("agent_turn.py"),
+        tmp.path(),
+        &model,
+        &args,
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
     let summary: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
     let first = summary["first_prompt_tokens"].as_u64().unwrap();
     let cached = summary["second_cached_tokens"].as_u64().unwrap();
@@ -139,4 +169,41 @@ fn agent_turn_runs_against_rmx_serve_and_sees_the_cached_prefix() {
         summary["second_prompt_tokens"].as_u64().unwrap() > cached,
         "{summary}"
     );
+}
+
+/// scripts/bench/streams.py against the real daemon: concurrent streams all finish, and the
+/// script reports each concurrency's tokens and times.
+#[test]
+fn concurrent_streams_run_against_rmx_serve() {
+    let python = engine_common::python();
+    let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/bench");
+    let tmp = tempfile::tempdir().unwrap();
+    let model = chat_model(&python, &scripts, tmp.path());
+    let args = [
+        "--streams",
+        "1,3",
+        "--prompt-words",
+        "20",
+        "--max-tokens",
+        "6",
+        "--json",
+        "--synthetic-vocab",
+        "1000",
+    ];
+    let out = against_rmx_serve(
+        &python,
+        &scripts.join("streams.py"),
+        tmp.path(),
+        &model,
+        &args,
+    );
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rows.len(), 2);
+    for (row, n) in rows.iter().zip([1u64, 3]) {
+        assert_eq!(row["streams"], n, "{row}");
+        let tokens = row["completion_tokens"].as_u64().unwrap();
+        // Each stream gets at least its first token and at most max_tokens (an EOS may end one).
+        assert!((n..=6 * n).contains(&tokens), "{row}");
+        assert!(row["ttft_p95_s"].as_f64().unwrap() >= row["ttft_median_s"].as_f64().unwrap());
+    }
 }

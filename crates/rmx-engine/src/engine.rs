@@ -15,10 +15,11 @@ use rmx_text::template::ChatTemplate;
 use rmx_text::tokenizer::Tokenizer;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
+use crate::batch::Batch;
 use crate::error::{EngineError, Result};
 use crate::prefix_cache::PrefixCache;
 use crate::request::{Event, GenerateRequest};
-use crate::sequence::{Prefix, Progress, Sequence, Start};
+use crate::sequence::{Prefix, Prep, Progress, Sequence, Start, PREFILL_CHUNK};
 
 enum Command {
     Generate(GenerateRequest, UnboundedSender<Event>, Instant),
@@ -35,7 +36,23 @@ pub struct Engine {
     pub(crate) tokenizer: Arc<Tokenizer>,
     pub(crate) template: Option<ChatTemplate>,
     info: ModelInfo,
-    active: Arc<AtomicUsize>,
+    load: Arc<Load>,
+}
+
+/// What the engine thread is doing, for `rmx ps` and the daemon's metrics.
+#[derive(Default)]
+struct Load {
+    /// Sequences being prefilled or decoded.
+    running: AtomicUsize,
+    /// Prefilled sequences waiting for a row in the batch (it is full).
+    waiting: AtomicUsize,
+}
+
+impl Load {
+    fn set(&self, running: usize, waiting: usize) {
+        self.running.store(running, Ordering::Relaxed);
+        self.waiting.store(waiting, Ordering::Relaxed);
+    }
 }
 
 impl std::fmt::Debug for Engine {
@@ -44,9 +61,34 @@ impl std::fmt::Debug for Engine {
     }
 }
 
+/// How an engine schedules: set from the environment by [`Engine::load`], or by the caller.
+#[derive(Debug, Clone, Copy)]
+pub struct EngineOptions {
+    /// The most sequences one decode step runs (`RMX_MAX_BATCH`); prefilled sequences past it
+    /// wait for a row. 1 decodes sequences one at a time, round robin.
+    pub max_batch: usize,
+    /// Bytes the prefix cache may hold (`RMX_PREFIX_CACHE_MB`); 0 turns it off.
+    pub prefix_cache_bytes: usize,
+}
+
+impl EngineOptions {
+    pub fn from_env() -> EngineOptions {
+        EngineOptions {
+            max_batch: crate::batch::max_rows_from_env(),
+            prefix_cache_bytes: crate::prefix_cache::budget_from_env(),
+        }
+    }
+}
+
 impl Engine {
-    /// Loads the model in `dir` on a new engine thread and returns once it is ready.
+    /// Loads the model in `dir` on a new engine thread and returns once it is ready, with
+    /// options from the environment.
     pub fn load(dir: &Path) -> Result<Engine> {
+        Engine::load_with(dir, EngineOptions::from_env())
+    }
+
+    /// [`Engine::load`] with these options.
+    pub fn load_with(dir: &Path, options: EngineOptions) -> Result<Engine> {
         let tokenizer =
             Arc::new(
                 Tokenizer::from_dir(dir).map_err(|source| EngineError::Tokenizer {
@@ -62,8 +104,8 @@ impl Engine {
         let (ready_tx, ready_rx) = mpsc::channel::<Result<ModelInfo>>();
         let thread_dir = dir.to_path_buf();
         let thread_tok = tokenizer.clone();
-        let active = Arc::new(AtomicUsize::new(0));
-        let thread_active = active.clone();
+        let load = Arc::new(Load::default());
+        let thread_load = load.clone();
         let name = dir
             .file_name()
             .map_or("model".into(), |n| n.to_string_lossy().to_string());
@@ -72,7 +114,7 @@ impl Engine {
             .spawn(move || match rmx_models::load(&thread_dir) {
                 Ok(model) => {
                     let _ = ready_tx.send(Ok(model.info().clone()));
-                    run(model.as_ref(), &thread_tok, rx, &thread_active);
+                    run(model.as_ref(), &thread_tok, rx, &thread_load, options);
                 }
                 Err(e) => {
                     let _ = ready_tx.send(Err(e.into()));
@@ -97,13 +139,24 @@ impl Engine {
             tokenizer,
             template,
             info,
-            active,
+            load,
         })
     }
 
-    /// Sequences the engine thread is working on now (cancelled ones leave within one step).
+    /// Sequences the engine thread holds now, running or waiting (cancelled ones leave within
+    /// one step).
     pub fn active_sequences(&self) -> usize {
-        self.active.load(Ordering::Relaxed)
+        self.running_sequences() + self.waiting_sequences()
+    }
+
+    /// Sequences being prefilled or decoded.
+    pub fn running_sequences(&self) -> usize {
+        self.load.running.load(Ordering::Relaxed)
+    }
+
+    /// Prefilled sequences waiting for a row in the full batch (`RMX_MAX_BATCH`).
+    pub fn waiting_sequences(&self) -> usize {
+        self.load.waiting.load(Ordering::Relaxed)
     }
 
     pub fn info(&self) -> &ModelInfo {
@@ -157,18 +210,27 @@ impl Drop for Engine {
     }
 }
 
-/// The scheduler loop: admit new requests, then give every live sequence one unit of work,
-/// round robin, until none is left; then sleep on the channel.
+/// The scheduler loop. Each turn admits new requests, gives sequences that run alone one unit
+/// of work (prefill chunks, under a per-turn token budget while the batch decodes), moves
+/// prefilled ones into the batch while it has room, and runs one batch step; then it sleeps on
+/// the channel when nothing is left.
 fn run(
     model: &dyn CausalLm,
     tokenizer: &Arc<Tokenizer>,
     rx: Receiver<Command>,
-    count: &AtomicUsize,
+    load: &Load,
+    options: EngineOptions,
 ) {
-    let mut active: Vec<Sequence> = Vec::new();
+    // Sequences that run alone: prefilling ones, and ones that never batch.
+    let mut solo: Vec<Sequence> = Vec::new();
+    // Prefilled, waiting for a row in the batch.
+    let mut ready: Vec<Sequence> = Vec::new();
+    let mut batch = Batch::default();
+    let max_rows = options.max_batch.max(1);
+    let batching = model.batches() && max_rows > 1;
     // Built on the first constrained request: most engines never need it.
     let mut vocab: Option<Arc<TokenBytes>> = None;
-    let mut prefixes = PrefixCache::new(crate::prefix_cache::budget_from_env());
+    let mut prefixes = PrefixCache::new(options.prefix_cache_bytes);
     let trimmable = model.make_cache().iter().all(LayerCache::is_trimmable);
     let mut ctx = Admit {
         model,
@@ -178,7 +240,8 @@ fn run(
         snapshot_prefill: !trimmable,
     };
     loop {
-        let next = if active.is_empty() {
+        let idle = solo.is_empty() && ready.is_empty() && batch.is_empty();
+        let next = if idle {
             match rx.recv() {
                 Ok(c) => Some(c),
                 Err(_) => return,
@@ -187,39 +250,66 @@ fn run(
             rx.try_recv().ok()
         };
         if let Some(cmd) = next {
-            ctx.admit(cmd, &mut active);
+            ctx.admit(cmd, &mut solo);
             while let Ok(cmd) = rx.try_recv() {
-                ctx.admit(cmd, &mut active);
+                ctx.admit(cmd, &mut solo);
             }
         }
-        active.retain(|s| !s.is_cancelled());
-        count.store(active.len(), Ordering::Relaxed);
+        solo.retain(|s| !s.is_cancelled());
+        ready.retain(|s| !s.is_cancelled());
+        load.set(solo.len() + batch.live(), ready.len());
+        let mut budget = PREFILL_CHUNK;
         let mut i = 0;
-        while i < active.len() {
-            match active[i].advance(model) {
+        while i < solo.len() {
+            if batching && solo[i].batches() {
+                let left = solo[i].prefill_left();
+                if left > 0 && budget == 0 && !batch.is_empty() {
+                    i += 1;
+                    continue;
+                }
+                match solo[i].prepare(model) {
+                    Ok(Prep::Working) => {
+                        budget = budget.saturating_sub(left.min(PREFILL_CHUNK));
+                        i += 1;
+                    }
+                    Ok(Prep::Ready) => {
+                        let mut s = solo.swap_remove(i);
+                        if let Some((tokens, cache)) = s.take_snapshot() {
+                            ctx.prefixes.insert(tokens, cache);
+                        }
+                        ready.push(s);
+                    }
+                    Ok(Prep::Finished) => ctx.retire(solo.swap_remove(i)),
+                    Err(e) => {
+                        solo[i].fail(e.to_string());
+                        solo.swap_remove(i);
+                    }
+                }
+                continue;
+            }
+            match solo[i].advance(model) {
                 Ok(Progress::Working) => {
-                    if let Some((tokens, cache)) = active[i].take_snapshot() {
+                    if let Some((tokens, cache)) = solo[i].take_snapshot() {
                         ctx.prefixes.insert(tokens, cache);
                     }
                     i += 1;
                 }
-                Ok(Progress::Finished) => {
-                    let done = active.swap_remove(i);
-                    if ctx.prefixes.is_enabled() {
-                        // A cache that cannot be evaluated is simply not kept.
-                        if let Ok(Some((tokens, cache))) = done.into_entry() {
-                            ctx.prefixes.insert(tokens, cache);
-                        }
-                    }
-                }
+                Ok(Progress::Finished) => ctx.retire(solo.swap_remove(i)),
                 Err(e) => {
-                    active[i].fail(e.to_string());
-                    active.swap_remove(i);
+                    solo[i].fail(e.to_string());
+                    solo.swap_remove(i);
                 }
             }
         }
-        count.store(active.len(), Ordering::Relaxed);
-        if active.is_empty() {
+        if !ready.is_empty() || !batch.is_empty() {
+            let room = max_rows.saturating_sub(batch.live()).min(ready.len());
+            let joiners: Vec<Sequence> = ready.drain(..room).collect();
+            if let Err(e) = batch.step(model, joiners, ctx.prefixes) {
+                batch.fail_all(&e.to_string());
+            }
+        }
+        load.set(solo.len() + batch.live(), ready.len());
+        if solo.is_empty() && ready.is_empty() && batch.is_empty() {
             rmx_mlx::clear_cache();
         }
     }
@@ -236,6 +326,16 @@ struct Admit<'a> {
 }
 
 impl Admit<'_> {
+    /// A finished sequence's cache goes to the prefix cache.
+    fn retire(&mut self, done: Sequence) {
+        if self.prefixes.is_enabled() {
+            // A cache that cannot be evaluated is simply not kept.
+            if let Ok(Some((tokens, cache))) = done.into_entry() {
+                self.prefixes.insert(tokens, cache);
+            }
+        }
+    }
+
     fn admit(&mut self, cmd: Command, active: &mut Vec<Sequence>) {
         let Command::Generate(req, tx, at) = cmd;
         let bytes = req.constraint.as_ref().map(|_| {

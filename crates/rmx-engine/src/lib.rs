@@ -2,6 +2,7 @@
 //! sequences submitted to it (prefill in chunks, decode with the next step always queued),
 //! samples on the device, and streams text, token ids, logprobs and usage back.
 
+mod batch;
 pub mod bench;
 mod engine;
 mod error;
@@ -12,7 +13,7 @@ mod request;
 pub mod sampler;
 mod sequence;
 
-pub use engine::Engine;
+pub use engine::{Engine, EngineOptions};
 pub use error::{EngineError, Result};
 pub use family::{check_family, supported_architectures, supported_model_types};
 pub use prefix_cache::budget_from_env as prefix_cache_budget;

@@ -29,11 +29,32 @@ pub enum Progress {
     Finished,
 }
 
-struct Pending {
-    choice: Choice,
+/// Where a sequence bound for the batch stands after a unit of prefill work.
+pub enum Prep {
+    Working,
+    /// Prefilled: the next decode step can run in the batch, feeding [`Sequence::take_feed`].
+    Ready,
+    Finished,
+}
+
+pub struct Pending {
+    pub choice: Choice,
     /// `(ids, logprobs)` of the top alternatives, `[n]` each.
     top: Option<(Array, Array)>,
     chosen_lp: Option<Array>,
+}
+
+impl Pending {
+    /// The logprob arrays to evaluate with the step.
+    pub fn outputs(&self) -> Vec<&Array> {
+        let mut outs: Vec<&Array> = Vec::new();
+        if let Some((a, b)) = &self.top {
+            outs.push(a);
+            outs.push(b);
+        }
+        outs.extend(self.chosen_lp.iter());
+        outs
+    }
 }
 
 pub struct Sequence {
@@ -58,6 +79,9 @@ pub struct Sequence {
     /// prefix cache, and hand the copy over once ([`Sequence::take_snapshot`]).
     snapshot_prefill: bool,
     snapshot: Option<(Vec<u32>, Vec<LayerCache>)>,
+    /// The token the next batch step feeds: the prompt's last, or the first generated one
+    /// when that step ran alone (a sequence with nothing prefilled has no cache to merge).
+    feed: Option<Array>,
 }
 
 /// How a sequence starts: when it was asked for, the prefix cache's part in it.
@@ -144,6 +168,7 @@ impl Sequence {
             emitted: Vec::new(),
             snapshot_prefill,
             snapshot: None,
+            feed: None,
             pending: None,
             generated: 0,
             submitted,
@@ -163,6 +188,82 @@ impl Sequence {
         let _ = self.tx.send(Event::Error(message));
     }
 
+    /// Whether this sequence can decode in the batch: a constrained one reads each token before
+    /// the next step's mask exists, so it runs alone.
+    pub fn batches(&self) -> bool {
+        self.constraint.is_none()
+    }
+
+    /// Nothing but the plain greedy choice (no penalties, bias or logprobs): a batch step takes
+    /// such rows' tokens with one argmax over all of them.
+    pub fn is_plain_greedy(&self) -> bool {
+        let p = &self.req.sampling;
+        p.is_greedy()
+            && p.logit_bias.is_empty()
+            && !p.has_penalties()
+            && self.req.top_logprobs.is_none()
+            && self.constraint.is_none()
+    }
+
+    /// One unit of work towards decoding in the batch: a prefill chunk, or the first step alone
+    /// when nothing is prefilled (a one-token prompt).
+    pub fn prepare(&mut self, model: &dyn CausalLm) -> Result<Prep> {
+        let total = self.req.prompt.len();
+        if total - self.prefilled > 1 {
+            self.prefill_chunk(model)?;
+            return Ok(Prep::Working);
+        }
+        self.snapshot_prompt()?;
+        if self.prefilled > 0 {
+            let last = self.req.prompt[total - 1];
+            self.feed = Some(Array::from_slice(&[last], &[1])?);
+            return Ok(Prep::Ready);
+        }
+        let last = self.req.prompt[total - 1];
+        let first = self.step(model, &Array::from_slice(&[last], &[1, 1])?)?;
+        if self.emit(&first)? {
+            return Ok(Prep::Finished);
+        }
+        self.feed = Some(first.choice.token);
+        Ok(Prep::Ready)
+    }
+
+    /// Prompt tokens still to prefill before the sequence can decode.
+    pub fn prefill_left(&self) -> usize {
+        self.req.prompt.len().saturating_sub(self.prefilled + 1)
+    }
+
+    /// The token the first batch step feeds, `[1]` u32.
+    pub fn take_feed(&mut self) -> Option<Array> {
+        self.feed.take()
+    }
+
+    /// The cache, for merging into the batch (the sequence keeps an empty one).
+    pub fn take_cache(&mut self) -> Vec<LayerCache> {
+        std::mem::take(&mut self.cache)
+    }
+
+    /// The tokens this sequence's cache has read once each generated token has been fed: its
+    /// prompt, then what it generated.
+    pub fn read_tokens(&self) -> Vec<u32> {
+        let mut t = self.req.prompt.clone();
+        t.extend(&self.emitted);
+        t
+    }
+
+    fn snapshot_prompt(&mut self) -> Result<()> {
+        if self.snapshot_prefill && self.prefilled > self.cached {
+            self.snapshot_prefill = false;
+            let cache = self
+                .cache
+                .iter()
+                .map(LayerCache::snapshot)
+                .collect::<rmx_models::Result<Vec<_>>>()?;
+            self.snapshot = Some((self.req.prompt[..self.prefilled].to_vec(), cache));
+        }
+        Ok(())
+    }
+
     /// Does one unit of work.
     pub fn advance(&mut self, model: &dyn CausalLm) -> Result<Progress> {
         let total = self.req.prompt.len();
@@ -171,15 +272,7 @@ impl Sequence {
                 self.prefill_chunk(model)?;
                 return Ok(Progress::Working);
             }
-            if self.snapshot_prefill && self.prefilled > self.cached {
-                self.snapshot_prefill = false;
-                let cache = self
-                    .cache
-                    .iter()
-                    .map(LayerCache::snapshot)
-                    .collect::<rmx_models::Result<Vec<_>>>()?;
-                self.snapshot = Some((self.req.prompt[..self.prefilled].to_vec(), cache));
-            }
+            self.snapshot_prompt()?;
             let last = self.req.prompt[total - 1];
             let first = self.step(model, &Array::from_slice(&[last], &[1, 1])?)?;
             self.pending = Some(first);
@@ -230,12 +323,23 @@ impl Sequence {
         let logits = model.lm_head(&hidden)?;
         let l = logits.dim(1);
         let logits = logits.slice_axis(1, l - 1, l)?.squeeze(&[1])?;
+        let pending = self.sample(&logits)?;
+        let mut outs: Vec<&Array> = vec![&pending.choice.token, &pending.choice.logprobs];
+        outs.extend(pending.outputs());
+        outs.extend(self.sampler.state());
+        rmx_mlx::async_eval(&outs)?;
+        Ok(pending)
+    }
+
+    /// Chooses the next token from this sequence's `[1, vocab]` logits, lazily: the caller
+    /// evaluates the choice's arrays, [`Pending::outputs`] and [`Sequence::sampler_state`].
+    pub fn sample(&mut self, logits: &Array) -> Result<Pending> {
         let left = self.req.max_tokens.saturating_sub(self.generated);
         let mask = match self.constraint.as_mut() {
             Some(c) => Some(c.mask(left)?),
             None => None,
         };
-        let choice = self.sampler.choose_within(&logits, mask.as_ref())?;
+        let choice = self.sampler.choose_within(logits, mask.as_ref())?;
         let (top, chosen_lp) = match self.req.top_logprobs {
             Some(n) => {
                 let lp = choice.logprobs.reshape(&[-1])?;
@@ -254,19 +358,16 @@ impl Sequence {
             }
             None => (None, None),
         };
-        let mut outs: Vec<&Array> = vec![&choice.token, &choice.logprobs];
-        outs.extend(self.sampler.state());
-        if let Some((a, b)) = &top {
-            outs.push(a);
-            outs.push(b);
-        }
-        outs.extend(chosen_lp.iter());
-        rmx_mlx::async_eval(&outs)?;
         Ok(Pending {
             choice,
             top,
             chosen_lp,
         })
+    }
+
+    /// The sampler's arrays that carry over to the next step.
+    pub fn sampler_state(&self) -> Vec<&Array> {
+        self.sampler.state()
     }
 
     /// The copy of the cache taken where the prompt's prefill ended, once.
@@ -294,6 +395,12 @@ impl Sequence {
     /// Reads the pending token and sends it; true when the generation is over.
     fn emit(&mut self, p: &Pending) -> Result<bool> {
         let id = p.choice.token.item::<u32>()?;
+        self.emit_token(id, Some(p))
+    }
+
+    /// Sends token `id` (with `p`'s logprobs, when it was sampled alone); true when the
+    /// generation is over.
+    pub fn emit_token(&mut self, id: u32, p: Option<&Pending>) -> Result<bool> {
         self.emitted.push(id);
         if self.first_token.is_none() {
             self.first_token = Some(Instant::now());
@@ -306,8 +413,8 @@ impl Sequence {
             self.finish(FinishReason::Stop, None, String::new());
             return Ok(true);
         }
-        let logprob = match (&p.chosen_lp, &p.top) {
-            (Some(c), top) => {
+        let logprob = match p.map(|p| (&p.chosen_lp, &p.top)) {
+            Some((Some(c), top)) => {
                 let mut alts = Vec::new();
                 if let Some((ids, lps)) = top {
                     let ids = ids.to_vec::<u32>()?;

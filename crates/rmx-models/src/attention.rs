@@ -166,6 +166,11 @@ impl Attention {
         })
     }
 
+    /// Whether rows at different positions rotate in one call (a batch can use this block).
+    pub fn rotates_rows(&self) -> bool {
+        self.rope.rotates_rows()
+    }
+
     fn heads_first(&self, x: &Array, heads: i32, norm: Option<&RmsNorm>) -> Result<Array> {
         let s = x.shape();
         let mut x = x.reshape(&[s[0], s[1], heads, -1])?;
@@ -224,12 +229,21 @@ impl Attention {
                         let q = self.heads_first(&q, self.heads, self.q_norm.as_ref())?;
                         let k = self.heads_first(&k, self.kv_heads, self.k_norm.as_ref())?;
                         let v = self.heads_first(&v, self.kv_heads, None)?;
-                        let offset = cache.offset();
-                        (
-                            self.rope.forward(&q, offset)?,
-                            self.rope.forward(&k, offset)?,
-                            v,
-                        )
+                        match cache.row_positions() {
+                            Some(pos) => (
+                                self.rope.forward_rows(&q, pos)?,
+                                self.rope.forward_rows(&k, pos)?,
+                                v,
+                            ),
+                            None => {
+                                let offset = cache.offset();
+                                (
+                                    self.rope.forward(&q, offset)?,
+                                    self.rope.forward(&k, offset)?,
+                                    v,
+                                )
+                            }
+                        }
                     }
                 };
                 let (k, v) = cache.update_and_fetch(&k, &v)?;

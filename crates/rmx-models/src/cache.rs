@@ -4,9 +4,10 @@
 
 use rmx_mlx::{concatenate, Array, Dtype};
 
-use crate::error::Result;
+pub use crate::batch_cache::BatchKvCache;
+use crate::error::{ModelError, Result};
 
-const STEP: i32 = 256;
+pub(crate) const STEP: i32 = 256;
 
 /// The mask an attention call uses, as mlx-lm passes it to `scaled_dot_product_attention`.
 pub enum AttnMask {
@@ -38,11 +39,11 @@ pub fn causal_mask(n: i32, offset: i32, window: Option<i32>) -> Result<Array> {
     Ok(Array::from_slice(&m, &[n, cols])?)
 }
 
-fn seq_slice(a: &Array, start: i32, stop: i32) -> Result<Array> {
+pub(crate) fn seq_slice(a: &Array, start: i32, stop: i32) -> Result<Array> {
     Ok(a.slice_axis(2, start, stop)?)
 }
 
-fn write_at(dst: &Array, src: &Array, at: i32) -> Result<Array> {
+pub(crate) fn write_at(dst: &Array, src: &Array, at: i32) -> Result<Array> {
     let s = src.shape();
     let start = [0, 0, at, 0];
     let stop = [s[0], s[1], at + s[2], s[3]];
@@ -56,8 +57,8 @@ fn zeros_like_steps(like: &Array, len: i32) -> Result<Array> {
 
 #[derive(Default)]
 pub struct KvCache {
-    keys: Option<Array>,
-    values: Option<Array>,
+    pub(crate) keys: Option<Array>,
+    pub(crate) values: Option<Array>,
     pub offset: i32,
 }
 
@@ -373,14 +374,27 @@ pub enum LayerCache {
     Full(KvCache),
     Rotating(RotatingKvCache),
     Recurrent(RecurrentCache),
+    /// Several sequences' full caches decoded together (batch_cache.rs).
+    Batch(BatchKvCache),
 }
 
 impl LayerCache {
+    /// Positions read (a batch's: its longest row's).
     pub fn offset(&self) -> i32 {
         match self {
             LayerCache::Full(c) => c.offset,
             LayerCache::Rotating(c) => c.offset,
             LayerCache::Recurrent(c) => c.offset,
+            LayerCache::Batch(c) => c.offset(),
+        }
+    }
+
+    /// Each row's next position, `[B]` int32, when the rows differ (a batch); `None` when
+    /// every row is at [`LayerCache::offset`].
+    pub fn row_positions(&self) -> Option<&Array> {
+        match self {
+            LayerCache::Batch(c) => Some(c.positions()),
+            _ => None,
         }
     }
 
@@ -388,6 +402,7 @@ impl LayerCache {
         match self {
             LayerCache::Full(c) => c.update_and_fetch(k, v),
             LayerCache::Rotating(c) => c.update_and_fetch(k, v),
+            LayerCache::Batch(c) => c.update_and_fetch(k, v),
             LayerCache::Recurrent(_) => {
                 unreachable!("an attention layer got a recurrent cache (make_cache's bug)")
             }
@@ -402,6 +417,8 @@ impl LayerCache {
                 None => Ok(c.mask(n)),
             },
             LayerCache::Rotating(c) => c.mask(n, window),
+            // Sliding windows never batch (batch_cache::batches).
+            LayerCache::Batch(c) => c.mask(n),
             // mlx-lm's create_ssm_mask: no padding at batch 1, so no mask.
             LayerCache::Recurrent(_) => Ok(AttnMask::None),
         }
@@ -413,6 +430,7 @@ impl LayerCache {
             LayerCache::Full(c) => c.state(),
             LayerCache::Rotating(c) => c.state(),
             LayerCache::Recurrent(c) => c.state(),
+            LayerCache::Batch(c) => c.state(),
         }
     }
 
@@ -454,6 +472,11 @@ impl LayerCache {
                 state: copy(&c.state)?,
                 offset: c.offset,
             }),
+            LayerCache::Batch(_) => {
+                return Err(ModelError::Batch(
+                    "a batch is copied row by row (batch_cache::row)".into(),
+                ))
+            }
         })
     }
 

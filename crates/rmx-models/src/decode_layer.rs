@@ -309,7 +309,9 @@ pub(crate) fn forward_group(
     // Every cache at the same step with the same capacity, so each grows (or not) alike.
     let step = match &caches[0] {
         LayerCache::Full(kv) => (kv.offset, kv.capacity()),
-        LayerCache::Rotating(_) | LayerCache::Recurrent(_) => return Ok(None),
+        LayerCache::Rotating(_) | LayerCache::Recurrent(_) | LayerCache::Batch(_) => {
+            return Ok(None)
+        }
     };
     let same_step = caches
         .iter()

@@ -36,6 +36,10 @@ pub enum ModelError {
         #[source]
         source: rmx_mlx::Error,
     },
+    /// Caches that cannot be decoded together (different kinds of layer, or a kind that does
+    /// not batch): the engine's bug, never the user's.
+    #[error("cannot batch these caches: {0}")]
+    Batch(String),
     #[error(transparent)]
     Mlx(#[from] rmx_mlx::Error),
 }

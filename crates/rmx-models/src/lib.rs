@@ -2,6 +2,7 @@
 //! written to match mlx-lm's op for op, and a registry that picks the family from config.json.
 
 mod attention;
+pub mod batch_cache;
 pub mod cache;
 mod config;
 mod decode_layer;

@@ -399,6 +399,16 @@ impl CausalLm for Llama {
             .collect()
     }
 
+    fn batches(&self) -> bool {
+        !self.sliding.iter().any(|s| *s)
+            && self
+                .layers
+                .iter()
+                .filter_map(|l| l.mixer.attention())
+                .all(|a| a.rotates_rows())
+            && crate::batch_cache::batches(&self.make_cache())
+    }
+
     fn info(&self) -> &ModelInfo {
         &self.info
     }

@@ -35,5 +35,11 @@ pub trait CausalLm {
     /// A fresh cache for one sequence.
     fn make_cache(&self) -> Vec<LayerCache>;
 
+    /// Whether several sequences' caches can be merged (batch_cache.rs) and decoded in one
+    /// forward: no sliding windows, no rope that depends on the position itself.
+    fn batches(&self) -> bool {
+        false
+    }
+
     fn info(&self) -> &ModelInfo;
 }

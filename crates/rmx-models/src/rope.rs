@@ -244,6 +244,38 @@ impl Rope {
         }))
     }
 
+    /// Whether rows at different positions can be rotated in one call: not with a dynamic
+    /// NTK base, which depends on the position itself.
+    pub fn rotates_rows(&self) -> bool {
+        self.dynamic.is_none()
+    }
+
+    /// `x` `[B, heads, L, dim]` with row `b` starting at `positions[b]` (`[B]` int32).
+    pub fn forward_rows(&self, x: &Array, positions: &Array) -> Result<Array> {
+        if self.dims == 0 {
+            return Ok(x.clone());
+        }
+        if !self.rotates_rows() {
+            return Err(ModelError::Batch("a dynamic NTK rope".into()));
+        }
+        let scaled;
+        let x = match self.input_scale {
+            Some(s) => {
+                scaled = scale_rotated(x, self.dims, s)?;
+                &scaled
+            }
+            None => x,
+        };
+        let p = FastRope {
+            dims: self.dims,
+            traditional: self.traditional,
+            base: self.base,
+            scale: self.scale,
+            freqs: self.freqs.as_ref(),
+        };
+        Ok(fast::rope_offsets(x, p, positions)?)
+    }
+
     pub fn forward(&self, x: &Array, offset: i32) -> Result<Array> {
         if self.dims == 0 {
             return Ok(x.clone());

@@ -23,7 +23,15 @@ pub fn run(args: PsArgs) -> Result<ExitCode> {
     }
     let mut table = Table::new();
     table.load_preset(NOTHING);
-    table.set_header(["NAME", "SIZE", "PROCESSOR", "UNTIL", "CONTEXT"]);
+    table.set_header([
+        "NAME",
+        "SIZE",
+        "PROCESSOR",
+        "UNTIL",
+        "CONTEXT",
+        "RUNNING",
+        "WAITING",
+    ]);
     for m in &ps.models {
         table.add_row([
             m.name.clone(),
@@ -31,6 +39,8 @@ pub fn run(args: PsArgs) -> Result<ExitCode> {
             format!("100% {}", m.processor.to_uppercase()),
             m.until.clone(),
             m.context_length.map_or("-".to_string(), |c| c.to_string()),
+            m.running.to_string(),
+            m.waiting.to_string(),
         ]);
     }
     println!("{table}");

@@ -112,6 +112,9 @@ pub struct RunningInfo {
     pub path: PathBuf,
     pub size: u64,
     pub active: usize,
+    /// The engine's sequences: prefilling or decoding, and waiting for a row in the batch.
+    pub running: usize,
+    pub waiting: usize,
     pub loaded: bool,
     pub context_length: Option<u64>,
     /// The model's layer kinds and paths (`ModelInfo::layer_kinds`).
@@ -351,6 +354,8 @@ impl Models {
                     path: s.path.clone(),
                     size: s.size,
                     active: st.active,
+                    running: loaded.map_or(0, |l| l.engine.running_sequences()),
+                    waiting: loaded.map_or(0, |l| l.engine.waiting_sequences()),
                     loaded: loaded.is_some(),
                     context_length: loaded
                         .and_then(|l| l.engine.info().context_length)

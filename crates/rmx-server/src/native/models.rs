@@ -44,6 +44,8 @@ pub async fn ps(State(svc): State<Arc<Service>>) -> Json<PsResponse> {
             },
             context_length: r.context_length,
             active: r.active,
+            running: r.running,
+            waiting: r.waiting,
             layers: r.layers,
         })
         .collect();

@@ -1,0 +1,326 @@
+//! Several sequences' caches as one, so a decode step runs over all of them in one forward:
+//! mlx-lm's `BatchKVCache` layout. Key/value rows are left-padded to a common length (row `b`
+//! holds its positions in columns `pad[b]..idx`), the mask hides the padding, and rope reads
+//! each row's own position. Recurrent (DeltaNet) states need no padding: they stack on the
+//! batch axis.
+//!
+//! Sequences are prefilled alone and merged in once they decode; finished ones are dropped by
+//! [`keep`], and one row can be taken back out as a solo cache (for the prefix cache) by
+//! [`row`]. Sliding-window caches do not batch: a model that has them decodes its sequences
+//! one by one.
+
+use rmx_mlx::{concatenate, Array, Dtype};
+
+use crate::cache::{seq_slice, write_at, AttnMask, KvCache, LayerCache, RecurrentCache, STEP};
+use crate::error::{ModelError, Result};
+
+pub struct BatchKvCache {
+    /// `[B, heads, capacity, dim]`.
+    keys: Option<Array>,
+    values: Option<Array>,
+    /// Columns written (the same for every row).
+    idx: i32,
+    /// Per row: the columns before its first position.
+    pads: Vec<i32>,
+    /// Per row, `[B]` int32: the position its next token takes (`idx - pad`), for rope.
+    positions: Array,
+}
+
+impl BatchKvCache {
+    fn from_solo(c: KvCache) -> Result<BatchKvCache> {
+        let (keys, values) = match (c.keys, c.values) {
+            (Some(k), Some(v)) => (
+                Some(seq_slice(&k, 0, c.offset)?),
+                Some(seq_slice(&v, 0, c.offset)?),
+            ),
+            _ => (None, None),
+        };
+        Self::with(keys, values, c.offset, vec![0])
+    }
+
+    fn with(keys: Option<Array>, values: Option<Array>, idx: i32, pads: Vec<i32>) -> Result<Self> {
+        let pos: Vec<i32> = pads.iter().map(|p| idx - p).collect();
+        Ok(BatchKvCache {
+            keys,
+            values,
+            idx,
+            positions: Array::from_slice(&pos, &[pos.len() as i32])?,
+            pads,
+        })
+    }
+
+    pub fn rows(&self) -> usize {
+        self.pads.len()
+    }
+
+    /// Columns written: the longest row's length.
+    pub fn offset(&self) -> i32 {
+        self.idx
+    }
+
+    /// Each row's next position, `[B]` int32.
+    pub fn positions(&self) -> &Array {
+        &self.positions
+    }
+
+    pub fn update_and_fetch(&mut self, k: &Array, v: &Array) -> Result<(Array, Array)> {
+        let prev = self.idx;
+        let n = k.dim(2);
+        let cap = self.keys.as_ref().map_or(0, |a| a.dim(2));
+        if self.keys.is_none() || prev + n > cap {
+            let s = k.shape();
+            let steps = (STEP + n - 1) / STEP;
+            let new_k = Array::zeros(&[s[0], s[1], steps * STEP, s[3]], k.dtype())?;
+            let vs = v.shape();
+            let new_v = Array::zeros(&[vs[0], vs[1], steps * STEP, vs[3]], v.dtype())?;
+            match (self.keys.take(), self.values.take()) {
+                (Some(ok), Some(ov)) => {
+                    let ok = seq_slice(&ok, 0, prev)?;
+                    let ov = seq_slice(&ov, 0, prev)?;
+                    self.keys = Some(concatenate(&[&ok, &new_k], 2)?);
+                    self.values = Some(concatenate(&[&ov, &new_v], 2)?);
+                }
+                _ => {
+                    self.keys = Some(new_k);
+                    self.values = Some(new_v);
+                }
+            }
+        }
+        let (Some(keys), Some(values)) = (self.keys.take(), self.values.take()) else {
+            unreachable!("allocated above")
+        };
+        let keys = write_at(&keys, k, prev)?;
+        let values = write_at(&values, v, prev)?;
+        self.idx += n;
+        self.positions = self.positions.add_scalar(n as f64)?.astype(Dtype::I32)?;
+        let out = (
+            seq_slice(&keys, 0, self.idx)?,
+            seq_slice(&values, 0, self.idx)?,
+        );
+        self.keys = Some(keys);
+        self.values = Some(values);
+        Ok(out)
+    }
+
+    /// The mask for `n` new queries per row: causal over the written columns, none of a row's
+    /// padding. No mask when nothing is padded and one query each.
+    pub fn mask(&self, n: i32) -> Result<AttnMask> {
+        if n == 1 && self.pads.iter().all(|p| *p == 0) {
+            return Ok(AttnMask::None);
+        }
+        let cols = self.idx + n;
+        let mut m = Vec::with_capacity(self.pads.len() * (n * cols) as usize);
+        for pad in &self.pads {
+            for l in 0..n {
+                m.extend((0..cols).map(|r| r >= *pad && r <= self.idx + l));
+            }
+        }
+        let b = self.pads.len() as i32;
+        Ok(AttnMask::Array(Array::from_slice(&m, &[b, 1, n, cols])?))
+    }
+
+    pub fn state(&self) -> Vec<&Array> {
+        self.keys.iter().chain(self.values.iter()).collect()
+    }
+
+    /// One batch of all of `parts`' rows, in order: each part left-padded to the longest.
+    fn merge(parts: Vec<BatchKvCache>) -> Result<BatchKvCache> {
+        let idx = parts.iter().map(|p| p.idx).max().unwrap_or(0);
+        let like = parts
+            .iter()
+            .find_map(|p| p.keys.as_ref().zip(p.values.as_ref()))
+            .map(|(k, v)| (k.shape(), v.shape(), k.dtype()));
+        let Some((ks, vs, dtype)) = like else {
+            return Err(ModelError::Batch("no row has read a token yet".into()));
+        };
+        let mut keys = Vec::with_capacity(parts.len());
+        let mut values = Vec::with_capacity(parts.len());
+        let mut pads = Vec::new();
+        for p in parts {
+            let extra = idx - p.idx;
+            let b = p.rows() as i32;
+            let pad = |a: Option<Array>, s: &[i32]| -> Result<Array> {
+                let zeros = Array::zeros(&[b, s[1], extra, s[3]], dtype)?;
+                Ok(match a {
+                    Some(a) if extra == 0 => seq_slice(&a, 0, p.idx)?,
+                    Some(a) => concatenate(&[&zeros, &seq_slice(&a, 0, p.idx)?], 2)?,
+                    None => zeros,
+                })
+            };
+            keys.push(pad(p.keys, &ks)?);
+            values.push(pad(p.values, &vs)?);
+            pads.extend(p.pads.iter().map(|x| x + extra));
+        }
+        let cat = |v: &[Array]| concatenate(&v.iter().collect::<Vec<_>>(), 0);
+        Self::with(Some(cat(&keys)?), Some(cat(&values)?), idx, pads)
+    }
+
+    /// Only `rows`, in that order; padding every row shares is cut off.
+    fn keep(&mut self, rows: &[usize]) -> Result<()> {
+        let idx = index(rows)?;
+        let mut pads: Vec<i32> = rows.iter().map(|&r| self.pads[r]).collect();
+        let cut = pads.iter().copied().min().unwrap_or(0);
+        let (keys, values) = (self.keys.take(), self.values.take());
+        let shrink = |a: Option<Array>| -> Result<Option<Array>> {
+            Ok(match a {
+                Some(a) => Some(seq_slice(&a.take(&idx, 0)?, cut, self.idx)?),
+                None => None,
+            })
+        };
+        let (keys, values) = (shrink(keys)?, shrink(values)?);
+        pads.iter_mut().for_each(|p| *p -= cut);
+        *self = Self::with(keys, values, self.idx - cut, pads)?;
+        Ok(())
+    }
+
+    /// Row `r`'s first `len` positions as a solo cache with buffers of its own.
+    fn row(&self, r: usize, len: i32) -> Result<Option<KvCache>> {
+        let start = self.pads[r];
+        let len = len.min(self.idx - start);
+        let (Some(k), Some(v)) = (&self.keys, &self.values) else {
+            return Ok(None);
+        };
+        if len <= 0 {
+            return Ok(None);
+        }
+        let one = |a: &Array| {
+            seq_slice(
+                &a.slice_axis(0, r as i32, r as i32 + 1)?,
+                start,
+                start + len,
+            )
+        };
+        let mut out = KvCache::default();
+        out.update_and_fetch(&one(k)?, &one(v)?)?;
+        Ok(Some(out))
+    }
+}
+
+fn index(rows: &[usize]) -> Result<Array> {
+    let r: Vec<i32> = rows.iter().map(|&r| r as i32).collect();
+    Ok(Array::from_slice(&r, &[r.len() as i32])?)
+}
+
+/// Whether a sequence's cache can join a batch: full attention and recurrent layers only.
+pub fn batches(cache: &[LayerCache]) -> bool {
+    cache.iter().all(|c| {
+        matches!(
+            c,
+            LayerCache::Full(_) | LayerCache::Batch(_) | LayerCache::Recurrent(_)
+        )
+    })
+}
+
+/// One cache holding every row of `parts` (solo caches or batches, layer for layer alike), in
+/// order.
+pub fn merge(mut parts: Vec<Vec<LayerCache>>) -> Result<Vec<LayerCache>> {
+    if parts.len() == 1 {
+        // One sequence keeps its own cache, so it decodes on the solo fast path.
+        return Ok(parts.pop().unwrap_or_default());
+    }
+    let layers = parts.first().map_or(0, Vec::len);
+    if parts.iter().any(|p| p.len() != layers) {
+        return Err(ModelError::Batch("caches of different models".into()));
+    }
+    let mut columns: Vec<Vec<LayerCache>> = (0..layers).map(|_| Vec::new()).collect();
+    for part in parts {
+        for (col, c) in columns.iter_mut().zip(part) {
+            col.push(c);
+        }
+    }
+    columns.into_iter().map(merge_layer).collect()
+}
+
+fn merge_layer(col: Vec<LayerCache>) -> Result<LayerCache> {
+    if col.iter().all(|c| matches!(c, LayerCache::Recurrent(_))) {
+        let mut conv = Vec::new();
+        let mut state = Vec::new();
+        let mut offset = 0;
+        for c in col {
+            let LayerCache::Recurrent(c) = c else {
+                unreachable!("checked above")
+            };
+            let (Some(cv), Some(st)) = (c.conv, c.state) else {
+                return Err(ModelError::Batch(
+                    "a recurrent layer has read nothing yet".into(),
+                ));
+            };
+            conv.push(cv);
+            state.push(st);
+            offset = offset.max(c.offset);
+        }
+        let cat = |v: &[Array]| concatenate(&v.iter().collect::<Vec<_>>(), 0);
+        return Ok(LayerCache::Recurrent(RecurrentCache {
+            conv: Some(cat(&conv)?),
+            state: Some(cat(&state)?),
+            offset,
+        }));
+    }
+    let parts = col
+        .into_iter()
+        .map(|c| match c {
+            LayerCache::Full(kv) => BatchKvCache::from_solo(kv),
+            LayerCache::Batch(b) => Ok(b),
+            LayerCache::Rotating(_) | LayerCache::Recurrent(_) => {
+                Err(ModelError::Batch("a sliding-window or mixed layer".into()))
+            }
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(LayerCache::Batch(BatchKvCache::merge(parts)?))
+}
+
+/// Keeps only `rows` of a batch, in that order.
+pub fn keep(cache: &mut [LayerCache], rows: &[usize]) -> Result<()> {
+    for c in cache.iter_mut() {
+        match c {
+            LayerCache::Batch(b) => b.keep(rows)?,
+            LayerCache::Recurrent(r) => {
+                let idx = index(rows)?;
+                let take = |a: &Option<Array>| -> Result<Option<Array>> {
+                    Ok(match a {
+                        Some(a) => Some(a.take(&idx, 0)?),
+                        None => None,
+                    })
+                };
+                r.conv = take(&r.conv)?;
+                r.state = take(&r.state)?;
+            }
+            LayerCache::Full(_) | LayerCache::Rotating(_) => {
+                return Err(ModelError::Batch("keep: not a batch".into()))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Row `r` of a batch as a solo cache of its first `len` positions, with buffers of its own:
+/// what the sequence alone would have left. `None` when a layer cannot give that (a recurrent
+/// state holds exactly what its row has read, so `len` must be all of it).
+pub fn row(cache: &[LayerCache], r: usize, len: i32) -> Result<Option<Vec<LayerCache>>> {
+    let mut out = Vec::with_capacity(cache.len());
+    for c in cache {
+        match c {
+            LayerCache::Batch(b) => match b.row(r, len)? {
+                Some(kv) if kv.offset == len => out.push(LayerCache::Full(kv)),
+                _ => return Ok(None),
+            },
+            LayerCache::Recurrent(rc) => {
+                let one = |a: &Option<Array>| -> Result<Option<Array>> {
+                    Ok(match a {
+                        Some(a) => Some(a.slice_axis(0, r as i32, r as i32 + 1)?.copy()?),
+                        None => None,
+                    })
+                };
+                out.push(LayerCache::Recurrent(RecurrentCache {
+                    conv: one(&rc.conv)?,
+                    state: one(&rc.state)?,
+                    offset: len,
+                }));
+            }
+            LayerCache::Full(_) | LayerCache::Rotating(_) => {
+                return Err(ModelError::Batch("row: not a batch".into()))
+            }
+        }
+    }
+    Ok(Some(out))
+}
