@@ -14,9 +14,11 @@ concurrency runs first and is not reported: it pays each new batch shape's kerne
 """
 import argparse
 import json
+import os
 import statistics
 import threading
 import time
+import urllib.error
 import urllib.request
 
 WORDS = ("please write a short note about the weather the garden the river and the old town "
@@ -32,7 +34,7 @@ def prompt_of(n, seed):
 
 
 def stream(url, model, content, max_tokens):
-    """(submitted, first token, done) times and completion tokens of one streamed request."""
+    """(submitted, first token, done) times, completion tokens and text of one streamed request."""
     body = json.dumps({
         "model": model, "messages": [{"role": "user", "content": content}],
         "max_tokens": max_tokens, "temperature": 0, "stream": True,
@@ -41,8 +43,18 @@ def stream(url, model, content, max_tokens):
     req = urllib.request.Request(url.rstrip("/") + "/chat/completions", data=body,
                                  headers={"Content-Type": "application/json"})
     start = time.perf_counter()
-    first, pieces, usage = None, 0, {}
-    with urllib.request.urlopen(req, timeout=3600) as resp:
+    first, pieces, usage, text = None, 0, {}, []
+    # A server with a short listen backlog (Python's http.server: 5) resets connections past it;
+    # such a request is sent again, its time still counted from the first try.
+    for attempt in range(50):
+        try:
+            resp = urllib.request.urlopen(req, timeout=3600)
+            break
+        except (ConnectionResetError, ConnectionRefusedError, urllib.error.URLError) as e:
+            if attempt == 49 or isinstance(e, urllib.error.HTTPError):
+                raise
+            time.sleep(0.05)
+    with resp:
         for raw in resp:
             line = raw.decode("utf-8", "replace").strip()
             if not line.startswith("data:"):
@@ -52,14 +64,16 @@ def stream(url, model, content, max_tokens):
                 break
             chunk = json.loads(data)
             for choice in chunk.get("choices") or []:
-                if (choice.get("delta") or {}).get("content"):
+                piece = (choice.get("delta") or {}).get("content")
+                if piece:
+                    text.append(piece)
                     pieces += 1
                     if first is None:
                         first = time.perf_counter()
             if chunk.get("usage"):
                 usage = chunk["usage"]
     end = time.perf_counter()
-    return start, first or end, end, usage.get("completion_tokens", pieces)
+    return start, first or end, end, usage.get("completion_tokens", pieces), "".join(text)
 
 
 def p95(xs):
@@ -94,13 +108,22 @@ def round_of(args, n, seed):
     # Aggregate decode: every token generated over the span in which all streams decode.
     decode_span = max(r[2] for r in results) - max(r[1] for r in results)
     decoded = sum(r[3] - 1 for r in results)
-    return {
+    row = {
         "streams": n, "completion_tokens": tokens, "wall_s": wall,
         "aggregate_tok_s": tokens / wall,
         "aggregate_decode_tok_s": decoded / decode_span if decode_span > 0 else None,
         "ttft_median_s": statistics.median(ttfts), "ttft_p95_s": p95(ttfts),
         "per_stream_tok_s": statistics.median(per_stream) if per_stream else None,
     }
+    if args.check:
+        # Batch invariance: each stream's answer against the same request sent alone.
+        alone = [stream(args.url, args.model, prompt_of(args.prompt_words, seed + i),
+                        args.max_tokens)[4] for i in range(n)]
+        common = [len(os.path.commonprefix([a, r[4]])) / max(len(a), 1)
+                  for a, r in zip(alone, results)]
+        row["same_as_alone"] = sum(a == r[4] for a, r in zip(alone, results))
+        row["mean_common_prefix"] = statistics.mean(common)
+    return row
 
 
 def main():
@@ -112,6 +135,8 @@ def main():
     ap.add_argument("--prompt-words", type=int, default=48)
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--check", action="store_true",
+                    help="send each stream's request again alone and count identical answers")
     ap.add_argument("--synthetic-vocab", type=int, default=0,
                     help="prompts of word-level test tokens t2..tN (scripts/bench/mlx_side.py)")
     args = ap.parse_args()
@@ -129,7 +154,9 @@ def main():
         per = r["per_stream_tok_s"]
         print(f"{r['streams']:>7} {r['aggregate_tok_s']:>10.1f} "
               f"{(f'{dec:.1f}' if dec else '-'):>12} {r['ttft_median_s'] * 1000:>7.0f}ms "
-              f"{r['ttft_p95_s'] * 1000:>7.0f}ms {(f'{per:.1f}' if per else '-'):>10}")
+              f"{r['ttft_p95_s'] * 1000:>7.0f}ms {(f'{per:.1f}' if per else '-'):>10}"
+              + (f"  same as alone {r['same_as_alone']}/{r['streams']}"
+                 f" (common prefix {r['mean_common_prefix']:.0%})" if args.check else ""))
 
 
 if __name__ == "__main__":

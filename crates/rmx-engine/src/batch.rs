@@ -70,6 +70,8 @@ impl Batch {
         joiners: Vec<Sequence>,
         prefixes: &mut PrefixCache,
     ) -> Result<()> {
+        let t0 = std::time::Instant::now();
+        let joined = joiners.len();
         let carried = self.drop_finished()?;
         let (mut feeds, prev) = match carried {
             Some((tokens, step)) => (vec![tokens], Some(step)),
@@ -98,9 +100,22 @@ impl Batch {
         }
         let feed_refs: Vec<&Array> = feeds.iter().collect();
         let inputs = concatenate(&feed_refs, 0)?.reshape(&[-1, 1])?;
+        let t1 = std::time::Instant::now();
         self.pending = Some(self.queue(model, &inputs)?);
+        let t2 = std::time::Instant::now();
         if let Some(prev) = prev {
             self.read(prev, kept, prefixes)?;
+        }
+        if crate::trace::on() {
+            let ms = |a: std::time::Instant, b: std::time::Instant| (b - a).as_secs_f64() * 1e3;
+            let t3 = std::time::Instant::now();
+            eprintln!(
+                "rmx-trace: step rows={} joined={joined} leave+join={:.2}ms queue={:.2}ms read={:.2}ms",
+                self.rows.len(),
+                ms(t0, t1),
+                ms(t1, t2),
+                ms(t2, t3)
+            );
         }
         Ok(())
     }

@@ -267,7 +267,13 @@ fn run(
                     i += 1;
                     continue;
                 }
-                match solo[i].prepare(model) {
+                let t = std::time::Instant::now();
+                let prepared = solo[i].prepare(model);
+                if crate::trace::on() {
+                    let ms = t.elapsed().as_secs_f64() * 1e3;
+                    eprintln!("rmx-trace: prepare left={left} {ms:.2}ms");
+                }
+                match prepared {
                     Ok(Prep::Working) => {
                         budget = budget.saturating_sub(left.min(PREFILL_CHUNK));
                         i += 1;

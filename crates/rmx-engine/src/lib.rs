@@ -12,6 +12,7 @@ mod prompt;
 mod request;
 pub mod sampler;
 mod sequence;
+mod trace;
 
 pub use engine::{Engine, EngineOptions};
 pub use error::{EngineError, Result};

@@ -324,3 +324,95 @@ pub fn row(cache: &[LayerCache], r: usize, len: i32) -> Result<Option<Vec<LayerC
     }
     Ok(Some(out))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A solo cache of `n` positions where position p holds `base + p` in every element.
+    fn solo(n: i32, base: f32) -> LayerCache {
+        let data: Vec<f32> = (0..2)
+            .flat_map(|_| (0..n).flat_map(move |p| [base + p as f32; 4]))
+            .collect();
+        let k = Array::from_slice(&data, &[1, 2, n, 4]).unwrap();
+        let mut c = KvCache::default();
+        c.update_and_fetch(&k, &k).unwrap();
+        LayerCache::Full(c)
+    }
+
+    fn values(c: &LayerCache) -> Vec<f32> {
+        let LayerCache::Full(kv) = c else {
+            panic!("a solo cache")
+        };
+        let k = kv.keys.as_ref().unwrap();
+        seq_slice(k, 0, kv.offset).unwrap().to_vec::<f32>().unwrap()
+    }
+
+    #[test]
+    fn rows_of_different_lengths_merge_left_padded_and_come_back_out_whole() {
+        let (a, b) = (solo(3, 100.0), solo(5, 200.0));
+        let (want_a, want_b) = (values(&a), values(&b));
+        let mut batch = merge(vec![vec![a], vec![b]]).unwrap();
+        let LayerCache::Batch(bc) = &batch[0] else {
+            panic!("two rows make a batch")
+        };
+        assert_eq!((bc.rows(), bc.offset()), (2, 5));
+        assert_eq!(bc.positions().to_vec::<i32>().unwrap(), vec![3, 5]);
+        // One query each: row 0 must not see its two padding columns.
+        let AttnMask::Array(m) = bc.mask(1).unwrap() else {
+            panic!("padding needs a mask")
+        };
+        assert_eq!(m.shape(), vec![2, 1, 1, 6]);
+        let m = m.to_vec::<bool>().unwrap();
+        assert_eq!(&m[..6], &[false, false, true, true, true, true]);
+        assert!(m[6..].iter().all(|v| *v));
+
+        let rows = |batch: &[LayerCache], r, len| {
+            let mut out = row(batch, r, len).unwrap().expect("the row's whole length");
+            values(&out.remove(0))
+        };
+        assert_eq!(rows(&batch, 0, 3), want_a);
+        assert_eq!(rows(&batch, 1, 5), want_b);
+        // A row's cache is exactly what it has read: any other length is refused.
+        assert!(row(&batch, 0, 4).unwrap().is_none());
+
+        // A step writes one position to each row; then row 1 leaves and row 0 keeps its own.
+        let one = Array::from_slice(&[7.0f32; 16], &[2, 2, 1, 4]).unwrap();
+        batch[0].update_and_fetch(&one, &one).unwrap();
+        keep(&mut batch, &[0]).unwrap();
+        let LayerCache::Batch(bc) = &batch[0] else {
+            panic!("still a batch layout")
+        };
+        // The shared padding is cut: row 0 starts at column 0 again.
+        assert_eq!((bc.rows(), bc.offset()), (1, 4));
+        assert_eq!(bc.positions().to_vec::<i32>().unwrap(), vec![4]);
+        let mut after = want_a.clone();
+        // Position 3 of each of the two heads: the rows are [head, position, 4].
+        after.splice(12..12, [7.0; 4]);
+        after.extend([7.0; 4]);
+        assert_eq!(rows(&batch, 0, 4), after);
+    }
+
+    #[test]
+    fn recurrent_states_stack_and_split_by_row() {
+        let state = |v: f32| {
+            LayerCache::Recurrent(RecurrentCache {
+                conv: Some(Array::from_slice(&[v; 6], &[1, 3, 2]).unwrap()),
+                state: Some(Array::from_slice(&[v; 4], &[1, 1, 2, 2]).unwrap()),
+                offset: 0,
+            })
+        };
+        let mut batch = merge(vec![vec![state(1.0)], vec![state(2.0)], vec![state(3.0)]]).unwrap();
+        keep(&mut batch, &[2, 0]).unwrap();
+        let out = row(&batch, 0, 9).unwrap().unwrap();
+        let LayerCache::Recurrent(r) = &out[0] else {
+            panic!("recurrent")
+        };
+        assert_eq!(r.offset, 9);
+        assert_eq!(
+            r.conv.as_ref().unwrap().to_vec::<f32>().unwrap(),
+            vec![3.0; 6]
+        );
+        assert_eq!(r.state.as_ref().unwrap().shape(), vec![1, 1, 2, 2]);
+    }
+}

@@ -20,7 +20,9 @@
 //! `RMX_LAYER_KERNEL=0` keeps a quantized decoder layer at five kernels instead of one
 //! (decode_layer.rs), `RMX_LAYER_IDOT=0` makes that kernel's products float instead of integer,
 //! `RMX_LAYERS_PER_LAUNCH` sets how many consecutive layers one launch of it runs (default 32),
-//! `RMX_PREFILL_HEADS=0` keeps a prompt chunk's q/k/v heads on MLX's ops instead of one kernel.
+//! `RMX_PREFILL_HEADS=0` keeps a prompt chunk's q/k/v heads on MLX's ops instead of one kernel,
+//! `RMX_QGEMM_ROWS` sets the most rows (a batch's decode step) rmx's small-batch product takes
+//! (default 32; 1 leaves every several-row product to MLX).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -89,6 +91,9 @@ pub struct FastPath {
     /// A prompt chunk's q/k/v heads from the fused QKV product in one kernel
     /// (`RMX_PREFILL_HEADS`, default on).
     pub prefill_heads: bool,
+    /// Products of 2 up to this many rows (a batch's decode step) through `qgemm_rows`
+    /// (`RMX_QGEMM_ROWS`, default 32; 1 leaves them to MLX).
+    pub qgemm_max_rows: usize,
 }
 
 fn env_num(name: &str) -> Option<usize> {
@@ -124,6 +129,7 @@ pub fn fast_path() -> FastPath {
             layers_per_launch: env_num("RMX_LAYERS_PER_LAUNCH").map_or(32, |n| n.clamp(1, 32)),
             dequant_prefill_work: env_num("RMX_DEQUANT_PREFILL_WORK").map_or(1 << 32, |w| w as u64),
             prefill_heads: on && env_num("RMX_PREFILL_HEADS") != Some(0),
+            qgemm_max_rows: env_num("RMX_QGEMM_ROWS").unwrap_or(QGEMM_MAX_ROWS),
         }
     })
 }
@@ -172,6 +178,34 @@ const QGEMV_SWIGLU_NORM: Spec = Spec {
     outputs: &["y"],
     body: "rmx::qgemv_swiglu<T, BITS, G, ROWS, K, true>(x, w, scales, biases, y, N, nw, eps);",
 };
+const QGEMM_ROWS: Spec = Spec {
+    name: "rmx_qgemm_rows",
+    section: "qgemv",
+    inputs: &["x", "w", "scales", "biases", "m"],
+    outputs: &["y"],
+    body: "rmx::qgemm_rows<T, BITS, G, ROWS, K, MR>(x, w, scales, biases, y, N, (int)m[0]);",
+};
+const QGEMM_ROWS_RES: Spec = Spec {
+    name: "rmx_qgemm_rows_res",
+    section: "qgemv",
+    inputs: &["x", "w", "scales", "biases", "m", "res"],
+    outputs: &["y"],
+    body: "rmx::qgemm_rows<T, BITS, G, ROWS, K, MR, true>(x, w, scales, biases, y, N, (int)m[0], res);",
+};
+const QGEMM_ROWS_SWIGLU: Spec = Spec {
+    name: "rmx_qgemm_rows_swiglu",
+    section: "qgemv",
+    inputs: &["x", "w", "scales", "biases", "m"],
+    outputs: &["y"],
+    body: "rmx::qgemm_rows<T, BITS, G, ROWS, K, MR, false, true>(x, w, scales, biases, y, N, (int)m[0]);",
+};
+/// Rows of x each block of `qgemm_rows` applies its weights to.
+const QGEMM_MR: i32 = 8;
+/// The most rows `qgemm_rows` takes by default (a batch's decode step); past it MLX's quantized
+/// matmul (tensor cores) or the dequantized prefill runs. Its products run on CUDA cores: at 32
+/// rows an 8B model's step is ~240 G multiply-adds, where they stop paying.
+const QGEMM_MAX_ROWS: usize = 32;
+
 const DECODE_ATTN: Spec = Spec {
     name: "rmx_decode_attn",
     section: "attn",
@@ -331,8 +365,10 @@ pub fn qgemv(
     let k = x.dim(-1);
     let dtype = x.dtype();
     let per_chunk = 128 / spec.bits.max(1);
+    let m = rows(x);
     if !fp.kernels
-        || rows(x) != 1
+        || !(1..=fp.qgemm_max_rows.max(1)).contains(&m)
+        || (m > 1 && norm.is_some())
         || !matches!(spec.bits, 4 | 8)
         || spec.group_size % per_chunk != 0
         || k % per_chunk != 0
@@ -350,6 +386,9 @@ pub fn qgemv(
     };
     let mut out_shape = x.shape();
     *out_shape.last_mut().expect("x has a last axis") = n;
+    if m > 1 {
+        return qgemm_rows(x, q, spec, e, n, out_shape);
+    }
     let mut inputs = vec![x, &q.weight, &q.scales, biases];
     let eps;
     let kspec = match (e, norm) {
@@ -392,6 +431,61 @@ pub fn qgemv(
         init_value: None,
     })?;
     Ok(y.into_iter().next())
+}
+
+/// `qgemv` for 2 to `QGEMM_MAX_ROWS` rows of x (no input norm): one launch, each weight chunk
+/// read once per `QGEMM_MR` rows.
+fn qgemm_rows(
+    x: &Array,
+    q: &Quantized,
+    spec: QuantSpec,
+    e: Epilogue,
+    n: i32,
+    out_shape: Vec<i32>,
+) -> Result<Option<Array>> {
+    let Some(biases) = &q.biases else {
+        return Ok(None);
+    };
+    let (k, dtype, m) = (x.dim(-1), x.dtype(), rows(x) as i32);
+    let x = x.reshape(&[m, k])?;
+    let dims = consts(&[m as f32])?;
+    let mut inputs = vec![&x, &q.weight, &q.scales, biases, &dims];
+    let flat_res;
+    let kspec = match e {
+        Epilogue::Plain => &QGEMM_ROWS,
+        Epilogue::SwiGlu => &QGEMM_ROWS_SWIGLU,
+        Epilogue::Residual(res) => {
+            if res.shape() != out_shape || res.dtype() != dtype {
+                return Ok(None);
+            }
+            flat_res = res.reshape(&[m, n])?;
+            inputs.push(&flat_res);
+            &QGEMM_ROWS_RES
+        }
+    };
+    let r = fast_path().rows_per_warp;
+    let warps = (n + r - 1) / r;
+    let y = kernel(kspec)?.launch(&Launch {
+        inputs: &inputs,
+        output_shapes: &[&[m, n]],
+        output_dtypes: &[dtype],
+        grid: [warps * 32, (m + QGEMM_MR - 1) / QGEMM_MR, 1],
+        threadgroup: [128, 1, 1],
+        template: &[
+            ("T", TemplateArg::Dtype(dtype)),
+            ("BITS", TemplateArg::Int(spec.bits)),
+            ("G", TemplateArg::Int(spec.group_size)),
+            ("ROWS", TemplateArg::Int(r)),
+            ("K", TemplateArg::Int(k)),
+            ("N", TemplateArg::Int(n)),
+            ("MR", TemplateArg::Int(QGEMM_MR)),
+        ],
+        init_value: None,
+    })?;
+    match y.into_iter().next() {
+        Some(y) => Ok(Some(y.reshape(&out_shape)?)),
+        None => Ok(None),
+    }
 }
 
 /// The per-head work between a token's fused QKV product and attention.

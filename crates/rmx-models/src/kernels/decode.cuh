@@ -294,6 +294,102 @@ __device__ __forceinline__ void qgemv_swiglu(
   }
 }
 
+// A few rows of x at once (a batch's decode step): each warp loads its ROWS weight rows' chunk
+// once and applies it to up to MR rows of x (grid.y = ceil(M / MR)), so the weights are read once
+// per MR rows instead of once per row. Each output is accumulated in qgemv's order, so a row
+// gets the bits qgemv gives it alone. SWIGLU: W is [gate; up] ([2N, K]) and y = silu(g) * u as
+// qgemv_swiglu; RES: y = x W^T + res as qgemv's.
+template <typename T, int BITS, int G, int ROWS, int K, int MR, bool RES = false,
+          bool SWIGLU = false>
+__device__ __forceinline__ void qgemm_rows(
+    const T* x, const uint32_t* w, const T* scales, const T* biases, T* y, int N, int M,
+    const T* res = nullptr) {
+  constexpr int PER = 128 / BITS;
+  constexpr int CHUNKS = K / PER;
+  constexpr int WORDS = K * BITS / 32;
+  constexpr int GROUPS = K / G;
+  constexpr int VPW = 32 / BITS;
+  constexpr int HALVES = SWIGLU ? 2 : 1;
+  const int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  const int m0 = blockIdx.y * MR;
+  const int row0 = warp * ROWS;
+  if (row0 >= N || m0 >= M) return;
+  const int mrows = min(MR, M - m0);
+  float acc[HALVES][MR][ROWS];
+#pragma unroll
+  for (int h = 0; h < HALVES; ++h)
+#pragma unroll
+    for (int i = 0; i < MR; ++i)
+#pragma unroll
+      for (int r = 0; r < ROWS; ++r) acc[h][i][r] = 0.f;
+  for (int c = lane; c < CHUNKS; c += 32) {
+    const int g = (PER * c) / G;
+#pragma unroll
+    for (int h = 0; h < HALVES; ++h) {
+      const size_t off = (size_t)h * N;
+      // The chunk's quantized values as floats, unpacked once for all MR rows of x (unpacking
+      // per row made the kernel compute-bound).
+      float fld[ROWS][PER];
+      float sc[ROWS], bi[ROWS];
+#pragma unroll
+      for (int r = 0; r < ROWS; ++r) {
+        const size_t row = off + min(row0 + r, N - 1);
+        const uint4 wv = load_stream(w + row * WORDS + 4 * c);
+        sc[r] = to_float(scales[row * GROUPS + g]);
+        bi[r] = to_float(biases[row * GROUPS + g]);
+        const uint32_t u[4] = {wv.x, wv.y, wv.z, wv.w};
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const uint32_t hi = u[q] >> 16;
+#pragma unroll
+          for (int j = 0; j < VPW; ++j) fld[r][VPW * q + j] = field<BITS>(u[q], hi, j);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < MR; ++i) {
+        if (i < mrows) {
+          float xf[PER], xsum, ss = 0.f;
+          load_x<T, PER, false>(x + (size_t)(m0 + i) * K, nullptr, c, xf, xsum, ss);
+#pragma unroll
+          for (int r = 0; r < ROWS; ++r) {
+            float d = 0.f;
+#pragma unroll
+            for (int p = 0; p < PER; ++p) d = fmaf(xf[p], fld[r][p], d);
+            acc[h][i][r] = fmaf(sc[r], d, fmaf(bi[r], xsum, acc[h][i][r]));
+          }
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < HALVES; ++h)
+#pragma unroll
+    for (int i = 0; i < MR; ++i)
+#pragma unroll
+      for (int r = 0; r < ROWS; ++r) acc[h][i][r] = warp_sum(acc[h][i][r]);
+  if (lane != 0) return;
+#pragma unroll
+  for (int i = 0; i < MR; ++i) {
+    if (i >= mrows) break;
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) {
+      if (row0 + r >= N) break;
+      const size_t o = (size_t)(m0 + i) * N + row0 + r;
+      if constexpr (SWIGLU) {
+        float gt = to_float(static_cast<T>(acc[0][i][r]));
+        float ut = to_float(static_cast<T>(acc[HALVES - 1][i][r]));
+        float silu = gt / (1.f + __expf(-gt));
+        y[o] = static_cast<T>(to_float(static_cast<T>(silu)) * ut);
+      } else if constexpr (RES) {
+        y[o] = static_cast<T>(to_float(static_cast<T>(acc[0][i][r])) + to_float(res[o]));
+      } else {
+        y[o] = static_cast<T>(acc[0][i][r]);
+      }
+    }
+  }
+}
+
 }  // namespace rmx
 
 // @section qkv_rope
