@@ -32,6 +32,9 @@ fn first_run_starts_the_daemon_and_the_next_command_reuses_it() {
     assert_eq!(ps.len(), 1, "{ps:?}");
     assert_eq!(ps[0]["name"], model.as_str());
     assert!(ps[0]["size"].as_u64().unwrap() > 0);
+    // The answer is whole: the engine holds no sequence.
+    assert_eq!(ps[0]["running"], 0, "{ps:?}");
+    assert_eq!(ps[0]["waiting"], 0, "{ps:?}");
     home.ok(&["run", &model, "Hello again", "--max-tokens", "4"]);
     assert_eq!(
         home.daemon_pid(),
@@ -39,7 +42,15 @@ fn first_run_starts_the_daemon_and_the_next_command_reuses_it() {
         "the second command started another daemon"
     );
     let table = home.ok(&["ps"]);
-    for col in ["NAME", "SIZE", "PROCESSOR", "UNTIL", "CONTEXT"] {
+    for col in [
+        "NAME",
+        "SIZE",
+        "PROCESSOR",
+        "UNTIL",
+        "CONTEXT",
+        "RUNNING",
+        "WAITING",
+    ] {
         assert!(table.contains(col), "{table}");
     }
     assert!(

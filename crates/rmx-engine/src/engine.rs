@@ -18,6 +18,7 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use crate::batch::Batch;
 use crate::error::{EngineError, Result};
 use crate::prefix_cache::PrefixCache;
+use crate::prefix_disk::PrefixDisk;
 use crate::request::{Event, GenerateRequest};
 use crate::sequence::{Prefix, Prep, Progress, Sequence, Start, PREFILL_CHUNK};
 
@@ -62,13 +63,18 @@ impl std::fmt::Debug for Engine {
 }
 
 /// How an engine schedules: set from the environment by [`Engine::load`], or by the caller.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct EngineOptions {
     /// The most sequences one decode step runs (`RMX_MAX_BATCH`); prefilled sequences past it
     /// wait for a row. 1 decodes sequences one at a time, round robin.
     pub max_batch: usize,
     /// Bytes the prefix cache may hold (`RMX_PREFIX_CACHE_MB`); 0 turns it off.
     pub prefix_cache_bytes: usize,
+    /// Where hot prefixes are kept across restarts (prefix_disk.rs; the daemon gives
+    /// `<rmx home>/prefixes`); `None` keeps them in memory only.
+    pub prefix_dir: Option<PathBuf>,
+    /// Bytes of prefix files `prefix_dir` may hold (`RMX_PREFIX_DISK_MB`).
+    pub prefix_disk_bytes: u64,
 }
 
 impl EngineOptions {
@@ -76,6 +82,8 @@ impl EngineOptions {
         EngineOptions {
             max_batch: crate::batch::max_rows_from_env(),
             prefix_cache_bytes: crate::prefix_cache::budget_from_env(),
+            prefix_dir: None,
+            prefix_disk_bytes: crate::prefix_disk::budget_from_env(),
         }
     }
 }
@@ -114,7 +122,14 @@ impl Engine {
             .spawn(move || match rmx_models::load(&thread_dir) {
                 Ok(model) => {
                     let _ = ready_tx.send(Ok(model.info().clone()));
-                    run(model.as_ref(), &thread_tok, rx, &thread_load, options);
+                    run(
+                        model.as_ref(),
+                        &thread_tok,
+                        rx,
+                        &thread_load,
+                        options,
+                        &thread_dir,
+                    );
                 }
                 Err(e) => {
                     let _ = ready_tx.send(Err(e.into()));
@@ -220,6 +235,7 @@ fn run(
     rx: Receiver<Command>,
     load: &Load,
     options: EngineOptions,
+    dir: &Path,
 ) {
     // Sequences that run alone: prefilling ones, and ones that never batch.
     let mut solo: Vec<Sequence> = Vec::new();
@@ -232,15 +248,24 @@ fn run(
     let mut vocab: Option<Arc<TokenBytes>> = None;
     let mut prefixes = PrefixCache::new(options.prefix_cache_bytes);
     let trimmable = model.make_cache().iter().all(LayerCache::is_trimmable);
+    let disk = match (&options.prefix_dir, prefixes.is_enabled()) {
+        (Some(root), true) => PrefixDisk::open(root, dir, options.prefix_disk_bytes),
+        _ => None,
+    };
     let mut ctx = Admit {
         model,
         tokenizer,
         vocab: &mut vocab,
         prefixes: &mut prefixes,
+        disk,
+        to_save: Vec::new(),
         snapshot_prefill: !trimmable,
     };
     loop {
         let idle = solo.is_empty() && ready.is_empty() && batch.is_empty();
+        if idle {
+            ctx.save_hot();
+        }
         let next = if idle {
             match rx.recv() {
                 Ok(c) => Some(c),
@@ -327,11 +352,49 @@ struct Admit<'a> {
     tokenizer: &'a Arc<Tokenizer>,
     vocab: &'a mut Option<Arc<TokenBytes>>,
     prefixes: &'a mut PrefixCache,
+    /// Hot prefixes on disk, for a restarted daemon.
+    disk: Option<PrefixDisk>,
+    /// Entries served from memory and not on disk yet: written when the engine is idle.
+    to_save: Vec<Vec<u32>>,
     /// The model's cache cannot be cut back: sequences copy theirs where the prompt ends.
     snapshot_prefill: bool,
 }
 
 impl Admit<'_> {
+    /// The longest cached prefix of `prompt`: from memory, or from disk when a file there
+    /// serves more (it then joins the memory cache). A prefix served from memory is hot: it is
+    /// written to disk, once.
+    fn lookup(&mut self, prompt: &[u32]) -> Option<(usize, Vec<LayerCache>)> {
+        if let Some(disk) = self.disk.as_mut() {
+            if disk.usable(prompt) > self.prefixes.usable(prompt) {
+                if let Some((tokens, cache)) = disk.lookup(self.model, prompt) {
+                    self.prefixes.insert(tokens, cache);
+                }
+            }
+        }
+        // A stored cache that cannot be copied only costs the prefill it would have saved.
+        let hit = self.prefixes.lookup(prompt).ok().flatten();
+        if let (Some(disk), Some((tokens, _))) = (self.disk.as_ref(), self.prefixes.last_hit()) {
+            if !disk.has(tokens) && !self.to_save.iter().any(|t| t == tokens) {
+                self.to_save.push(tokens.to_vec());
+            }
+        }
+        hit
+    }
+
+    /// Writes the hot prefixes found since the last time (run when the engine has nothing else
+    /// to do, so no request waits for the disk).
+    fn save_hot(&mut self) {
+        let Some(disk) = self.disk.as_mut() else {
+            return;
+        };
+        for tokens in self.to_save.drain(..) {
+            if let Some(cache) = self.prefixes.entry(&tokens) {
+                disk.save(&tokens, cache);
+            }
+        }
+    }
+
     /// A finished sequence's cache goes to the prefix cache.
     fn retire(&mut self, done: Sequence) {
         if self.prefixes.is_enabled() {
@@ -352,7 +415,7 @@ impl Admit<'_> {
         let enabled = self.prefixes.is_enabled();
         // A stored cache that cannot be copied only costs the prefill it would have saved.
         let prefix = if enabled && !req.no_prefix_cache {
-            self.prefixes.lookup(&req.prompt).ok().flatten()
+            self.lookup(&req.prompt)
         } else {
             None
         };

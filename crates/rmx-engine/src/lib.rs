@@ -8,6 +8,7 @@ mod engine;
 mod error;
 mod family;
 mod prefix_cache;
+mod prefix_disk;
 mod prompt;
 mod request;
 pub mod sampler;

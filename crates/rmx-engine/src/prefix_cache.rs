@@ -83,6 +83,8 @@ pub struct PrefixCache {
     budget: usize,
     used: usize,
     clock: u64,
+    /// The entry the last lookup used, until the next insert.
+    last_hit: Option<usize>,
 }
 
 impl PrefixCache {
@@ -92,6 +94,7 @@ impl PrefixCache {
             budget,
             used: 0,
             clock: 0,
+            last_hit: None,
         }
     }
 
@@ -104,8 +107,40 @@ impl PrefixCache {
         self.clock
     }
 
+    /// How many of `prompt`'s tokens a lookup would serve, without copying anything.
+    pub fn usable(&self, prompt: &[u32]) -> usize {
+        let candidates: Vec<Candidate> = self.candidates();
+        best_match(&candidates, prompt).map_or(0, |(_, n)| n)
+    }
+
+    fn candidates(&self) -> Vec<Candidate<'_>> {
+        self.entries
+            .iter()
+            .map(|e| Candidate {
+                tokens: &e.tokens,
+                trimmable: e.trimmable,
+                last_used: e.last_used,
+            })
+            .collect()
+    }
+
+    /// The cache of the entry that has read exactly `tokens`, if it is still kept.
+    pub fn entry(&self, tokens: &[u32]) -> Option<&[LayerCache]> {
+        self.entries
+            .iter()
+            .find(|e| e.tokens == tokens)
+            .map(|e| e.cache.as_slice())
+    }
+
+    /// The whole entry the last lookup served from: its tokens and cache.
+    pub fn last_hit(&self) -> Option<(&[u32], &[LayerCache])> {
+        let e = self.entries.get(self.last_hit?)?;
+        Some((&e.tokens, &e.cache))
+    }
+
     /// A cache of the longest stored prefix of `prompt` (buffers of its own) and its length.
     pub fn lookup(&mut self, prompt: &[u32]) -> Result<Option<(usize, Vec<LayerCache>)>> {
+        self.last_hit = None;
         let candidates: Vec<Candidate> = self
             .entries
             .iter()
@@ -119,6 +154,7 @@ impl PrefixCache {
             return Ok(None);
         };
         let now = self.tick();
+        self.last_hit = Some(i);
         let entry = &mut self.entries[i];
         entry.last_used = now;
         let mut cache = Vec::with_capacity(entry.cache.len());
@@ -140,6 +176,7 @@ impl PrefixCache {
             return;
         }
         let trimmable = cache.iter().all(LayerCache::is_trimmable);
+        self.last_hit = None;
         let mut freed = 0;
         self.entries.retain(|e| {
             let redundant =

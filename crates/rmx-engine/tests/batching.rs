@@ -14,6 +14,7 @@ fn engine(family: &str, quant: &str, max_batch: usize) -> Engine {
     let options = EngineOptions {
         max_batch,
         prefix_cache_bytes: 0,
+        ..EngineOptions::from_env()
     };
     Engine::load_with(&common::model(family, quant), options).unwrap()
 }

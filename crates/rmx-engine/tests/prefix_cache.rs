@@ -71,3 +71,70 @@ fn a_hybrid_models_next_turn_restores_the_state_where_the_last_prompt_ended() {
         "cached {cached} of a first prompt of {first}"
     );
 }
+
+/// A long system prompt that a second request reuses (so it is hot), then a new engine on the
+/// same prefix folder (a restarted daemon).
+fn restart_turns(family: &str, corrupt: bool) -> (usize, usize, bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let options = || rmx_engine::EngineOptions {
+        prefix_dir: Some(dir.path().to_path_buf()),
+        ..rmx_engine::EngineOptions::from_env()
+    };
+    let model = common::model(family, "f32");
+    let system = TURN.repeat(4);
+    let first = {
+        let engine = Engine::load_with(&model, options()).unwrap();
+        let first = engine.raw_tokens(&system).unwrap();
+        run(&engine, first.clone(), false);
+        let mut again = first.clone();
+        again.extend(engine.tokenizer().encode(NEXT, false).unwrap());
+        let (_, usage) = run(&engine, again, false);
+        assert!(usage.cached_tokens > 0, "{family}: the second request hit");
+        first
+    };
+    let files: Vec<_> = walk(dir.path());
+    assert!(!files.is_empty(), "{family}: the hot prefix was written");
+    if corrupt {
+        for f in &files {
+            let bytes = std::fs::read(f).unwrap();
+            std::fs::write(f, &bytes[..bytes.len() / 2]).unwrap();
+        }
+    }
+    let engine = Engine::load_with(&model, options()).unwrap();
+    let mut next = first.clone();
+    next.extend(engine.tokenizer().encode(" And then?", false).unwrap());
+    let (warm, usage) = run(&engine, next.clone(), false);
+    let (cold, _) = run(&engine, next, true);
+    (usage.cached_tokens, first.len(), warm == cold)
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = vec![];
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        if e.path().is_dir() {
+            out.extend(walk(&e.path()));
+        } else if e.path().extension().is_some_and(|x| x == "safetensors") {
+            out.push(e.path());
+        }
+    }
+    out
+}
+
+#[test]
+fn a_restarted_engine_reads_a_hot_prefix_from_disk() {
+    for family in ["qwen3", "qwen3_5"] {
+        let (cached, first, same) = restart_turns(family, false);
+        assert!(
+            cached + 1 >= first,
+            "{family}: cached {cached} of a {first}-token prefix after the restart"
+        );
+        assert!(same, "{family}: the prefix from disk changed the answer");
+    }
+}
+
+#[test]
+fn a_cut_short_prefix_file_is_ignored_and_the_prompt_read_again() {
+    let (cached, _, same) = restart_turns("qwen3", true);
+    assert_eq!(cached, 0);
+    assert!(same);
+}

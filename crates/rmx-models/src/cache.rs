@@ -480,6 +480,64 @@ impl LayerCache {
         })
     }
 
+    /// The arrays this cache is made of, named, to save it: `k` and `v` (the positions read)
+    /// or `conv` and `state`. `None` for a sliding window or a batch (never saved) or an empty
+    /// cache.
+    pub fn saved_parts(&self) -> Result<Option<Vec<(&'static str, Array)>>> {
+        Ok(match self {
+            LayerCache::Full(c) => match (&c.keys, &c.values) {
+                (Some(k), Some(v)) if c.offset > 0 => Some(vec![
+                    ("k", seq_slice(k, 0, c.offset)?),
+                    ("v", seq_slice(v, 0, c.offset)?),
+                ]),
+                _ => None,
+            },
+            LayerCache::Recurrent(c) => match (&c.conv, &c.state) {
+                (Some(conv), Some(state)) => {
+                    Some(vec![("conv", conv.clone()), ("state", state.clone())])
+                }
+                _ => None,
+            },
+            LayerCache::Rotating(_) | LayerCache::Batch(_) => None,
+        })
+    }
+
+    /// A cache of `like`'s kind made from [`LayerCache::saved_parts`], having read `offset`
+    /// positions; `None` when the parts do not fit it (another model's file).
+    pub fn from_saved(
+        like: &LayerCache,
+        mut part: impl FnMut(&str) -> Option<Array>,
+        offset: i32,
+    ) -> Result<Option<LayerCache>> {
+        Ok(match like {
+            LayerCache::Full(_) => {
+                let (Some(k), Some(v)) = (part("k"), part("v")) else {
+                    return Ok(None);
+                };
+                if k.ndim() != 4 || k.dim(0) != 1 || k.dim(2) != offset || v.dim(2) != offset {
+                    return Ok(None);
+                }
+                let mut c = KvCache::default();
+                c.update_and_fetch(&k, &v)?;
+                Some(LayerCache::Full(c))
+            }
+            LayerCache::Recurrent(_) => {
+                let (Some(conv), Some(state)) = (part("conv"), part("state")) else {
+                    return Ok(None);
+                };
+                if conv.ndim() != 3 || state.ndim() != 4 || conv.dim(0) != 1 || state.dim(0) != 1 {
+                    return Ok(None);
+                }
+                Some(LayerCache::Recurrent(RecurrentCache {
+                    conv: Some(conv),
+                    state: Some(state),
+                    offset,
+                }))
+            }
+            LayerCache::Rotating(_) | LayerCache::Batch(_) => None,
+        })
+    }
+
     /// A cache of the first `len` positions of this one, with buffers of its own: what
     /// prefilling those positions in one chunk would have left. `None` when this cache cannot
     /// give it (`len` past its end, or an earlier position of a cache that cannot be cut).

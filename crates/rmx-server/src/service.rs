@@ -319,13 +319,18 @@ pub struct Service {
 
 impl Service {
     pub fn new(config: ServiceConfig) -> Arc<Service> {
+        let prefix_dir = config.store.config().rmx_home.join("prefixes");
         Arc::new(Service {
             // The daemon is what loads models: its store judges families by its engine.
             store: config.store.with_families(
                 Families::new(rmx_engine::supported_model_types())
                     .with_architectures(rmx_engine::supported_architectures()),
             ),
-            models: Models::new(config.max_loaded_models, config.memory_budget),
+            models: Models::new(
+                config.max_loaded_models,
+                config.memory_budget,
+                Some(prefix_dir),
+            ),
             default_keep_alive: config.default_keep_alive,
             shutdown: watch::channel(false).0,
             pulls: Default::default(),

@@ -37,7 +37,11 @@ async fn in_use(base: &str) -> bool {
     let v: Value = serde_json::from_str(body.trim()).unwrap_or(Value::Null);
     v["models"]
         .as_array()
-        .is_some_and(|m| m.iter().any(|m| m["until"] == "in use"))
+        // A request holds the model, or its engine still holds a sequence.
+        .is_some_and(|m| {
+            m.iter()
+                .any(|m| m["until"] == "in use" || m["running"].as_u64().unwrap_or(0) > 0)
+        })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -82,6 +82,8 @@ pub struct Models {
     table: Mutex<HashMap<PathBuf, Arc<Slot>>>,
     pub max_loaded: usize,
     pub budget: u64,
+    /// Where engines keep hot prompt prefixes across restarts (`<rmx home>/prefixes`).
+    prefix_dir: Option<PathBuf>,
 }
 
 /// A request's hold on a model; dropping it starts the keep-alive clock.
@@ -125,11 +127,13 @@ pub struct RunningInfo {
 }
 
 impl Models {
-    pub fn new(max_loaded: usize, budget: u64) -> Arc<Models> {
+    /// `prefix_dir`: where its engines keep hot prompt prefixes across restarts.
+    pub fn new(max_loaded: usize, budget: u64, prefix_dir: Option<PathBuf>) -> Arc<Models> {
         Arc::new(Models {
             table: Mutex::new(HashMap::new()),
             max_loaded: max_loaded.max(1),
             budget,
+            prefix_dir,
         })
     }
 
@@ -154,10 +158,11 @@ impl Models {
             // The load runs in its own task: if this request goes away, the load still ends
             // in the cell for the next one.
             let loader = slot.clone();
+            let prefix_dir = self.prefix_dir.clone();
             let result = tokio::spawn(async move {
                 loader
                     .cell
-                    .get_or_try_init(|| load(loader.path.clone(), loader.name.clone()))
+                    .get_or_try_init(|| load(loader.path.clone(), loader.name.clone(), prefix_dir))
                     .await
                     .map(|_| ())
             })
@@ -384,9 +389,17 @@ fn remove_slot(table: &mut HashMap<PathBuf, Arc<Slot>>, slot: &Arc<Slot>) {
 
 /// Engine loading blocks (it starts the engine thread and waits for the weights), so it runs
 /// on the blocking pool.
-async fn load(path: PathBuf, name: String) -> Result<Arc<Loaded>, ServiceError> {
+async fn load(
+    path: PathBuf,
+    name: String,
+    prefix_dir: Option<PathBuf>,
+) -> Result<Arc<Loaded>, ServiceError> {
     let started = Instant::now();
-    let engine = tokio::task::spawn_blocking(move || Engine::load(&path))
+    let options = rmx_engine::EngineOptions {
+        prefix_dir,
+        ..rmx_engine::EngineOptions::from_env()
+    };
+    let engine = tokio::task::spawn_blocking(move || Engine::load_with(&path, options))
         .await
         .map_err(|e| ServiceError::Internal(format!("load task failed: {e}")))?
         .map_err(|e| load_error(&name, e))?;
