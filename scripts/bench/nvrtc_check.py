@@ -56,6 +56,11 @@ KERNELS = [
               ("int32_t", "pos"), ("float", "par"), ("T", "kc"), ("T", "vc")],
      ["o"], "rmx::decode_attn<T, H, KV, D, NORM, TRADITIONAL, QOFF, KOFF, VOFF>(qs, ks, vs, qn, kn, inv_freq, pos, par, kc, vc, o);",
      dict(H=16, KV=8, D=128, NORM="true", TRADITIONAL="false", QOFF=0, KOFF=2048, VOFF=3072)),
+    # A batch's rows (fastpath.rs's decode_attention_batch).
+    ("attn", [("T", "qkv"), ("T", "qn"), ("T", "kn"), ("float", "inv_freq"), ("int32_t", "pos"),
+              ("int32_t", "pads"), ("float", "par"), ("T", "kc"), ("T", "vc")],
+     ["o"], "rmx::decode_attn_batch<T, H, KV, D, NORM, TRADITIONAL, S>(qkv, qn, kn, inv_freq, pos, pads, par, kc, vc, o);",
+     dict(H=32, KV=8, D=128, NORM="false", TRADITIONAL="false", S=6144)),
     # Gemma 3's head size, the largest decode_attn takes.
     ("attn", [("T", "qs"), ("T", "ks"), ("T", "vs"), ("T", "qn"), ("T", "kn"), ("float", "inv_freq"),
               ("int32_t", "pos"), ("float", "par"), ("T", "kc"), ("T", "vc")],

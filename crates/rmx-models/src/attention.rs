@@ -4,7 +4,7 @@
 use rmx_mlx::quant::{QuantSpec, Quantized};
 use rmx_mlx::{fast, Array};
 
-use crate::cache::{AttnMask, KvCache, LayerCache};
+use crate::cache::{AttnMask, BatchKvCache, KvCache, LayerCache};
 use crate::config::QuantConfig;
 use crate::error::Result;
 use crate::fastpath::{self, fast_path, QkvRope, QkvRows};
@@ -297,6 +297,9 @@ impl Attention {
         mask: &AttnMask,
         cache: &mut LayerCache,
     ) -> Result<Option<Array>> {
+        if let (Some(inv_freq), LayerCache::Batch(b)) = (&self.decode_inv_freq, &mut *cache) {
+            return self.decode_attention_batch(input, inv_freq, b);
+        }
         let (Some(inv_freq), LayerCache::Full(kv), AttnMask::None) =
             (&self.decode_inv_freq, cache, mask)
         else {
@@ -336,6 +339,41 @@ impl Attention {
         let (keys, values, offset) = kv.decode_slot(self.kv_heads, self.head_dim, dtype)?;
         Ok(Some(fastpath::decode_attention(
             &rows, &p, self.scale, &keys, &values, offset,
+        )?))
+    }
+
+    /// A batch's decode step on the fast path: the fused projection of every row, then one
+    /// kernel for every row's rope, norms, cache write and attention over its own columns.
+    /// `None` when it does not apply (separate projections, several tokens a row, a long
+    /// context), and MLX's ops run with the batch's mask.
+    fn decode_attention_batch(
+        &self,
+        input: &Input,
+        inv_freq: &Array,
+        cache: &mut BatchKvCache,
+    ) -> Result<Option<Array>> {
+        let x = input.raw();
+        let Qkv::Fused { qkv, .. } = &self.qkv else {
+            return Ok(None);
+        };
+        if x.ndim() != 3 || x.dim(1) != 1 || x.dim(0) as usize != cache.rows() {
+            return Ok(None);
+        }
+        let p = self.rope_params(inv_freq);
+        if !fastpath::decode_attention_fits(&p, x.dtype(), cache.offset() + 1) {
+            return Ok(None);
+        }
+        let rows = match input {
+            Input::Raw(x, n) => qkv.forward_prenorm(x, n)?,
+            Input::Normed(x) => qkv.forward(x)?,
+        };
+        if rows.dtype() != x.dtype() {
+            return Ok(None);
+        }
+        let (keys, values, col, pads) =
+            cache.decode_slot(self.kv_heads, self.head_dim, rows.dtype())?;
+        Ok(Some(fastpath::decode_attention_batch(
+            &rows, &p, self.scale, &keys, &values, col, &pads,
         )?))
     }
 

@@ -24,6 +24,8 @@ pub struct BatchKvCache {
     pads: Vec<i32>,
     /// Per row, `[B]` int32: the position its next token takes (`idx - pad`), for rope.
     positions: Array,
+    /// `pads` as a `[B]` int32 array, for the decode kernel (made when first asked for).
+    pads_array: Option<Array>,
 }
 
 impl BatchKvCache {
@@ -46,6 +48,7 @@ impl BatchKvCache {
             idx,
             positions: Array::from_slice(&pos, &[pos.len() as i32])?,
             pads,
+            pads_array: None,
         })
     }
 
@@ -63,16 +66,16 @@ impl BatchKvCache {
         &self.positions
     }
 
-    pub fn update_and_fetch(&mut self, k: &Array, v: &Array) -> Result<(Array, Array)> {
+    /// Makes room for `n` more columns of `[B, heads, n, dim]` keys and values, growing by
+    /// whole steps as `KvCache` does. A grown buffer is a new array that only this cache holds.
+    fn reserve(&mut self, n: i32, heads: i32, dim: i32, dtype: Dtype) -> Result<()> {
         let prev = self.idx;
-        let n = k.dim(2);
         let cap = self.keys.as_ref().map_or(0, |a| a.dim(2));
         if self.keys.is_none() || prev + n > cap {
-            let s = k.shape();
+            let b = self.rows() as i32;
             let steps = (STEP + n - 1) / STEP;
-            let new_k = Array::zeros(&[s[0], s[1], steps * STEP, s[3]], k.dtype())?;
-            let vs = v.shape();
-            let new_v = Array::zeros(&[vs[0], vs[1], steps * STEP, vs[3]], v.dtype())?;
+            let new_k = Array::zeros(&[b, heads, steps * STEP, dim], dtype)?;
+            let new_v = Array::zeros(&[b, heads, steps * STEP, dim], dtype)?;
             match (self.keys.take(), self.values.take()) {
                 (Some(ok), Some(ov)) => {
                     let ok = seq_slice(&ok, 0, prev)?;
@@ -86,6 +89,49 @@ impl BatchKvCache {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// One decode column for a kernel that writes each row's new key and value itself: the
+    /// whole `[B, heads, cap, dim]` buffers (row-contiguous, held by this cache alone: a
+    /// buffer made by `reserve`, which a merge, a `keep` or a full buffer always leads to), the
+    /// column to write, which now counts as filled, and the rows' padding (`[B]` int32).
+    pub fn decode_slot(
+        &mut self,
+        heads: i32,
+        dim: i32,
+        dtype: Dtype,
+    ) -> Result<(Array, Array, i32, Array)> {
+        // After a merge or a keep the buffers are cut to the written columns, so the first
+        // slot grows them into whole arrays of their own before a kernel writes into them.
+        self.reserve(1, heads, dim, dtype)?;
+        let col = self.idx;
+        self.idx += 1;
+        self.positions = self.positions.add_scalar(1.0)?.astype(Dtype::I32)?;
+        let pads = match &self.pads_array {
+            Some(p) => p.clone(),
+            None => {
+                let p = Array::from_slice(&self.pads, &[self.pads.len() as i32])?;
+                self.pads_array = Some(p.clone());
+                p
+            }
+        };
+        match (&self.keys, &self.values) {
+            (Some(k), Some(v)) => Ok((k.clone(), v.clone(), col, pads)),
+            _ => unreachable!("allocated above"),
+        }
+    }
+
+    pub fn update_and_fetch(&mut self, k: &Array, v: &Array) -> Result<(Array, Array)> {
+        let prev = self.idx;
+        let n = k.dim(2);
+        let s = k.shape();
+        if s[3] != v.dim(3) {
+            return Err(ModelError::Batch(
+                "keys and values of different widths".into(),
+            ));
+        }
+        self.reserve(n, s[1], s[3], k.dtype())?;
         let (Some(keys), Some(values)) = (self.keys.take(), self.values.take()) else {
             unreachable!("allocated above")
         };

@@ -213,6 +213,13 @@ const DECODE_ATTN: Spec = Spec {
     outputs: &["o"],
     body: "rmx::decode_attn<T, H, KV, D, NORM, TRADITIONAL, QOFF, KOFF, VOFF>(qs, ks, vs, qn, kn, inv_freq, pos, par, kc, vc, o);",
 };
+const DECODE_ATTN_BATCH: Spec = Spec {
+    name: "rmx_decode_attn_batch",
+    section: "attn",
+    inputs: &["qkv", "qn", "kn", "inv_freq", "pos", "pads", "par", "kc", "vc"],
+    outputs: &["o"],
+    body: "rmx::decode_attn_batch<T, H, KV, D, NORM, TRADITIONAL, S>(qkv, qn, kn, inv_freq, pos, pads, par, kc, vc, o);",
+};
 const SWIGLU: Spec = Spec {
     name: "rmx_swiglu",
     section: "swiglu",
@@ -663,6 +670,43 @@ pub fn decode_attention(
                 ("KOFF", TemplateArg::Int(offs[1])),
                 ("VOFF", TemplateArg::Int(offs[2])),
             ],
+        ]
+        .concat(),
+        init_value: None,
+    })?;
+    Ok(out.into_iter().next().expect("one output"))
+}
+
+/// A batch's decode step of attention in one kernel (`decode_attn_batch`): for each of the B
+/// rows of `qkv` (`[B, 1, (H + 2 KV) * D]`, one fused product), q and k normed and roped at the
+/// row's position (`col - pads[b]`), k and v written at column `col` of the left-padded
+/// `keys`/`values` (`[B, KV, cap, D]`, owned by the batch cache), attention over the row's
+/// columns `pads[b]..=col`. Returns `[B, 1, H * D]`. The caller has checked
+/// `decode_attention_fits` for `col + 1` positions.
+pub fn decode_attention_batch(
+    qkv: &Array,
+    p: &QkvRope,
+    scale: f32,
+    keys: &Array,
+    values: &Array,
+    col: i32,
+    pads: &Array,
+) -> Result<Array> {
+    let (h, kv, d) = (p.heads, p.kv_heads, p.head_dim);
+    let b = qkv.dim(0);
+    let dtype = qkv.dtype();
+    let pos = on_device(Array::from_slice(&[col, keys.dim(2)], &[2])?)?;
+    let (qn, kn, eps) = p.norm_inputs(qkv);
+    let par = consts(&[eps, scale])?;
+    let out = kernel(&DECODE_ATTN_BATCH)?.launch(&Launch {
+        inputs: &[qkv, qn, kn, p.inv_freq, &pos, pads, &par, keys, values],
+        output_shapes: &[&[b, 1, h * d]],
+        output_dtypes: &[dtype],
+        grid: [h * 1024, b, 1],
+        threadgroup: [1024, 1, 1],
+        template: &[
+            p.template(dtype).as_slice(),
+            &[("S", TemplateArg::Int((h + 2 * kv) * d))],
         ]
         .concat(),
         init_value: None,

@@ -506,24 +506,25 @@ namespace rmx {
 // online softmax, as MLX's single-pass vector kernel does; then the warps' partials are merged.
 // q, k and v are read at element offsets QOFF, KOFF, VOFF of qs, ks, vs: one fused QKV row
 // passed three times, or three rows. pos = {offset, cap}; par = {eps, scale}.
+//
+// decode_attn_at is that for one row: the new k and v go to column `col` of the cache, the
+// rope turns by `rope_pos`, and attention reads columns start..col. A sequence alone has
+// col = rope_pos = offset and start = 0; a batch row (decode_attn_batch) writes the batch's
+// common column and starts after its left padding.
 template <typename T, int H, int KV, int D, bool NORM, bool TRADITIONAL, int QOFF, int KOFF,
           int VOFF>
-__device__ __forceinline__ void decode_attn(
+__device__ __forceinline__ void decode_attn_at(
     const T* qs, const T* ks, const T* vs, const T* qn, const T* kn, const float* inv_freq,
-    const int32_t* pos, const float* par, const T* kc_in, const T* vc_in, T* out) {
+    int col, int rope_pos, int start, int cap, const float* par, T* kc, T* vc, T* out) {
   constexpr int NW = 32;
   constexpr int PL = D / 32;
   // q and k pairs fill whole warps; the warps' partial rows fit in 48 KB of shared memory.
   static_assert(D % 64 == 0 && D <= 256, "head size");
-  T* kc = const_cast<T*>(kc_in);
-  T* vc = const_cast<T*>(vc_in);
   const int h = blockIdx.x;
   const int g = h / (H / KV);
   const int t = threadIdx.x;
   const int lane = t & 31;
   const int warp = t >> 5;
-  const int offset = pos[0];
-  const int cap = pos[1];
   __shared__ float qf[D];
   __shared__ float kf[D];
   __shared__ float vf[D];
@@ -560,7 +561,7 @@ __device__ __forceinline__ void decode_attn(
     }
   }
   if (active) {
-    const float theta = static_cast<float>(offset) * inv_freq[i];
+    const float theta = static_cast<float>(rope_pos) * inv_freq[i];
     const float c = cos(theta), s = sin(theta);
     float* dst = is_k ? kf : qf;
     dst[i1] = to_float(static_cast<T>(x1 * c - x2 * s));
@@ -568,7 +569,7 @@ __device__ __forceinline__ void decode_attn(
   }
   __syncthreads();
   if (h % (H / KV) == 0 && t < D) {
-    const size_t at = ((size_t)g * cap + offset) * D + t;
+    const size_t at = ((size_t)g * cap + col) * D + t;
     kc[at] = static_cast<T>(kf[t]);
     vc[at] = static_cast<T>(vf[t]);
   }
@@ -583,9 +584,9 @@ __device__ __forceinline__ void decode_attn(
   float m = neg_inf(), l = 0.f;
   const T* kb = kc + (size_t)g * cap * D + lane * PL;
   const T* vb = vc + (size_t)g * cap * D + lane * PL;
-  for (int j = warp; j <= offset; j += NW) {
+  for (int j = start + warp; j <= col; j += NW) {
     float kv[PL], vv[PL];
-    if (j < offset) {
+    if (j < col) {
 #pragma unroll
       for (int p = 0; p < PL; ++p) {
         kv[p] = to_float(kb[(size_t)j * D + p]);
@@ -625,6 +626,33 @@ __device__ __forceinline__ void decode_attn(
     for (int w = 0; w < NW; ++w) sum += acc[w][t];
     out[(size_t)h * D + t] = static_cast<T>(sum / denom);
   }
+}
+
+// One sequence: pos = {offset, cap}.
+template <typename T, int H, int KV, int D, bool NORM, bool TRADITIONAL, int QOFF, int KOFF,
+          int VOFF>
+__device__ __forceinline__ void decode_attn(
+    const T* qs, const T* ks, const T* vs, const T* qn, const T* kn, const float* inv_freq,
+    const int32_t* pos, const float* par, const T* kc_in, const T* vc_in, T* out) {
+  decode_attn_at<T, H, KV, D, NORM, TRADITIONAL, QOFF, KOFF, VOFF>(
+      qs, ks, vs, qn, kn, inv_freq, pos[0], pos[0], 0, pos[1], par, const_cast<T*>(kc_in),
+      const_cast<T*>(vc_in), out);
+}
+
+// A batch's decode step, blockIdx.y = row b: qkv holds each row's fused q/k/v (S elements a
+// row), the left-padded caches are [B, KV, cap, D], pos = {col, cap} (the column every row
+// writes), pads[b] the columns before row b's first position (its rope position is col - pad).
+template <typename T, int H, int KV, int D, bool NORM, bool TRADITIONAL, int S>
+__device__ __forceinline__ void decode_attn_batch(
+    const T* qkv, const T* qn, const T* kn, const float* inv_freq, const int32_t* pos,
+    const int32_t* pads, const float* par, const T* kc_in, const T* vc_in, T* out) {
+  const int b = blockIdx.y;
+  const int col = pos[0], cap = pos[1], pad = pads[b];
+  const T* row = qkv + (size_t)b * S;
+  const size_t cache = (size_t)b * KV * cap * D;
+  decode_attn_at<T, H, KV, D, NORM, TRADITIONAL, 0, H * D, (H + KV) * D>(
+      row, row, row, qn, kn, inv_freq, col, col - pad, pad, cap, par,
+      const_cast<T*>(kc_in) + cache, const_cast<T*>(vc_in) + cache, out + (size_t)b * H * D);
 }
 
 }  // namespace rmx
