@@ -124,3 +124,35 @@ fn a_hybrid_config_that_disagrees_with_its_weights_names_the_field_or_tensor() {
     let e = load_error(&pattern);
     assert!(e.contains("layers.0.self_attn"), "{e}");
 }
+
+/// Issue #20: zero or absurd sizes panicked the engine thread while it built the model (the
+/// load answered "the engine thread has stopped"); they fail the load naming field and file.
+#[test]
+fn issue_20_zero_sizes_fail_the_load_naming_the_field() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (i, field) in ["num_attention_heads", "hidden_size", "num_hidden_layers"]
+        .into_iter()
+        .enumerate()
+    {
+        let dir = variant(&tmp.path().join(i.to_string()), "llama", "f32", |c| {
+            c[field] = 0.into()
+        });
+        let e = load_error(&dir);
+        assert!(e.contains(&format!("{field} is 0")), "{e}");
+        assert!(
+            e.contains(&dir.join("config.json").display().to_string()),
+            "{e}"
+        );
+    }
+    // No head_dim, and heads that do not divide the width.
+    let dir = variant(&tmp.path().join("split"), "llama", "f32", |c| {
+        c.as_object_mut().unwrap().remove("head_dim");
+        c["num_attention_heads"] = 3.into();
+        c["num_key_value_heads"] = 3.into();
+    });
+    let e = load_error(&dir);
+    assert!(
+        e.contains("hidden_size (128)") && e.contains("head_dim"),
+        "{e}"
+    );
+}

@@ -53,6 +53,22 @@ impl RawConfig {
         })
     }
 
+    /// Refuses sizes no model has, before any family builds on them: zero heads, layers or
+    /// width (divisions by zero and empty layer lists deep in a family's code, which panic the
+    /// engine thread), heads that do not divide among the key/value heads or the width, and
+    /// sizes past any real checkpoint. Checks the top level and a nested `text_config`, where
+    /// vision-language checkpoints keep their text model; a field a config lacks is the
+    /// family's default, judged by the family.
+    pub fn check_sizes(&self) -> Result<()> {
+        check_sizes(&self.path, "", &self.raw)?;
+        match self.raw.get("text_config") {
+            Some(text @ serde_json::Value::Object(_)) => {
+                check_sizes(&self.path, "text_config.", text)
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Parses the family's own config type, naming the file and field on failure.
     pub fn parse<T: for<'de> Deserialize<'de>>(&self) -> Result<T> {
         serde_json::from_value(self.raw.clone()).map_err(|e| ModelError::Config {
@@ -95,6 +111,64 @@ impl RawConfig {
             message: format!("invalid text_config: {e}"),
         })
     }
+}
+
+/// Size fields and the largest value any real checkpoint comes near (with room to spare).
+const SIZES: &[(&str, i64)] = &[
+    ("hidden_size", 1 << 18),
+    ("num_hidden_layers", 1 << 12),
+    ("num_attention_heads", 1 << 12),
+    ("num_key_value_heads", 1 << 12),
+    ("head_dim", 1 << 14),
+    ("vocab_size", 1 << 24),
+    ("linear_num_key_heads", 1 << 12),
+    ("linear_num_value_heads", 1 << 12),
+    ("linear_key_head_dim", 1 << 14),
+    ("linear_value_head_dim", 1 << 14),
+];
+
+/// [`RawConfig::check_sizes`] on one object; `prefix` names where it sits (`text_config.`).
+fn check_sizes(path: &Path, prefix: &str, v: &serde_json::Value) -> Result<()> {
+    let err = |message: String| ModelError::Config {
+        path: path.to_path_buf(),
+        message,
+    };
+    // Present and not null; a value of the wrong type is left to the family's parser.
+    let field = |k: &str| v.get(k).filter(|x| !x.is_null());
+    for &(name, max) in SIZES {
+        let Some(x) = field(name) else { continue };
+        if !(x.is_i64() || x.is_u64()) {
+            continue;
+        }
+        if !x.as_i64().is_some_and(|n| (1..=max).contains(&n)) {
+            return Err(err(format!(
+                "{prefix}{name} is {x}: it must be a positive integer no larger than {max}"
+            )));
+        }
+    }
+    let int = |k: &str| field(k).and_then(serde_json::Value::as_i64);
+    if let (Some(heads), Some(kv)) = (int("num_attention_heads"), int("num_key_value_heads")) {
+        if heads % kv != 0 {
+            return Err(err(format!(
+                "{prefix}num_attention_heads ({heads}) is not a multiple of \
+                 {prefix}num_key_value_heads ({kv}): query heads share key/value heads evenly"
+            )));
+        }
+    }
+    if let (Some(hidden), Some(heads), None) = (
+        int("hidden_size"),
+        int("num_attention_heads"),
+        field("head_dim"),
+    ) {
+        if hidden % heads != 0 {
+            return Err(err(format!(
+                "{prefix}hidden_size ({hidden}) is not a multiple of \
+                 {prefix}num_attention_heads ({heads}), and there is no head_dim to say how \
+                 wide a head is"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// mlx-lm's `quantization` section: defaults plus per-module overrides keyed by module path
@@ -200,5 +274,76 @@ impl QuantConfig {
             Some(s) => *s,
             None => self.default,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sizes(raw: serde_json::Value) -> std::result::Result<(), String> {
+        let cfg = RawConfig {
+            path: PathBuf::from("m/config.json"),
+            raw,
+            model_type: "llama".into(),
+            architectures: Vec::new(),
+            quant: QuantConfig::default(),
+        };
+        cfg.check_sizes().map_err(|e| e.to_string())
+    }
+
+    fn base() -> serde_json::Value {
+        serde_json::json!({"hidden_size": 128, "num_attention_heads": 4,
+                           "num_key_value_heads": 2, "num_hidden_layers": 3, "vocab_size": 1000})
+    }
+
+    /// Issue #20: these panicked the engine thread (divisions by zero, empty layer lists).
+    #[test]
+    fn issue_20_zero_and_absurd_sizes_name_the_field_and_file() {
+        for (field, value) in [
+            ("num_attention_heads", serde_json::json!(0)),
+            ("hidden_size", serde_json::json!(0)),
+            ("num_hidden_layers", serde_json::json!(0)),
+            ("num_key_value_heads", serde_json::json!(-2)),
+            ("vocab_size", serde_json::json!(1u64 << 40)),
+        ] {
+            let mut raw = base();
+            raw[field] = value.clone();
+            let e = sizes(raw).unwrap_err();
+            assert!(e.contains(&format!("{field} is {value}")), "{e}");
+            assert!(e.contains("m/config.json"), "{e}");
+        }
+        let mut nested = base();
+        nested["text_config"] = serde_json::json!({"num_attention_heads": 0});
+        let e = sizes(nested).unwrap_err();
+        assert!(e.contains("text_config.num_attention_heads is 0"), "{e}");
+    }
+
+    #[test]
+    fn issue_20_heads_that_do_not_divide_are_refused() {
+        let mut raw = base();
+        raw["num_attention_heads"] = 3.into();
+        raw["num_key_value_heads"] = 3.into();
+        let e = sizes(raw.clone()).unwrap_err();
+        assert!(
+            e.contains("hidden_size (128)") && e.contains("head_dim"),
+            "{e}"
+        );
+        // An explicit head_dim need not divide the width (Qwen3, Gemma).
+        raw["head_dim"] = 48.into();
+        assert_eq!(sizes(raw.clone()), Ok(()));
+        raw["num_key_value_heads"] = 2.into();
+        let e = sizes(raw).unwrap_err();
+        assert!(e.contains("num_key_value_heads (2)"), "{e}");
+    }
+
+    #[test]
+    fn real_shapes_pass() {
+        assert_eq!(sizes(base()), Ok(()));
+        // Fields of other types are the family's to judge.
+        let mut raw = base();
+        raw["num_key_value_heads"] = serde_json::Value::Null;
+        raw["head_dim"] = "wide".into();
+        assert_eq!(sizes(raw), Ok(()));
     }
 }

@@ -114,6 +114,8 @@ pub fn load(dir: &Path) -> Result<Box<dyn CausalLm>> {
         },
         supported: supported().join(", "),
     })?;
+    // After the family: an unsupported one is reported as that, whatever its sizes.
+    cfg.check_sizes()?;
     let mut w = Weights::load(dir)?;
     // Modules that cannot know the file (rope settings, expert counts) name "config.json".
     let model = loader(&cfg, &mut w).map_err(|e| match e {
