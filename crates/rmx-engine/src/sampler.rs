@@ -145,7 +145,10 @@ impl Sampler {
         let p = &self.params;
         let neg_inf = lp.weak_scalar(f64::NEG_INFINITY)?;
         let mut lp = lp.clone();
-        if p.top_k > 0 && (p.top_k as i32) < self.vocab {
+        // A `top_k` of the vocabulary or more keeps every token. Compared as i64: `top_k` is
+        // any u32 a request sends, and 2^31 or more would wrap to a negative i32 that MLX
+        // refuses.
+        if p.top_k > 0 && i64::from(p.top_k) < i64::from(self.vocab) {
             let kth = lp.topk(p.top_k as i32, -1)?.min(&[-1], true)?;
             lp = r#where(&lp.less(&kth)?, &neg_inf, &lp)?;
         }

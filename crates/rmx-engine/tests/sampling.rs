@@ -75,6 +75,21 @@ fn top_k_keeps_the_k_most_likely() {
     assert_eq!(seen, HashSet::from([0, 1]));
 }
 
+/// Issue #20: a `top_k` of 2^31 or more (any u32 a request may send) keeps every token, as one
+/// of the vocabulary's size does; it used to wrap to a negative k that MLX refused (a 500).
+#[test]
+fn issue_20_a_top_k_past_i32_keeps_every_token() {
+    let l = logits_of(&PROBS);
+    let all = draws(sampled(1.0, 5), &l, 64);
+    for top_k in [1 << 31, u32::MAX] {
+        let p = SamplingParams {
+            top_k,
+            ..sampled(1.0, 5)
+        };
+        assert_eq!(draws(p, &l, 64), all, "top_k {top_k}");
+    }
+}
+
 #[test]
 fn top_p_keeps_the_smallest_set_reaching_p() {
     // Mass before each token in order: 0, .4, .65, .8, ... With top_p = .7 tokens 0..=2 stay

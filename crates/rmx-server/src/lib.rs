@@ -6,6 +6,7 @@
 //! - `native`: the `/api/...` routes (Ollama-shaped) the CLI uses.
 //! - [`openai`], [`anthropic`]: the `/v1/...` compatibility surfaces (translations into the
 //!   service core; SSE through `openai::sse`); [`openapi`]: `/openapi.json`.
+//! - `sampling`: the ranges sampling values are held to, on every surface.
 //! - [`security`]: API key, CORS and rate-limit layers for the TCP listener.
 //! - [`share`]: `rmx share`'s front door, forwarding one model's routes to the daemon.
 //! - [`daemon`]: serving the router on TCP and on the Unix socket, the one-daemon lock, and
@@ -21,6 +22,7 @@ mod native;
 pub mod openai;
 pub mod openapi;
 pub mod router;
+mod sampling;
 pub mod security;
 pub mod service;
 pub mod share;

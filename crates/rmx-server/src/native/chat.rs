@@ -15,7 +15,7 @@ use crate::service::{InternalRequest, PromptInput, Service, ServiceEvent};
 
 pub async fn chat(State(svc): State<Arc<Service>>, body: Bytes) -> Result<Response, NativeError> {
     let req: ChatRequest = parse(&body)?;
-    let (sampling, max_tokens, stop) = sampling(req.options.as_ref());
+    let (sampling, max_tokens, stop) = sampling(req.options.as_ref())?;
     let internal = InternalRequest {
         model: req.model.clone(),
         prompt: PromptInput::Chat {

@@ -20,7 +20,7 @@ pub async fn generate(
     if req.prompt.is_empty() && req.system.is_none() {
         return load_or_unload(&svc, req).await;
     }
-    let (sampling, max_tokens, stop) = sampling(req.options.as_ref());
+    let (sampling, max_tokens, stop) = sampling(req.options.as_ref())?;
     let prompt = if req.raw {
         PromptInput::Raw(req.prompt.clone())
     } else {

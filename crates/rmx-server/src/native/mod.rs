@@ -60,14 +60,38 @@ fn now_rfc3339() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
-/// Ollama's options onto the core's sampling parameters.
-fn sampling(
-    options: Option<&rmx_api::Options>,
-) -> (crate::service::SamplingParams, Option<usize>, Vec<String>) {
+/// What Ollama's options set: sampling, the most tokens to generate (None: until the context
+/// is full) and the stop strings.
+type Sampling = (crate::service::SamplingParams, Option<usize>, Vec<String>);
+
+/// Ollama's options onto the core's sampling parameters, held to the ranges the OpenAI routes
+/// hold them to ([`crate::sampling`]).
+fn sampling(options: Option<&rmx_api::Options>) -> Result<Sampling, NativeError> {
+    use crate::sampling::{check, Knob};
     let mut s = crate::service::SamplingParams::default();
     let Some(o) = options else {
-        return (s, None, Vec::new());
+        return Ok((s, None, Vec::new()));
     };
+    let checks = [
+        (Knob::Temperature, "temperature", o.temperature),
+        (Knob::TopP, "top_p", o.top_p),
+        (Knob::MinP, "min_p", o.min_p),
+        (Knob::RepetitionPenalty, "repeat_penalty", o.repeat_penalty),
+        (
+            Knob::PresencePenalty,
+            "presence_penalty",
+            o.presence_penalty,
+        ),
+        (
+            Knob::FrequencyPenalty,
+            "frequency_penalty",
+            o.frequency_penalty,
+        ),
+    ];
+    for (knob, name, value) in checks {
+        check(knob, name, value)
+            .map_err(|e| NativeError(ServiceError::BadRequest(format!("options: {e}"))))?;
+    }
     if let Some(t) = o.temperature {
         s.temperature = t;
     }
@@ -90,8 +114,10 @@ fn sampling(
         s.frequency_penalty = p;
     }
     s.seed = o.seed;
+    // Negative (Ollama's -1 "infinite", -2 "fill the context"): until the context is full,
+    // which is where the core stops any answer.
     let max = o.num_predict.filter(|n| *n >= 0).map(|n| n as usize);
-    (s, max, o.stop.clone())
+    Ok((s, max, o.stop.clone()))
 }
 
 fn stats(f: &crate::service::Final) -> rmx_api::DoneStats {

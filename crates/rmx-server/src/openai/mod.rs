@@ -61,8 +61,8 @@ pub fn usage(u: &EngineUsage, reasoning_tokens: usize) -> rmx_api::openai::Usage
     }
 }
 
-/// The sampling knobs every OpenAI endpoint shares, checked against OpenAI's ranges so a bad
-/// value is a 400 naming it, not a silent clamp.
+/// The sampling knobs every OpenAI endpoint shares, checked against OpenAI's ranges
+/// ([`crate::sampling`]) so a bad value is a 400 naming it, not a silent clamp.
 #[derive(Debug, Default, Clone)]
 pub struct Knobs {
     pub temperature: Option<f32>,
@@ -77,21 +77,30 @@ pub struct Knobs {
 
 impl Knobs {
     pub fn sampling(&self) -> Result<SamplingParams, OpenAiError> {
-        let in_range = |name: &str, v: Option<f32>, lo: f32, hi: f32| -> Result<(), OpenAiError> {
-            match v {
-                Some(x) if !(lo..=hi).contains(&x) || x.is_nan() => Err(OpenAiError::invalid(
-                    name,
-                    format!("`{name}` must be between {lo} and {hi}, got {x}"),
-                )),
-                _ => Ok(()),
-            }
-        };
-        in_range("temperature", self.temperature, 0.0, 2.0)?;
-        in_range("top_p", self.top_p, 0.0, 1.0)?;
-        in_range("min_p", self.min_p, 0.0, 1.0)?;
-        in_range("presence_penalty", self.presence_penalty, -2.0, 2.0)?;
-        in_range("frequency_penalty", self.frequency_penalty, -2.0, 2.0)?;
-        in_range("repetition_penalty", self.repetition_penalty, 0.0, 10.0)?;
+        use crate::sampling::{check, Knob};
+        let checks = [
+            (Knob::Temperature, "temperature", self.temperature),
+            (Knob::TopP, "top_p", self.top_p),
+            (Knob::MinP, "min_p", self.min_p),
+            (
+                Knob::PresencePenalty,
+                "presence_penalty",
+                self.presence_penalty,
+            ),
+            (
+                Knob::FrequencyPenalty,
+                "frequency_penalty",
+                self.frequency_penalty,
+            ),
+            (
+                Knob::RepetitionPenalty,
+                "repetition_penalty",
+                self.repetition_penalty,
+            ),
+        ];
+        for (knob, name, value) in checks {
+            check(knob, name, value).map_err(|e| OpenAiError::invalid(name, e.to_string()))?;
+        }
         let d = SamplingParams::default();
         Ok(SamplingParams {
             // OpenAI's default is 1; clients that want greedy output send 0.
