@@ -470,11 +470,7 @@ impl Service {
         let built = build_prompt(engine, hints, &req)?;
         let prompt_tokens = built.tokens.len();
         let context = engine.info().context_length.map(|c| c as usize);
-        let max_tokens = match (req.max_tokens, context) {
-            (Some(n), _) => n,
-            (None, Some(ctx)) => ctx.saturating_sub(prompt_tokens).max(1),
-            (None, None) => 4096,
-        };
+        let max_tokens = token_limit(req.max_tokens, prompt_tokens, context);
         let mut greq = GenerateRequest::new(built.tokens, max_tokens);
         greq.sampling = req.sampling.clone();
         greq.stop = req.stop.clone();
@@ -668,6 +664,23 @@ fn constraint(
         }
     };
     Ok(Some(c.with_think(think)))
+}
+
+/// How many tokens the engine may generate: what the request asked for (None: all there is
+/// room for), never past the model's context, so that prompt + answer fit in it. Every surface's
+/// limit (`max_tokens`, `max_completion_tokens`, `max_output_tokens`, Ollama's `num_predict`,
+/// whose -1 and -2 arrive as None) passes here; the engine itself stops only at the number it
+/// is given. At least one token: a prompt that fills the context exactly still gets its first
+/// token (computed from the prompt; it never enters the cache).
+fn token_limit(asked: Option<usize>, prompt: usize, context: Option<usize>) -> usize {
+    match context {
+        Some(ctx) => {
+            let room = ctx.saturating_sub(prompt).max(1);
+            asked.map_or(room, |n| n.min(room))
+        }
+        // No context length in the config: the request's word, or a bound on a runaway.
+        None => asked.unwrap_or(4096),
+    }
 }
 
 fn tool_format(p: ToolParser) -> Option<ToolCallFormat> {
