@@ -43,6 +43,12 @@ pub enum ServiceError {
         name: String,
         unsupported: rmx_store::Unsupported,
     },
+    /// The model's own files cannot be loaded: a config, weights or tokenizer that is broken
+    /// or disagrees with itself. Like an unsupported family, the request names a model this
+    /// server cannot serve, and retrying will not change that.
+    #[error("model `{name}` cannot be loaded: {message}")]
+    BrokenModel { name: String, message: String },
+    /// Loading failed for the daemon's own reasons (the runtime, the engine thread).
     #[error("loading model `{name}` failed: {message}")]
     Load { name: String, message: String },
     #[error("the daemon is shutting down")]
@@ -67,7 +73,9 @@ impl ServiceError {
     /// 422: the request names a model this server cannot serve, which each API spells as a
     /// 400 (OpenAI and Anthropic `invalid_request_error`, whose documented statuses have no
     /// 422 for Anthropic; Ollama answers "does not support ..." with a 400), so every client
-    /// library reads it as "do not retry this request".
+    /// library reads it as "do not retry this request". A model whose files are broken is
+    /// answered the same way: it is the named model that cannot be served, not the daemon
+    /// that failed (it goes on serving the others).
     pub fn status(&self) -> StatusCode {
         match self {
             ServiceError::UnknownModel { .. } | ServiceError::NotDownloaded { .. } => {
@@ -75,7 +83,8 @@ impl ServiceError {
             }
             ServiceError::BadRequest(_)
             | ServiceError::PromptTooLong { .. }
-            | ServiceError::UnsupportedFamily { .. } => StatusCode::BAD_REQUEST,
+            | ServiceError::UnsupportedFamily { .. }
+            | ServiceError::BrokenModel { .. } => StatusCode::BAD_REQUEST,
             ServiceError::TooLarge { .. } => StatusCode::INSUFFICIENT_STORAGE,
             ServiceError::Busy(_) | ServiceError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
             ServiceError::Load { .. } | ServiceError::Internal(_) => {

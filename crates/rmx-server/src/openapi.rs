@@ -192,7 +192,7 @@ pub fn spec() -> Value {
             "operationId": operation_id(method, path),
             "responses": {
                 "200": {"description": "Success", "content": ok_content},
-                "400": {"description": "Malformed JSON, a wrong type (the field is named), a prompt longer than the context, or a model of a family this rmx does not load (the family is named)",
+                "400": {"description": "Malformed JSON, a wrong type or a sampling value out of range (the field is named), a prompt longer than the context, a model of a family this rmx does not load (the family is named), or a model whose files do not load (the model and the reason are named)",
                         "content": {"application/json": {"schema": {"$ref": error_ref}}}},
                 "401": {"description": "Missing or wrong API key (when one is set)",
                         "content": {"application/json": {"schema": {"$ref": error_ref}}}},

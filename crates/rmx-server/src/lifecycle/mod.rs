@@ -409,8 +409,9 @@ async fn load(
     }))
 }
 
-/// A family the engine lacks is the client's choice of model (a 4xx naming the family); any
-/// other load failure is the daemon's (a 500 with the engine's words).
+/// A family the engine lacks, or files that cannot be read as a model, are the client's
+/// choice of model (a 4xx naming the model and what is wrong with it); any other load failure
+/// is the daemon's (a 500 with the engine's words).
 fn load_error(name: &str, e: EngineError) -> ServiceError {
     match e {
         EngineError::Model(ModelError::Unsupported { model_type, .. }) => {
@@ -419,9 +420,32 @@ fn load_error(name: &str, e: EngineError) -> ServiceError {
                 unsupported: Unsupported::new(model_type, rmx_engine::supported_model_types()),
             }
         }
+        e if in_the_files(&e) => ServiceError::BrokenModel {
+            name: name.to_string(),
+            message: e.to_string(),
+        },
         e => ServiceError::Load {
             name: name.to_string(),
             message: e.to_string(),
         },
+    }
+}
+
+/// Whether a load failed on what the model's folder holds (config, weights, tokenizer, chat
+/// template) rather than on the runtime.
+fn in_the_files(e: &EngineError) -> bool {
+    match e {
+        EngineError::Model(m) => matches!(
+            m,
+            ModelError::Io { .. }
+                | ModelError::Config { .. }
+                | ModelError::NoWeights { .. }
+                | ModelError::MissingTensor { .. }
+                | ModelError::Shape { .. }
+                | ModelError::Extra { .. }
+                | ModelError::Load { .. }
+        ),
+        EngineError::Tokenizer { .. } | EngineError::Template(_) => true,
+        _ => false,
     }
 }

@@ -53,6 +53,9 @@ impl OpenAiError {
             OpenAiError::Service(ServiceError::UnsupportedFamily { .. }) => {
                 (Some("model".to_string()), Some("model_not_supported"))
             }
+            OpenAiError::Service(ServiceError::BrokenModel { .. }) => {
+                (Some("model".to_string()), Some("model_load_failed"))
+            }
             OpenAiError::Service(ServiceError::PromptTooLong { .. }) => (
                 Some("messages".to_string()),
                 Some("context_length_exceeded"),
