@@ -298,6 +298,131 @@ fn serve_answers_on_tcp_and_sigterm_ends_streams_with_a_final_event() {
     assert!(!home.lock().exists(), "lock left behind");
 }
 
+/// POSTs `body` over HTTP/1.0 (no chunked encoding: the body is the SSE text as sent, up to
+/// the close) and returns the connection, the request sent.
+async fn post_http10(addr: &str, path: &str, body: &serde_json::Value) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt;
+    let body = body.to_string();
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!(
+        "POST {path} HTTP/1.0\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    s
+}
+
+/// Reads from `s` into `seen` until it holds `needle` (or the connection ends).
+async fn read_until(s: &mut tokio::net::TcpStream, seen: &mut Vec<u8>, needle: &str) {
+    use tokio::io::AsyncReadExt;
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(seen).contains(needle) {
+        let n = s.read(&mut buf).await.unwrap();
+        assert!(
+            n > 0,
+            "ended before {needle:?}: {}",
+            String::from_utf8_lossy(seen)
+        );
+        seen.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// The `(event name, data)` of each SSE event in a response (headers skipped).
+fn sse_events(response: &[u8]) -> Vec<(String, serde_json::Value)> {
+    let text = String::from_utf8_lossy(response);
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    body.split("\n\n")
+        .filter_map(|ev| {
+            let name = ev
+                .lines()
+                .find_map(|l| l.strip_prefix("event: "))
+                .unwrap_or("");
+            let data = ev.lines().find_map(|l| l.strip_prefix("data: "))?;
+            let data = serde_json::from_str(data).ok()?;
+            Some((name.to_string(), data))
+        })
+        .collect()
+}
+
+/// Issue #20: SIGTERM mid-answer ended OpenAI streams with `finish_reason: "stop"`, passing a
+/// cut-off answer off as whole. OpenAI's and Anthropic's streams end with an error in their own
+/// shape instead (Ollama's says `done_reason: "cancelled"`, above).
+#[test]
+fn issue_20_sigterm_ends_openai_and_anthropic_streams_with_an_error() {
+    use tokio::io::AsyncReadExt;
+    let (home, model) = (home(), model());
+    let mut serve = home.cmd(&["serve"]).stderr(Stdio::null()).spawn().unwrap();
+    home.wait_until("the daemon to listen", Duration::from_secs(30), || {
+        home.socket().exists()
+    });
+    let addr = format!("127.0.0.1:{}", home.port);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut ready = false;
+        for _ in 0..300 {
+            if tokio::net::TcpStream::connect(&addr).await.is_ok() {
+                ready = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(ready, "no answer on TCP");
+        let messages = serde_json::json!([{"role": "user", "content": "Write a long story"}]);
+        let body = serde_json::json!({"model": model, "messages": messages,
+                                      "max_tokens": 100_000, "stream": true});
+        let mut openai = post_http10(&addr, "/v1/chat/completions", &body).await;
+        let mut anthropic = post_http10(&addr, "/v1/messages", &body).await;
+        // Both have begun: OpenAI's first content, Anthropic's message_start.
+        let (mut o, mut a) = (Vec::new(), Vec::new());
+        read_until(&mut openai, &mut o, "\"content\":\"").await;
+        read_until(&mut anthropic, &mut a, "message_start").await;
+        std::process::Command::new("kill")
+            .args(["-TERM", &serve.id().to_string()])
+            .status()
+            .unwrap();
+        openai.read_to_end(&mut o).await.unwrap();
+        anthropic.read_to_end(&mut a).await.unwrap();
+
+        let chunks = sse_events(&o);
+        assert!(
+            chunks
+                .iter()
+                .all(|(_, c)| c["choices"][0]["finish_reason"].is_null()),
+            "a cut-off stream reported a finish: {}",
+            String::from_utf8_lossy(&o)
+        );
+        let last = &chunks.last().expect("chunks").1;
+        assert!(
+            last["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("shutting down")),
+            "{}",
+            String::from_utf8_lossy(&o)
+        );
+
+        let events = sse_events(&a);
+        assert!(
+            events
+                .iter()
+                .all(|(name, _)| name != "message_delta" && name != "message_stop"),
+            "a cut-off stream reported a stop: {}",
+            String::from_utf8_lossy(&a)
+        );
+        let (name, data) = events.last().expect("events");
+        assert_eq!(name, "error", "{}", String::from_utf8_lossy(&a));
+        assert!(
+            data["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("shutting down")),
+            "{data}"
+        );
+    });
+    assert!(serve.wait().unwrap().success());
+}
+
 #[test]
 fn a_second_daemon_for_the_same_home_is_refused() {
     let home = home();

@@ -94,6 +94,21 @@ impl ServiceError {
     }
 }
 
+impl ServiceError {
+    /// The error for a whole answer whose stream ended with [`ServiceEvent::Error`]
+    /// (`message`): the shutdown's cut-off is [`ServiceError::ShuttingDown`] (a 503 to retry
+    /// elsewhere or later), anything else a failure of the daemon's.
+    ///
+    /// [`ServiceEvent::Error`]: crate::service::ServiceEvent::Error
+    pub fn failed(message: String) -> ServiceError {
+        if message == crate::service::CUT_OFF {
+            ServiceError::ShuttingDown
+        } else {
+            ServiceError::Internal(message)
+        }
+    }
+}
+
 impl From<rmx_engine::EngineError> for ServiceError {
     fn from(e: rmx_engine::EngineError) -> Self {
         use rmx_engine::EngineError as E;

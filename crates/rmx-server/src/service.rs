@@ -32,7 +32,9 @@
 //! - enforces a requested [`Shape`] (JSON mode, a forced tool call) by constrained decoding
 //!   on the engine, refusing with a 400 what it cannot enforce (`docs/api.md`);
 //! - ends every stream with exactly one [`ServiceEvent::Done`] or [`ServiceEvent::Error`],
-//!   also when the daemon shuts down (`Done` with [`FinishReason::Cancelled`]).
+//!   also when the daemon shuts down: an `Error` (a whole answer: [`ServiceError::ShuttingDown`]),
+//!   or `Done` with [`FinishReason::Cancelled`] for a surface whose format has a word for
+//!   it ([`ServiceStream::cancel_as_done`]).
 //!
 //! Dropping the stream cancels the generation and frees its cache.
 //! Reasoning is always reported as [`ServiceEvent::Reasoning`], also with `think: Some(false)`
@@ -211,18 +213,51 @@ pub struct ServiceStream {
     pub model: String,
     pub prompt_tokens: usize,
     pub created: SystemTime,
+    /// See [`ServiceStream::cancel_as_done`].
+    cancel_as_done: bool,
 }
 
+/// What a stream cut off by the daemon's shutdown ends with, unless its surface asked for
+/// `Done(Cancelled)`.
+pub const CUT_OFF: &str = "the daemon is shutting down; the answer was cut off";
+
 impl ServiceStream {
-    pub async fn next_event(&mut self) -> Option<ServiceEvent> {
-        self.rx.recv().await
+    /// A shutdown ends this answer with `Done` and [`FinishReason::Cancelled`] rather than an
+    /// [`ServiceEvent::Error`]: for a surface that says "cancelled" in its own words (Ollama's
+    /// `done_reason`). The others have no such finish, and a normal one (`stop`, `end_turn`)
+    /// would pass a cut-off answer off as whole.
+    pub fn cancel_as_done(mut self) -> ServiceStream {
+        self.cancel_as_done = true;
+        self
     }
 
-    /// Reads the whole answer (for `stream: false`).
+    fn cut_off(&self, ev: ServiceEvent) -> ServiceEvent {
+        match ev {
+            ServiceEvent::Done(f)
+                if f.finish == FinishReason::Cancelled && !self.cancel_as_done =>
+            {
+                ServiceEvent::Error(CUT_OFF.to_string())
+            }
+            ev => ev,
+        }
+    }
+
+    pub async fn next_event(&mut self) -> Option<ServiceEvent> {
+        let ev = self.rx.recv().await?;
+        Some(self.cut_off(ev))
+    }
+
+    /// Reads the whole answer (for `stream: false`). One cut off by the shutdown is
+    /// [`ServiceError::ShuttingDown`] (unless [`ServiceStream::cancel_as_done`]).
     pub async fn collect_all(mut self) -> Result<Completion, ServiceError> {
         let mut c = Completion::default();
         while let Some(ev) = self.rx.recv().await {
             match ev {
+                ServiceEvent::Done(f)
+                    if f.finish == FinishReason::Cancelled && !self.cancel_as_done =>
+                {
+                    return Err(ServiceError::ShuttingDown);
+                }
                 ServiceEvent::Content(t) => c.content.push_str(&t),
                 ServiceEvent::Reasoning(t) => c.reasoning.push_str(&t),
                 ServiceEvent::ToolCallStart { id, name, .. } => c.tool_calls.push(CollectedCall {
@@ -241,7 +276,7 @@ impl ServiceStream {
                     c.done = Some(f);
                     return Ok(c);
                 }
-                ServiceEvent::Error(e) => return Err(ServiceError::Internal(e)),
+                ServiceEvent::Error(e) => return Err(ServiceError::failed(e)),
             }
         }
         Err(ServiceError::Internal(
@@ -253,7 +288,8 @@ impl ServiceStream {
 impl Stream for ServiceStream {
     type Item = ServiceEvent;
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<ServiceEvent>> {
-        self.rx.poll_recv(cx)
+        let ev = std::task::ready!(self.rx.poll_recv(cx));
+        Poll::Ready(ev.map(|ev| self.cut_off(ev)))
     }
 }
 
@@ -496,6 +532,7 @@ impl Service {
             model: req.model,
             prompt_tokens,
             created: SystemTime::now(),
+            cancel_as_done: false,
         })
     }
 }

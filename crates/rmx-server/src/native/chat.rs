@@ -31,7 +31,8 @@ pub async fn chat(State(svc): State<Arc<Service>>, body: Bytes) -> Result<Respon
         think: req.think,
         shape: shape(req.format.as_ref())?,
     };
-    let mut stream = svc.generate(internal).await?;
+    // Ollama's `done_reason` says "cancelled" when the daemon shuts down mid-answer.
+    let mut stream = svc.generate(internal).await?.cancel_as_done();
     let hide_reasoning = req.think == Some(false);
     let model = req.model;
     let chunk = move |message: Message, stats: Option<DoneStats>| ChatResponse {

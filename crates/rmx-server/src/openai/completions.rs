@@ -72,7 +72,7 @@ async fn run(
         let last = matches!(ev, ServiceEvent::Done(_) | ServiceEvent::Error(_));
         for c in translator
             .chunks(ev)
-            .map_err(|e| OpenAiError::Service(crate::ServiceError::Internal(e.error.message)))?
+            .map_err(|e| OpenAiError::Service(crate::ServiceError::failed(e.error.message)))?
         {
             total = c.usage.or(total);
             if let Some(choice) = c.choices.into_iter().next() {

@@ -62,7 +62,7 @@ async fn run(
     let response = stream.response.clone();
     if response.status == "failed" {
         let message = response.error.map(|e| e.message).unwrap_or_default();
-        return Err(OpenAiError::Service(crate::ServiceError::Internal(message)));
+        return Err(OpenAiError::Service(crate::ServiceError::failed(message)));
     }
     Ok(Json(response).into_response())
 }
