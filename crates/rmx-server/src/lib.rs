@@ -2,7 +2,8 @@
 //!
 //! - [`service`]: the core every API surface goes through (model names, lifecycle, prompt
 //!   building, output parsing). Start reading there.
-//! - [`router`]: the HTTP surfaces assembled into one axum `Router`.
+//! - [`router`]: the HTTP surfaces assembled into one axum `Router`; [`path_errors`]: errors
+//!   in the shape of the API a path belongs to, also for requests no handler takes.
 //! - `native`: the `/api/...` routes (Ollama-shaped) the CLI uses.
 //! - [`openai`], [`anthropic`]: the `/v1/...` compatibility surfaces (translations into the
 //!   service core; SSE through `openai::sse`); [`openapi`]: `/openapi.json`.
@@ -21,6 +22,7 @@ mod lifecycle;
 mod native;
 pub mod openai;
 pub mod openapi;
+pub mod path_errors;
 pub mod router;
 mod sampling;
 pub mod security;

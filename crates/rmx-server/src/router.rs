@@ -7,7 +7,9 @@
 use std::sync::Arc;
 
 use axum::extract::DefaultBodyLimit;
+use axum::middleware;
 use axum::Router;
+use tower::Layer;
 
 use crate::service::Service;
 
@@ -16,11 +18,17 @@ use crate::service::Service;
 pub const BODY_LIMIT: usize = 32 * 1024 * 1024;
 
 pub fn router(service: Arc<Service>) -> Router {
-    Router::new()
+    let routes = Router::new()
         .merge(crate::native::routes())
         .merge(crate::openai::routes())
         .merge(crate::anthropic::routes())
         .merge(crate::openapi::routes())
+        .fallback(crate::path_errors::not_found)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
-        .with_state(service)
+        .with_state(service);
+    // What no handler answers (a wrong method, a body axum refused) still gets a JSON error in
+    // the path's API shape. Around the whole router, not as a layer of it: a layer wraps each
+    // route's handlers, and a 405's `Allow` header is written outside them.
+    let json_errors = middleware::from_fn(crate::path_errors::json_errors).layer(routes);
+    Router::new().fallback_service(json_errors)
 }

@@ -22,6 +22,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Router;
 use sha2::{Digest, Sha256};
 
+pub use crate::path_errors::reject;
+
 /// The environment variables read by [`SecurityConfig::from_env`].
 pub const ENV_API_KEY: &str = "RMX_API_KEY";
 /// Comma-separated origins allowed to call the API from a browser (`*` for any).
@@ -168,23 +170,6 @@ async fn require_key(digest: &[u8; 32], req: Request, next: Next) -> Response {
             StatusCode::UNAUTHORIZED,
             "missing API key: send `Authorization: Bearer <key>` or `x-api-key: <key>`",
         ),
-    }
-}
-
-/// Which API a path belongs to, for the error shape.
-fn is_anthropic(path: &str) -> bool {
-    path.starts_with("/v1/messages") || path.starts_with("/messages")
-}
-
-/// An error in the shape of the API the path belongs to.
-pub fn reject(path: &str, status: StatusCode, message: &str) -> Response {
-    if is_anthropic(path) {
-        crate::anthropic::error::error_response(status, message)
-    } else if path.starts_with("/v1") || path == "/openapi.json" {
-        crate::openai::error::error_response(status, message, None)
-    } else {
-        // Ollama's shape for the native routes.
-        (status, axum::Json(serde_json::json!({ "error": message }))).into_response()
     }
 }
 

@@ -232,3 +232,100 @@ async fn prompt_longer_than_the_context_is_400_with_both_numbers() {
         "{body}"
     );
 }
+
+/// Issue #20: a path nothing serves was an empty 404; now it is JSON in the path's API shape
+/// (OpenAI's for anything outside `/api/` and the Anthropic routes), naming the request.
+#[tokio::test]
+async fn issue_20_an_unknown_route_is_a_json_404_in_the_paths_shape() {
+    let (status, body) = call(get("/v1/nothing")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert_openai(&body);
+    assert_eq!(body["error"]["code"], "unknown_route", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("GET /v1/nothing")),
+        "{body}"
+    );
+    let (status, body) = call(post("/", "{}")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert_openai(&body);
+
+    let (status, body) = call(post("/api/nothing", "{}")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .is_some_and(|m| m.contains("POST /api/nothing")),
+        "Ollama's shape: {body}"
+    );
+}
+
+/// Issue #20: a method a route does not take was an empty 405; now it is JSON in the path's
+/// API shape naming the methods it takes, which the `Allow` header lists too.
+#[tokio::test]
+async fn issue_20_a_wrong_method_is_a_json_405_naming_the_allowed_ones() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = app(service(dir.path()));
+    let send = |method: &str, path: &str| {
+        axum::http::Request::builder()
+            .method(method)
+            .uri(path)
+            .body(axum::body::Body::empty())
+            .expect("request")
+    };
+    let cases = [
+        ("GET", "/v1/chat/completions", "POST"),
+        ("DELETE", "/v1/models", "GET"),
+        ("GET", "/api/chat", "POST"),
+        ("POST", "/api/delete", "DELETE"),
+        ("GET", "/v1/messages", "POST"),
+    ];
+    for (method, path, allowed) in cases {
+        let resp = app
+            .clone()
+            .oneshot(send(method, path))
+            .await
+            .expect("response");
+        let allow = resp
+            .headers()
+            .get("allow")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        let (status, body) = json(resp).await;
+        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{method} {path}");
+        assert!(allow.contains(allowed), "{method} {path}: Allow {allow:?}");
+        let message = if path.starts_with("/api/") {
+            body["error"].as_str().map(str::to_string)
+        } else if path.starts_with("/v1/messages") {
+            assert_anthropic(&body, "invalid_request_error");
+            body["error"]["message"].as_str().map(str::to_string)
+        } else {
+            assert_openai(&body);
+            assert_eq!(body["error"]["code"], "method_not_allowed", "{body}");
+            body["error"]["message"].as_str().map(str::to_string)
+        }
+        .unwrap_or_else(|| panic!("{method} {path}: no message in {body}"));
+        assert!(
+            message.contains(method) && message.contains(allowed),
+            "{method} {path}: {message}"
+        );
+    }
+}
+
+/// Issue #20: Ollama's routes answered an oversized body in plain text.
+#[tokio::test]
+async fn issue_20_ollamas_413_is_json() {
+    let big = "x".repeat(rmx_server::router::BODY_LIMIT + 1);
+    for path in ["/api/chat", "/api/generate"] {
+        let (status, body) = call(post(path, big.clone())).await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{path}");
+        assert!(
+            body["error"]
+                .as_str()
+                .is_some_and(|m| m.contains("larger than")),
+            "{path}: {body}"
+        );
+    }
+}

@@ -40,7 +40,7 @@ impl AnthropicError {
 /// Anthropic's error `type` for a status.
 pub fn error_type(status: StatusCode) -> &'static str {
     match status.as_u16() {
-        400 | 422 => "invalid_request_error",
+        400 | 405 | 422 => "invalid_request_error",
         401 => "authentication_error",
         403 => "permission_error",
         404 => "not_found_error",

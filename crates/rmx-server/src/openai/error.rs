@@ -77,7 +77,7 @@ impl OpenAiError {
 /// OpenAI's `type` for a status.
 pub fn error_type(status: StatusCode) -> &'static str {
     match status.as_u16() {
-        400 | 404 | 413 | 422 => "invalid_request_error",
+        400 | 404 | 405 | 413 | 422 => "invalid_request_error",
         401 => "authentication_error",
         403 => "permission_error",
         429 => "rate_limit_error",
