@@ -423,6 +423,49 @@ fn issue_20_sigterm_ends_openai_and_anthropic_streams_with_an_error() {
     assert!(serve.wait().unwrap().success());
 }
 
+/// Issue #20: `--api-key "   "` passed for a key, so `rmx serve` listened on the network with
+/// no key a client could send. A blank key is no key: off loopback, that is refused.
+#[test]
+fn issue_20_serve_refuses_the_network_with_a_blank_key() {
+    let home = home();
+    let port = common::home::free_port().to_string();
+    let mut serve = home
+        .cmd(&[
+            "serve",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            &port,
+            "--api-key",
+            "   ",
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = serve.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > Duration::from_secs(30) {
+            let _ = serve.kill();
+            let _ = serve.wait();
+            panic!("rmx serve listens on 0.0.0.0 with a blank API key");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut log = String::new();
+    serve
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
+    assert!(!status.success(), "{log}");
+    assert!(log.contains("refusing to listen on 0.0.0.0"), "{log}");
+    assert!(home.daemon_pid().is_none(), "a daemon took the lock: {log}");
+}
+
 #[test]
 fn a_second_daemon_for_the_same_home_is_refused() {
     let home = home();

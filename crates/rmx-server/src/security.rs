@@ -33,6 +33,7 @@ pub const ENV_RATE_LIMIT: &str = "RMX_RATE_LIMIT";
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SecurityConfig {
+    /// A blank key (empty or spaces) is no key: see [`SecurityConfig::key`].
     pub api_key: Option<String>,
     /// Empty: no CORS headers (browsers refuse cross-origin calls).
     pub cors_origins: Vec<String>,
@@ -49,11 +50,19 @@ pub enum SecurityError {
     KeyRequired { addr: SocketAddr },
     #[error("{ENV_RATE_LIMIT}=`{value}` is not a number of requests per minute")]
     BadRateLimit { value: String },
-    #[error("the API key is empty")]
-    EmptyKey,
 }
 
 impl SecurityConfig {
+    /// The key clients must send, trimmed as offered keys are ([`offered_key`]). A blank one
+    /// is none: no client could send it (offered keys are trimmed), yet it would pass for a key
+    /// when the daemon decides whether it may listen off loopback.
+    pub fn key(&self) -> Option<&str> {
+        self.api_key
+            .as_deref()
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+    }
+
     /// Reads `RMX_API_KEY`, `RMX_CORS_ORIGINS` and `RMX_RATE_LIMIT`.
     pub fn from_env() -> Result<SecurityConfig, SecurityError> {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
@@ -82,10 +91,9 @@ impl SecurityConfig {
     }
 }
 
-/// Refuses a non-loopback address unless an API key is set.
+/// Refuses a non-loopback address unless an API key (not a blank one) is set.
 pub fn check_listen_addr(addr: SocketAddr, config: &SecurityConfig) -> Result<(), SecurityError> {
-    match &config.api_key {
-        Some(k) if k.is_empty() => Err(SecurityError::EmptyKey),
+    match config.key() {
         Some(_) => Ok(()),
         None if addr.ip().is_loopback() => Ok(()),
         None => Err(SecurityError::KeyRequired { addr }),
@@ -103,7 +111,7 @@ pub fn protect(router: Router, config: &SecurityConfig) -> Router {
             async move { limiter.check(req, next).await }
         }));
     }
-    if let Some(key) = &config.api_key {
+    if let Some(key) = config.key() {
         let digest: Arc<[u8; 32]> = Arc::new(sha256(key.as_bytes()));
         router = router.layer(middleware::from_fn(move |req: Request, next: Next| {
             let digest = digest.clone();
@@ -327,6 +335,31 @@ mod tests {
             ..SecurityConfig::default()
         };
         assert_eq!(check_listen_addr(open, &keyed), Ok(()));
+    }
+
+    /// Issue #20: `--api-key "   "` passed for a key and let the daemon listen on the network.
+    #[test]
+    fn issue_20_a_blank_key_is_no_key() {
+        let open: SocketAddr = "0.0.0.0:8000".parse().expect("addr");
+        let local: SocketAddr = "127.0.0.1:8000".parse().expect("addr");
+        for blank in ["", "   ", "\t\n"] {
+            let config = SecurityConfig {
+                api_key: Some(blank.into()),
+                ..SecurityConfig::default()
+            };
+            assert_eq!(config.key(), None, "{blank:?}");
+            assert_eq!(
+                check_listen_addr(open, &config),
+                Err(SecurityError::KeyRequired { addr: open }),
+                "{blank:?}"
+            );
+            assert_eq!(check_listen_addr(local, &config), Ok(()), "{blank:?}");
+        }
+        let padded = SecurityConfig {
+            api_key: Some(" s3cret ".into()),
+            ..SecurityConfig::default()
+        };
+        assert_eq!(padded.key(), Some("s3cret"));
     }
 
     #[test]

@@ -24,8 +24,13 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         // `/api/pull` downloads into it.
         config.store = crate::commands::pull::store()?;
         let mut security = SecurityConfig::from_env()?;
-        if args.api_key.is_some() {
-            security.api_key = args.api_key.clone();
+        match args.api_key.as_deref() {
+            // A blank key is no key (as a blank RMX_API_KEY is): it cannot open the network.
+            Some(k) if k.trim().is_empty() => {
+                eprintln!("rmx: warning: --api-key is blank; it is ignored");
+            }
+            Some(k) => security.api_key = Some(k.to_string()),
+            None => {}
         }
         // Refuse a non-loopback address without a key before taking the lock.
         if let Ok(a) = addr.parse() {
