@@ -4,7 +4,6 @@
 //! stops the thread and frees the model.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 use std::time::Instant;
@@ -17,6 +16,7 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
 use crate::batch::Batch;
 use crate::error::{EngineError, Result};
+use crate::load::Load;
 use crate::prefix_cache::PrefixCache;
 use crate::prefix_disk::PrefixDisk;
 use crate::request::{Event, GenerateRequest};
@@ -38,22 +38,6 @@ pub struct Engine {
     pub(crate) template: Option<ChatTemplate>,
     info: ModelInfo,
     load: Arc<Load>,
-}
-
-/// What the engine thread is doing, for `rmx ps` and the daemon's metrics.
-#[derive(Default)]
-struct Load {
-    /// Sequences being prefilled or decoded.
-    running: AtomicUsize,
-    /// Prefilled sequences waiting for a row in the batch (it is full).
-    waiting: AtomicUsize,
-}
-
-impl Load {
-    fn set(&self, running: usize, waiting: usize) {
-        self.running.store(running, Ordering::Relaxed);
-        self.waiting.store(waiting, Ordering::Relaxed);
-    }
 }
 
 impl std::fmt::Debug for Engine {
@@ -166,12 +150,12 @@ impl Engine {
 
     /// Sequences being prefilled or decoded.
     pub fn running_sequences(&self) -> usize {
-        self.load.running.load(Ordering::Relaxed)
+        self.load.running()
     }
 
     /// Prefilled sequences waiting for a row in the full batch (`RMX_MAX_BATCH`).
     pub fn waiting_sequences(&self) -> usize {
-        self.load.waiting.load(Ordering::Relaxed)
+        self.load.waiting()
     }
 
     pub fn info(&self) -> &ModelInfo {
@@ -233,7 +217,7 @@ fn run(
     model: &dyn CausalLm,
     tokenizer: &Arc<Tokenizer>,
     rx: Receiver<Command>,
-    load: &Load,
+    load: &Arc<Load>,
     options: EngineOptions,
     dir: &Path,
 ) {
@@ -260,6 +244,7 @@ fn run(
         disk,
         to_save: Vec::new(),
         snapshot_prefill: !trimmable,
+        load,
     };
     loop {
         let idle = solo.is_empty() && ready.is_empty() && batch.is_empty();
@@ -282,7 +267,10 @@ fn run(
         }
         solo.retain(|s| !s.is_cancelled());
         ready.retain(|s| !s.is_cancelled());
-        load.set(solo.len() + batch.live(), ready.len());
+        load.set_waiting(ready.len());
+        if batching && trimmable {
+            group_prefill(model, &mut solo, &mut ready);
+        }
         let mut budget = PREFILL_CHUNK;
         let mut i = 0;
         while i < solo.len() {
@@ -339,9 +327,44 @@ fn run(
                 batch.fail_all(&e.to_string());
             }
         }
-        load.set(solo.len() + batch.live(), ready.len());
+        load.set_waiting(ready.len());
         if solo.is_empty() && ready.is_empty() && batch.is_empty() {
             rmx_mlx::clear_cache();
+        }
+    }
+}
+
+/// New prompts that can be prefilled together (group_prefill.rs) leave `solo` for `ready` in
+/// one forward; a failed group fails its sequences.
+fn group_prefill(model: &dyn CausalLm, solo: &mut Vec<Sequence>, ready: &mut Vec<Sequence>) {
+    let fresh: Vec<usize> = (0..solo.len())
+        .filter(|&i| solo[i].batches() && solo[i].prefills_fresh())
+        .collect();
+    let lens: Vec<usize> = fresh
+        .iter()
+        .map(|&i| solo[i].prefill_tokens().len())
+        .collect();
+    let n = crate::group_prefill::choose(&lens);
+    if n == 0 {
+        return;
+    }
+    let mut picked: Vec<usize> = fresh[..n].to_vec();
+    picked.sort_unstable_by(|a, b| b.cmp(a));
+    let mut group: Vec<Sequence> = picked.into_iter().map(|i| solo.remove(i)).collect();
+    group.reverse();
+    let t = std::time::Instant::now();
+    match crate::group_prefill::prefill(model, &mut group) {
+        Ok(()) => {
+            if crate::trace::on() {
+                let ms = t.elapsed().as_secs_f64() * 1e3;
+                eprintln!("rmx-trace: group prefill rows={n} {ms:.2}ms");
+            }
+            ready.extend(group);
+        }
+        Err(e) => {
+            for s in group {
+                s.fail(e.to_string());
+            }
         }
     }
 }
@@ -358,6 +381,7 @@ struct Admit<'a> {
     to_save: Vec<Vec<u32>>,
     /// The model's cache cannot be cut back: sequences copy theirs where the prompt ends.
     snapshot_prefill: bool,
+    load: &'a Arc<Load>,
 }
 
 impl Admit<'_> {
@@ -423,6 +447,7 @@ impl Admit<'_> {
             submitted: at,
             prefix: prefix.map(|(len, cache)| Prefix { len, cache }),
             snapshot_prefill: enabled && self.snapshot_prefill,
+            busy: self.load.busy(),
         };
         match Sequence::new(req, tx.clone(), self.model, self.tokenizer, bytes, start) {
             Ok(s) => active.push(s),

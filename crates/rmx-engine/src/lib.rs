@@ -7,6 +7,8 @@ pub mod bench;
 mod engine;
 mod error;
 mod family;
+mod group_prefill;
+mod load;
 mod prefix_cache;
 mod prefix_disk;
 mod prompt;

@@ -18,6 +18,7 @@ use rmx_text::tokenizer::Tokenizer;
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::error::Result;
+use crate::load::Busy;
 use crate::request::{Event, FinishReason, GenerateRequest, Timings, TokenLogprob, Usage};
 use crate::sampler::{Choice, Sampler};
 
@@ -60,6 +61,7 @@ impl Pending {
 pub struct Sequence {
     req: GenerateRequest,
     tx: UnboundedSender<Event>,
+    busy: Busy,
     cache: Vec<LayerCache>,
     sampler: Sampler,
     detok: Detokenizer,
@@ -91,6 +93,8 @@ pub struct Start {
     pub prefix: Option<Prefix>,
     /// Copy the cache where the prompt's prefill ends (a model whose cache cannot be cut).
     pub snapshot_prefill: bool,
+    /// Its place in the engine's count of running sequences.
+    pub busy: Busy,
 }
 
 /// A cache to start from: the first `len` prompt tokens, already read.
@@ -137,6 +141,7 @@ impl Sequence {
             submitted,
             prefix,
             snapshot_prefill,
+            busy,
         } = start;
         let constraint = match (&req.constraint, vocab) {
             (Some(c), Some(vocab)) => Some(Constrained {
@@ -176,6 +181,7 @@ impl Sequence {
             constraint,
             req,
             tx,
+            busy,
         })
     }
 
@@ -185,6 +191,7 @@ impl Sequence {
     }
 
     pub fn fail(&self, message: String) {
+        self.busy.release();
         let _ = self.tx.send(Event::Error(message));
     }
 
@@ -226,6 +233,30 @@ impl Sequence {
         }
         self.feed = Some(first.choice.token);
         Ok(Prep::Ready)
+    }
+
+    /// Whether this sequence can be prefilled together with other new ones in one forward
+    /// (group_prefill.rs): nothing read yet (no prefix from the cache) and a prompt of at most
+    /// one chunk.
+    pub fn prefills_fresh(&self) -> bool {
+        self.prefilled == 0
+            && !self.snapshot_prefill
+            && (1..=PREFILL_CHUNK).contains(&self.prefill_left())
+    }
+
+    /// The prompt tokens a prefill reads: all but the last, which the first decode step reads.
+    pub fn prefill_tokens(&self) -> &[u32] {
+        &self.req.prompt[..self.req.prompt.len().saturating_sub(1)]
+    }
+
+    /// Takes a cache that has read [`Sequence::prefill_tokens`] (prefilled with others): the
+    /// sequence is then ready for the batch.
+    pub fn prefilled_with(&mut self, cache: Vec<LayerCache>) -> Result<()> {
+        let total = self.req.prompt.len();
+        self.cache = cache;
+        self.prefilled = total - 1;
+        self.feed = Some(Array::from_slice(&[self.req.prompt[total - 1]], &[1])?);
+        Ok(())
     }
 
     /// Prompt tokens still to prefill before the sequence can decode.
@@ -489,6 +520,7 @@ impl Sequence {
             completion_tokens: self.generated,
             cached_tokens: self.cached,
         };
+        self.busy.release();
         let _ = self.tx.send(Event::Done {
             finish,
             stop_sequence,

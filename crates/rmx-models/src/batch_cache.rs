@@ -52,8 +52,26 @@ impl BatchKvCache {
         })
     }
 
+    /// An empty batch whose rows' prompts are left-padded by `pads`: prefilled together, row b
+    /// reads its tokens from column `pads[b]` on (its first position is 0 there).
+    pub fn padded(pads: Vec<i32>) -> Result<BatchKvCache> {
+        Self::with(None, None, 0, pads)
+    }
+
     pub fn rows(&self) -> usize {
         self.pads.len()
+    }
+
+    /// What a decode slot depends on: (columns written, capacity, rows). Caches alike in it
+    /// give their next slots alike.
+    pub fn slot_state(&self) -> (i32, i32, usize) {
+        let cap = self.keys.as_ref().map_or(0, |k| k.dim(2));
+        (self.idx, cap, self.rows())
+    }
+
+    /// Per row, the columns before its first position.
+    pub fn pads(&self) -> &[i32] {
+        &self.pads
     }
 
     /// Columns written: the longest row's length.
@@ -149,7 +167,9 @@ impl BatchKvCache {
     }
 
     /// The mask for `n` new queries per row: causal over the written columns, none of a row's
-    /// padding. No mask when nothing is padded and one query each.
+    /// padding. A padding query sees only itself, so its (unused) row stays finite and no NaN
+    /// reaches the real rows through its values. No mask when nothing is padded and one query
+    /// each.
     pub fn mask(&self, n: i32) -> Result<AttnMask> {
         if n == 1 && self.pads.iter().all(|p| *p == 0) {
             return Ok(AttnMask::None);
@@ -158,7 +178,8 @@ impl BatchKvCache {
         let mut m = Vec::with_capacity(self.pads.len() * (n * cols) as usize);
         for pad in &self.pads {
             for l in 0..n {
-                m.extend((0..cols).map(|r| r >= *pad && r <= self.idx + l));
+                let q = self.idx + l;
+                m.extend((0..cols).map(|r| (r >= *pad || r == q) && r <= q));
             }
         }
         let b = self.pads.len() as i32;
