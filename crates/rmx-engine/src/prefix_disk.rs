@@ -258,7 +258,11 @@ impl PrefixDisk {
                 .collect::<String>()
         };
         let path = self.dir.join(format!("{name}.safetensors"));
-        let tmp = self.dir.join(format!("{name}.tmp"));
+        // Written under its final name in a side folder, which the index never reads: MLX's
+        // writer adds ".safetensors" to a name without it, so a "{name}.tmp" became
+        // "{name}.tmp.safetensors" and its rename failed ("could not keep a prefix on disk").
+        let side = self.dir.join("writing");
+        let tmp = side.join(format!("{name}.safetensors"));
         let refs: Vec<(&str, &rmx_mlx::Array)> =
             named.iter().map(|(n, a)| (n.as_str(), a)).collect();
         let trim = if trimmable { "true" } else { "false" };
@@ -270,8 +274,11 @@ impl PrefixDisk {
         ];
         // Written aside and renamed, so a crash or a full disk never leaves half a file under
         // the real name.
-        if let Err(e) = rmx_mlx::io::save_safetensors(&tmp, &refs, &meta)
+        if let Err(e) = std::fs::create_dir_all(&side)
             .map_err(|e| e.to_string())
+            .and_then(|()| {
+                rmx_mlx::io::save_safetensors(&tmp, &refs, &meta).map_err(|e| e.to_string())
+            })
             .and_then(|()| std::fs::rename(&tmp, &path).map_err(|e| e.to_string()))
         {
             let _ = std::fs::remove_file(&tmp);

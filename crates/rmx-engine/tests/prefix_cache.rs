@@ -94,6 +94,12 @@ fn restart_turns(family: &str, corrupt: bool) -> (usize, usize, bool) {
     };
     let files: Vec<_> = walk(dir.path());
     assert!(!files.is_empty(), "{family}: the hot prefix was written");
+    // Each file under its final name, renamed into the model's folder: nothing left half-way.
+    for f in &files {
+        let name = f.file_name().unwrap().to_string_lossy().to_string();
+        assert!(!name.contains(".tmp"), "{family}: {f:?} was never renamed");
+        assert_ne!(f.parent().unwrap().file_name().unwrap(), "writing", "{f:?}");
+    }
     if corrupt {
         for f in &files {
             let bytes = std::fs::read(f).unwrap();
