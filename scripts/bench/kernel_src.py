@@ -7,7 +7,7 @@ import pathlib
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SOURCE = (ROOT / "crates/rmx-models/src/kernels/decode.cuh").read_text()
 SPLITS = 64  # decode_layer.rs's SPLITS, the kernel's SMAX
-SECTION_USES = {("moe", "qgemv")}  # fastpath.rs's SECTION_USES
+SECTION_USES = {("moe", "qgemv"), ("layer_rows", "layer")}  # fastpath.rs's SECTION_USES
 
 
 def section(name):

@@ -142,6 +142,24 @@ KERNELS.append(("layer", _ins, ["y", ("float", "scratch")], _body,
                      TRADITIONAL="false", NT=512, **layer_layout(1024, 16, 8, 128, 3072)[0], IDOT="true")))
 
 
+# A batch's decode step through the same layers (decode_layer.rs's rows_body()): one kernel for
+# any number of rows, its scratch offsets in pos.
+def rows_kernel(nl):
+    ins, body = layers_kernel(nl)
+    ins = ins[:3] + [("int32_t", "pads")] + ins[3:]
+    body = body.replace("rmx::decode_layers<", "rmx::decode_layers_rows<").replace(
+        "SMAX, O_ML, O_PART, O_ATT, O_H, O_ACT, O_X, IDOT>", "SMAX, MR>").replace(
+        "inv_freq, pos, par,", "inv_freq, pos, pads, par,")
+    return ins, body
+
+
+for bits, hid, h, kv, f, qk, nl in ((4, 4096, 32, 8, 14336, "false", 4), (8, 1024, 16, 8, 3072, "true", 2)):
+    _ins, _body = rows_kernel(nl)
+    KERNELS.append(("layer_rows", _ins, ["y", ("float", "scratch")], _body,
+                    dict(BITS=bits, G=64, HID=hid, H=h, KV=kv, D=128, F=f, QKNORM=qk,
+                         TRADITIONAL="false", NT=512, SMAX=64, MR=8)))
+
+
 def program(sec, ins, outs, body, tmpl, dtype):
     args = [f"const {dtype if t == 'T' else t}* {n}" for t, n in ins]
     args += [f"{dtype}* {n}" if isinstance(n, str) else f"{n[0]}* {n[1]}" for n in outs]
@@ -168,7 +186,7 @@ def registers(nvrtc, prog):
         f.flush()
         out = subprocess.run([PTXAS, "-arch=sm_90", "-v", f.name, "-o", "/dev/null"],
                              capture_output=True, text=True)
-    return " ".join(l.split(":", 1)[-1].strip() for l in out.stderr.splitlines()
+    return " ".join(l.split(":", 1)[-1].strip() for l in (out.stderr + out.stdout).splitlines()
                     if "registers" in l or "spill" in l)
 
 

@@ -30,6 +30,8 @@ use crate::error::Result;
 use crate::fastpath::{self, consts, fast_path, pos_array, QkvRope};
 use crate::llama::DecoderLayer;
 
+mod rows;
+
 // Threads per block: 16 warps per SM keep the weight loads in flight, and 512 threads leave each
 // up to 128 registers (ptxas: 96 today), so one block always fits an SM. 1,024 threads (measured
 // slower at 64 registers in session 4) no longer fit.
@@ -37,9 +39,9 @@ const THREADS: i32 = 512;
 
 /// The counters the kernel keeps across its blocks, in 32-bit words: kernels/decode.cuh's
 /// `Tickets` (TK_CLAIMS, TK_FINISHED, TK_OUT), then the per-head counters from `TK_HEADS`.
-const COUNTERS: usize = 1024;
+const COUNTERS: usize = 4096;
 const TK_HEADS: i32 = 384;
-/// Most query heads the per-head counters have room for.
+/// Most query heads (of all rows, in a batch) the per-head counters have room for.
 const MAX_HEADS: i32 = COUNTERS as i32 - TK_HEADS;
 /// Most layers one launch runs (the kernel's TK_PMAX phases, five a layer).
 const MAX_LAYERS: usize = 32;
@@ -59,8 +61,8 @@ thread_local! {
     // The kernel's counters (`COUNTERS` words): zero once, then left at zero by every launch.
     // Per engine thread, like the model whose layers use it.
     static COUNTER_ARRAY: RefCell<Option<Array>> = const { RefCell::new(None) };
-    // The kernel for n layers a launch, by (n, shared memory bytes).
-    static KERNELS: RefCell<HashMap<(usize, i32), Rc<Kernel>>> = RefCell::new(HashMap::new());
+    // The kernel for n layers a launch, by (n, shared memory bytes, batch rows).
+    static KERNELS: RefCell<HashMap<(usize, i32, bool), Rc<Kernel>>> = RefCell::new(HashMap::new());
 }
 
 fn counters() -> Result<Array> {
@@ -104,23 +106,38 @@ fn body(n: usize) -> String {
     b
 }
 
-fn kernel(n: usize, shared_memory: i32) -> Result<Rc<Kernel>> {
+/// The launch's kernel: n layers, for one sequence or (`rows`) a batch's rows.
+fn kernel(n: usize, shared_memory: i32, rows: bool) -> Result<Rc<Kernel>> {
     KERNELS.with(|ks| {
-        if let Some(k) = ks.borrow().get(&(n, shared_memory)) {
+        if let Some(k) = ks.borrow().get(&(n, shared_memory, rows)) {
             return Ok(k.clone());
         }
-        let names = input_names(n);
+        let (names, body, name, section) = if rows {
+            (
+                rows::input_names(n),
+                rows::body(n),
+                format!("rmx_decode_layers_rows{n}"),
+                "layer_rows",
+            )
+        } else {
+            (
+                input_names(n),
+                body(n),
+                format!("rmx_decode_layers{n}"),
+                "layer",
+            )
+        };
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         let k = Rc::new(Kernel::with_shared_memory(
             KernelLang::Cuda,
-            &format!("rmx_decode_layers{n}"),
+            &name,
             &names,
             &["y", "scratch"],
-            &body(n),
-            &fastpath::header("layer"),
+            &body,
+            &fastpath::header(section),
             shared_memory,
         )?);
-        ks.borrow_mut().insert((n, shared_memory), k.clone());
+        ks.borrow_mut().insert((n, shared_memory, rows), k.clone());
         Ok(k)
     })
 }
@@ -283,18 +300,24 @@ pub(crate) fn forward_group(
     caches: &mut [LayerCache],
 ) -> Result<Option<Array>> {
     let fp = fast_path();
-    let (Some(blocks), AttnMask::None) = (fp.layer_blocks, mask) else {
+    let Some(blocks) = fp.layer_blocks else {
         return Ok(None);
     };
+    // A batch's mask is its rows' padding, which the rows kernel reads from the cache itself.
+    let batch = matches!(caches.first(), Some(LayerCache::Batch(_)));
+    if !batch && !matches!(mask, AttnMask::None) {
+        return Ok(None);
+    }
     let n = layers.len();
     let dtype = x.dtype();
     let hid = x.dim(-1);
-    if n == 0
-        || n > MAX_LAYERS
-        || caches.len() != n
-        || x.size() != hid as usize
-        || !matches!(dtype, Dtype::Bf16 | Dtype::F16)
-    {
+    if n == 0 || n > MAX_LAYERS || caches.len() != n || !matches!(dtype, Dtype::Bf16 | Dtype::F16) {
+        return Ok(None);
+    }
+    if let LayerCache::Batch(_) = &caches[0] {
+        return rows::forward(layers, x, caches, blocks);
+    }
+    if x.size() != hid as usize {
         return Ok(None);
     }
     let Some(prepared) = layers
@@ -336,7 +359,7 @@ pub(crate) fn forward_group(
     let bar = counters()?;
     let (h, kvh, d, f) = (s.heads, s.kv_heads, s.head_dim, s.ffn);
     let lay = scratch_layout(hid, h, kvh, d, f);
-    let kernel = kernel(n, shared_bytes(hid, h, d, f, s.spec.bits))?;
+    let kernel = kernel(n, shared_bytes(hid, h, d, f, s.spec.bits), false)?;
     let mut inputs: Vec<&Array> = vec![x, first.rope.inv_freq, &pos, &par, &bar];
     for (p, (keys, values, _)) in prepared.iter().zip(&slots) {
         inputs.extend(p.tensors);

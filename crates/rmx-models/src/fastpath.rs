@@ -57,7 +57,7 @@ pub(crate) fn header(section: &str) -> String {
 }
 
 /// Sections built on another's helpers: (section, the section it uses).
-const SECTION_USES: &[(&str, &str)] = &[("moe", "qgemv")];
+const SECTION_USES: &[(&str, &str)] = &[("moe", "qgemv"), ("layer_rows", "layer")];
 
 fn uses(section: &str, other: &str) -> bool {
     SECTION_USES.contains(&(section, other))
@@ -86,6 +86,9 @@ pub struct FastPath {
     /// The layer kernel's products as integer dot products on x staged in 8-bit planes
     /// (`RMX_LAYER_IDOT`, default on); float products otherwise.
     pub layer_idot: bool,
+    /// A batch's decode step through the layer kernel's rows variant (`RMX_LAYER_ROWS`, default
+    /// on with integer products; 0 runs a batch op by op).
+    pub layer_rows: bool,
     /// Dequantize for prefill only from this many multiply-adds on (`RMX_DEQUANT_PREFILL_WORK`).
     pub dequant_prefill_work: u64,
     /// A prompt chunk's q/k/v heads from the fused QKV product in one kernel
@@ -126,6 +129,7 @@ pub fn fast_path() -> FastPath {
                 _ => rmx_mlx::cuda_sm_count(),
             },
             layer_idot: env_num("RMX_LAYER_IDOT") != Some(0),
+            layer_rows: env_num("RMX_LAYER_ROWS") != Some(0),
             layers_per_launch: env_num("RMX_LAYERS_PER_LAUNCH").map_or(32, |n| n.clamp(1, 32)),
             dequant_prefill_work: env_num("RMX_DEQUANT_PREFILL_WORK").map_or(1 << 32, |w| w as u64),
             prefill_heads: on && env_num("RMX_PREFILL_HEADS") != Some(0),
