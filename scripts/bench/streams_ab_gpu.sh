@@ -10,7 +10,6 @@
 set -uo pipefail
 rmx=${1:?usage: streams_ab_gpu.sh RMX_BINARY "VAR=VALUE ..." ...}
 shift
-rmx=$1; shift
 cd "$(dirname "$0")/../.."
 model=$(scripts/bench/chat_model_gpu.sh)
 for envs in "$@"; do
