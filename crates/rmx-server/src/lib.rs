@@ -8,7 +8,8 @@
 //! - [`openai`], [`anthropic`]: the `/v1/...` compatibility surfaces (translations into the
 //!   service core; SSE through `openai::sse`); [`openapi`]: `/openapi.json`.
 //! - `sampling`: the ranges sampling values are held to, on every surface.
-//! - [`security`]: API key, CORS and rate-limit layers for the TCP listener.
+//! - [`security`]: API key, CORS and rate-limit layers for the TCP listener; `origin`: the
+//!   `Origin` and `Host` checks before them.
 //! - [`share`]: `rmx share`'s front door, forwarding one model's routes to the daemon.
 //! - [`daemon`]: serving the router on TCP and on the Unix socket, the one-daemon lock, and
 //!   graceful shutdown.
@@ -22,6 +23,7 @@ mod lifecycle;
 mod native;
 pub mod openai;
 pub mod openapi;
+mod origin;
 pub mod path_errors;
 pub mod router;
 mod sampling;

@@ -8,6 +8,9 @@
 //! compared in constant time. Rejections speak the error shape of the API the path belongs
 //! to, so SDKs report them properly.
 //!
+//! Before all of them, requests from web pages of other sites and under foreign `Host` names
+//! are refused (`crate::origin`).
+//!
 //! The Unix socket is guarded by file permissions; serve it without these layers.
 
 use std::collections::HashMap;
@@ -42,6 +45,13 @@ pub struct SecurityConfig {
     /// Count clients by address even when they send a key: `rmx share` hands one key to
     /// everybody, so counting by key would put them all in one bucket.
     pub rate_limit_by_address: bool,
+    /// The address the TCP listener is bound to, set once bound: on loopback (or unknown) only
+    /// local `Host` names are served; its own origin may call it from a browser
+    /// (`crate::origin`).
+    pub listen_addr: Option<SocketAddr>,
+    /// Serve any `Host` even on loopback: `rmx share` behind a tunnel, which forwards its public
+    /// name. A share always has its key, which a DNS-rebound page does not.
+    pub any_host: bool,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -87,6 +97,8 @@ impl SecurityConfig {
                 .unwrap_or_default(),
             rate_limit,
             rate_limit_by_address: false,
+            listen_addr: None,
+            any_host: false,
         })
     }
 }
@@ -100,8 +112,9 @@ pub fn check_listen_addr(addr: SocketAddr, config: &SecurityConfig) -> Result<()
     }
 }
 
-/// Wraps a router in the layers the config asks for. Outermost first: CORS (so preflights
-/// and error responses carry its headers), then the key, then the rate limit.
+/// Wraps a router in the layers the config asks for. Outermost first: the `Origin`/`Host`
+/// guard (`crate::origin`, always), CORS (so preflights and error responses carry its
+/// headers), then the key, then the rate limit.
 pub fn protect(router: Router, config: &SecurityConfig) -> Router {
     let mut router = router;
     if let Some(rpm) = config.rate_limit {
@@ -125,7 +138,12 @@ pub fn protect(router: Router, config: &SecurityConfig) -> Router {
             async move { cors(&origins, req, next).await }
         }));
     }
-    router
+    crate::origin::guard(router, config)
+}
+
+/// Whether `origin` is in a CORS allow-list (`*`: any).
+pub(crate) fn listed(origins: &[String], origin: &str) -> bool {
+    origins.iter().any(|a| a == "*" || a == origin)
 }
 
 fn sha256(bytes: &[u8]) -> [u8; 32] {
@@ -263,7 +281,7 @@ async fn cors(origins: &[String], req: Request, next: Next) -> Response {
     let allowed = origin
         .as_ref()
         .and_then(|o| o.to_str().ok())
-        .is_some_and(|o| origins.iter().any(|a| a == "*" || a == o));
+        .is_some_and(|o| listed(origins, o));
     if req.method() == Method::OPTIONS && origin.is_some() {
         if !allowed {
             return StatusCode::FORBIDDEN.into_response();

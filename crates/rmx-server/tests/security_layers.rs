@@ -104,8 +104,7 @@ async fn cors_allow_list() {
     let config = SecurityConfig {
         api_key: Some("k".into()),
         cors_origins: vec!["http://localhost:3000".into()],
-        rate_limit: None,
-        rate_limit_by_address: false,
+        ..SecurityConfig::default()
     };
     let (app, _dir) = app(&config);
     let preflight = |origin: &str| {

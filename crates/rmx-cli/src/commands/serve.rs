@@ -73,6 +73,8 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             rmx_store::human_bytes(config.memory_budget),
             config.max_loaded_models,
         );
+        // Which Host names the TCP port answers to depends on where it is bound.
+        security.listen_addr = listeners.http_addr;
         let service = Service::new(config);
         serve(listeners, service, |router| protect(router, &security)).await?;
         eprintln!("rmx: daemon stopped");

@@ -38,6 +38,10 @@ pub fn run(args: ShareArgs) -> Result<ExitCode> {
         cors_origins: args.cors_origins.clone(),
         rate_limit: Some(args.rate_limit).filter(|&n| n > 0),
         rate_limit_by_address: true,
+        listen_addr: None,
+        // A tunnel forwards its public name as the Host (cloudflared does); the key guards a
+        // share wherever it listens.
+        any_host: true,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -51,7 +55,7 @@ async fn share(
     args: ShareArgs,
     host: IpAddr,
     tunnel: Option<Tunnel>,
-    security: SecurityConfig,
+    mut security: SecurityConfig,
 ) -> Result<ExitCode> {
     use tokio::signal::unix::{signal, SignalKind};
     // Before anything starts, so a Ctrl-C during the load still tears down in order.
@@ -80,6 +84,7 @@ async fn share(
             )
         })?;
     let local = listener.local_addr().context("reading the bound address")?;
+    security.listen_addr = Some(local);
     let app = protect(
         rmx_server::share::router(daemon::paths()?.socket, args.model.clone()),
         &security,
