@@ -14,7 +14,10 @@ use minijinja::value::{Kwargs, Value};
 use minijinja::{Environment, Error, ErrorKind, State};
 use serde_json::{Map, Value as Json};
 
+pub mod limits;
 mod python;
+
+pub use limits::Limit;
 
 /// Marks errors that a template raised on purpose, to tell them from engine errors.
 const RAISED: &str = "rmx-raise-exception: ";
@@ -29,6 +32,10 @@ pub enum TemplateError {
     Raised(String),
     #[error("the chat template failed to render")]
     Render(#[source] minijinja::Error),
+    /// The template ran into one of the bounds in [`limits`]: it loops, nests or grows past
+    /// what any real chat format needs.
+    #[error("the chat template exceeded the limit of {0}")]
+    Limit(Limit),
     #[error("messages must be a JSON list of objects, got {0}")]
     Messages(&'static str),
 }
@@ -87,7 +94,10 @@ impl ChatTemplate {
             .lstrip_blocks(true)
             .build()
             .map_err(TemplateError::Syntax)?;
-        env.set_syntax(syntax);
+        env.set_syntax(syntax.clone());
+        env.set_fuel(Some(limits::FUEL));
+        env.set_recursion_limit(limits::RECURSION);
+        env.add_function(limits::GUARD, limits::guard);
         env.set_formatter(python::format_output);
         env.set_unknown_method_callback(|state, value, method, args| {
             match python::extra_method(value, method, args) {
@@ -109,7 +119,8 @@ impl ChatTemplate {
             },
         );
         env.add_function("strftime_now", strftime_now);
-        env.add_template_owned(NAME, source.into())
+        let source = limits::guard_assignments(&source.into(), syntax);
+        env.add_template_owned(NAME, source)
             .map_err(TemplateError::Syntax)?;
         Ok(Self { env })
     }
@@ -131,12 +142,30 @@ impl ChatTemplate {
             Json::Bool(input.add_generation_prompt),
         );
         let template = self.env.get_template(NAME).map_err(TemplateError::Render)?;
-        template
-            .render(to_value(&Json::Object(context)))
-            .map_err(|err| match raised_message(&err) {
+        let mut out = limits::CappedOutput {
+            bytes: Vec::new(),
+            over: false,
+        };
+        let rendered = template.render_captured_to(to_value(&Json::Object(context)), &mut out);
+        if out.over {
+            return Err(TemplateError::Limit(Limit::Output));
+        }
+        rendered.map_err(|err| {
+            if let Some(limit) = limits::limit_of(&err) {
+                return TemplateError::Limit(limit);
+            }
+            match raised_message(&err) {
                 Some(message) => TemplateError::Raised(message),
                 None => TemplateError::Render(err),
-            })
+            }
+        })?;
+        // The formatter and filters only ever write `str`s.
+        String::from_utf8(out.bytes).map_err(|_| {
+            TemplateError::Render(Error::new(
+                ErrorKind::BadSerialization,
+                "the rendered prompt is not UTF-8",
+            ))
+        })
     }
 }
 

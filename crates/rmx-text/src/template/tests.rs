@@ -117,3 +117,73 @@ fn a_broken_template_is_a_syntax_error() {
         Err(TemplateError::Syntax(_))
     ));
 }
+
+/// Issue #20: a hostile template ends quickly with [`TemplateError::Limit`] naming the bound.
+fn assert_limited(source: &str, limit: Limit) {
+    let started = std::time::Instant::now();
+    let result = render(source, json!([{"role": "user", "content": "hi"}]));
+    match result {
+        Err(TemplateError::Limit(got)) => assert_eq!(got, limit, "{source}"),
+        other => panic!("expected the {limit:?} limit for {source}, got {other:?}"),
+    }
+    // Generous: the point is "ends", not a speed; debug builds on a loaded machine are slow.
+    let took = started.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(10),
+        "{source}: {took:?}"
+    );
+}
+
+#[test]
+fn issue_20_a_nested_loop_runs_out_of_fuel() {
+    assert_limited(
+        "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+        Limit::Fuel,
+    );
+}
+
+#[test]
+fn issue_20_string_doubling_is_stopped_at_the_value_cap() {
+    // minijinja scopes a `set` in a loop to one iteration, so the probe's plain form only
+    // doubles once; these forms carry the string from one step to the next.
+    let unrolled = format!("{{% set s = 'x' %}}{}", "{% set s = s ~ s %}".repeat(40));
+    assert_limited(&unrolled, Limit::ValueSize);
+    assert_limited(
+        "{% macro grow(s, n) %}{% set t = s ~ s %}{{ grow(t, n - 1) if n > 0 }}{% endmacro %}{{ grow('x', 40) }}",
+        Limit::ValueSize,
+    );
+    assert_limited(
+        "{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+        Limit::ValueSize,
+    );
+    let captured = format!(
+        "{{% set s = 'x' %}}{}",
+        "{% set s %}{{ s }}{{ s }}{% endset %}".repeat(40)
+    );
+    assert_limited(&captured, Limit::ValueSize);
+}
+
+#[test]
+fn issue_20_a_recursive_macro_hits_the_recursion_limit() {
+    assert_limited(
+        "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
+        Limit::Recursion,
+    );
+}
+
+#[test]
+fn issue_20_output_past_the_cap_is_refused() {
+    assert_limited(
+        "{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}",
+        Limit::Output,
+    );
+}
+
+/// The guards added after assignments leave whitespace control as it was.
+#[test]
+fn assignment_guards_keep_whitespace_control() -> Result<(), TemplateError> {
+    let source = "{% set a = 'A' %}\n  {% set b = 'B' -%}\n  {{ a }}{{ b }}\n{% set c %}C{% endset +%}\n{{ c }}|{% set d, e = 1, 2 %}{{ d }}{{ e }}";
+    let out = render(source, json!([]))?;
+    assert_eq!(out, "AB\n\nC|12");
+    Ok(())
+}
