@@ -48,6 +48,10 @@ pub enum ServiceError {
     /// server cannot serve, and retrying will not change that.
     #[error("model `{name}` cannot be loaded: {message}")]
     BrokenModel { name: String, message: String },
+    /// The model's chat template ran past a bound on rendering (steps, nesting, size, time):
+    /// it comes with the model repo, so it is the named model that cannot be served.
+    #[error("model `{name}`: its chat template exceeded the limit of {limit}")]
+    TemplateLimit { name: String, limit: String },
     /// Loading failed for the daemon's own reasons (the runtime, the engine thread).
     #[error("loading model `{name}` failed: {message}")]
     Load { name: String, message: String },
@@ -84,7 +88,8 @@ impl ServiceError {
             ServiceError::BadRequest(_)
             | ServiceError::PromptTooLong { .. }
             | ServiceError::UnsupportedFamily { .. }
-            | ServiceError::BrokenModel { .. } => StatusCode::BAD_REQUEST,
+            | ServiceError::BrokenModel { .. }
+            | ServiceError::TemplateLimit { .. } => StatusCode::BAD_REQUEST,
             ServiceError::TooLarge { .. } => StatusCode::INSUFFICIENT_STORAGE,
             ServiceError::Busy(_) | ServiceError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
             ServiceError::Load { .. } | ServiceError::Internal(_) => {

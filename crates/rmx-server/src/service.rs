@@ -51,6 +51,7 @@ use rmx_engine::{ChatPrompt, Constraint, Engine, Event, GenerateRequest, Think};
 use rmx_store::{Families, ModelHints, ModelRef, Store, ToolParser};
 use rmx_text::harmony::{HarmonyEvent, HarmonyParser};
 use rmx_text::reasoning::{ReasoningConfig, ReasoningEvent, ReasoningParser};
+use rmx_text::template::TemplateError;
 use rmx_text::toolcall::{ToolCallEvent, ToolCallFormat, ToolCallParser};
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, watch};
@@ -482,7 +483,7 @@ impl Service {
         let keep_alive = req.keep_alive.unwrap_or(self.default_keep_alive);
         let lease = self.models.acquire(resolved, keep_alive).await?;
         let loaded = lease.loaded()?.clone();
-        Ok(build_prompt(&loaded.engine, hints, &req)?.tokens.len())
+        Ok(render_off_workers(loaded, hints, req).await?.tokens.len())
     }
 
     /// Starts an answer. Errors before the first token (unknown model, bad input, prompt too
@@ -502,8 +503,8 @@ impl Service {
         } else {
             Duration::ZERO
         };
+        let built = render_off_workers(loaded.clone(), hints, req.clone()).await?;
         let engine = &loaded.engine;
-        let built = build_prompt(engine, hints, &req)?;
         let prompt_tokens = built.tokens.len();
         let context = engine.info().context_length.map(|c| c as usize);
         let max_tokens = token_limit(req.max_tokens, prompt_tokens, context);
@@ -534,6 +535,34 @@ impl Service {
             created: SystemTime::now(),
             cancel_as_done: false,
         })
+    }
+}
+
+/// How long a render may take before the request is answered with
+/// [`ServiceError::TemplateLimit`]. Fuel (`rmx_text::template::limits`) ends a runaway template
+/// well before this on any machine; the clock is for what fuel does not count (a filter over
+/// a huge value), and the render thread still stops at its fuel after the answer is sent.
+const RENDER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// [`build_prompt`] on tokio's blocking pool: a template is the model repo's code, and its
+/// render (and the tokenizing after it) must not hold up the async workers that serve every
+/// other request.
+async fn render_off_workers(
+    loaded: Arc<crate::lifecycle::Loaded>,
+    hints: Option<ModelHints>,
+    req: InternalRequest,
+) -> Result<BuiltPrompt, ServiceError> {
+    let name = req.model.clone();
+    let task = tokio::task::spawn_blocking(move || build_prompt(&loaded.engine, hints, &req));
+    match tokio::time::timeout(RENDER_TIMEOUT, task).await {
+        Ok(Ok(built)) => built,
+        Ok(Err(e)) => Err(ServiceError::Internal(format!(
+            "rendering the prompt failed: {e}"
+        ))),
+        Err(_) => Err(ServiceError::TemplateLimit {
+            name,
+            limit: format!("{} s", RENDER_TIMEOUT.as_secs()),
+        }),
     }
 }
 
@@ -611,7 +640,15 @@ fn build_prompt(
                 add_generation_prompt: true,
                 kwargs,
             };
-            let rendered = engine.render_chat(&chat)?;
+            let rendered = engine.render_chat(&chat).map_err(|e| match e {
+                rmx_engine::EngineError::Template(TemplateError::Limit(limit)) => {
+                    ServiceError::TemplateLimit {
+                        name: req.model.clone(),
+                        limit: limit.to_string(),
+                    }
+                }
+                other => other.into(),
+            })?;
             let tokens = engine
                 .tokenizer()
                 .encode(&rendered, false)

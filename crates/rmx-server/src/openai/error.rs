@@ -56,6 +56,10 @@ impl OpenAiError {
             OpenAiError::Service(ServiceError::BrokenModel { .. }) => {
                 (Some("model".to_string()), Some("model_load_failed"))
             }
+            OpenAiError::Service(ServiceError::TemplateLimit { .. }) => (
+                Some("model".to_string()),
+                Some("chat_template_limit_exceeded"),
+            ),
             OpenAiError::Service(ServiceError::PromptTooLong { .. }) => (
                 Some("messages".to_string()),
                 Some("context_length_exceeded"),
