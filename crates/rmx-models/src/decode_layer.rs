@@ -80,9 +80,9 @@ fn counters() -> Result<Array> {
     })
 }
 
-/// The launch's parameter names: the shared ones, then each layer's `PER_LAYER` with its index.
-fn input_names(n: usize) -> Vec<String> {
-    let mut v: Vec<String> = SHARED_INPUTS.iter().map(|s| s.to_string()).collect();
+/// The launch's parameter names: `shared`, then each layer's `PER_LAYER` with its index.
+fn input_names(shared: &[&str], n: usize) -> Vec<String> {
+    let mut v: Vec<String> = shared.iter().map(|s| s.to_string()).collect();
     for i in 0..n {
         v.extend(PER_LAYER.iter().map(|p| format!("{p}{i}")));
     }
@@ -91,18 +91,15 @@ fn input_names(n: usize) -> Vec<String> {
 
 /// The kernel body for n layers: thread 0 fills the table of each layer's tensors in shared
 /// memory (a runtime loop over layers then indexes it; the parameters themselves cannot be
-/// indexed), and every thread runs `decode_layers`.
-fn body(n: usize) -> String {
+/// indexed), and every thread runs `call` (`decode_layers` or its rows variant).
+fn body(n: usize, call: &str) -> String {
     let mut b = format!("__shared__ rmx::LayerPtrs<T> tab[{n}];\nif (threadIdx.x == 0) {{\n");
     for i in 0..n {
         let args: Vec<String> = PER_LAYER.iter().map(|p| format!("{p}{i}")).collect();
         b += &format!("  tab[{i}] = rmx::LayerPtrs<T>{{{}}};\n", args.join(", "));
     }
     b += "}\n__syncthreads();\n";
-    b += &format!(
-        "rmx::decode_layers<T, BITS, G, HID, H, KV, D, F, QKNORM, TRADITIONAL, NT, SMAX, O_ML, \
-         O_PART, O_ATT, O_H, O_ACT, O_X, IDOT>(x, tab, {n}, inv_freq, pos, par, bar, y, scratch);"
-    );
+    b += call;
     b
 }
 
@@ -114,15 +111,20 @@ fn kernel(n: usize, shared_memory: i32, rows: bool) -> Result<Rc<Kernel>> {
         }
         let (names, body, name, section) = if rows {
             (
-                rows::input_names(n),
-                rows::body(n),
+                input_names(&rows::INPUTS, n),
+                body(n, &rows::call(n)),
                 format!("rmx_decode_layers_rows{n}"),
                 "layer_rows",
             )
         } else {
+            let call = format!(
+                "rmx::decode_layers<T, BITS, G, HID, H, KV, D, F, QKNORM, TRADITIONAL, NT, SMAX, \
+                 O_ML, O_PART, O_ATT, O_H, O_ACT, O_X, IDOT>(x, tab, {n}, inv_freq, pos, par, bar, \
+                 y, scratch);"
+            );
             (
-                input_names(n),
-                body(n),
+                input_names(&SHARED_INPUTS, n),
+                body(n, &call),
                 format!("rmx_decode_layers{n}"),
                 "layer",
             )

@@ -8,9 +8,7 @@
 
 use rmx_mlx::{Array, Dtype, Launch, TemplateArg};
 
-use super::{
-    counters, kernel, prepare, MAX_HEADS, MAX_LAYERS, PER_LAYER, SHARED_INPUTS, SPLITS, THREADS,
-};
+use super::{counters, kernel, prepare, MAX_HEADS, MAX_LAYERS, SPLITS, THREADS};
 use crate::cache::LayerCache;
 use crate::error::Result;
 use crate::fastpath::{self, consts, fast_path};
@@ -24,28 +22,15 @@ const MR: i32 = 8;
 /// once, and 17 of its 4,096-wide vectors.
 const STAGE_BYTES: i32 = 160 * 1024;
 
-/// The kernel's parameter names: the shared ones with `pads` after `pos`, then each layer's.
-pub(super) fn input_names(n: usize) -> Vec<String> {
-    let mut v: Vec<String> = SHARED_INPUTS.iter().map(|s| s.to_string()).collect();
-    v.insert(3, "pads".into());
-    for i in 0..n {
-        v.extend(PER_LAYER.iter().map(|p| format!("{p}{i}")));
-    }
-    v
-}
+/// The launch's shared parameters: the one-sequence kernel's with the rows' `pads` after `pos`.
+pub(super) const INPUTS: [&str; 6] = ["x", "inv_freq", "pos", "pads", "par", "bar"];
 
-pub(super) fn body(n: usize) -> String {
-    let mut b = format!("__shared__ rmx::LayerPtrs<T> tab[{n}];\nif (threadIdx.x == 0) {{\n");
-    for i in 0..n {
-        let args: Vec<String> = PER_LAYER.iter().map(|p| format!("{p}{i}")).collect();
-        b += &format!("  tab[{i}] = rmx::LayerPtrs<T>{{{}}};\n", args.join(", "));
-    }
-    b += "}\n__syncthreads();\n";
-    b += &format!(
+/// What every thread of the n-layer kernel runs once the layer table is filled.
+pub(super) fn call(n: usize) -> String {
+    format!(
         "rmx::decode_layers_rows<T, BITS, G, HID, H, KV, D, F, QKNORM, TRADITIONAL, NT, SMAX, \
          MR>(x, tab, {n}, inv_freq, pos, pads, par, bar, y, scratch);"
-    );
-    b
+    )
 }
 
 /// Floats of shared memory one staged row of width k takes (the kernel's RowStage<BITS, K>).

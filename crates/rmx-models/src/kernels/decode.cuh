@@ -1261,6 +1261,53 @@ __device__ __forceinline__ void stage_i8(const T* x, const T* nw, float eps, flo
   __syncthreads();
 }
 
+// Chunk c's integer sums for two weight rows (ua, ub: their 16-byte chunks) against x's two
+// planes (stage_i8's layout), combined as hi * 254 + lo: row_dot2_i8 and rows_dot2_i8 scale them.
+template <int BITS, int K>
+__device__ __forceinline__ void chunk_sums_i8(const uint4* planes, int c, const uint32_t* ua,
+                                              const uint32_t* ub, int& ia, int& ib) {
+  using L = I8Layout<BITS, K>;
+  constexpr int XW = 4 * L::SL;  // x words of a chunk in each plane
+  uint32_t xh[XW], xl[XW];
+#pragma unroll
+  for (int s = 0; s < L::SL; ++s) {
+    const uint4 h = planes[s * L::CHUNKS + c];
+    const uint4 l = planes[(L::SL + s) * L::CHUNKS + c];
+    xh[4 * s] = h.x, xh[4 * s + 1] = h.y, xh[4 * s + 2] = h.z, xh[4 * s + 3] = h.w;
+    xl[4 * s] = l.x, xl[4 * s + 1] = l.y, xl[4 * s + 2] = l.z, xl[4 * s + 3] = l.w;
+  }
+  if constexpr (BITS == 4) {
+    int hea = 0, hoa = 0, lea = 0, loa = 0, heb = 0, hob = 0, leb = 0, lob = 0;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const uint32_t ea = ua[q] & 0x0f0f0f0fu, oa = ua[q] & 0xf0f0f0f0u;
+      const uint32_t eb = ub[q] & 0x0f0f0f0fu, ob = ub[q] & 0xf0f0f0f0u;
+      hea = dot4(ea, xh[2 * q], hea);
+      hoa = dot4(oa, xh[2 * q + 1], hoa);
+      lea = dot4(ea, xl[2 * q], lea);
+      loa = dot4(oa, xl[2 * q + 1], loa);
+      heb = dot4(eb, xh[2 * q], heb);
+      hob = dot4(ob, xh[2 * q + 1], hob);
+      leb = dot4(eb, xl[2 * q], leb);
+      lob = dot4(ob, xl[2 * q + 1], lob);
+    }
+    // |16 hi-sum| <= 32 * 15 * 127 * 16 < 2^20: x254 stays below 2^31.
+    ia = (16 * hea + hoa) * 254 + (16 * lea + loa);
+    ib = (16 * heb + hob) * 254 + (16 * leb + lob);
+  } else {
+    int ha = 0, la = 0, hb = 0, lb = 0;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      ha = dot4(ua[q], xh[q], ha);
+      la = dot4(ua[q], xl[q], la);
+      hb = dot4(ub[q], xh[q], hb);
+      lb = dot4(ub[q], xl[q], lb);
+    }
+    ia = ha * 254 + la;
+    ib = hb * 254 + lb;
+  }
+}
+
 // row_dot2() for IDOT: per chunk and row, integer sums of the fields against both planes, then
 // one I2F and three float instructions for the chunk's scales and bias.
 template <typename T, int BITS, int G, int K>
@@ -1271,7 +1318,6 @@ __device__ __forceinline__ void row_dot2_i8(
   static_assert(BITS == 4 || BITS == 8, "4 or 8 bits");
   constexpr int WORDS = K * BITS / 32;
   constexpr int GROUPS = K / G;
-  constexpr int XW = 4 * L::SL;  // x words of a chunk in each plane
   const int lane = threadIdx.x & 31;
   const uint32_t* wa = w + (size_t)ra * WORDS;
   const uint32_t* wb = w + (size_t)rb * WORDS;
@@ -1287,48 +1333,11 @@ __device__ __forceinline__ void row_dot2_i8(
     const float ba = to_float(biases[(size_t)ra * GROUPS + g]);
     const float sb = to_float(scales[(size_t)rb * GROUPS + g]);
     const float bb = to_float(biases[(size_t)rb * GROUPS + g]);
-    uint32_t xh[XW], xl[XW];
-#pragma unroll
-    for (int s = 0; s < L::SL; ++s) {
-      const uint4 h = planes[s * L::CHUNKS + c];
-      const uint4 l = planes[(L::SL + s) * L::CHUNKS + c];
-      xh[4 * s] = h.x, xh[4 * s + 1] = h.y, xh[4 * s + 2] = h.z, xh[4 * s + 3] = h.w;
-      xl[4 * s] = l.x, xl[4 * s + 1] = l.y, xl[4 * s + 2] = l.z, xl[4 * s + 3] = l.w;
-    }
     const float2 m = meta[c];
     const uint32_t ua[4] = {va.x, va.y, va.z, va.w};
     const uint32_t ub[4] = {vb.x, vb.y, vb.z, vb.w};
     int ia, ib;
-    if constexpr (BITS == 4) {
-      int hea = 0, hoa = 0, lea = 0, loa = 0, heb = 0, hob = 0, leb = 0, lob = 0;
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const uint32_t ea = ua[q] & 0x0f0f0f0fu, oa = ua[q] & 0xf0f0f0f0u;
-        const uint32_t eb = ub[q] & 0x0f0f0f0fu, ob = ub[q] & 0xf0f0f0f0u;
-        hea = dot4(ea, xh[2 * q], hea);
-        hoa = dot4(oa, xh[2 * q + 1], hoa);
-        lea = dot4(ea, xl[2 * q], lea);
-        loa = dot4(oa, xl[2 * q + 1], loa);
-        heb = dot4(eb, xh[2 * q], heb);
-        hob = dot4(ob, xh[2 * q + 1], hob);
-        leb = dot4(eb, xl[2 * q], leb);
-        lob = dot4(ob, xl[2 * q + 1], lob);
-      }
-      // |16 hi-sum| <= 32 * 15 * 127 * 16 < 2^20: x254 stays below 2^31.
-      ia = (16 * hea + hoa) * 254 + (16 * lea + loa);
-      ib = (16 * heb + hob) * 254 + (16 * leb + lob);
-    } else {
-      int ha = 0, la = 0, hb = 0, lb = 0;
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        ha = dot4(ua[q], xh[q], ha);
-        la = dot4(ua[q], xl[q], la);
-        hb = dot4(ub[q], xh[q], hb);
-        lb = dot4(ub[q], xl[q], lb);
-      }
-      ia = ha * 254 + la;
-      ib = hb * 254 + lb;
-    }
+    chunk_sums_i8<BITS, K>(planes, c, ua, ub, ia, ib);
     acc_a = fmaf(sa * m.x, static_cast<float>(ia), fmaf(ba, m.y, acc_a));
     acc_b = fmaf(sb * m.x, static_cast<float>(ib), fmaf(bb, m.y, acc_b));
   }
@@ -1704,7 +1713,6 @@ __device__ __forceinline__ void rows_dot2_i8(
   static_assert(BITS == 4 || BITS == 8, "4 or 8 bits");
   constexpr int WORDS = K * BITS / 32;
   constexpr int GROUPS = K / G;
-  constexpr int XW = 4 * L::SL;
   constexpr int STRIDE = RowStage<BITS, K>::STRIDE;
   const int lane = threadIdx.x & 31;
   const uint32_t* wa = w + (size_t)ra * WORDS;
@@ -1729,44 +1737,8 @@ __device__ __forceinline__ void rows_dot2_i8(
         float* sm = smem + i * STRIDE;
         const uint4* planes = reinterpret_cast<const uint4*>(L::planes(sm));
         const float2 m = L::meta(sm)[c];
-        uint32_t xh[XW], xl[XW];
-#pragma unroll
-        for (int s = 0; s < L::SL; ++s) {
-          const uint4 h = planes[s * L::CHUNKS + c];
-          const uint4 l = planes[(L::SL + s) * L::CHUNKS + c];
-          xh[4 * s] = h.x, xh[4 * s + 1] = h.y, xh[4 * s + 2] = h.z, xh[4 * s + 3] = h.w;
-          xl[4 * s] = l.x, xl[4 * s + 1] = l.y, xl[4 * s + 2] = l.z, xl[4 * s + 3] = l.w;
-        }
         int ia, ib;
-        if constexpr (BITS == 4) {
-          int hea = 0, hoa = 0, lea = 0, loa = 0, heb = 0, hob = 0, leb = 0, lob = 0;
-#pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            const uint32_t ea = ua[q] & 0x0f0f0f0fu, oa = ua[q] & 0xf0f0f0f0u;
-            const uint32_t eb = ub[q] & 0x0f0f0f0fu, ob = ub[q] & 0xf0f0f0f0u;
-            hea = dot4(ea, xh[2 * q], hea);
-            hoa = dot4(oa, xh[2 * q + 1], hoa);
-            lea = dot4(ea, xl[2 * q], lea);
-            loa = dot4(oa, xl[2 * q + 1], loa);
-            heb = dot4(eb, xh[2 * q], heb);
-            hob = dot4(ob, xh[2 * q + 1], hob);
-            leb = dot4(eb, xl[2 * q], leb);
-            lob = dot4(ob, xl[2 * q + 1], lob);
-          }
-          ia = (16 * hea + hoa) * 254 + (16 * lea + loa);
-          ib = (16 * heb + hob) * 254 + (16 * leb + lob);
-        } else {
-          int ha = 0, la = 0, hb = 0, lb = 0;
-#pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            ha = dot4(ua[q], xh[q], ha);
-            la = dot4(ua[q], xl[q], la);
-            hb = dot4(ub[q], xh[q], hb);
-            lb = dot4(ub[q], xl[q], lb);
-          }
-          ia = ha * 254 + la;
-          ib = hb * 254 + lb;
-        }
+        chunk_sums_i8<BITS, K>(planes, c, ua, ub, ia, ib);
         acc_a[i] = fmaf(sa * m.x, static_cast<float>(ia), fmaf(ba, m.y, acc_a[i]));
         acc_b[i] = fmaf(sb * m.x, static_cast<float>(ib), fmaf(bb, m.y, acc_b[i]));
       }
