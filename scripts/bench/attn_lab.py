@@ -1,5 +1,5 @@
 """Decode-attention lab for the GPU machine: rmx's one-kernel decode step (`decode_attn` in
-crates/rmx-models/src/kernels/decode.cuh: q/k norms, rope, the in-place cache write, attention)
+crates/rmx-models/src/kernels/attn.cuh: q/k norms, rope, the in-place cache write, attention)
 against the MLX ops mlx-lm runs for the same step (rms_norm, rope, slice_update, sdpa).
 
     python3 scripts/bench/attn_lab.py
@@ -7,13 +7,13 @@ against the MLX ops mlx-lm runs for the same step (rms_norm, rope, slice_update,
 Prints per shape and context: max |diff| of the attended row against MLX's, whether the cache
 got exactly the new k and v at `offset` and nothing else, and the time of each side (eval only).
 """
-import os
 import time
 
 import mlx.core as mx
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-HEADER = open(os.path.join(ROOT, "crates/rmx-models/src/kernels/decode.cuh")).read()
+from kernel_src import section
+
+HEADER = section("attn")
 KERNEL = mx.fast.cuda_kernel(
     name="rmx_decode_attn_lab",
     input_names=["qs", "ks", "vs", "qn", "kn", "inv_freq", "pos", "par", "kc", "vc"],

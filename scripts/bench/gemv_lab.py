@@ -7,15 +7,15 @@ set of one real model token (every matrix distinct, so nothing is served from L2
 Prints, per model and bit width: correctness (max |diff| against mx.quantized_matmul relative to
 the output's scale), the time of all of one token's GEMVs in one eval, and effective bandwidth.
 """
-import os
 import statistics
 import sys
 import time
 
 import mlx.core as mx
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-HEADER = open(os.path.join(ROOT, "crates/rmx-models/src/kernels/decode.cuh")).read()
+from kernel_src import section
+
+HEADER = section("qgemv")
 
 SHAPES = {
     # name: (layers, hidden, q_out, kv_out, ffn)

@@ -1,27 +1,28 @@
-"""What the GPU scripts need of crates/rmx-models/src/kernels/decode.cuh, the way the engine
-builds it: a section's NVRTC header (fastpath.rs's `header()`) and the layer kernel's scratch
+"""What the GPU scripts need of crates/rmx-models/src/kernels/*.cuh, the way the engine
+builds it: a section's NVRTC header (kernel_source.rs's `header()`) and the layer kernel's scratch
 layout and shared memory (decode_layer.rs's `scratch_layout()` and `shared_bytes()`), kept here
 once for nvrtc_check.py and layer_lab.py."""
 import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-SOURCE = (ROOT / "crates/rmx-models/src/kernels/decode.cuh").read_text()
+KERNELS = ROOT / "crates/rmx-models/src/kernels"
+# kernel_source.rs's SECTIONS (their order) and SECTION_USES
+SECTIONS = ["common", "qgemv", "qkv_rope", "attn", "swiglu", "layer", "layer_rows", "gated_delta",
+            "moe"]
+SECTION_USES = {("moe", "qgemv"), ("layer_rows", "layer")}
 SPLITS = 64  # decode_layer.rs's SPLITS, the kernel's SMAX
-SECTION_USES = {("moe", "qgemv"), ("layer_rows", "layer")}  # fastpath.rs's SECTION_USES
 
 
 def section(name):
-    """The "common" section and `name`'s, comment lines dropped, ending in a newline: MLX
-    appends its own source after a header, and a last line with a trailing comment would
-    swallow MLX's next line."""
-    out, keep = [], False
-    for line in SOURCE.splitlines():
-        if line.startswith("// @section "):
-            sec = line[len("// @section "):]
-            keep = sec in ("common", name) or (name, sec) in SECTION_USES
-            continue
-        if keep and line.strip() and not line.strip().startswith("//"):
-            out.append(line)
+    """The "common" section, those `name` uses and `name`'s own, comment lines dropped, ending
+    in a newline: MLX appends its own source after a header, and a last line with a trailing
+    comment would swallow MLX's next line."""
+    out = []
+    for sec in SECTIONS:
+        if sec in ("common", name) or (name, sec) in SECTION_USES:
+            for line in (KERNELS / f"{sec}.cuh").read_text().splitlines():
+                if line.strip() and not line.strip().startswith("//"):
+                    out.append(line)
     return "\n".join(out) + "\n"
 
 

@@ -1,4 +1,4 @@
-"""Lab for the one-launch decoder layer (crates/rmx-models/src/kernels/decode.cuh, section
+"""Lab for the one-launch decoder layer (crates/rmx-models/src/kernels/layer.cuh, section
 `layer`, launched by decode_layer.rs) on the GPU machine, without the engine:
 
     python3 scripts/bench/layer_lab.py [llama3-8b|qwen3-0.6b ...] [--bits 4] [--offset 64]
@@ -80,7 +80,7 @@ def make_layer(shape, bits):
 
 def run_layer(shape, bits, p, x, kc, vc, args, bar, inv_freq, blocks, idot):
     """The layer's output and its clock readings (ns): start, after each wait, end (0-5), then
-    in block 0's attention work (6-9; decode.cuh's RMX_LAYER_TIME)."""
+    in block 0's attention work (6-9; layer.cuh's RMX_LAYER_TIME)."""
     _, hid, h, kv, d, f, qk, eps, _ = SHAPES[shape]
     offsets, scratch = layer_layout(hid, h, kv, d, f)
     smem = layer_shared_bytes(hid, h, d, f, bits)

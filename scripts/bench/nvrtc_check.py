@@ -1,4 +1,4 @@
-"""Compile every kernel of crates/rmx-models/src/kernels/decode.cuh with NVRTC, the way MLX's
+"""Compile every kernel of crates/rmx-models/src/kernels/*.cuh with NVRTC, the way MLX's
 fast::cuda_kernel wraps it, without a GPU: syntax and template errors show up here instead of on
 the lent H100's clock.
 

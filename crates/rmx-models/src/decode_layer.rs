@@ -1,5 +1,5 @@
 //! Quantized pre-norm decoder layers (Llama, Qwen3) as one CUDA launch for a decode step:
-//! kernels/decode.cuh's `layer` section runs each layer's QKV product, attention, the o
+//! kernels/layer.cuh runs each layer's QKV product, attention, the o
 //! product, the MLP's two products and both residual adds as phases of one kernel, each phase
 //! waiting for the one before across the grid, and up to 32 consecutive layers one after the
 //! other in the same launch (`RMX_LAYERS_PER_LAUNCH`; llama.rs groups them). The five-kernel
@@ -28,6 +28,7 @@ use rmx_mlx::{Array, Dtype, Kernel, KernelLang, Launch, TemplateArg};
 use crate::cache::{AttnMask, LayerCache};
 use crate::error::Result;
 use crate::fastpath::{self, consts, fast_path, pos_array, QkvRope};
+use crate::kernel_source;
 use crate::llama::DecoderLayer;
 
 mod rows;
@@ -37,7 +38,7 @@ mod rows;
 // slower at 64 registers in session 4) no longer fit.
 const THREADS: i32 = 512;
 
-/// The counters the kernel keeps across its blocks, in 32-bit words: kernels/decode.cuh's
+/// The counters the kernel keeps across its blocks, in 32-bit words: kernels/layer.cuh's
 /// `Tickets` (TK_CLAIMS, TK_FINISHED, TK_OUT), then the per-head counters from `TK_HEADS`.
 const COUNTERS: usize = 4096;
 const TK_HEADS: i32 = 384;
@@ -49,7 +50,7 @@ const MAX_LAYERS: usize = 32;
 /// Most splits of one head's positions in the attention phase (the kernel's SMAX).
 const SPLITS: i32 = 64;
 
-/// A layer's tensors as the kernel's parameters name them (`LayerPtrs` in kernels/decode.cuh,
+/// A layer's tensors as the kernel's parameters name them (`LayerPtrs` in kernels/layer.cuh,
 /// in that order), suffixed with the layer's index in the launch.
 const PER_LAYER: [&str; 18] = [
     "wq", "sq", "bq", "wo", "so", "bo", "wg", "sg", "bg", "wd", "sd", "bd", "n1", "n2", "qn", "kn",
@@ -136,7 +137,7 @@ fn kernel(n: usize, shared_memory: i32, rows: bool) -> Result<Rc<Kernel>> {
             &names,
             &["y", "scratch"],
             &body,
-            &fastpath::header(section),
+            &kernel_source::header(section),
             shared_memory,
         )?);
         ks.borrow_mut().insert((n, shared_memory, rows), k.clone());

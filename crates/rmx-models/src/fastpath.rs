@@ -1,6 +1,6 @@
 //! Where the CUDA backend leaves mlx-lm's op-for-op graph, because measurement on the H100 said
 //! so (docs/perf.md): decode's quantized matrix-vector products run on rmx's own kernels
-//! (kernels/decode.cuh), the projections that read the same input are fused into one weight
+//! (kernels/*.cuh), the projections that read the same input are fused into one weight
 //! (QKV, gate+up) so a token launches fewer kernels, and long prefills on quantized weights
 //! dequantize to a dense GEMM instead of MLX's quantized GEMM. On the CPU and Metal backends
 //! none of this applies: there the graph is mlx-lm's, which the parity tests pin token for token.
@@ -33,35 +33,7 @@ use rmx_mlx::quant::{QuantSpec, Quantized};
 use rmx_mlx::{Array, Backend, Dtype, Kernel, KernelLang, Launch, TemplateArg};
 
 use crate::error::Result;
-
-const SOURCE: &str = include_str!("kernels/decode.cuh");
-
-/// The NVRTC header for kernels of one section of kernels/decode.cuh: its "common" section and
-/// that one, without comment lines. MLX copies and hashes the whole source at every launch, so
-/// a short source is CPU time saved on every kernel of every token.
-pub(crate) fn header(section: &str) -> String {
-    let mut out = String::new();
-    let mut keep = false;
-    for line in SOURCE.lines() {
-        if let Some(name) = line.strip_prefix("// @section ") {
-            keep = name == "common" || name == section || uses(section, name);
-            continue;
-        }
-        let t = line.trim_start();
-        if keep && !t.is_empty() && !t.starts_with("//") {
-            out.push_str(line);
-            out.push('\n');
-        }
-    }
-    out
-}
-
-/// Sections built on another's helpers: (section, the section it uses).
-const SECTION_USES: &[(&str, &str)] = &[("moe", "qgemv"), ("layer_rows", "layer")];
-
-fn uses(section: &str, other: &str) -> bool {
-    SECTION_USES.contains(&(section, other))
-}
+use crate::kernel_source::header;
 
 /// The choices, made once per process: the backend cannot change under a running engine.
 #[derive(Debug, Clone, Copy)]
@@ -138,7 +110,7 @@ pub fn fast_path() -> FastPath {
     })
 }
 
-/// One kernel of kernels/decode.cuh: its MLX name, parameter names and body.
+/// One kernel of kernels/*.cuh: its MLX name, parameter names and body.
 pub(crate) struct Spec {
     pub name: &'static str,
     pub section: &'static str,
@@ -569,7 +541,7 @@ pub fn qkv_rope(qkv: &Array, p: &QkvRope, offset: i32) -> Result<Option<[Array; 
 }
 
 /// A prompt chunk's `[1, n, (H + 2 KV) * D]` QKV rows as attention's heads, in one kernel
-/// (`prefill_heads` in kernels/decode.cuh): q `[1, H, n, D]` (a transposed view of `[1, n, H,
+/// (`prefill_heads` in kernels/qkv_rope.cuh): q `[1, H, n, D]` (a transposed view of `[1, n, H,
 /// D]`), k and v `[1, KV, cap, D]` with positions `0..n` normed and rotated at `offset + row` and
 /// `n..cap` zeroed. With `cap` past `n` the k and v are a new cache's buffers
 /// (`KvCache::adopt`). `None` when the kernel does not apply (off the fast path, one row, odd
@@ -637,7 +609,7 @@ pub fn attention_heads_fit(p: &QkvRope, dtype: Dtype) -> bool {
     fast_path().kernels && kv > 0 && h % kv == 0 && d % 64 == 0 && d <= 256 && p.takes(dtype)
 }
 
-/// One token's attention in one kernel (see `decode_attn` in kernels/decode.cuh): q and k
+/// One token's attention in one kernel (see `decode_attn` in kernels/attn.cuh): q and k
 /// normed and roped at `offset`, k and v written into `keys`/`values` (`[1, KV, cap, D]`, owned
 /// by the cache) at `offset`, attention over positions `0..=offset`. Returns `[1, 1, H * D]`.
 /// The caller has checked `decode_attention_fits`.
@@ -768,7 +740,7 @@ pub fn gated_delta_fits(k_dim: i32) -> bool {
 
 /// The gated delta rule over every token of q `[B, T, Hk, Dk]`, k, v `[B, T, Hv, Dv]`, g
 /// (float32) and beta `[B, T, Hv]` from `state` (float32 `[B, Hv, Dv, Dk]`) in one launch:
-/// `y` `[B, T, Hv, Dv]` in q's dtype and the new state (kernels/decode.cuh `gated_delta`).
+/// `y` `[B, T, Hv, Dv]` in q's dtype and the new state (kernels/gated_delta.cuh).
 pub fn gated_delta(
     q: &Array,
     k: &Array,
@@ -837,39 +809,4 @@ pub fn dequant_prefill(x: &Array, n: i32) -> bool {
 /// The rows of `x` as a matrix `[rows, x.dim(-1)]`.
 pub fn rows(x: &Array) -> usize {
     x.size() / x.dim(-1).max(1) as usize
-}
-
-#[cfg(test)]
-mod tests {
-    use super::header;
-
-    fn balanced(src: &str) -> bool {
-        src.matches('{').count() == src.matches('}').count()
-    }
-
-    #[test]
-    fn each_section_header_holds_what_its_kernels_call_and_no_comments() {
-        let g = header("qgemv");
-        let r = header("qkv_rope");
-        let a = header("attn");
-        let s = header("swiglu");
-        for (h, has, lacks) in [
-            (&a, &["decode_attn", "warp_sum", "neg_inf"][..], "chunk_dot"),
-            (&s, &["swiglu", "to_float"][..], "decode_attn"),
-            (
-                &g,
-                &["chunk_dot", "qgemv_swiglu", "warp_sum", "Vec8"][..],
-                "qkv_rope",
-            ),
-            (&r, &["qkv_rope", "warp_sum", "to_float"][..], "chunk_dot"),
-        ] {
-            assert!(balanced(h), "unbalanced braces:\n{h}");
-            for f in has {
-                assert!(h.contains(f), "{f} missing");
-            }
-            assert!(!h.contains(lacks));
-            assert!(h.lines().all(|l| !l.trim_start().starts_with("//")));
-        }
-        assert!(g.len() < super::SOURCE.len() / 2 + 2000);
-    }
 }

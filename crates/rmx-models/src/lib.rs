@@ -13,6 +13,7 @@ mod feed_forward;
 mod gemma3;
 mod gemma4;
 mod gpt_oss;
+mod kernel_source;
 mod layers;
 mod llama;
 mod mistral3;

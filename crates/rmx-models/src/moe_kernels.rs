@@ -1,6 +1,6 @@
 //! A mixture-of-experts layer's decode step on the CUDA fast path: the chosen experts' fused
 //! gate/up products with SwiGLU in one launch, their down products weighted and summed in a
-//! second (kernels/decode.cuh `moe`), where MLX runs three gather_qmm launches and the ops
+//! second (kernels/moe.cuh), where MLX runs three gather_qmm launches and the ops
 //! around them. Measured on the H100 before these (docs/perf.md session 8): Qwen3-30B-A3B 4-bit
 //! decoded at 59.6 tok/s with MLX's ops, 1.34x mlx-lm.
 

@@ -1,4 +1,4 @@
-//! Every CUDA kernel of the fast path (src/kernels/decode.cuh) compiles under NVRTC the way MLX's
+//! Every CUDA kernel of the fast path (src/kernels/*.cuh) compiles under NVRTC the way MLX's
 //! `cuda_kernel` wraps it, on a machine without a GPU (pip's NVRTC from the test venv): a kernel
 //! that does not compile fails here instead of on the lent GPU's clock.
 

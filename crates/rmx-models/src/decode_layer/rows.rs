@@ -1,4 +1,4 @@
-//! The layer kernel for a batch's decode step (kernels/decode.cuh's `layer_rows` section): the
+//! The layer kernel for a batch's decode step (kernels/layer_rows.cuh): the
 //! rows of a left-padded batch cache (batch_cache.rs) through up to 32 layers in one launch, each
 //! row computed with the arithmetic the one-sequence kernel gives it alone, so a sequence's tokens
 //! do not change when others join it (batch invariance on the fast path, not only in f32). Each

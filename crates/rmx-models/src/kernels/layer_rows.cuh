@@ -1,0 +1,293 @@
+namespace rmx {
+
+// decode_layers for a batch's decode step (several sequences, one token each): the same five
+// phases per layer and the same arithmetic per row, so a row gets the bits it would get decoding
+// alone (batch invariance on the fast path), while each weight chunk is loaded once for up to
+// MR rows. Integer products only (IDOT; decode_layer.rs falls back to the op path without).
+//
+// The rows' x are staged side by side in shared memory, each as stage_i8 lays out one
+// (RowStage<K>::STRIDE floats a row); a phase takes its rows in groups of as many as fit
+// (mg[...]) and stages each group in turn, reading its weights again per group (from L2).
+//
+// The caches are a left-padded batch ([B, KV, cap, D]; batch_cache.rs): every row writes column
+// `col`, and row b's positions start after its pads[b] columns, so its offset is col - pads[b].
+// Attention splits each row's positions as decode_layers splits a lone sequence's (the same S for
+// the same length), so its partials and their merge are the same sums.
+// pos: {col, cap, B, SB, mg at HID, mg at H*D, mg at F, then the scratch offsets in floats of
+// m/l, partial rows, attended rows, residual rows, activations, layer outputs}; SB is the splits'
+// stride (the most splits of any row).
+template <int BITS, int K>
+struct RowStage {
+  static constexpr int FLOATS = 32 + K / 2 + 2 * (K / (128 / BITS));
+  static constexpr int STRIDE = (FLOATS + 31) / 32 * 32;
+};
+
+// row_dot2_i8 for up to MR staged rows (mr of them used), each product summed in row_dot2_i8's
+// order: ya[i], yb[i] are weight rows ra, rb against staged row i.
+template <typename T, int BITS, int G, int K, int MR>
+__device__ __forceinline__ void rows_dot2_i8(
+    float* smem, int mr, const uint32_t* w, const T* scales, const T* biases, int ra, int rb,
+    float* ya, float* yb) {
+  using L = I8Layout<BITS, K>;
+  static_assert(BITS == 4 || BITS == 8, "4 or 8 bits");
+  constexpr int WORDS = K * BITS / 32;
+  constexpr int GROUPS = K / G;
+  constexpr int STRIDE = RowStage<BITS, K>::STRIDE;
+  const int lane = threadIdx.x & 31;
+  const uint32_t* wa = w + (size_t)ra * WORDS;
+  const uint32_t* wb = w + (size_t)rb * WORDS;
+  float acc_a[MR], acc_b[MR];
+#pragma unroll
+  for (int i = 0; i < MR; ++i) acc_a[i] = acc_b[i] = 0.f;
+#pragma unroll 1
+  for (int c = lane; c < L::CHUNKS; c += 32) {
+    const uint4 va = load_stream(wa + 4 * c);
+    const uint4 vb = load_stream(wb + 4 * c);
+    const int g = (L::PER * c) / G;
+    const float sa = to_float(scales[(size_t)ra * GROUPS + g]);
+    const float ba = to_float(biases[(size_t)ra * GROUPS + g]);
+    const float sb = to_float(scales[(size_t)rb * GROUPS + g]);
+    const float bb = to_float(biases[(size_t)rb * GROUPS + g]);
+    const uint32_t ua[4] = {va.x, va.y, va.z, va.w};
+    const uint32_t ub[4] = {vb.x, vb.y, vb.z, vb.w};
+#pragma unroll
+    for (int i = 0; i < MR; ++i) {
+      if (i < mr) {
+        float* sm = smem + i * STRIDE;
+        const uint4* planes = reinterpret_cast<const uint4*>(L::planes(sm));
+        const float2 m = L::meta(sm)[c];
+        int ia, ib;
+        chunk_sums_i8<BITS, K>(planes, c, ua, ub, ia, ib);
+        acc_a[i] = fmaf(sa * m.x, static_cast<float>(ia), fmaf(ba, m.y, acc_a[i]));
+        acc_b[i] = fmaf(sb * m.x, static_cast<float>(ib), fmaf(bb, m.y, acc_b[i]));
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < MR; ++i) {
+    ya[i] = warp_sum(acc_a[i]);
+    yb[i] = warp_sum(acc_b[i]);
+  }
+}
+
+// One weight phase of a ticket over every row: x rows src (K wide, RMS-normed with nw when NORM)
+// staged mg at a time. The warp's weight-row pairs are decode_layers': ra from `first` in
+// steps of `step` below n, rb = ra + other; out(b, ra, rb, ya, yb) stores row b's two products.
+template <typename T, int BITS, int G, int K, int NT, int MR, bool NORM, typename Out>
+__device__ __forceinline__ void rows_phase(const T* src, const T* nw, float eps, int rows,
+                                           int mg, const uint32_t* w, const T* scales,
+                                           const T* biases, int first, int step, int n_out,
+                                           int other, Out out) {
+  extern __shared__ float smem[];
+  constexpr int STRIDE = RowStage<BITS, K>::STRIDE;
+  for (int b0 = 0; b0 < rows; b0 += mg) {
+    const int n = min(mg, rows - b0);
+    __syncthreads();  // the last group's staged rows are read by every warp before they go
+    for (int i = 0; i < n; ++i) {
+      stage_i8<T, K, BITS, NT, NORM, true>(src + (size_t)(b0 + i) * K, nw, eps,
+                                           smem + i * STRIDE);
+    }
+    for (int ra = first; ra < n_out; ra += step) {
+      const int rb = ra + other;
+      for (int i0 = 0; i0 < n; i0 += MR) {
+        float ya[MR], yb[MR];
+        rows_dot2_i8<T, BITS, G, K, MR>(smem + i0 * STRIDE, min(MR, n - i0), w, scales, biases,
+                                        ra, rb, ya, yb);
+        if ((threadIdx.x & 31) == 0) {
+#pragma unroll
+          for (int i = 0; i < MR; ++i) {
+            if (i0 + i < n) out(b0 + i0 + i, ra, rb, ya[i], yb[i]);
+          }
+        }
+      }
+    }
+  }
+}
+
+template <typename T, int BITS, int G, int HID, int H, int KV, int D, int F, bool QKNORM,
+          bool TRADITIONAL, int NT, int SMAX, int MR>
+__device__ __forceinline__ void decode_layers_rows(
+    const T* x, const LayerPtrs<T>* tab, int nl, const float* inv_freq, const int32_t* pos,
+    const int32_t* pads, const float* par, const uint32_t* bar_in, T* y, float* scratch) {
+  constexpr int NQKV = (H + 2 * KV) * D;
+  constexpr int PL = D / 32;
+  constexpr int CH = 32 / PL;
+  constexpr int GQ = H / KV;
+  static_assert(D % 64 == 0 && D <= 256, "head size");
+  // The launch's sizes and offsets are read where they are used, not held: kept in registers
+  // across the phases they took the kernel past 128 registers a thread (ptxas: 168), which a
+  // 512-thread block cannot have.
+  T* qkv = reinterpret_cast<T*>(scratch);
+  auto region = [&](int i) { return scratch + __ldg(pos + i); };
+  unsigned int* bar = const_cast<unsigned int*>(bar_in);
+  const int lane = threadIdx.x & 31;
+  const int warps = blockDim.x >> 5;
+  const int warp = threadIdx.x >> 5;
+  const int nw = gridDim.x * warps;
+  __shared__ int ticket_slot;
+  Tickets tk(bar, &ticket_slot, LAYER_PHASES * nl);
+  unsigned int* heads_done = bar + TK_HEADS;  // per row and head
+  int t = tk.first();
+
+  for (int l = 0; l < nl; ++l) {
+    const LayerPtrs<T>& L = tab[l];
+    const T* xin = l == 0 ? x : reinterpret_cast<const T*>(region(12));
+    T* kc = const_cast<T*>(L.kc);
+    T* vc = const_cast<T*>(L.vc);
+    const int p0 = LAYER_PHASES * l;
+    if (l > 0) t = tk.wait(p0 - 1);
+    // 1. QKV = rms_norm(x) Wqkv^T.
+    tk.run(p0, t, l > 0, [] {}, [&](int t) {
+      rows_phase<T, BITS, G, HID, NT, MR, true>(
+          xin, L.n1, par[0], __ldg(pos + 2), __ldg(pos + 4), L.wq, L.sq, L.bq, 2 * (t * warps + warp), 2 * nw, NQKV, 1,
+          [&](int b, int ra, int rb, float a, float c) {
+            qkv[(size_t)b * NQKV + ra] = static_cast<T>(a);
+            qkv[(size_t)b * NQKV + rb] = static_cast<T>(c);
+          });
+    });
+    t = tk.wait(p0);
+
+    // 2. Attention, per row as decode_layers' phase 2 for one sequence.
+    const float qscale = par[2] * 1.44269504088896340736f;
+    tk.run(p0 + 1, t, true, [] {}, [&](int t) {
+      const int col = __ldg(pos), cap = __ldg(pos + 1), SB = __ldg(pos + 3);
+      float* ml = region(7);
+      float* part = region(8);
+      T* att = reinterpret_cast<T*>(region(9));
+      for (int item = t * warps + warp; item < __ldg(pos + 2) * H * SB; item += nw) {
+        const int b = item / (H * SB);
+        const int h = (item / SB) % H;
+        const int s = item % SB;
+        const int pad = pads[b];
+        const int offset = col - pad;
+        const int n = offset + 1;
+        const int S = max(1, min(min((n + 7) / 8, SMAX), nw / H));
+        if (s >= S) continue;
+        const int g = h / GQ;
+        const T* row = qkv + (size_t)b * NQKV;
+        float q[PL], o[PL];
+#pragma unroll
+        for (int p = 0; p < PL; ++p) o[p] = 0.f;
+        float m = neg_inf(), lsum = 0.f;
+        const size_t base = (((size_t)b * KV + g) * cap + pad) * D + lane * PL;
+        for (int j0 = s; j0 < n; j0 += CH * S) {
+          Words<PL / 2> kr[CH], vr[CH];
+#pragma unroll
+          for (int i = 0; i < CH; ++i) {
+            const int j = j0 + i * S;
+            if (j < offset) {
+              kr[i].template load<false>(kc + base + (size_t)j * D);
+              vr[i].template load<false>(vc + base + (size_t)j * D);
+            }
+          }
+          if (j0 == s) {
+            head_rope<T, D, QKNORM, TRADITIONAL>(row + h * D, L.qn, par[1], inv_freq, offset, q);
+#pragma unroll
+            for (int p = 0; p < PL; ++p) q[p] *= qscale;
+          }
+#pragma unroll
+          for (int i = 0; i < CH; ++i) {
+            if (j0 + i * S == offset) {
+              float kv[PL], vv[PL];
+              head_rope<T, D, QKNORM, TRADITIONAL>(row + (H + g) * D, L.kn, par[1], inv_freq,
+                                                   offset, kv);
+              load_pl<T, PL, true>(row + (H + KV + g) * D + lane * PL, vv);
+              if (h % GQ == 0) {
+                store_pl<T, PL>(kc + base + (size_t)offset * D, kv);
+                store_pl<T, PL>(vc + base + (size_t)offset * D, vv);
+              }
+              kr[i].template pack<T>(kv);
+              vr[i].template pack<T>(vv);
+            }
+          }
+          online_chunk<T, PL, CH>(q, kr, vr, min(CH, (n - j0 + S - 1) / S), m, lsum, o);
+        }
+        const int bh = b * H + h;
+        const int at = bh * SB + s;
+        if (lane == 0) {
+          ml[2 * at] = m;
+          ml[2 * at + 1] = lsum;
+        }
+#pragma unroll
+        for (int p = 0; p < PL; ++p) part[(size_t)at * D + lane * PL + p] = o[p];
+        __threadfence();
+        __syncwarp();
+        unsigned int before = 0;
+        if (lane == 0) before = atomicAdd(heads_done + bh, 1u);
+        before = __shfl_sync(0xffffffffu, before, 0);
+        if (before == (unsigned int)(S - 1)) {
+          __threadfence();
+          float mx = neg_inf();
+          for (int r = 0; r < S; ++r) mx = fmaxf(mx, __ldcg(ml + 2 * (bh * SB + r)));
+          float den = 0.f, num[PL];
+#pragma unroll
+          for (int p = 0; p < PL; ++p) num[p] = 0.f;
+#pragma unroll 4
+          for (int r = 0; r < S; ++r) {
+            const int a = bh * SB + r;
+            const float f = exp2f(__ldcg(ml + 2 * a) - mx);
+            den = fmaf(__ldcg(ml + 2 * a + 1), f, den);
+            float pv[PL];
+            load_pl_f32<PL>(part + (size_t)a * D + lane * PL, pv);
+#pragma unroll
+            for (int p = 0; p < PL; ++p) num[p] = fmaf(pv[p], f, num[p]);
+          }
+#pragma unroll
+          for (int p = 0; p < PL; ++p) num[p] /= den;
+          store_pl<T, PL>(att + (size_t)bh * D + lane * PL, num);
+          if (lane == 0) heads_done[bh] = 0;
+        }
+      }
+    });
+    t = tk.wait(p0 + 1);
+
+    // 3. h = x + att Wo^T.
+    tk.run(p0 + 2, t, true, [] {}, [&](int t) {
+      T* hb = reinterpret_cast<T*>(region(10));
+      rows_phase<T, BITS, G, H * D, NT, MR, false>(
+          reinterpret_cast<const T*>(region(9)), nullptr, 0.f, __ldg(pos + 2), __ldg(pos + 5), L.wo, L.so, L.bo, 2 * (t * warps + warp), 2 * nw, HID, 1,
+          [&](int b, int ra, int rb, float a, float c) {
+            const size_t i = (size_t)b * HID;
+            hb[i + ra] = static_cast<T>(round_t<T>(a) + load1<true>(xin + i + ra));
+            hb[i + rb] = static_cast<T>(round_t<T>(c) + load1<true>(xin + i + rb));
+          });
+    });
+    t = tk.wait(p0 + 2);
+
+    // 4. act = silu(gate) * up of rms_norm(h).
+    tk.run(p0 + 3, t, true, [] {}, [&](int t) {
+      T* act = reinterpret_cast<T*>(region(11));
+      rows_phase<T, BITS, G, HID, NT, MR, true>(
+          reinterpret_cast<const T*>(region(10)), L.n2, par[0], __ldg(pos + 2), __ldg(pos + 4), L.wg, L.sg, L.bg, t * warps + warp, nw, F, F,
+          [&](int b, int ra, int rb, float gv, float uv) {
+            gv = round_t<T>(gv);
+            uv = round_t<T>(uv);
+            const float sig = round_t<T>(1.f / (1.f + __expf(-gv)));
+            act[(size_t)b * F + ra] = static_cast<T>(round_t<T>(gv * sig) * uv);
+          });
+    });
+    t = tk.wait(p0 + 3);
+
+    // 5. y = h + act Wd^T.
+    tk.run(p0 + 4, t, true, [] {}, [&](int t) {
+      const T* hb = reinterpret_cast<const T*>(region(10));
+      T* yout = l + 1 == nl ? y : reinterpret_cast<T*>(region(12));
+      rows_phase<T, BITS, G, F, NT, MR, false>(
+          reinterpret_cast<const T*>(region(11)), nullptr, 0.f, __ldg(pos + 2), __ldg(pos + 6), L.wd, L.sd, L.bd, 2 * (t * warps + warp), 2 * nw, HID, 1,
+          [&](int b, int ra, int rb, float a, float c) {
+            const size_t i = (size_t)b * HID;
+            yout[i + ra] = static_cast<T>(round_t<T>(a) + load1<true>(hb + i + ra));
+            yout[i + rb] = static_cast<T>(round_t<T>(c) + load1<true>(hb + i + rb));
+          });
+    });
+  }
+  tk.leave();
+}
+
+}  // namespace rmx
+
+// The generated kernel (MLX writes its `__global__` line after this header) may hold 128
+// registers a thread, as its one 512-thread block per SM must: without the bound ptxas gives the
+// rows kernel 168 (a few hundred bytes spill instead).
+#undef __global__
+#define __global__ __location__(global) __launch_bounds__(512, 1)
