@@ -1,0 +1,81 @@
+//! OpenAI's wire format: Chat Completions, Completions, Models and the Responses API, as the
+//! `openai` SDKs, Cursor, Codex CLI and Aider send and read them. One file per endpoint, as in
+//! the daemon's `openai/` handlers; this file holds what they share (`stop`, usage, errors).
+//!
+//! Requests are lenient where clients differ (unknown fields are ignored, `stop` may be a
+//! string or a list, content may be a string or parts) and strict where a wrong value would
+//! silently change the answer (a wrong type is an error naming the field). Responses skip
+//! fields that are `None` so that what goes out is what OpenAI sends.
+
+mod chat;
+mod completions;
+mod models;
+mod responses;
+
+pub use chat::*;
+pub use completions::*;
+pub use models::*;
+pub use responses::*;
+
+use serde::{Deserialize, Serialize};
+
+/// `stop`: one string or several.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum StopSequences {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl StopSequences {
+    pub fn into_vec(self) -> Vec<String> {
+        match self {
+            StopSequences::One(s) => vec![s],
+            StopSequences::Many(v) => v,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+pub struct StreamOptions {
+    #[serde(default)]
+    pub include_usage: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+pub struct PromptTokensDetails {
+    pub cached_tokens: usize,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+pub struct CompletionTokensDetails {
+    pub reasoning_tokens: usize,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+pub struct Usage {
+    pub prompt_tokens: usize,
+    pub completion_tokens: usize,
+    pub total_tokens: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens_details: Option<PromptTokensDetails>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_tokens_details: Option<CompletionTokensDetails>,
+}
+
+/// `{"error": {...}}`, the body of every error response.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct ErrorResponse {
+    pub error: ErrorBody,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct ErrorBody {
+    pub message: String,
+    /// `invalid_request_error`, `not_found_error`, `authentication_error`,
+    /// `rate_limit_error`, `server_error`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub param: Option<String>,
+    pub code: Option<String>,
+}
