@@ -26,10 +26,10 @@ use rmx_mlx::quant::{QuantSpec, Quantized};
 use rmx_mlx::{Array, Dtype, Kernel, KernelLang, Launch, TemplateArg};
 
 use crate::cache::{AttnMask, LayerCache};
+use crate::decoder_layer::DecoderLayer;
 use crate::error::Result;
 use crate::fastpath::{self, consts, fast_path, pos_array, QkvRope};
 use crate::kernel_source;
-use crate::llama::DecoderLayer;
 
 mod rows;
 

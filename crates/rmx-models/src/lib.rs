@@ -6,6 +6,7 @@ pub mod batch_cache;
 pub mod cache;
 mod config;
 mod decode_layer;
+mod decoder_layer;
 mod delta_net;
 mod error;
 mod fastpath;

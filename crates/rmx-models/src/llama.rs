@@ -8,6 +8,8 @@ use crate::attention::{Attention, AttentionShape, Mlp, QkNorm};
 use crate::cache::{AttnMask, LayerCache};
 use crate::config::QuantConfig;
 use crate::config::RawConfig;
+use crate::decode_layer;
+use crate::decoder_layer::DecoderLayer;
 use crate::error::{ModelError, Result};
 use crate::feed_forward::FeedForward;
 use crate::layers::{Embedding, Linear, RmsNorm};
@@ -63,55 +65,20 @@ impl Config {
     }
 }
 
-/// The pre-norm decoder layer shared by Llama, Qwen2, Qwen3, Qwen3-MoE and GPT-OSS: attention
-/// and a feed-forward (dense or experts), each behind an RMS norm with a residual add.
-pub(crate) struct DecoderLayer {
-    pub mixer: Mixer,
-    pub ffn: FeedForward,
-    pub input_norm: RmsNorm,
-    pub post_norm: RmsNorm,
-    /// Chosen at load: a decode step of this layer runs as one launch of the CUDA layer kernel
-    /// (decode_layer.rs), which takes bias-free 4/8-bit affine dense layers; otherwise MLX's ops
-    /// and rmx's per-op kernels.
-    pub one_launch: bool,
-}
-
-impl DecoderLayer {
-    fn new(mixer: Mixer, ffn: FeedForward, input_norm: RmsNorm, post_norm: RmsNorm) -> Self {
-        let mut l = DecoderLayer {
-            mixer,
-            ffn,
-            input_norm,
-            post_norm,
-            one_launch: false,
-        };
-        l.one_launch = crate::decode_layer::fits(&l);
-        l
-    }
-
-    pub fn forward(&self, x: &Array, mask: &AttnMask, cache: &mut LayerCache) -> Result<Array> {
-        if self.one_launch {
-            if let Some(y) = crate::decode_layer::forward(self, x, mask, cache)? {
-                return Ok(y);
-            }
-        }
-        let h = self
-            .mixer
-            .forward_prenorm(x, &self.input_norm, mask, cache)?;
-        self.ffn.forward_prenorm(&h, &self.post_norm)
-    }
-
-    /// What this layer is and how a decode step runs it, for `rmx info` / `rmx run -v`.
-    /// Mixer and feed-forward name their own kernels; a layer the one-launch kernel runs whole
-    /// says so at the end.
-    pub fn describe(&self, sliding: bool) -> String {
-        let layer = format!("{} + {}", self.mixer.kind(sliding), self.ffn.kind());
-        if self.one_launch {
-            format!("{layer} (one CUDA launch)")
-        } else {
-            layer
+/// A layer's decode step as one launch of the CUDA layer kernel where it was chosen at load
+/// (decode_layer.rs); otherwise MLX's ops and rmx's per-op kernels.
+fn forward_layer(
+    layer: &DecoderLayer,
+    x: &Array,
+    mask: &AttnMask,
+    cache: &mut LayerCache,
+) -> Result<Array> {
+    if layer.one_launch {
+        if let Some(y) = decode_layer::forward(layer, x, mask, cache)? {
+            return Ok(y);
         }
     }
+    layer.forward_ops(x, mask, cache)
 }
 
 /// Builds layer `i`'s mixer from the weights under the layer's prefix (`model.layers.{i}`), or
@@ -239,12 +206,14 @@ pub(crate) fn load_decoder(
                 false,
             )?),
         };
-        layers.push(DecoderLayer::new(
+        let mut layer = DecoderLayer::new(
             mixer,
             ffn,
             norm(w, &format!("{p}.input_layernorm"), c.hidden_size)?,
             norm(w, &format!("{p}.post_attention_layernorm"), c.hidden_size)?,
-        ));
+        );
+        layer.one_launch = decode_layer::fits(&layer);
+        layers.push(layer);
     }
     let sliding: Vec<bool> = match &c.layer_types {
         Some(t) if t.len() != layers.len() => {
@@ -372,13 +341,13 @@ impl CausalLm for Llama {
                 .map_or(i, |j| j + 1);
             if n == 1 && end > i + 1 {
                 let (ls, cs) = (&self.layers[i..end], &mut cache[i..end]);
-                if let Some(y) = crate::decode_layer::forward_group(ls, &h, mask, cs)? {
+                if let Some(y) = decode_layer::forward_group(ls, &h, mask, cs)? {
                     h = y;
                     i = end;
                     continue;
                 }
             }
-            h = self.layers[i].forward(&h, mask, &mut cache[i])?;
+            h = forward_layer(&self.layers[i], &h, mask, &mut cache[i])?;
             i += 1;
         }
         self.norm.forward(&h)

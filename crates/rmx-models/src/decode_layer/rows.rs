@@ -10,9 +10,9 @@ use rmx_mlx::{Array, Dtype, Launch, TemplateArg};
 
 use super::{counters, kernel, prepare, MAX_HEADS, MAX_LAYERS, SPLITS, THREADS};
 use crate::cache::LayerCache;
+use crate::decoder_layer::DecoderLayer;
 use crate::error::Result;
 use crate::fastpath::{self, consts, fast_path};
-use crate::llama::DecoderLayer;
 
 /// Rows whose products share one load of a weight chunk (the kernel's MR).
 const MR: i32 = 8;
