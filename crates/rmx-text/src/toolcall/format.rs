@@ -3,6 +3,7 @@
 use super::call::ParsedBody;
 use super::scan::BodyScan;
 use super::schema::ToolSchemas;
+use super::trigger::Trigger;
 use super::{gemma, gemma4, hermes, llama3, mistral, qwen3_coder};
 
 /// The tool-call syntax of a model family.
@@ -20,22 +21,6 @@ pub enum ToolCallFormat {
     Gemma,
     /// `<|tool_call>call:name{key:<|"|>text<|"|>,n:1}<tool_call|>` (Gemma 4).
     Gemma4,
-}
-
-/// How a call's text ends.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Close {
-    /// At this closing tag.
-    Tag(&'static str),
-    /// Where its own syntax ends (balanced JSON): the format's `body_end` says.
-    SelfDelimited,
-}
-
-/// Text that opens a call in the middle of the output.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Trigger {
-    pub open: &'static str,
-    pub close: Close,
 }
 
 impl ToolCallFormat {

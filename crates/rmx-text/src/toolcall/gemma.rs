@@ -3,8 +3,8 @@
 //! `{"name": .., "parameters": {..}}` reply (read like Llama 3's, see [`super::llama3`]).
 
 use super::call::{parse_json_calls, ParsedBody};
-use super::format::{Close, Trigger};
 use super::pycall::parse_py_calls;
+use super::trigger::{Close, Trigger};
 
 pub(crate) const TRIGGERS: &[Trigger] = &[
     Trigger {

@@ -4,8 +4,8 @@
 //! several calls.
 
 use super::call::{ParsedBody, RawCall};
-use super::format::{Close, Trigger};
 use super::lenient_json::parse_whole;
+use super::trigger::{Close, Trigger};
 
 pub(crate) const TRIGGERS: &[Trigger] = &[Trigger {
     open: "<|tool_call>",

@@ -2,9 +2,9 @@
 //! it (with newlines inside the tags), one block per call.
 
 use super::call::{parse_json_calls, ParsedBody};
-use super::format::{Close, Trigger};
 use super::qwen3_coder;
 use super::schema::ToolSchemas;
+use super::trigger::{Close, Trigger};
 
 pub(crate) const TRIGGERS: &[Trigger] = &[Trigger {
     open: "<tool_call>",

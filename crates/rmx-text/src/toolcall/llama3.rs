@@ -3,10 +3,10 @@
 //! written as Python: `brave_search.call(query="...")`).
 
 use super::call::{parse_json_calls, ParsedBody};
-use super::format::{Close, Trigger};
 use super::lenient_json::ValueScan;
 use super::pycall::parse_py_calls;
 use super::scan::BodyScan;
+use super::trigger::{Close, Trigger};
 
 pub(crate) const TRIGGERS: &[Trigger] = &[Trigger {
     open: "<|python_tag|>",

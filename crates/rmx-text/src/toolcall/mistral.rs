@@ -3,9 +3,9 @@
 //! one `[TOOL_CALLS]` per call, sometimes with `[CALL_ID]id` before `[ARGS]`).
 
 use super::call::{arguments_text, parse_json_calls, ParsedBody, RawCall};
-use super::format::{Close, Trigger};
 use super::lenient_json::{parse_prefix, ValueScan};
 use super::scan::BodyScan;
+use super::trigger::{Close, Trigger};
 
 const ARGS: &str = "[ARGS]";
 const CALL_ID: &str = "[CALL_ID]";

@@ -23,6 +23,7 @@ mod pycall;
 mod qwen3_coder;
 pub(crate) mod scan;
 mod schema;
+mod trigger;
 
 pub use format::ToolCallFormat;
 pub use ids::{random_call_id, random_ids, sequential_ids, IdGenerator};

@@ -13,10 +13,11 @@ use std::mem;
 
 use serde_json::Value;
 
-use super::format::{Close, ToolCallFormat};
+use super::format::ToolCallFormat;
 use super::ids::{random_ids, IdGenerator};
 use super::scan::{find_first, partial_marker_len, trailing_ws_start, BodyScan};
 use super::schema::ToolSchemas;
+use super::trigger::Close;
 use super::ToolCallEvent;
 
 /// Separates tool calls from content in a model's output, one delta at a time.

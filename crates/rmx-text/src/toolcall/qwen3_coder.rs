@@ -14,9 +14,9 @@
 //! `</parameter>` / `</function>` tags are tolerated: the next tag or the end closes them.
 
 use super::call::{parse_json_calls, ParsedBody, RawCall};
-use super::format::{Close, Trigger};
 use super::lenient_json::J;
 use super::schema::ToolSchemas;
+use super::trigger::{Close, Trigger};
 
 const FUNCTION: &str = "<function=";
 const FUNCTION_END: &str = "</function>";
