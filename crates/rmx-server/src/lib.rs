@@ -6,7 +6,8 @@
 //!   in the shape of the API a path belongs to, also for requests no handler takes.
 //! - `native`: the `/api/...` routes (Ollama-shaped) the CLI uses.
 //! - [`openai`], [`anthropic`]: the `/v1/...` compatibility surfaces (translations into the
-//!   service core; SSE through `openai::sse`); [`openapi`]: `/openapi.json`.
+//!   service core); [`wire`]: the request bodies and SSE both share; [`openapi`]:
+//!   `/openapi.json`.
 //! - `sampling`: the ranges sampling values are held to, on every surface.
 //! - [`security`]: API key, CORS and rate-limit layers for the TCP listener; `origin`: the
 //!   `Origin` and `Host` checks before them.
@@ -30,6 +31,7 @@ mod sampling;
 pub mod security;
 pub mod service;
 pub mod share;
+pub mod wire;
 
 pub use error::ServiceError;
 pub use router::router;

@@ -90,7 +90,7 @@ pub async fn json_errors(req: Request, next: Next) -> Response {
         StatusCode::PAYLOAD_TOO_LARGE => (
             format!(
                 "the request body is larger than {} bytes",
-                crate::router::BODY_LIMIT
+                crate::wire::body::BODY_LIMIT
             ),
             Some("request_too_large"),
         ),

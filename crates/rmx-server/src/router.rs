@@ -13,9 +13,7 @@ use tower::Layer;
 
 use crate::service::Service;
 
-/// Requests larger than this are refused with 413: long chats with tool results fit, runaway
-/// uploads do not.
-pub const BODY_LIMIT: usize = 32 * 1024 * 1024;
+pub use crate::wire::body::BODY_LIMIT;
 
 pub fn router(service: Arc<Service>) -> Router {
     let routes = Router::new()

@@ -22,8 +22,8 @@ use axum::Router;
 use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, UnixStream};
 
-use crate::router::BODY_LIMIT;
 use crate::security::reject;
+use crate::wire::body::BODY_LIMIT;
 
 struct Door {
     socket: PathBuf,

@@ -7,7 +7,7 @@ use axum::Json;
 use rmx_api::anthropic::{ErrorBody, ErrorResponse};
 
 use crate::error::ServiceError;
-use crate::openai::body::BodyError;
+use crate::wire::body::BodyError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AnthropicError {

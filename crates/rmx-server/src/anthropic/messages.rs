@@ -16,13 +16,12 @@ use serde_json::{json, Map, Value};
 
 use super::error::AnthropicError;
 use super::stream::MessageStream;
-use crate::openai::body::{parse, BodyError};
-use crate::openai::chat::arguments_value;
-use crate::openai::sse;
+use super::{stop_reason, usage};
 use crate::service::{
-    tool_names, Completion, Final, FinishReason, InternalRequest, PromptInput, SamplingParams,
-    Service, Shape,
+    tool_names, Completion, InternalRequest, PromptInput, SamplingParams, Service, Shape,
 };
+use crate::wire::body::{parse, BodyError};
+use crate::wire::{arguments_value, sse};
 
 pub async fn handler(
     State(service): State<Arc<Service>>,
@@ -236,27 +235,6 @@ pub fn messages_value(req: &MessagesRequest) -> Result<Value, AnthropicError> {
         out.push(msg);
     }
     Ok(Value::Array(out))
-}
-
-/// Anthropic's `stop_reason` and `stop_sequence`: the latter is set only when one of the
-/// request's `stop_sequences` ended the answer.
-pub fn stop_reason(f: &Final) -> (StopReason, Option<String>) {
-    match (f.finish, &f.stop_sequence) {
-        (FinishReason::Stop, Some(s)) => (StopReason::StopSequence, Some(s.clone())),
-        (FinishReason::Stop | FinishReason::Cancelled, _) => (StopReason::EndTurn, None),
-        (FinishReason::Length, _) => (StopReason::MaxTokens, None),
-        (FinishReason::ToolCalls, _) => (StopReason::ToolUse, None),
-    }
-}
-
-pub fn usage(u: &rmx_engine::Usage) -> Usage {
-    Usage {
-        // Anthropic counts cached tokens apart from the rest of the input.
-        input_tokens: u.prompt_tokens.saturating_sub(u.cached_tokens),
-        output_tokens: u.completion_tokens,
-        cache_creation_input_tokens: 0,
-        cache_read_input_tokens: u.cached_tokens,
-    }
 }
 
 /// The whole answer as one message: thinking, then text, then tool_use blocks.

@@ -11,9 +11,9 @@ use rmx_api::anthropic::{
 };
 use serde_json::{Map, Value};
 
-use super::messages::{stop_reason, usage};
-use crate::openai::sse::{named_event, Translator};
+use super::{stop_reason, usage};
 use crate::service::ServiceEvent;
+use crate::wire::sse::{named_event, Translator};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Open {

@@ -17,12 +17,14 @@ use rmx_api::openai::{
 use serde_json::{json, Map, Value};
 
 use super::error::OpenAiError;
-use super::sse::{self, data_event, Translator};
 use super::{json_instruction, new_id, template_kwargs, unix_time, usage, Knobs};
 use crate::service::{
     tool_names, Completion, FinishReason, InternalRequest, PromptInput, Service, ServiceEvent,
     Shape, TokenLogprob,
 };
+use crate::wire::arguments_value;
+use crate::wire::body::{parse, BodyError};
+use crate::wire::sse::{self, data_event, Translator};
 
 pub async fn handler(
     State(service): State<Arc<Service>>,
@@ -38,8 +40,8 @@ async fn run(
     service: Arc<Service>,
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<Response, OpenAiError> {
-    let body = body.map_err(super::body::BodyError::from)?;
-    let req: ChatCompletionRequest = super::body::parse(&body)?;
+    let body = body.map_err(BodyError::from)?;
+    let req: ChatCompletionRequest = parse(&body)?;
     let stream = req.stream.unwrap_or(false);
     let include_usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
     let want_logprobs = req.logprobs.unwrap_or(false);
@@ -238,14 +240,6 @@ pub fn messages_value(messages: &[ChatMessage]) -> Result<Value, OpenAiError> {
         out.push(Value::Object(obj));
     }
     Ok(Value::Array(out))
-}
-
-/// Tool-call arguments as an object where they parse, else the text as sent.
-pub fn arguments_value(arguments: &str) -> Value {
-    match serde_json::from_str::<Value>(arguments) {
-        Ok(v @ Value::Object(_)) => v,
-        _ => Value::String(arguments.to_string()),
-    }
 }
 
 /// Appends an instruction to the system message, or adds one first.

@@ -14,12 +14,12 @@ use rmx_api::openai::{
 };
 use serde_json::{Map, Value};
 
-use super::body::{parse, BodyError};
 use super::chat::finish_reason;
 use super::error::OpenAiError;
-use super::sse::{self, data_event, Translator};
 use super::{new_id, unix_time, usage, Knobs};
 use crate::service::{InternalRequest, PromptInput, Service, ServiceEvent, TokenLogprob};
+use crate::wire::body::{parse, BodyError};
+use crate::wire::sse::{self, data_event, Translator};
 
 /// OpenAI's default for this endpoint.
 const DEFAULT_MAX_TOKENS: usize = 16;

@@ -2,15 +2,14 @@
 //! `/v1/models`, each a translation into the service core and back.
 //!
 //! Only what the wire format needs lives here; prompt building, reasoning and tool-call
-//! parsing are the core's. Streaming goes through [`sse`], errors through [`OpenAiError`].
+//! parsing are the core's. Streaming goes through [`crate::wire::sse`], errors through
+//! [`OpenAiError`].
 
-pub mod body;
 pub mod chat;
 pub mod completions;
 pub mod error;
 pub mod models;
 pub mod responses;
-pub mod sse;
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -20,14 +20,15 @@ use rmx_api::openai::{
 };
 use serde_json::{json, Map, Value};
 
-use super::body::{parse, BodyError};
-use super::chat::{add_system, arguments_value};
+use super::chat::add_system;
 use super::error::OpenAiError;
-use super::sse::{self, named_event, Translator};
 use super::{json_instruction, new_id, template_kwargs, unix_time, Knobs};
 use crate::service::{
     tool_names, FinishReason, InternalRequest, PromptInput, Service, ServiceEvent, Shape,
 };
+use crate::wire::arguments_value;
+use crate::wire::body::{parse, BodyError};
+use crate::wire::sse::{self, named_event, Translator};
 
 pub async fn handler(
     State(service): State<Arc<Service>>,

@@ -1,16 +1,16 @@
 //! Request bodies for the compatibility surfaces: JSON read with the path of the field that
 //! failed (`messages[2].content`), so a 400 names the field instead of "invalid JSON", and a
-//! body over the limit answered with 413 in the surface's own error shape. Anthropic's
-//! surface reads its bodies through this too.
+//! body over the limit answered with 413 in the surface's own error shape.
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
 
-/// The largest request body the OpenAI and Anthropic routes take. Agents resend the whole
-/// conversation every turn, so this is generous; the context length is the real limit.
-pub const MAX_BODY_BYTES: usize = crate::router::BODY_LIMIT;
+/// The largest request body any route takes; larger ones are refused with 413. Agents resend
+/// the whole conversation with its tool results every turn, so this is generous (runaway
+/// uploads do not fit); the context length is the real limit.
+pub const BODY_LIMIT: usize = 32 * 1024 * 1024;
 
 /// Why a body was refused.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -56,9 +56,7 @@ impl BodyError {
 impl From<BytesRejection> for BodyError {
     fn from(r: BytesRejection) -> Self {
         if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            BodyError::TooLarge {
-                limit: MAX_BODY_BYTES,
-            }
+            BodyError::TooLarge { limit: BODY_LIMIT }
         } else {
             BodyError::Read(r.body_text())
         }
@@ -67,10 +65,8 @@ impl From<BytesRejection> for BodyError {
 
 /// Parses a body, naming the failing field on a type error.
 pub fn parse<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, BodyError> {
-    if bytes.len() > MAX_BODY_BYTES {
-        return Err(BodyError::TooLarge {
-            limit: MAX_BODY_BYTES,
-        });
+    if bytes.len() > BODY_LIMIT {
+        return Err(BodyError::TooLarge { limit: BODY_LIMIT });
     }
     let de = &mut serde_json::Deserializer::from_slice(bytes);
     let value: T = serde_path_to_error::deserialize(de).map_err(|e| {
