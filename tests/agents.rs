@@ -30,7 +30,7 @@ impl Home {
     }
 
     fn rmx(&self, args: &[&str]) -> Output {
-        let out = Command::new(env!("CARGO_BIN_EXE_rmx"))
+        let out = Command::new(rmx_tests::rmx())
             .args(args)
             .env_clear()
             .env("HOME", self.dir.path())
@@ -189,7 +189,7 @@ fn codex_setup_keeps_comments_and_other_providers() {
 fn codex_setup_with_an_api_key_names_the_variable_not_the_key() {
     let home = Home::new();
     let file = home.write("codex-home/config.toml", CODEX);
-    let out = Command::new(env!("CARGO_BIN_EXE_rmx"))
+    let out = Command::new(rmx_tests::rmx())
         .args(["agents", "codex", "--setup", "-y"])
         .env("HOME", home.dir.path())
         .env("CODEX_HOME", home.path("codex-home"))
@@ -344,7 +344,7 @@ fn setup_says_when_the_daemon_answers_and_what_to_try() {
         }
     });
     let home = Home::new();
-    let out = Command::new(env!("CARGO_BIN_EXE_rmx"))
+    let out = Command::new(rmx_tests::rmx())
         .args(["agents", "codex", "--setup", "-y"])
         .env("HOME", home.dir.path())
         .env("CODEX_HOME", home.path("codex-home"))

@@ -4,17 +4,14 @@
 //! a change that breaks them, or rmx's `/v1/completions` logprobs they read, fails in CI.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../rmx-engine/tests/common/mod.rs"]
-mod engine_common;
-
 use std::path::Path;
 use std::process::Command;
 
 #[test]
 fn logits_check_runs_on_the_cpu_and_finds_rmx_where_mlx_lm_is() {
-    let python = engine_common::python();
-    let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/bench");
-    let model = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bench-scripts-tiny-4bit");
+    let python = rmx_tests::python();
+    let scripts = rmx_tests::repo_root().join("scripts/bench");
+    let model = rmx_tests::target_tmp("bench-scripts-tiny-4bit");
     if !model.join("config.json").exists() {
         let made = Command::new(&python)
             .arg(scripts.join("mlx_side.py"))
@@ -30,7 +27,7 @@ fn logits_check_runs_on_the_cpu_and_finds_rmx_where_mlx_lm_is() {
     }
     let out = Command::new(&python)
         .arg(scripts.join("logits_check.py"))
-        .arg(env!("CARGO_BIN_EXE_rmx"))
+        .arg(rmx_tests::rmx())
         .arg(&model)
         .args(["--prompt-len", "16", "80", "--gen", "8", "--drift"])
         .output()
@@ -98,7 +95,7 @@ fn against_rmx_serve(
         .local_addr()
         .unwrap()
         .port();
-    let mut server = Command::new(env!("CARGO_BIN_EXE_rmx"))
+    let mut server = Command::new(rmx_tests::rmx())
         .args(["serve", "--port", &port.to_string()])
         .env("RMX_HOME", dir.join("home"))
         .stdout(std::process::Stdio::null())
@@ -135,8 +132,8 @@ fn against_rmx_serve(
 /// rmx's streamed usage.
 #[test]
 fn agent_turn_runs_against_rmx_serve_and_sees_the_cached_prefix() {
-    let python = engine_common::python();
-    let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/bench");
+    let python = rmx_tests::python();
+    let scripts = rmx_tests::repo_root().join("scripts/bench");
     let tmp = tempfile::tempdir().unwrap();
     let model = chat_model(&python, &scripts, tmp.path());
     let args = [
@@ -175,8 +172,8 @@ fn agent_turn_runs_against_rmx_serve_and_sees_the_cached_prefix() {
 /// script reports each concurrency's tokens and times.
 #[test]
 fn concurrent_streams_run_against_rmx_serve() {
-    let python = engine_common::python();
-    let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/bench");
+    let python = rmx_tests::python();
+    let scripts = rmx_tests::repo_root().join("scripts/bench");
     let tmp = tempfile::tempdir().unwrap();
     let model = chat_model(&python, &scripts, tmp.path());
     let args = [

@@ -2,9 +2,6 @@
 //! records its arguments, a failing one, none at all, and consent refused.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../rmx-server/tests/common/mod.rs"]
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -57,8 +54,8 @@ impl Setup {
     }
 
     fn cmd(&self, extra: &[&str]) -> Command {
-        let model = common::tiny_qwen3();
-        let mut c = Command::new(env!("CARGO_BIN_EXE_rmx"));
+        let model = rmx_tests::models::tiny_qwen3();
+        let mut c = Command::new(rmx_tests::rmx());
         c.arg("bench")
             .arg(&model)
             .args(["--rounds", "1", "--warmup", "0"])

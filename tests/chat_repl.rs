@@ -2,13 +2,10 @@
 //! answer without leaving, history kept across sessions, Ctrl-D leaving.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../rmx-server/tests/common/mod.rs"]
-mod common;
-
 use std::time::Duration;
 
-use common::home::TestHome;
 use rexpect::session::spawn_command;
+use rmx_tests::home::TestHome;
 
 /// Types a line and waits for its echo: what is expected next is then what the line caused
 /// (a prompt printed before it cannot be mistaken for the one after the answer).
@@ -20,8 +17,8 @@ fn line(p: &mut rexpect::session::PtySession, text: &str) -> Result<(), rexpect:
 
 #[test]
 fn chat_repl_commands_cancel_and_history() -> Result<(), rexpect::error::Error> {
-    let home = TestHome::new(env!("CARGO_BIN_EXE_rmx"));
-    let model = common::tiny_qwen3().display().to_string();
+    let home = TestHome::new();
+    let model = rmx_tests::models::tiny_qwen3().display().to_string();
     let saved = home.home().join("chat.json");
     let mut cmd = home.cmd(&["chat", &model, "--max-tokens", "8"]);
     cmd.env("TERM", "xterm");

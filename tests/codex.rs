@@ -8,14 +8,11 @@
 //! never finish, and a known reply lets the test check that Codex printed the model's text.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../rmx-server/tests/common/mod.rs"]
-mod common;
-
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::home::TestHome;
+use rmx_tests::home::TestHome;
 
 const REPLY: &str = "Hello from rmx";
 
@@ -38,8 +35,8 @@ fn codex() -> PathBuf {
 
 /// The scripted model, built once next to the tiny Qwen3 it is made from.
 fn scripted_model(reply: &str) -> PathBuf {
-    let base = common::tiny_qwen3();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/py/scripted_model.py");
+    let base = rmx_tests::models::tiny_qwen3();
+    let script = rmx_tests::py("scripted_model.py");
     let mut bytes = std::fs::read(&script).unwrap();
     bytes.extend_from_slice(reply.as_bytes());
     let hash = bytes.iter().fold(0xcbf29ce484222325u64, |h, b| {
@@ -69,7 +66,7 @@ fn scripted_model(reply: &str) -> PathBuf {
 fn codex_exec_completes_a_turn_against_the_daemon() {
     let codex = codex();
     let model = scripted_model(REPLY).display().to_string();
-    let home = TestHome::new(env!("CARGO_BIN_EXE_rmx"));
+    let home = TestHome::new();
     let user = tempfile::tempdir().unwrap();
     let codex_home = user.path().join(".codex");
     let work = user.path().join("work");

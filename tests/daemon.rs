@@ -2,21 +2,18 @@
 //! daemon in a throwaway home, with a tiny random Qwen3.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../rmx-server/tests/common/mod.rs"]
-mod common;
-
 use std::io::Read;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::home::{alive, TestHome};
+use rmx_tests::home::{alive, TestHome};
 
 fn home() -> TestHome {
-    TestHome::new(env!("CARGO_BIN_EXE_rmx"))
+    TestHome::new()
 }
 
 fn model() -> String {
-    common::tiny_qwen3().display().to_string()
+    rmx_tests::models::tiny_qwen3().display().to_string()
 }
 
 #[test]
@@ -159,7 +156,7 @@ fn a_short_keep_alive_expires_by_itself() {
         home.ps().is_empty()
     });
     // RMX_KEEP_ALIVE is the default for requests that name none.
-    let home2 = TestHome::new(env!("CARGO_BIN_EXE_rmx")).with_env("RMX_KEEP_ALIVE", "1s");
+    let home2 = TestHome::new().with_env("RMX_KEEP_ALIVE", "1s");
     home2.ok(&["run", &model, "Hi", "--max-tokens", "4"]);
     home2.wait_until("the model to expire", Duration::from_secs(15), || {
         home2.ps().is_empty()
@@ -428,7 +425,7 @@ fn issue_20_sigterm_ends_openai_and_anthropic_streams_with_an_error() {
 #[test]
 fn issue_20_serve_refuses_the_network_with_a_blank_key() {
     let home = home();
-    let port = common::home::free_port().to_string();
+    let port = rmx_tests::home::free_port().to_string();
     let mut serve = home
         .cmd(&[
             "serve",
@@ -473,7 +470,7 @@ fn a_second_daemon_for_the_same_home_is_refused() {
     home.wait_until("the daemon to listen", Duration::from_secs(30), || {
         home.socket().exists()
     });
-    let second = home.run(&["serve", "--port", &common::home::free_port().to_string()]);
+    let second = home.run(&["serve", "--port", &rmx_tests::home::free_port().to_string()]);
     let stderr = String::from_utf8_lossy(&second.stderr);
     assert!(!second.status.success());
     assert!(stderr.contains("already running"), "{stderr}");

@@ -20,13 +20,13 @@ fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 #[test]
 fn completions_and_man_pages_are_in_sync_with_the_cli() {
     let tmp = tempfile::tempdir().unwrap();
-    let status = std::process::Command::new(env!("CARGO_BIN_EXE_rmx"))
+    let status = std::process::Command::new(rmx_tests::rmx())
         .args(["completions", "--write", "--dir"])
         .arg(tmp.path())
         .status()
         .unwrap();
     assert!(status.success());
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let repo = rmx_tests::repo_root();
     for sub in ["completions", "man"] {
         let fresh = files(&tmp.path().join(sub));
         let checked_in = files(&repo.join(sub));
@@ -47,7 +47,7 @@ fn completions_and_man_pages_are_in_sync_with_the_cli() {
 
 #[test]
 fn completions_print_for_a_shell() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rmx"))
+    let out = std::process::Command::new(rmx_tests::rmx())
         .args(["completions", "bash"])
         .output()
         .unwrap();

@@ -36,7 +36,7 @@ impl Setup {
     }
 
     fn doctor(&self, extra_env: &[(&str, &str)], json: bool) -> Output {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_rmx"));
+        let mut cmd = Command::new(rmx_tests::rmx());
         cmd.arg("doctor")
             .env_clear()
             .env("HOME", self.dir.path())

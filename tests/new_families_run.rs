@@ -3,15 +3,13 @@
 //! each layer is and how a decode step runs it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../rmx-server/tests/common/mod.rs"]
-mod common;
-
-use common::home::TestHome;
+use rmx_tests::home::TestHome;
+use rmx_tests::models;
 
 /// `rmx run MODEL "Hello there" -v` in a fresh home: the home and the `layers:` line.
 fn run_verbose(family: &str) -> (TestHome, String) {
-    let home = TestHome::new(env!("CARGO_BIN_EXE_rmx"));
-    let model = common::tiny_model(family, "4bit").display().to_string();
+    let home = TestHome::new();
+    let model = models::model(family, "4bit").display().to_string();
     let out = home.run(&["run", &model, "Hello there", "--max-tokens", "8", "-v"]);
     let (stdout, stderr) = (
         String::from_utf8_lossy(&out.stdout),
@@ -64,9 +62,9 @@ fn rmx_run_answers_with_a_hybrid_qwen3_5_moe_model() {
 
 #[test]
 fn rmx_info_says_a_vision_language_checkpoint_runs_its_text_model_only() {
-    let home = TestHome::new(env!("CARGO_BIN_EXE_rmx"));
+    let home = TestHome::new();
     // tiny_models.py's qwen3_5 keeps vision_config and a vision tensor, as mlx-vlm writes them.
-    let model = common::tiny_model("qwen3_5", "4bit").display().to_string();
+    let model = models::model("qwen3_5", "4bit").display().to_string();
     let text = home.ok(&["info", &model]);
     assert!(
         text.contains("not loaded: image input is not supported yet"),

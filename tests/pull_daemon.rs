@@ -3,17 +3,15 @@
 //! exist, and the `ollama` Python client.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod store_cli_common;
-
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use rmx_api::{Client, ClientError, PullEvent, PullResponse};
+use rmx_tests::hub_env::{tree, Env, REPO, WEIGHTS};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use store_cli_common::{tree, Env, REPO, WEIGHTS};
 
 /// `rmx serve` in the env's home, once it answers on its socket.
 async fn serve(env: &Env) -> (Child, Client) {
@@ -131,7 +129,7 @@ async fn a_pull_streams_ollama_progress_and_the_model_is_then_stored() {
         "{files:?}"
     );
     // The weights are named by the sha256 the pull verified.
-    let weights = store_cli_common::tiny_safetensors();
+    let weights = rmx_tests::hub_env::tiny_safetensors();
     let sha = format!("sha256:{}", hex::encode(Sha256::digest(&weights)));
     assert_eq!(
         files.get(&sha),
@@ -349,7 +347,7 @@ async fn hanging_up_stops_the_download_and_the_next_pull_resumes_it() {
     .await
     .expect("the first download still holds the repo");
     assert_eq!(resumed, (Some(100_000), "success".to_string()));
-    let weights = store_cli_common::tiny_safetensors().len() as u64;
+    let weights = rmx_tests::hub_env::tiny_safetensors().len() as u64;
     assert_eq!(env.hub.served(WEIGHTS), weights - 100_000);
 }
 

@@ -1,27 +1,41 @@
 //! The official Python clients (`openai`, `anthropic`, `ollama` from PyPI, pinned in
-//! scripts/requirements-test.txt) against the daemon on a real TCP port, on the tiny model.
-//! Each script asserts its own checks and prints `ok <check>` per check passed.
+//! scripts/requirements-test.txt) against the real daemon (`rmx serve` in a throwaway home) on
+//! a real TCP port, on the API suites' tiny Qwen3. Each script asserts its own checks and
+//! prints `ok <check>` per check passed.
 //!
 //! These need RMX_TEST_PYTHON (`. scripts/test-env.sh`) and fail without it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common_api;
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
-use std::process::Command;
+use rmx_tests::api::model_name;
+use rmx_tests::home::TestHome;
+use rmx_tests::{py, python};
 
-use common_api::{app, model_name, py_dir, python, serve, service};
-
-fn server() -> String {
-    // The daemon's router as `rmx serve` runs it, on its own runtime and a real socket.
-    let home = tempfile::tempdir().expect("tempdir").keep();
-    serve(app(service(&home)))
+/// `rmx serve` in a fresh home, listening: the home (dropping it stops the daemon) and the
+/// base URL.
+fn server() -> (TestHome, String) {
+    let home = TestHome::new();
+    home.cmd(&["serve"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start rmx serve");
+    let addr = format!("127.0.0.1:{}", home.port);
+    home.wait_until("the daemon to listen", Duration::from_secs(60), || {
+        TcpStream::connect(&addr).is_ok()
+    });
+    (home, format!("http://{addr}"))
 }
 
 fn run(script: &str) -> String {
     let python = python();
     let model = model_name();
-    let base = server();
+    let (home, base) = server();
     let out = Command::new(&python)
-        .arg(py_dir().join(script))
+        .arg(py(script))
         .arg(&base)
         .arg(&model)
         .output()
@@ -30,7 +44,8 @@ fn run(script: &str) -> String {
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(
         out.status.success(),
-        "{script} failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+        "{script} failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}\n--- daemon log\n{}",
+        home.log()
     );
     eprintln!("{script}:\n{stdout}");
     stdout
@@ -104,7 +119,7 @@ fn py_ollama_client() {
 #[test]
 fn py_openapi_is_valid_openapi_3_1() {
     let python = python();
-    let base = server();
+    let (_home, base) = server();
     let code = format!(
         "import json, urllib.request\n\
          from openapi_spec_validator import validate\n\

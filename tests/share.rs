@@ -2,9 +2,6 @@
 //! plain HTTP over real sockets, as someone on the LAN would call it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../rmx-server/tests/common/mod.rs"]
-mod common;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
@@ -12,7 +9,7 @@ use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
-use common::home::{alive, free_port, TestHome};
+use rmx_tests::home::{alive, free_port, TestHome};
 
 struct Reply {
     status: u16,
@@ -126,8 +123,8 @@ fn fake_cloudflared(dir: &Path) {
 
 #[test]
 fn share_needs_its_key_limits_the_rate_and_ctrl_c_closes_port_and_tunnel() {
-    let home = TestHome::new(env!("CARGO_BIN_EXE_rmx"));
-    let model = common::tiny_qwen3().display().to_string();
+    let home = TestHome::new();
+    let model = rmx_tests::models::tiny_qwen3().display().to_string();
     let bin = tempfile::tempdir().unwrap();
     fake_cloudflared(bin.path());
     let path = format!(
@@ -205,8 +202,8 @@ fn share_needs_its_key_limits_the_rate_and_ctrl_c_closes_port_and_tunnel() {
 
 #[test]
 fn a_share_serves_only_its_model_and_generation_routes() {
-    let home = TestHome::new(env!("CARGO_BIN_EXE_rmx"));
-    let model = common::tiny_qwen3().display().to_string();
+    let home = TestHome::new();
+    let model = rmx_tests::models::tiny_qwen3().display().to_string();
     let port = free_port();
     let p = port.to_string();
     let (child, ready) = share(

@@ -1,12 +1,10 @@
 //! `rmx pull`, `ls`, `info`, `rm`, `models`, `alias` end to end: the real binary against a
-//! local Hub (rmx-store's `tests/it/fake_hub.rs`) and a temporary store, output snapshotted.
+//! local Hub (`rmx_tests::fake_hub`) and a temporary store, output snapshotted.
 //! `rmx pull` goes through the daemon it starts in the test home.
-
-mod store_cli_common;
 
 use std::time::{Duration, Instant};
 
-use store_cli_common::{tree, Env, REPO, WEIGHTS};
+use rmx_tests::hub_env::{tree, Env, REPO, WEIGHTS};
 
 /// Files finish in whatever order the parallel transfers do; sort each run of indented
 /// per-file lines so the snapshot is stable.
@@ -225,7 +223,7 @@ async fn interrupted_pull_resumes() {
         "{}",
         resumed.stdout
     );
-    let weights = store_cli_common::tiny_safetensors().len() as u64;
+    let weights = rmx_tests::hub_env::tiny_safetensors().len() as u64;
     assert_eq!(env.hub.served(WEIGHTS), weights - 100_000);
 }
 
@@ -301,11 +299,12 @@ fn model_folder(env: &Env, name: &str, model_type: &str, architecture: &str) -> 
     let dir = env.dir.path().join(name);
     std::fs::create_dir_all(&dir).expect("mkdir");
     let mut config: serde_json::Value =
-        serde_json::from_str(&store_cli_common::config_json()).expect("config");
+        serde_json::from_str(&rmx_tests::hub_env::config_json()).expect("config");
     config["model_type"] = model_type.into();
     config["architectures"] = serde_json::json!([architecture]);
     std::fs::write(dir.join("config.json"), config.to_string()).expect("write config");
-    std::fs::write(dir.join(WEIGHTS), store_cli_common::tiny_safetensors()).expect("write weights");
+    std::fs::write(dir.join(WEIGHTS), rmx_tests::hub_env::tiny_safetensors())
+        .expect("write weights");
     dir.display().to_string()
 }
 
@@ -316,10 +315,10 @@ fn model_folder(env: &Env, name: &str, model_type: &str, architecture: &str) -> 
 async fn issue_21_unsupported_families_are_refused_by_pull_and_marked_by_ls_and_info() {
     const GEMMA3N: &str = "test-org/tiny-gemma3n";
     let env = Env::new().await;
-    let files = store_cli_common::tiny_model_files()
+    let files = rmx_tests::hub_env::tiny_model_files()
         .into_iter()
         .map(|f| match f.name.as_str() {
-            "config.json" => store_cli_common::fake_hub::FakeFile::new(
+            "config.json" => rmx_tests::fake_hub::FakeFile::new(
                 "config.json",
                 br#"{"architectures": ["Gemma3nForConditionalGeneration"], "model_type": "gemma3n"}"#
                     .to_vec(),
@@ -328,7 +327,7 @@ async fn issue_21_unsupported_families_are_refused_by_pull_and_marked_by_ls_and_
             _ => f,
         })
         .collect();
-    env.hub.add_repo(GEMMA3N, store_cli_common::COMMIT, files);
+    env.hub.add_repo(GEMMA3N, rmx_tests::hub_env::COMMIT, files);
 
     let pull = env.run(&["pull", GEMMA3N]).await.failed();
     assert!(

@@ -15,12 +15,15 @@ pub struct TestHome {
 }
 
 impl TestHome {
-    pub fn new(bin: &str) -> TestHome {
+    /// A home for the real `rmx` ([`crate::rmx`]).
+    // A home is a temp dir, a port and a binary to build: made on purpose, never by default.
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> TestHome {
         let dir = tempfile::Builder::new().prefix("rmx").tempdir().unwrap();
         TestHome {
             port: free_port(),
             dir,
-            bin: PathBuf::from(bin),
+            bin: crate::rmx().to_path_buf(),
             env: Vec::new(),
         }
     }

@@ -1,17 +1,12 @@
-//! What the store CLI tests share: a local Hub (rmx-store's `tests/it/fake_hub.rs`)
+//! What the store CLI suites (store_cli, pull_daemon) share: a local Hub ([`crate::fake_hub`])
 //! serving a tiny MLX-style model, a temporary `HF_HUB_CACHE` + `RMX_HOME`, and the real `rmx`
 //! binary pointed at them. `rmx pull` runs in the daemon, which the first pull starts in that
 //! home (on a free port) and dropping the [`Env`] stops.
-#![allow(dead_code, clippy::unwrap_used)]
-
-// The same local Hub rmx-store's own tests use, compiled here from its one source.
-#[path = "../../../rmx-store/tests/it/fake_hub.rs"]
-pub mod fake_hub;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use fake_hub::{FakeFile, FakeHub};
+use crate::fake_hub::{FakeFile, FakeHub};
 
 pub const REPO: &str = "test-org/tiny-llama-4bit";
 pub const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
@@ -143,7 +138,7 @@ impl Env {
     /// The real binary, with the store, the hub and HOME pointed into the temp dir and
     /// nothing of the caller's environment that could change what it prints.
     pub fn rmx(&self) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_rmx"));
+        let mut cmd = Command::new(crate::rmx());
         cmd.env("HOME", self.dir.path())
             .env("HF_HUB_CACHE", self.cache())
             .env("RMX_HOME", self.home())

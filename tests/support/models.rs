@@ -1,35 +1,28 @@
 //! Tiny random-weight models written by mlx-lm itself, and mlx-lm's outputs on them, through
-//! crates/rmx-models/tests/py/tiny_models.py run with the reference python.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+//! `py/tiny_models.py` run with the reference Python ([`crate::python`]).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 
-pub fn python() -> String {
-    std::env::var("RMX_TEST_PYTHON").unwrap_or_else(|_| {
-        panic!(
-            "RMX_TEST_PYTHON is not set: these tests compare against mlx-lm. \
-             Run scripts/test.sh (or `. scripts/test-env.sh` first)."
-        )
-    })
-}
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use crate::python;
 
 pub fn script() -> PathBuf {
-    root().join("crates/rmx-models/tests/py/tiny_models.py")
+    crate::py("tiny_models.py")
 }
 
-/// Models are cached under target/, keyed by the generator's content, so a changed generator
-/// makes new models.
+/// A tiny random-weight model of a family tiny_models.py knows, in MLX format (`quant`: bf16,
+/// f32, 4bit, ...). Models are cached under target/test-models, keyed by the generator's
+/// content, so a changed generator makes new models.
 pub fn model(family: &str, quant: &str) -> PathBuf {
+    // Tests run in parallel threads, and the generator writes through one temp dir per model.
+    static BUILDING: Mutex<()> = Mutex::new(());
     let src = std::fs::read(script()).expect("read tiny_models.py");
     let hash = src.iter().fold(0xcbf29ce484222325u64, |h, b| {
         (h ^ *b as u64).wrapping_mul(0x100000001b3)
     });
-    let dir = root().join(format!("target/test-models/{hash:016x}/{family}-{quant}"));
+    let dir = crate::target_dir().join(format!("test-models/{hash:016x}/{family}-{quant}"));
+    let _guard = BUILDING.lock().unwrap_or_else(|p| p.into_inner());
     if !dir.join("config.json").exists() {
         std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
         run(&[
@@ -45,6 +38,12 @@ pub fn model(family: &str, quant: &str) -> PathBuf {
     dir
 }
 
+/// A tiny random-weight Qwen3 (real Qwen3 tokenizer and chat template), as [`model`] makes it.
+pub fn tiny_qwen3() -> PathBuf {
+    model("qwen3", "bf16")
+}
+
+/// Runs tiny_models.py with `args`; its stdout.
 pub fn run(args: &[&str]) -> String {
     let out = Command::new(python())
         .arg(script())

@@ -3,7 +3,7 @@
 //! their rows, and sequences past the batch's size wait for a row.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use rmx_tests::models;
 
 use std::time::{Duration, Instant};
 
@@ -16,7 +16,7 @@ fn engine(family: &str, quant: &str, max_batch: usize) -> Engine {
         prefix_cache_bytes: 0,
         ..EngineOptions::from_env()
     };
-    Engine::load_with(&common::model(family, quant), options).unwrap()
+    Engine::load_with(&models::model(family, quant), options).unwrap()
 }
 
 const PROMPTS: &[&str] = &[

@@ -3,7 +3,7 @@
 //! when the shape is complete.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use rmx_tests::models;
 
 use std::time::Instant;
 
@@ -11,7 +11,7 @@ use rmx_engine::{Constraint, Engine, Event, FinishReason, GenerateRequest, Think
 use rmx_text::toolcall::{parse_complete, ToolCallFormat};
 
 fn engine() -> Engine {
-    Engine::load(&common::model("qwen3", "bf16")).unwrap()
+    Engine::load(&models::model("qwen3", "bf16")).unwrap()
 }
 
 fn collect(engine: &Engine, req: GenerateRequest) -> (Vec<u32>, String, FinishReason) {
@@ -141,7 +141,7 @@ fn mask_cost_per_step_is_printed() {
 
 #[test]
 fn a_forced_llama3_call_parses_on_the_llama_vocabulary() {
-    let e = Engine::load(&common::model("llama", "bf16")).unwrap();
+    let e = Engine::load(&models::model("llama", "bf16")).unwrap();
     let mut req = request(&e, 60, 1.0, 11);
     req.constraint =
         Some(Constraint::tool_call(ToolCallFormat::Llama3Json, vec!["get_time".into()]).unwrap());

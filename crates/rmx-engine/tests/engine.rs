@@ -2,14 +2,14 @@
 //! tokens, EOS, length, and the errors a bad request gets.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use rmx_tests::models;
 
 use std::time::{Duration, Instant};
 
 use rmx_engine::{Engine, EngineError, Event, FinishReason, GenerateRequest};
 
 fn engine() -> Engine {
-    Engine::load(&common::model("qwen3", "bf16")).unwrap()
+    Engine::load(&models::model("qwen3", "bf16")).unwrap()
 }
 
 /// Text and finish reason of a whole generation.
@@ -158,7 +158,7 @@ fn bad_requests_get_errors() {
 #[test]
 fn broken_model_files_are_named() {
     let dir = tempfile::tempdir().unwrap();
-    let src = common::model("qwen3", "bf16");
+    let src = models::model("qwen3", "bf16");
     for f in ["config.json", "tokenizer.json", "tokenizer_config.json"] {
         std::fs::copy(src.join(f), dir.path().join(f)).unwrap();
     }

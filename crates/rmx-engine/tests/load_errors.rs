@@ -3,7 +3,7 @@
 //! stacked experts, an unknown rope type, a quantization mode MLX does not have.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use rmx_tests::models;
 
 use std::path::{Path, PathBuf};
 
@@ -12,7 +12,7 @@ use serde_json::Value;
 
 /// A copy of the tiny model `family`/`quant` whose config.json `edit` changed.
 fn variant(tmp: &Path, family: &str, quant: &str, edit: impl FnOnce(&mut Value)) -> PathBuf {
-    let src = common::model(family, quant);
+    let src = models::model(family, quant);
     let dir = tmp.join(format!("{family}-{quant}"));
     std::fs::create_dir_all(&dir).unwrap();
     for entry in std::fs::read_dir(&src).unwrap() {

@@ -7,7 +7,7 @@
 //! process-wide lock, so the sum of the engine times is this suite's floor, whatever the cores.)
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use rmx_tests::models;
 
 use rmx_engine::{ChatPrompt, Engine, Event, FinishReason, GenerateRequest};
 use serde_json::json;
@@ -80,7 +80,7 @@ fn tolerance(quant: &str) -> f32 {
 }
 
 fn check(family: &str, quant: &str) {
-    let dir = common::model(family, quant);
+    let dir = models::model(family, quant);
     let n = max_tokens(quant);
     let mut prompts = vec![
         ("The capital of France is a city", false),
@@ -91,7 +91,7 @@ fn check(family: &str, quant: &str) {
         // path, which the short prompts and decode steps never take.
         prompts.push((LONG_PROMPT, false));
     }
-    let pending = common::spawn_references(&dir, &prompts, n);
+    let pending = models::spawn_references(&dir, &prompts, n);
     let engine = Engine::load(&dir).unwrap_or_else(|e| panic!("{family}-{quant}: load: {e}"));
     let mut runs = vec![];
     for (prompt, chat) in prompts {

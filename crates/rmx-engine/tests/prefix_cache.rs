@@ -5,7 +5,7 @@
 //! where the first prompt's prefill ended.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use rmx_tests::models;
 
 use rmx_engine::{Engine, Event, GenerateRequest, Usage};
 
@@ -32,7 +32,7 @@ fn run(engine: &Engine, prompt: Vec<u32>, cold: bool) -> (Vec<u32>, Usage) {
 /// Two turns; returns the second turn's cached tokens, after checking its tokens against a
 /// cold read, and the first turn's prompt length.
 fn agent_turns(family: &str) -> (usize, usize) {
-    let engine = Engine::load(&common::model(family, "f32")).unwrap();
+    let engine = Engine::load(&models::model(family, "f32")).unwrap();
     let first = engine.raw_tokens(TURN).unwrap();
     let (answer, usage) = run(&engine, first.clone(), false);
     assert_eq!(usage.cached_tokens, 0, "{family}: nothing was cached yet");
@@ -80,7 +80,7 @@ fn restart_turns(family: &str, corrupt: bool) -> (usize, usize, bool) {
         prefix_dir: Some(dir.path().to_path_buf()),
         ..rmx_engine::EngineOptions::from_env()
     };
-    let model = common::model(family, "f32");
+    let model = models::model(family, "f32");
     let system = TURN.repeat(4);
     let first = {
         let engine = Engine::load_with(&model, options()).unwrap();

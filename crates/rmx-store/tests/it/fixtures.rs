@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use rmx_store::{PullEvent, Reporter, Store, StoreConfig};
 
-use crate::fake_hub::{FakeFile, FakeHub};
+use rmx_tests::fake_hub::{FakeFile, FakeHub};
 
 pub const REPO: &str = "test-org/tiny-llama-4bit";
 pub const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";

@@ -1,7 +1,7 @@
-//! Integration tests of rmx-store against a local Hub (`fake_hub.rs`): real HTTP, real files.
+//! Integration tests of rmx-store against a local Hub (`rmx_tests::fake_hub`, the shared test
+//! support in the top-level tests/): real HTTP, real files.
 
 mod aliases;
-mod fake_hub;
 mod fixtures;
 mod pull;
 mod python_interop;

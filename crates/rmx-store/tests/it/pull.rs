@@ -4,10 +4,10 @@ use std::sync::Arc;
 
 use rmx_store::{Families, ModelStatus, NoProgress, PullEvent, Store, StoreError};
 
-use crate::fake_hub::FakeFile;
 use crate::fixtures::{
     sha256_hex, tiny_model_files, tree, weights_len, Env, Recorder, COMMIT, REPO, WEIGHTS,
 };
+use rmx_tests::fake_hub::FakeFile;
 
 #[tokio::test]
 async fn full_pull_writes_the_huggingface_layout() -> Result<(), StoreError> {

@@ -1,0 +1,110 @@
+//! The tiny Qwen3 the HTTP suites share (random weights, the real Qwen3 tokenizer and chat
+//! template, a 512-token context; `py/make_tiny_qwen3.py` writes it), copies of it with
+//! other chat templates, and tiny models scripted to write fixed replies.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, OnceLock};
+
+use serde_json::Value;
+
+use crate::python;
+
+/// The tiny model's context: small, so "prompt longer than the context" is cheap to provoke.
+pub const CONTEXT: usize = 512;
+
+/// A tiny model of `family` whose weights make it write fixed replies (tiny_models.py `make`
+/// with `args`, e.g. `--script TEXT`), built into target/tmp as `name` once per run (`cell`).
+pub fn scripted_model(cell: &OnceLock<PathBuf>, name: &str, family: &str, args: &[&str]) -> String {
+    static BUILDING: Mutex<()> = Mutex::new(());
+    let _guard = BUILDING.lock().unwrap_or_else(|p| p.into_inner());
+    cell.get_or_init(|| {
+        let dir = crate::target_tmp(name);
+        let tmp = dir.with_extension("tmp");
+        let _ = std::fs::remove_dir_all(&tmp);
+        let tiny_models = crate::models::script();
+        let out = Command::new(python())
+            .arg(tiny_models)
+            .args(["make", "--family", family, "--quant", "f32"])
+            .args(args)
+            .arg("--out")
+            .arg(&tmp)
+            .output()
+            .expect("run tiny_models.py");
+        assert!(
+            out.status.success(),
+            "tiny_models.py failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::rename(&tmp, &dir).expect("move the model in place");
+        dir
+    })
+    .to_string_lossy()
+    .into_owned()
+}
+
+/// A tiny random Qwen3 (real Qwen3 tokenizer and template, [`CONTEXT`] tokens), built once
+/// and kept in target/tmp.
+pub fn tiny_model() -> PathBuf {
+    static MODEL: OnceLock<PathBuf> = OnceLock::new();
+    static BUILDING: Mutex<()> = Mutex::new(());
+    let _guard = BUILDING.lock().unwrap_or_else(|p| p.into_inner());
+    MODEL
+        .get_or_init(|| {
+            let dir = crate::target_tmp(&format!("api-tiny-qwen3-ctx{CONTEXT}"));
+            if dir.join("model.safetensors").exists() && dir.join("tokenizer_config.json").exists() {
+                return dir;
+            }
+            let python = python();
+            assert!(
+                std::env::var("RMX_TEST_FIXTURES").is_ok_and(|f| !f.is_empty()),
+                "RMX_TEST_FIXTURES is not set: run `. scripts/test-env.sh` (it fetches the Qwen3 tokenizer)"
+            );
+            let tmp = dir.with_extension("tmp");
+            let _ = std::fs::remove_dir_all(&tmp);
+            let out = Command::new(&python)
+                .arg(crate::py("make_tiny_qwen3.py"))
+                .arg(&tmp)
+                .arg(CONTEXT.to_string())
+                .current_dir(crate::repo_root())
+                .output()
+                .expect("run make_tiny_qwen3.py");
+            assert!(
+                out.status.success(),
+                "make_tiny_qwen3.py failed:\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::rename(&tmp, &dir).expect("move the tiny model in place");
+            dir
+        })
+        .clone()
+}
+
+/// A copy of the tiny model in `dir/variant` whose chat template is `template`.
+pub fn with_template(dir: &Path, template: &str) -> PathBuf {
+    let src = tiny_model();
+    let out = dir.join("variant");
+    std::fs::create_dir_all(&out).expect("mkdir");
+    for entry in std::fs::read_dir(&src).expect("read model dir") {
+        let entry = entry.expect("entry");
+        if entry.file_type().expect("type").is_file() {
+            std::fs::copy(entry.path(), out.join(entry.file_name())).expect("copy");
+        }
+    }
+    let path = out.join("tokenizer_config.json");
+    let mut config: Value =
+        serde_json::from_slice(&std::fs::read(&path).expect("read config")).expect("config");
+    config["chat_template"] = serde_json::json!(template);
+    std::fs::write(&path, config.to_string()).expect("write config");
+    let _ = std::fs::remove_file(out.join("chat_template.jinja"));
+    out
+}
+
+/// The name requests use for the tiny model: its folder.
+pub fn model_name() -> String {
+    tiny_model().to_string_lossy().into_owned()
+}
