@@ -1,0 +1,295 @@
+//! `POST /v1/responses`, stateless: the input items become chat messages for the core (here),
+//! and its events become the Responses stream Codex CLI reads ([`stream`]). The whole
+//! (non-streamed) answer is the stream's last response object, so both paths agree by
+//! construction.
+
+mod stream;
+
+pub use stream::ResponsesStream;
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response as HttpResponse};
+use axum::Json;
+use rmx_api::openai::{
+    InputItem, ResponsesInput, ResponsesRequest, ResponsesTool, Role, TypedInputItem,
+};
+use serde_json::{json, Map, Value};
+
+use super::chat::add_system;
+use super::error::OpenAiError;
+use super::{json_instruction, template_kwargs, unix_time, Knobs};
+use crate::service::{tool_names, InternalRequest, PromptInput, Service, ServiceEvent, Shape};
+use crate::wire::arguments_value;
+use crate::wire::body::{parse, BodyError};
+use crate::wire::sse;
+
+pub async fn handler(
+    State(service): State<Arc<Service>>,
+    body: Result<Bytes, BytesRejection>,
+) -> HttpResponse {
+    match run(service, body).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn run(
+    service: Arc<Service>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<HttpResponse, OpenAiError> {
+    let body = body.map_err(BodyError::from)?;
+    let req: ResponsesRequest = parse(&body)?;
+    let internal = to_internal(&req)?;
+    let mut answer = service.generate(internal).await?;
+    let stream = ResponsesStream::new(&req, unix_time(answer.created));
+    if req.stream.unwrap_or(false) {
+        return Ok(sse::response(answer, stream));
+    }
+    let mut stream = stream;
+    while let Some(ev) = answer.next_event().await {
+        let last = matches!(ev, ServiceEvent::Done(_) | ServiceEvent::Error(_));
+        stream.events(ev);
+        if last {
+            break;
+        }
+    }
+    let response = stream.response.clone();
+    if response.status == "failed" {
+        let message = response.error.map(|e| e.message).unwrap_or_default();
+        return Err(OpenAiError::Service(crate::ServiceError::failed(message)));
+    }
+    Ok(Json(response).into_response())
+}
+
+/// The core's request: `instructions` and the input items as chat messages.
+pub fn to_internal(req: &ResponsesRequest) -> Result<InternalRequest, OpenAiError> {
+    if req.previous_response_id.is_some() {
+        return Err(OpenAiError::invalid(
+            "previous_response_id",
+            "this server is stateless: send the whole conversation in `input` instead of `previous_response_id`",
+        ));
+    }
+    if req.max_output_tokens == Some(0) {
+        return Err(OpenAiError::invalid(
+            "max_output_tokens",
+            "`max_output_tokens` must be at least 1",
+        ));
+    }
+    let sampling = Knobs {
+        temperature: req.temperature,
+        top_p: req.top_p,
+        seed: req.seed,
+        ..Knobs::default()
+    }
+    .sampling()?;
+    let mut messages = input_messages(req)?;
+    if let Some(format) = req.text.as_ref().and_then(|t| t.get("format")) {
+        match format.get("type").and_then(Value::as_str) {
+            Some("json_object") => add_system(&mut messages, &json_instruction(None)),
+            Some("json_schema") => {
+                add_system(&mut messages, &json_instruction(format.get("schema")))
+            }
+            _ => {}
+        }
+    }
+    let choice = req.tool_choice.as_ref();
+    let named = choice.and_then(|c| c.get("name")).and_then(Value::as_str);
+    let tools: Vec<Value> = match choice.and_then(Value::as_str) {
+        Some("none") => Vec::new(),
+        _ => req
+            .tools
+            .iter()
+            .flatten()
+            .filter_map(|t| match t {
+                ResponsesTool::Function {
+                    name,
+                    description,
+                    parameters,
+                    ..
+                } if named.is_none_or(|n| n == name.as_str()) => Some(json!({"type": "function", "function": {
+                    "name": name,
+                    "description": description.clone().unwrap_or_default(),
+                    "parameters": parameters.clone().unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+                }})),
+                _ => None,
+            })
+            .collect(),
+    };
+    if let (Some(n), true) = (named, tools.is_empty()) {
+        return Err(OpenAiError::invalid(
+            "tool_choice",
+            format!("`tool_choice` names `{n}`, which is not in `tools`"),
+        ));
+    }
+    // `required` and a named function are enforced (one call, constrained); so is a JSON
+    // text format, as one JSON object.
+    let forced = named.is_some() || choice.and_then(Value::as_str) == Some("required");
+    let shape = if forced {
+        if tools.is_empty() {
+            return Err(OpenAiError::invalid(
+                "tool_choice",
+                "`tool_choice` asks for a tool call but `tools` has no function tool",
+            ));
+        }
+        Some(Shape::ToolCall {
+            names: tool_names(&tools),
+        })
+    } else {
+        let format = req.text.as_ref().and_then(|t| t.get("format"));
+        match format.and_then(|f| f.get("type")).and_then(Value::as_str) {
+            Some("json_object") => Some(Shape::JsonObject),
+            Some("json_schema") => Some(Shape::JsonSchema(
+                format
+                    .and_then(|f| f.get("schema"))
+                    .cloned()
+                    .unwrap_or(Value::Null),
+            )),
+            _ => None,
+        }
+    };
+    let effort = req.reasoning.as_ref().and_then(|r| r.effort.as_deref());
+    let (kwargs, think) = template_kwargs(req.chat_template_kwargs.as_ref(), effort);
+    Ok(InternalRequest {
+        model: req.model.clone(),
+        prompt: PromptInput::Chat {
+            messages,
+            tools: (!tools.is_empty()).then_some(Value::Array(tools)),
+            template_kwargs: kwargs,
+        },
+        sampling,
+        max_tokens: req.max_output_tokens.map(|n| n as usize),
+        stop: Vec::new(),
+        logprobs: None,
+        keep_alive: None,
+        think,
+        shape,
+    })
+}
+
+/// Input items → chat messages. Consecutive function calls join one assistant turn, and
+/// reasoning items go on the assistant turn that follows them, as chat templates expect.
+pub fn input_messages(req: &ResponsesRequest) -> Result<Value, OpenAiError> {
+    let mut out: Vec<Map<String, Value>> = Vec::new();
+    if let Some(instr) = req.instructions.as_ref().filter(|i| !i.is_empty()) {
+        out.push(message("system", instr));
+    }
+    let items = match &req.input {
+        ResponsesInput::Text(t) => {
+            out.push(message("user", t));
+            return Ok(Value::Array(out.into_iter().map(Value::Object).collect()));
+        }
+        ResponsesInput::Items(items) => items,
+    };
+    let mut reasoning: Option<String> = None;
+    for (i, item) in items.iter().enumerate() {
+        let item = match item {
+            InputItem::Message(m) => TypedInputItem::Message(m.clone()),
+            InputItem::Typed(t) => t.clone(),
+        };
+        match item {
+            TypedInputItem::Message(m) => {
+                let text = m.content.text().map_err(|kind| {
+                    OpenAiError::invalid(
+                        &format!("input[{i}].content"),
+                        format!(
+                            "content of type `{kind}` is not supported by this server (text only)"
+                        ),
+                    )
+                })?;
+                let role = match m.role {
+                    Role::Developer | Role::System => "system",
+                    Role::Assistant => "assistant",
+                    Role::Tool => "tool",
+                    Role::User => "user",
+                };
+                // Codex sends several developer/system items; templates take one system
+                // message, first.
+                if role == "system" {
+                    if let Some(first) = out
+                        .first_mut()
+                        .filter(|f| f.get("role") == Some(&json!("system")))
+                    {
+                        let old = first
+                            .get("content")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string();
+                        first.insert("content".into(), Value::String(format!("{old}\n\n{text}")));
+                        continue;
+                    }
+                    out.insert(0, message("system", &text));
+                    continue;
+                }
+                let mut msg = message(role, &text);
+                if role == "assistant" {
+                    if let Some(r) = reasoning.take() {
+                        msg.insert("reasoning_content".into(), Value::String(r));
+                    }
+                }
+                out.push(msg);
+            }
+            TypedInputItem::FunctionCall {
+                call_id,
+                name,
+                arguments,
+                ..
+            } => {
+                let call = json!({"id": call_id, "type": "function",
+                                  "function": {"name": name, "arguments": arguments_value(&arguments)}});
+                let joins = out.last().is_some_and(|m| {
+                    m.get("role") == Some(&json!("assistant"))
+                        && (m.contains_key("tool_calls") || m.get("content") != Some(&json!("")))
+                });
+                if joins {
+                    if let Some(last) = out.last_mut() {
+                        match last.get_mut("tool_calls").and_then(Value::as_array_mut) {
+                            Some(calls) => calls.push(call),
+                            None => {
+                                last.insert("tool_calls".into(), Value::Array(vec![call]));
+                            }
+                        }
+                    }
+                } else {
+                    let mut msg = message("assistant", "");
+                    if let Some(r) = reasoning.take() {
+                        msg.insert("reasoning_content".into(), Value::String(r));
+                    }
+                    msg.insert("tool_calls".into(), Value::Array(vec![call]));
+                    out.push(msg);
+                }
+            }
+            TypedInputItem::FunctionCallOutput { call_id, output } => {
+                let mut msg = message("tool", &output.text());
+                msg.insert("tool_call_id".into(), Value::String(call_id));
+                out.push(msg);
+            }
+            TypedInputItem::Reasoning {
+                summary, content, ..
+            } => {
+                let text: String = content
+                    .unwrap_or_default()
+                    .iter()
+                    .chain(summary.iter())
+                    .map(|t| t.text.as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                if !text.is_empty() {
+                    reasoning = Some(text);
+                }
+            }
+            TypedInputItem::Other => {}
+        }
+    }
+    Ok(Value::Array(out.into_iter().map(Value::Object).collect()))
+}
+
+fn message(role: &str, content: &str) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("role".into(), Value::String(role.into()));
+    m.insert("content".into(), Value::String(content.into()));
+    m
+}
