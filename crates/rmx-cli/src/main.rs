@@ -1,6 +1,7 @@
 //! `rmx`: run large language models locally on MLX.
 
 mod agents;
+mod answer;
 mod bench_submit;
 mod cli;
 mod commands;

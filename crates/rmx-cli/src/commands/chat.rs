@@ -14,7 +14,7 @@ use rustyline::error::ReadlineError;
 use rustyline::DefaultEditor;
 use serde::{Deserialize, Serialize};
 
-use super::run::{chat, chat_request};
+use crate::answer::{chat, chat_request};
 use crate::cli::{ChatArgs, GenArgs};
 use crate::daemon;
 use crate::output::{print_stats, StreamPrinter};
