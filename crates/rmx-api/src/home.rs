@@ -4,15 +4,18 @@
 
 use std::path::{Path, PathBuf};
 
+use rmx_settings::EnvVars;
+
 /// The rmx home: `RMX_HOME`, else `~/.rmx` (the folder rmx-store keeps user aliases in, so one
 /// variable moves everything).
 pub fn rmx_home() -> Option<PathBuf> {
-    if let Some(dir) = var("RMX_HOME") {
+    if let Some(dir) = rmx_settings::var(EnvVars::RMX_HOME) {
         return Some(PathBuf::from(dir));
     }
     var("HOME").map(|h| Path::new(&h).join(".rmx"))
 }
 
+/// A variable of the system's (`HOME`, `XDG_RUNTIME_DIR`); rmx's own come from rmx-settings.
 fn var(key: &str) -> Option<String> {
     std::env::var(key).ok().filter(|v| !v.is_empty())
 }
@@ -64,7 +67,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 /// default `127.0.0.1:8000`.
 pub fn default_http_addr() -> String {
     let default = "127.0.0.1:8000".to_string();
-    match var("RMX_HOST") {
+    match rmx_settings::var(EnvVars::RMX_HOST).map(|h| h.trim().to_string()) {
         None => default,
         Some(h) if h.starts_with(':') => format!("127.0.0.1{h}"),
         Some(h) if h.contains(':') => h,

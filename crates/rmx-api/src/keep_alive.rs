@@ -45,8 +45,7 @@ impl KeepAlive {
 
     /// Reads `RMX_KEEP_ALIVE`; unset or unreadable gives the default (5 minutes).
     pub fn from_env() -> KeepAlive {
-        std::env::var("RMX_KEEP_ALIVE")
-            .ok()
+        rmx_settings::var(rmx_settings::EnvVars::RMX_KEEP_ALIVE)
             .and_then(|v| KeepAlive::parse(&v).ok())
             .unwrap_or(KeepAlive::DEFAULT)
     }

@@ -17,7 +17,7 @@ use base64::Engine as _;
 use crate::agents::{self, Env};
 
 /// `owner/name` of the repository pull requests go to.
-pub const ENV_BENCH_REPO: &str = "RMX_BENCH_REPO";
+pub const ENV_BENCH_REPO: &str = rmx_settings::EnvVars::RMX_BENCH_REPO;
 const DEFAULT_REPO: &str = "rmx-project/benchmarks";
 
 /// One record and where it goes.
@@ -30,10 +30,7 @@ pub struct Submission {
 
 impl Submission {
     pub fn new(record: &serde_json::Value, chip: &str, model: &str) -> Result<Submission> {
-        let repo = std::env::var(ENV_BENCH_REPO)
-            .ok()
-            .filter(|r| !r.is_empty())
-            .unwrap_or_else(|| DEFAULT_REPO.to_string());
+        let repo = rmx_settings::var(ENV_BENCH_REPO).unwrap_or_else(|| DEFAULT_REPO.to_string());
         if !valid_repo(&repo) {
             bail!("{ENV_BENCH_REPO}=`{repo}` is not a GitHub repository as owner/name");
         }

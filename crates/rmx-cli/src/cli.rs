@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use rmx_settings::EnvVars;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -11,6 +12,7 @@ use clap::{Args, Parser, Subcommand};
     about = "Run large language models locally on MLX",
     long_about = "Run large language models locally on MLX.\n\n\
         Models are MLX-format folders (config.json, *.safetensors, tokenizer.json).",
+    after_long_help = rmx_settings::help_text(),
     propagate_version = true
 )]
 pub struct Cli {
@@ -157,7 +159,7 @@ pub struct RunArgs {
 pub struct ChatArgs {
     /// The model: an alias, a Hugging Face repo id (owner/name) or a model folder
     /// (default: $RMX_MODEL).
-    #[arg(env = "RMX_MODEL", hide_env_values = true)]
+    #[arg(env = EnvVars::RMX_MODEL, hide_env_values = true)]
     pub model: String,
     #[command(flatten)]
     pub gen: GenArgs,

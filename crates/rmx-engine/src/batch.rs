@@ -14,21 +14,7 @@ use crate::prefix_cache::PrefixCache;
 use crate::sequence::{Pending, Sequence};
 
 /// How many sequences decode together when `RMX_MAX_BATCH` is not set; more wait for a row.
-const DEFAULT_MAX_ROWS: usize = 32;
-
-/// `RMX_MAX_BATCH`: the most sequences one step decodes (at least 1).
-pub fn max_rows_from_env() -> usize {
-    match std::env::var("RMX_MAX_BATCH") {
-        Ok(v) if !v.trim().is_empty() => match v.trim().parse::<usize>() {
-            Ok(n) => n.max(1),
-            Err(_) => {
-                eprintln!("rmx: RMX_MAX_BATCH=`{v}` is not a number; using {DEFAULT_MAX_ROWS}");
-                DEFAULT_MAX_ROWS
-            }
-        },
-        _ => DEFAULT_MAX_ROWS,
-    }
-}
+pub(crate) const DEFAULT_MAX_ROWS: usize = 32;
 
 struct Row {
     seq: Sequence,

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rmx_models::{CausalLm, LayerCache, ModelInfo};
+use rmx_settings::EnvVars;
 use rmx_text::constrain::TokenBytes;
 use rmx_text::template::ChatTemplate;
 use rmx_text::tokenizer::Tokenizer;
@@ -62,12 +63,29 @@ pub struct EngineOptions {
 }
 
 impl EngineOptions {
+    /// `RMX_MAX_BATCH` (at least 1), `RMX_PREFIX_CACHE_MB` and `RMX_PREFIX_DISK_MB`; a value
+    /// that is not a number is the default, with a line on stderr (a daemon runs on).
     pub fn from_env() -> EngineOptions {
+        fn number<T: std::str::FromStr + std::fmt::Display>(name: &str, default: T) -> T {
+            rmx_settings::number(name)
+                .unwrap_or_else(|e| {
+                    eprintln!("rmx: {e}; using {default}");
+                    None
+                })
+                .unwrap_or(default)
+        }
+        const MIB: usize = 1024 * 1024;
         EngineOptions {
-            max_batch: crate::batch::max_rows_from_env(),
-            prefix_cache_bytes: crate::prefix_cache::budget_from_env(),
+            max_batch: number(EnvVars::RMX_MAX_BATCH, crate::batch::DEFAULT_MAX_ROWS).max(1),
+            prefix_cache_bytes: number(
+                EnvVars::RMX_PREFIX_CACHE_MB,
+                crate::prefix_cache::DEFAULT_BUDGET_MB,
+            ) * MIB,
             prefix_dir: None,
-            prefix_disk_bytes: crate::prefix_disk::budget_from_env(),
+            prefix_disk_bytes: number(
+                EnvVars::RMX_PREFIX_DISK_MB,
+                crate::prefix_disk::DEFAULT_BUDGET_MB,
+            ) * MIB as u64,
         }
     }
 }

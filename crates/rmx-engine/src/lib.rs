@@ -20,7 +20,6 @@ mod trace;
 pub use engine::{Engine, EngineOptions};
 pub use error::{EngineError, Result};
 pub use family::{check_family, supported_architectures, supported_model_types};
-pub use prefix_cache::budget_from_env as prefix_cache_budget;
 pub use prompt::ChatPrompt;
 pub use request::{
     Event, FinishReason, GenerateRequest, SamplingParams, Timings, TokenLogprob, Usage,

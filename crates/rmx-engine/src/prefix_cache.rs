@@ -13,22 +13,7 @@ use rmx_models::LayerCache;
 use crate::error::Result;
 
 /// The budget when `RMX_PREFIX_CACHE_MB` is not set.
-const DEFAULT_BUDGET_MB: usize = 2048;
-
-/// `RMX_PREFIX_CACHE_MB` in bytes (0 turns the cache off); a value that is not a number is the
-/// default, with a line on stderr.
-pub fn budget_from_env() -> usize {
-    let mb = match std::env::var("RMX_PREFIX_CACHE_MB") {
-        Ok(v) if !v.trim().is_empty() => v.trim().parse().unwrap_or_else(|_| {
-            eprintln!(
-                "rmx: RMX_PREFIX_CACHE_MB=`{v}` is not a number of MiB; using {DEFAULT_BUDGET_MB}"
-            );
-            DEFAULT_BUDGET_MB
-        }),
-        _ => DEFAULT_BUDGET_MB,
-    };
-    mb * 1024 * 1024
-}
+pub(crate) const DEFAULT_BUDGET_MB: usize = 2048;
 
 struct Entry {
     tokens: Vec<u32>,

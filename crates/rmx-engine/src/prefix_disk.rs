@@ -20,24 +20,9 @@ use crate::prefix_cache::{best_match, Candidate};
 
 const FORMAT: &str = "rmx-prefix-1";
 /// The budget when `RMX_PREFIX_DISK_MB` is not set.
-const DEFAULT_BUDGET_MB: u64 = 4096;
+pub(crate) const DEFAULT_BUDGET_MB: u64 = 4096;
 /// Prefixes shorter than this are cheaper to read again than to load.
 pub const MIN_TOKENS: usize = 64;
-
-/// `RMX_PREFIX_DISK_MB` in bytes; a value that is not a number is the default, with a line on
-/// stderr.
-pub fn budget_from_env() -> u64 {
-    let mb = match std::env::var("RMX_PREFIX_DISK_MB") {
-        Ok(v) if !v.trim().is_empty() => v.trim().parse().unwrap_or_else(|_| {
-            eprintln!(
-                "rmx: RMX_PREFIX_DISK_MB=`{v}` is not a number of MiB; using {DEFAULT_BUDGET_MB}"
-            );
-            DEFAULT_BUDGET_MB
-        }),
-        _ => DEFAULT_BUDGET_MB,
-    };
-    mb * 1024 * 1024
-}
 
 struct DiskEntry {
     tokens: Vec<u32>,

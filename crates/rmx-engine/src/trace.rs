@@ -6,5 +6,5 @@ use std::sync::OnceLock;
 
 pub fn on() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("RMX_TRACE_STEPS").is_ok_and(|v| v == "1"))
+    *ON.get_or_init(|| rmx_settings::is_one(rmx_settings::EnvVars::RMX_TRACE_STEPS))
 }

@@ -13,19 +13,24 @@ pub struct Mlx {
     pub how: &'static str,
 }
 
+/// The variables that choose the MLX a build uses, declared and documented in rmx-settings'
+/// table (its build section; a test there checks this list against it). A build script reads
+/// them itself: depending on rmx-settings would rebuild this crate, and every crate above it,
+/// whenever a line of the table's documentation changed.
+pub const BUILD_VARS: &[&str] = &["MLX_DIR", "RMX_PYTHON", "RMX_MLX_BACKEND", "RMX_MLX_CACHE"];
+
+/// One of [`BUILD_VARS`] (or a variable of the system's, like `HOME`), unset when blank.
+fn build_var(name: &str) -> Option<String> {
+    env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
 pub fn find_mlx() -> Result<Mlx, String> {
-    for var in [
-        "MLX_DIR",
-        "RMX_PYTHON",
-        "RMX_MLX_BACKEND",
-        "RMX_MLX_CACHE",
-        "XDG_CACHE_HOME",
-    ] {
+    for var in BUILD_VARS.iter().chain(&["XDG_CACHE_HOME"]) {
         println!("cargo:rerun-if-env-changed={var}");
     }
     let pinned = pinned_version()?;
 
-    if let Ok(dir) = env::var("MLX_DIR") {
+    if let Some(dir) = build_var("MLX_DIR") {
         let root = PathBuf::from(dir);
         let version = header_version(&root).ok_or_else(|| {
             format!(
@@ -41,7 +46,7 @@ pub fn find_mlx() -> Result<Mlx, String> {
         });
     }
 
-    let python = env::var("RMX_PYTHON").unwrap_or_else(|_| "python3".to_string());
+    let python = build_var("RMX_PYTHON").unwrap_or_else(|| "python3".to_string());
     if let Some(root) = python_mlx(&python) {
         match header_version(&root) {
             Some(v) if v == pinned => {
@@ -123,7 +128,7 @@ fn python_mlx(python: &str) -> Option<PathBuf> {
 }
 
 fn backend() -> String {
-    env::var("RMX_MLX_BACKEND").unwrap_or_else(|_| {
+    build_var("RMX_MLX_BACKEND").unwrap_or_else(|| {
         if cfg!(target_os = "macos") {
             "metal"
         } else {
@@ -134,13 +139,13 @@ fn backend() -> String {
 }
 
 fn cache_dir() -> Result<PathBuf, String> {
-    if let Ok(d) = env::var("RMX_MLX_CACHE") {
+    if let Some(d) = build_var("RMX_MLX_CACHE") {
         return Ok(PathBuf::from(d));
     }
-    let base = env::var("XDG_CACHE_HOME")
+    let base = build_var("XDG_CACHE_HOME")
         .map(PathBuf::from)
-        .or_else(|_| env::var("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .map_err(|_| "neither RMX_MLX_CACHE, XDG_CACHE_HOME nor HOME is set".to_string())?;
+        .or_else(|| build_var("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .ok_or_else(|| "neither RMX_MLX_CACHE, XDG_CACHE_HOME nor HOME is set".to_string())?;
     Ok(base.join("rmx").join("mlx"))
 }
 

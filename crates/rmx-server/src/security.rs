@@ -23,16 +23,16 @@ use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
+use rmx_settings::EnvVars;
 use sha2::{Digest, Sha256};
 
 pub use crate::path_errors::reject;
 
-/// The environment variables read by [`SecurityConfig::from_env`].
-pub const ENV_API_KEY: &str = "RMX_API_KEY";
-/// Comma-separated origins allowed to call the API from a browser (`*` for any).
-pub const ENV_CORS_ORIGINS: &str = "RMX_CORS_ORIGINS";
-/// Requests per minute per client; unset or 0: no limit.
-pub const ENV_RATE_LIMIT: &str = "RMX_RATE_LIMIT";
+/// The environment variables read by [`SecurityConfig::from_env`] (declared, with their
+/// documentation, in rmx-settings).
+pub const ENV_API_KEY: &str = EnvVars::RMX_API_KEY;
+pub const ENV_CORS_ORIGINS: &str = EnvVars::RMX_CORS_ORIGINS;
+pub const ENV_RATE_LIMIT: &str = EnvVars::RMX_RATE_LIMIT;
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SecurityConfig {
@@ -75,7 +75,7 @@ impl SecurityConfig {
 
     /// Reads `RMX_API_KEY`, `RMX_CORS_ORIGINS` and `RMX_RATE_LIMIT`.
     pub fn from_env() -> Result<SecurityConfig, SecurityError> {
-        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+        let var = rmx_settings::var;
         let rate_limit = match var(ENV_RATE_LIMIT) {
             Some(v) => Some(
                 v.trim()

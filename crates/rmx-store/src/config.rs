@@ -63,7 +63,10 @@ impl StoreConfig {
     /// `$XDG_CACHE_HOME/huggingface/hub`, else `~/.cache/huggingface/hub`; `HF_ENDPOINT`;
     /// `HF_TOKEN`, else the token file `hf auth login` writes; `RMX_HOME`, else `~/.rmx`.
     pub fn from_env() -> Result<Self, StoreError> {
-        Self::from_vars(|key| std::env::var(key).ok().filter(|v| !v.is_empty()))
+        Self::from_vars(|key| match key {
+            rmx_settings::EnvVars::RMX_HOME => rmx_settings::var(key),
+            _ => std::env::var(key).ok().filter(|v| !v.is_empty()),
+        })
     }
 
     /// [`from_env`](Self::from_env) over any variable source (tests pass a map).
@@ -82,7 +85,7 @@ impl StoreConfig {
             .or_else(|| var("HUGGINGFACE_HUB_CACHE"))
             .map(PathBuf::from)
             .unwrap_or_else(|| hf_home.join("hub"));
-        let rmx_home = match (var("RMX_HOME"), &home) {
+        let rmx_home = match (var(rmx_settings::EnvVars::RMX_HOME), &home) {
             (Some(dir), _) => PathBuf::from(dir),
             (None, Some(home)) => home.join(".rmx"),
             (None, None) => return Err(StoreError::NoHome),

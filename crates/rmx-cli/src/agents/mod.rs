@@ -126,9 +126,7 @@ pub fn daemon_version(root: &str) -> Option<String> {
     stream.set_read_timeout(Some(timeout)).ok()?;
     stream.set_write_timeout(Some(timeout)).ok()?;
     // A daemon serving TCP with a key wants it on every route.
-    let auth = std::env::var("RMX_API_KEY")
-        .ok()
-        .filter(|k| !k.is_empty())
+    let auth = rmx_settings::var(rmx_settings::EnvVars::RMX_API_KEY)
         .map(|k| format!("Authorization: Bearer {k}\r\n"))
         .unwrap_or_default();
     // One write: a server that reads the request once and closes must see all of it.

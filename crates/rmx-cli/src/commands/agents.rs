@@ -41,7 +41,7 @@ pub fn run(args: AgentsArgs) -> Result<ExitCode> {
 }
 
 fn target(model: Option<String>) -> Target {
-    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    use rmx_settings::{var, EnvVars};
     let addr = rmx_api::home::default_http_addr();
     // A daemon listening on every interface is still reached on loopback from here.
     let addr = addr
@@ -51,9 +51,9 @@ fn target(model: Option<String>) -> Target {
     Target {
         root: format!("http://{addr}"),
         model: model
-            .or_else(|| var("RMX_MODEL"))
+            .or_else(|| var(EnvVars::RMX_MODEL))
             .unwrap_or_else(|| DEFAULT_MODEL.to_string()),
-        api_key_env: var("RMX_API_KEY").is_some(),
+        api_key_env: var(EnvVars::RMX_API_KEY).is_some(),
     }
 }
 

@@ -16,7 +16,7 @@ use crate::progress::PullProgress;
 /// Pretend the cache's disk has this many bytes free: lets tests reach the "not enough disk
 /// space" error without filling a disk. Not meant for users, so not a flag; the daemon reads
 /// it too (from the environment of the command that started it).
-pub const FREE_SPACE_OVERRIDE: &str = "RMX_DEBUG_FREE_SPACE";
+pub const FREE_SPACE_OVERRIDE: &str = rmx_settings::EnvVars::RMX_DEBUG_FREE_SPACE;
 
 /// Exit status after an interrupt, as shells report a SIGINT death.
 const INTERRUPTED: u8 = 130;
@@ -103,9 +103,9 @@ async fn pull(model: &str, progress: &PullProgress) -> Result<u64> {
 /// families this binary's engine loads (so `rmx info` and `rmx ls` mark the others).
 pub fn store() -> Result<Store> {
     let mut config = StoreConfig::from_env().context("finding the model store")?;
-    if let Some(bytes) = std::env::var(FREE_SPACE_OVERRIDE)
+    if let Some(bytes) = rmx_settings::number::<u64>(FREE_SPACE_OVERRIDE)
         .ok()
-        .and_then(|v| v.parse::<u64>().ok())
+        .flatten()
     {
         config.free_space = std::sync::Arc::new(move |_| Ok(bytes));
     }

@@ -12,7 +12,7 @@ use serde::Serialize;
 /// Points the MLX check at another library folder than the one rmx was built against. Only
 /// `rmx doctor` reads it (the binary itself always loads the library through its rpath); tests
 /// use it to plant a missing runtime, which cannot be done to a running binary.
-pub const MLX_LIBDIR_OVERRIDE: &str = "RMX_DOCTOR_MLX_LIBDIR";
+pub const MLX_LIBDIR_OVERRIDE: &str = rmx_settings::EnvVars::RMX_DOCTOR_MLX_LIBDIR;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -91,9 +91,7 @@ pub fn run_all() -> Vec<Finding> {
 
 fn mlx() -> Vec<Finding> {
     const CHECK: &str = "mlx";
-    let dir = std::env::var(MLX_LIBDIR_OVERRIDE)
-        .ok()
-        .filter(|v| !v.is_empty())
+    let dir = rmx_settings::var(MLX_LIBDIR_OVERRIDE)
         .unwrap_or_else(|| rmx_mlx::BUILD_MLX_LIBDIR.to_string());
     let Some(lib) = find_libmlx(Path::new(&dir)) else {
         return vec![fail(

