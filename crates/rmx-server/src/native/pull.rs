@@ -32,17 +32,6 @@ const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 /// write finds one that vanished (a dropped network).
 const HEARTBEAT: Duration = Duration::from_millis(500);
 
-/// One lock per repo: pulls of the same model take turns.
-#[derive(Debug, Default)]
-pub struct PullLocks(Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>);
-
-impl PullLocks {
-    fn of(&self, repo: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        map.entry(repo.to_string()).or_default().clone()
-    }
-}
-
 pub async fn pull(State(svc): State<Arc<Service>>, body: Bytes) -> Response {
     let req: PullRequest = match parse(&body) {
         Ok(req) => req,

@@ -1,0 +1,39 @@
+//! How the daemon is set up: the store, the default keep-alive and the limits on loaded
+//! models, read once from the settings (rmx-settings) when the daemon starts.
+
+use rmx_api::KeepAlive;
+use rmx_settings::EnvVars;
+use rmx_store::Store;
+
+use super::ServiceError;
+
+/// How the daemon is set up; [`ServiceConfig::from_env`] reads the `RMX_*` variables.
+#[derive(Debug, Clone)]
+pub struct ServiceConfig {
+    pub store: Store,
+    pub default_keep_alive: KeepAlive,
+    /// `RMX_MAX_LOADED_MODELS` (default 3).
+    pub max_loaded_models: usize,
+    /// Bytes of weights loaded models may take (`RMX_MAX_MEMORY`, default 75% of RAM).
+    pub memory_budget: u64,
+}
+
+impl ServiceConfig {
+    pub fn from_env() -> Result<ServiceConfig, ServiceError> {
+        let store = Store::from_env().map_err(|e| ServiceError::Internal(e.to_string()))?;
+        let max_loaded_models = rmx_settings::number(EnvVars::RMX_MAX_LOADED_MODELS)
+            .map_err(ServiceError::BadRequest)?
+            .unwrap_or(3);
+        let memory_budget = crate::lifecycle::budget::budget_from(
+            rmx_settings::var(EnvVars::RMX_MAX_MEMORY).as_deref(),
+            crate::lifecycle::budget::system_ram(),
+        )
+        .map_err(ServiceError::BadRequest)?;
+        Ok(ServiceConfig {
+            store,
+            default_keep_alive: KeepAlive::from_env(),
+            max_loaded_models,
+            memory_budget,
+        })
+    }
+}

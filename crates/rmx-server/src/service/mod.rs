@@ -1,0 +1,282 @@
+//! The service core: the ONE path every API surface takes into the models.
+//!
+//! Each surface (native `/api`, OpenAI `/v1`, Anthropic `/v1/messages`, ...) only translates:
+//! its request into an [`InternalRequest`], then the [`ServiceStream`] of [`ServiceEvent`]s
+//! into its own wire format, and [`ServiceError`] into its own status codes and error shape
+//! ([`ServiceError::status`] is the shared default). How to build on it:
+//!
+//! ```ignore
+//! async fn handler(State(svc): State<Arc<Service>>, Json(body): Json<MyRequest>) -> Response {
+//!     let req = InternalRequest {
+//!         model: body.model,
+//!         prompt: PromptInput::Chat { messages, tools, template_kwargs },
+//!         sampling: SamplingParams { temperature, top_p, seed, ..Default::default() },
+//!         max_tokens: body.max_tokens,
+//!         stop: body.stop,
+//!         ..InternalRequest::default()
+//!     };
+//!     let stream = match svc.generate(req).await { Ok(s) => s, Err(e) => return my_error(e) };
+//!     // streaming: map each ServiceEvent to an SSE event (futures_util::StreamExt::map);
+//!     // whole answer: `stream.collect_all().await` -> Completion.
+//! }
+//! ```
+//!
+//! What the core does for every surface, so none of them does it again:
+//! - resolves the model name through rmx-store (alias, repo id, local folder) and loads the
+//!   model on first use, with keep-alive, LRU eviction and the memory budget (`lifecycle`);
+//! - renders chat messages with the model's template (OpenAI-shaped `messages`, `tools`,
+//!   template kwargs; `think` sets `enable_thinking`), or encodes a raw prompt;
+//! - splits the output into reasoning (when the template knows `<think>`), content and tool
+//!   calls (when the request has tools; the format from the alias hints, else detected from
+//!   the template);
+//! - enforces a requested [`Shape`] (JSON mode, a forced tool call) by constrained decoding
+//!   on the engine, refusing with a 400 what it cannot enforce (`docs/api.md`);
+//! - ends every stream with exactly one [`ServiceEvent::Done`] or [`ServiceEvent::Error`],
+//!   also when the daemon shuts down: an `Error` (a whole answer: [`ServiceError::ShuttingDown`]),
+//!   or `Done` with [`FinishReason::Cancelled`] for a surface whose format has a word for
+//!   it ([`ServiceStream::cancel_as_done`]).
+//!
+//! Dropping the stream cancels the generation and frees its cache.
+//! Reasoning is always reported as [`ServiceEvent::Reasoning`], also with `think: Some(false)`
+//!
+//! Its files: [`request`] (what a surface asks), [`events`] (what it gets back), [`config`] (how
+//! the daemon is set up), `prompt` (a request into the model's tokens and the parsers for its
+//! answer), `pump` (engine events through those parsers to the surface), `pull_locks` (pulls
+//! of one repo take turns); this file is the front end that ties them together.
+
+mod config;
+mod events;
+mod prompt;
+mod pull_locks;
+mod pump;
+mod request;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use rmx_api::KeepAlive;
+use rmx_engine::GenerateRequest;
+use rmx_store::{Families, ModelRef, Store};
+use tokio::sync::{mpsc, watch};
+
+pub use crate::error::ServiceError;
+use crate::lifecycle::{Models, Resolved};
+pub use config::ServiceConfig;
+pub use events::{
+    CollectedCall, Completion, Final, FinishReason, ServiceEvent, ServiceStream, TokenLogprob,
+    CUT_OFF,
+};
+pub(crate) use pull_locks::PullLocks;
+pub use request::{tool_names, InternalRequest, PromptInput, Shape, FORCED_TOOL_CALL};
+pub use rmx_engine::{SamplingParams, Timings, Usage};
+
+use prompt::render_off_workers;
+use pump::Pump;
+
+pub struct Service {
+    store: Store,
+    models: Arc<Models>,
+    default_keep_alive: KeepAlive,
+    shutdown: watch::Sender<bool>,
+    pulls: PullLocks,
+}
+
+impl Service {
+    pub fn new(config: ServiceConfig) -> Arc<Service> {
+        let prefix_dir = config.store.config().rmx_home.join("prefixes");
+        Arc::new(Service {
+            // The daemon is what loads models: its store judges families by its engine.
+            store: config.store.with_families(
+                Families::new(rmx_engine::supported_model_types())
+                    .with_architectures(rmx_engine::supported_architectures()),
+            ),
+            models: Models::new(
+                config.max_loaded_models,
+                config.memory_budget,
+                Some(prefix_dir),
+            ),
+            default_keep_alive: config.default_keep_alive,
+            shutdown: watch::channel(false).0,
+            pulls: Default::default(),
+        })
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub(crate) fn models(&self) -> &Arc<Models> {
+        &self.models
+    }
+
+    pub fn default_keep_alive(&self) -> KeepAlive {
+        self.default_keep_alive
+    }
+
+    /// Ends every running answer with `Done(Cancelled)` and refuses new ones.
+    pub fn shutdown(&self) {
+        self.shutdown.send_replace(true);
+        self.models.unload_all();
+    }
+
+    /// Turns true when the daemon starts shutting down (work that is not an answer, like a
+    /// pull, stops on it).
+    pub(crate) fn shutdown_signal(&self) -> watch::Receiver<bool> {
+        self.shutdown.subscribe()
+    }
+
+    pub(crate) fn pull_locks(&self) -> &PullLocks {
+        &self.pulls
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+
+    /// From a name to a model folder, with the errors a user can act on.
+    pub fn resolve(&self, name: &str) -> Result<Resolved, ServiceError> {
+        let model = self
+            .store
+            .resolve(name)
+            .map_err(|e| ServiceError::UnknownModel {
+                name: name.to_string(),
+                available: self.available_names(),
+                reason: e.to_string(),
+            })?;
+        let hints = model.hints();
+        let path = match model {
+            ModelRef::Local { path, .. } => path,
+            ModelRef::Hub { repo, .. } => match self.store.cache().current_snapshot(&repo) {
+                Ok(Some((_, dir))) => dir,
+                _ => {
+                    return Err(ServiceError::NotDownloaded {
+                        name: name.to_string(),
+                    })
+                }
+            },
+        };
+        let path = std::fs::canonicalize(&path).unwrap_or(path);
+        Ok(Resolved {
+            name: name.to_string(),
+            path,
+            hints,
+        })
+    }
+
+    /// Stored models' names and the names loaded models were asked by.
+    pub fn available_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .store
+            .list()
+            .map(|l| l.into_iter().map(|m| m.name).collect())
+            .unwrap_or_default();
+        names.extend(self.models.running().into_iter().map(|r| r.name));
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    /// Loads a model without generating (keeps it per `keep_alive`).
+    pub async fn load(
+        &self,
+        model: &str,
+        keep_alive: Option<KeepAlive>,
+    ) -> Result<Duration, ServiceError> {
+        if self.is_shutting_down() {
+            return Err(ServiceError::ShuttingDown);
+        }
+        let resolved = self.resolve(model)?;
+        let lease = self
+            .models
+            .acquire(resolved, keep_alive.unwrap_or(self.default_keep_alive))
+            .await?;
+        Ok(lease.loaded()?.load_duration)
+    }
+
+    /// Unloads a model (after its running requests). Returns whether it was loaded.
+    pub fn unload(&self, model: &str) -> Result<bool, ServiceError> {
+        let resolved = self.resolve(model)?;
+        Ok(self.models.unload(&resolved.path))
+    }
+
+    /// How many prompt tokens the request would take (loads the model: the tokenizer and the
+    /// template come with it).
+    pub async fn count_tokens(&self, req: InternalRequest) -> Result<usize, ServiceError> {
+        if self.is_shutting_down() {
+            return Err(ServiceError::ShuttingDown);
+        }
+        let resolved = self.resolve(&req.model)?;
+        let hints = resolved.hints;
+        let keep_alive = req.keep_alive.unwrap_or(self.default_keep_alive);
+        let lease = self.models.acquire(resolved, keep_alive).await?;
+        let loaded = lease.loaded()?.clone();
+        Ok(render_off_workers(loaded, hints, req).await?.tokens.len())
+    }
+
+    /// Starts an answer. Errors before the first token (unknown model, bad input, prompt too
+    /// long, over budget) come back here; later ones as [`ServiceEvent::Error`].
+    pub async fn generate(&self, req: InternalRequest) -> Result<ServiceStream, ServiceError> {
+        let started = Instant::now();
+        if self.is_shutting_down() {
+            return Err(ServiceError::ShuttingDown);
+        }
+        let resolved = self.resolve(&req.model)?;
+        let hints = resolved.hints;
+        let keep_alive = req.keep_alive.unwrap_or(self.default_keep_alive);
+        let lease = self.models.acquire(resolved, keep_alive).await?;
+        let loaded = lease.loaded()?.clone();
+        let load_duration = if started.elapsed() >= loaded.load_duration {
+            loaded.load_duration
+        } else {
+            Duration::ZERO
+        };
+        let built = render_off_workers(loaded.clone(), hints, req.clone()).await?;
+        let engine = &loaded.engine;
+        let prompt_tokens = built.tokens.len();
+        let context = engine.info().context_length.map(|c| c as usize);
+        let max_tokens = token_limit(req.max_tokens, prompt_tokens, context);
+        let mut greq = GenerateRequest::new(built.tokens, max_tokens);
+        greq.sampling = req.sampling.clone();
+        greq.stop = req.stop.clone();
+        greq.top_logprobs = req.logprobs;
+        greq.constraint = built.constraint;
+        greq.keep_special_tokens = built.keep_special;
+        let engine_rx = engine.generate(greq)?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let pump = Pump {
+            tx,
+            reasoning: built.reasoning,
+            tools: built.tools,
+            harmony: built.harmony,
+            calls: 0,
+            reasoning_tokens: 0,
+            load_duration,
+            started,
+            lease,
+        };
+        tokio::spawn(pump.run(engine_rx, self.shutdown.subscribe()));
+        Ok(ServiceStream::new(
+            rx,
+            req.model,
+            prompt_tokens,
+            SystemTime::now(),
+        ))
+    }
+}
+
+/// How many tokens the engine may generate: what the request asked for (None: all there is
+/// room for), never past the model's context, so that prompt + answer fit in it. Every surface's
+/// limit (`max_tokens`, `max_completion_tokens`, `max_output_tokens`, Ollama's `num_predict`,
+/// whose -1 and -2 arrive as None) passes here; the engine itself stops only at the number it
+/// is given. At least one token: a prompt that fills the context exactly still gets its first
+/// token (computed from the prompt; it never enters the cache).
+fn token_limit(asked: Option<usize>, prompt: usize, context: Option<usize>) -> usize {
+    match context {
+        Some(ctx) => {
+            let room = ctx.saturating_sub(prompt).max(1);
+            asked.map_or(room, |n| n.min(room))
+        }
+        // No context length in the config: the request's word, or a bound on a runaway.
+        None => asked.unwrap_or(4096),
+    }
+}

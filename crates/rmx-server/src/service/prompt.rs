@@ -1,0 +1,230 @@
+//! A request into the model's tokens: the chat template rendered (off the async workers, with
+//! a time limit), or a raw prompt encoded; and the parsers its answer goes through (reasoning,
+//! tool calls, harmony) and the constraint that keeps it in a requested [`Shape`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmx_engine::{ChatPrompt, Constraint, Engine, Think};
+use rmx_store::{ModelHints, ToolParser};
+use rmx_text::harmony::HarmonyParser;
+use rmx_text::reasoning::{ReasoningConfig, ReasoningParser};
+use rmx_text::template::TemplateError;
+use rmx_text::toolcall::{ToolCallFormat, ToolCallParser};
+use serde_json::Value;
+
+use super::{InternalRequest, PromptInput, ServiceError, Shape, FORCED_TOOL_CALL};
+
+/// How long a render may take before the request is answered with
+/// [`ServiceError::TemplateLimit`]. Fuel (`rmx_text::template::limits`) ends a runaway template
+/// well before this on any machine; the clock is for what fuel does not count (a filter over
+/// a huge value), and the render thread still stops at its fuel after the answer is sent.
+const RENDER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// [`build_prompt`] on tokio's blocking pool: a template is the model repo's code, and its
+/// render (and the tokenizing after it) must not hold up the async workers that serve every
+/// other request.
+pub(super) async fn render_off_workers(
+    loaded: Arc<crate::lifecycle::Loaded>,
+    hints: Option<ModelHints>,
+    req: InternalRequest,
+) -> Result<BuiltPrompt, ServiceError> {
+    let name = req.model.clone();
+    let task = tokio::task::spawn_blocking(move || build_prompt(&loaded.engine, hints, &req));
+    match tokio::time::timeout(RENDER_TIMEOUT, task).await {
+        Ok(Ok(built)) => built,
+        Ok(Err(e)) => Err(ServiceError::Internal(format!(
+            "rendering the prompt failed: {e}"
+        ))),
+        Err(_) => Err(ServiceError::TemplateLimit {
+            name,
+            limit: format!("{} s", RENDER_TIMEOUT.as_secs()),
+        }),
+    }
+}
+
+pub(super) struct BuiltPrompt {
+    pub(super) tokens: Vec<u32>,
+    pub(super) reasoning: ReasoningParser,
+    pub(super) tools: Option<ToolCallParser>,
+    /// The model writes OpenAI's harmony format (GPT-OSS): this parser replaces the other two,
+    /// and the engine emits special tokens' text, which carries harmony's markers.
+    pub(super) harmony: Option<HarmonyParser>,
+    /// The engine emits special tokens' text: the markers the parsers read are special tokens
+    /// in some tokenizers (harmony's, Gemma 4's `<|tool_call>` and `<|channel>`).
+    pub(super) keep_special: bool,
+    pub(super) constraint: Option<Constraint>,
+}
+
+/// Gemma 4's channel markers.
+const CHANNEL_START: &str = "<|channel>";
+const CHANNEL_END: &str = "<channel|>";
+
+/// `hints`: the alias's, when the request named the model by one.
+fn build_prompt(
+    engine: &Engine,
+    hints: Option<ModelHints>,
+    req: &InternalRequest,
+) -> Result<BuiltPrompt, ServiceError> {
+    let template = engine
+        .tokenizer()
+        .chat_template()
+        .unwrap_or_default()
+        .to_string();
+    match &req.prompt {
+        PromptInput::Raw(text) => Ok(BuiltPrompt {
+            tokens: engine.raw_tokens(text)?,
+            reasoning: ReasoningParser::disabled(),
+            tools: None,
+            harmony: None,
+            keep_special: false,
+            constraint: constraint(req.shape.as_ref(), None, Think::No)?,
+        }),
+        PromptInput::Chat {
+            messages,
+            tools,
+            template_kwargs,
+        } => {
+            let Some(list) = messages.as_array() else {
+                return Err(ServiceError::BadRequest(
+                    "`messages` must be an array".into(),
+                ));
+            };
+            if !engine.has_chat_template() {
+                // A base model has no chat format: complete the messages' text as it stands.
+                let text: Vec<&str> = list.iter().filter_map(|m| m["content"].as_str()).collect();
+                return Ok(BuiltPrompt {
+                    tokens: engine.raw_tokens(&text.join("\n\n"))?,
+                    reasoning: ReasoningParser::disabled(),
+                    tools: None,
+                    harmony: None,
+                    keep_special: false,
+                    constraint: constraint(req.shape.as_ref(), None, Think::No)?,
+                });
+            }
+            let mut kwargs = template_kwargs.clone();
+            if let Some(think) = req.think {
+                kwargs
+                    .entry("enable_thinking")
+                    .or_insert(Value::Bool(think));
+            }
+            let tools = tools
+                .clone()
+                .filter(|t| t.as_array().is_some_and(|a| !a.is_empty()));
+            let chat = ChatPrompt {
+                messages: messages.clone(),
+                tools: tools.clone(),
+                add_generation_prompt: true,
+                kwargs,
+            };
+            let rendered = engine.render_chat(&chat).map_err(|e| match e {
+                rmx_engine::EngineError::Template(TemplateError::Limit(limit)) => {
+                    ServiceError::TemplateLimit {
+                        name: req.model.clone(),
+                        limit: limit.to_string(),
+                    }
+                }
+                other => other.into(),
+            })?;
+            let tokens = engine
+                .tokenizer()
+                .encode(&rendered, false)
+                .map_err(|e| ServiceError::BadRequest(format!("tokenizing the prompt: {e}")))?;
+            let harmony = template.contains("<|channel|>")
+                || hints.is_some_and(|h| {
+                    h.tool_parser == ToolParser::Harmony
+                        || h.reasoning_parser == rmx_store::ReasoningParser::Harmony
+                });
+            if harmony {
+                return Ok(BuiltPrompt {
+                    tokens,
+                    reasoning: ReasoningParser::disabled(),
+                    tools: None,
+                    harmony: Some(HarmonyParser::new()),
+                    keep_special: true,
+                    constraint: constraint(req.shape.as_ref(), None, Think::No)?,
+                });
+            }
+            let thinks = template.contains("<think>")
+                || hints.is_some_and(|h| h.reasoning_parser == rmx_store::ReasoningParser::Think);
+            let inside = rendered.trim_end().ends_with("<think>");
+            // Gemma 4 thinks in a channel, `<|channel>thought ... <channel|>`. A constrained
+            // answer then starts at once (the constraint knows `<think>` only).
+            let channel = template.contains(CHANNEL_START) && template.contains(CHANNEL_END);
+            let (reasoning, think) = if channel {
+                let start_tag = format!("{CHANNEL_START}thought");
+                let config = ReasoningConfig {
+                    starts_in_reasoning: rendered.trim_end().ends_with(&start_tag),
+                    start_tag,
+                    end_tag: CHANNEL_END.to_string(),
+                    enabled: true,
+                };
+                (ReasoningParser::new(config), Think::No)
+            } else if thinks {
+                let think = if inside {
+                    Think::Inside
+                } else {
+                    Think::MayOpen
+                };
+                (ReasoningParser::think_tags(inside), think)
+            } else {
+                (ReasoningParser::disabled(), Think::No)
+            };
+            let format = hints
+                .and_then(|h| tool_format(h.tool_parser))
+                .or_else(|| ToolCallFormat::detect_from_template(&template));
+            let tools = tools.and_then(|t| {
+                let list = t.as_array().cloned().unwrap_or_default();
+                Some(ToolCallParser::new(format?).with_tools(&list))
+            });
+            Ok(BuiltPrompt {
+                tokens,
+                reasoning,
+                keep_special: channel || format == Some(ToolCallFormat::Gemma4),
+                tools,
+                harmony: None,
+                constraint: constraint(req.shape.as_ref(), format, think)?,
+            })
+        }
+    }
+}
+
+/// The engine's constraint for a requested shape; a tool call needs a format that can be
+/// forced, else the request is refused rather than answered unconstrained.
+fn constraint(
+    shape: Option<&Shape>,
+    format: Option<ToolCallFormat>,
+    think: Think,
+) -> Result<Option<Constraint>, ServiceError> {
+    let c = match shape {
+        None => return Ok(None),
+        Some(Shape::JsonObject) => Constraint::json_object(),
+        Some(Shape::JsonSchema(s)) => Constraint::json_schema(s.clone()),
+        Some(Shape::ToolCall { names }) => {
+            let format = format.ok_or_else(|| {
+                ServiceError::BadRequest(format!(
+                    "{FORCED_TOOL_CALL} is not supported for this model: its chat template shows \
+                     no tool-call format; use `tool_choice` `auto`"
+                ))
+            })?;
+            Constraint::tool_call(format, names.clone()).map_err(|e| {
+                ServiceError::BadRequest(format!(
+                    "{FORCED_TOOL_CALL} cannot be enforced for this model: {e}; use `tool_choice` `auto`"
+                ))
+            })?
+        }
+    };
+    Ok(Some(c.with_think(think)))
+}
+
+fn tool_format(p: ToolParser) -> Option<ToolCallFormat> {
+    match p {
+        ToolParser::Hermes => Some(ToolCallFormat::Hermes),
+        ToolParser::Qwen3Coder => Some(ToolCallFormat::Qwen3Coder),
+        ToolParser::Llama3Json => Some(ToolCallFormat::Llama3Json),
+        ToolParser::Mistral => Some(ToolCallFormat::Mistral),
+        ToolParser::Gemma => Some(ToolCallFormat::Gemma),
+        ToolParser::Gemma4 => Some(ToolCallFormat::Gemma4),
+        ToolParser::Harmony | ToolParser::None => None,
+    }
+}

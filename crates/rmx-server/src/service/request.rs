@@ -1,0 +1,74 @@
+//! What a surface asks of the service core: one [`InternalRequest`], whatever API it came from.
+
+use rmx_api::KeepAlive;
+use serde_json::{Map, Value};
+
+use super::SamplingParams;
+
+/// What to complete.
+#[derive(Debug, Clone)]
+pub enum PromptInput {
+    /// Rendered with the model's chat template (with the generation prompt added).
+    Chat {
+        /// OpenAI-shaped messages: `[{"role": "user", "content": "..."}, ...]`.
+        messages: Value,
+        /// OpenAI-shaped tool definitions (`[{"type": "function", "function": {...}}]`).
+        tools: Option<Value>,
+        /// Extra template variables (`enable_thinking`, `reasoning_effort`, ...).
+        template_kwargs: Map<String, Value>,
+    },
+    /// Encoded as-is (with the tokenizer's BOS); no template, no reasoning split.
+    Raw(String),
+}
+
+impl Default for PromptInput {
+    fn default() -> Self {
+        PromptInput::Raw(String::new())
+    }
+}
+
+/// One request, whatever API it came from.
+#[derive(Debug, Clone, Default)]
+pub struct InternalRequest {
+    /// Alias, `owner/name` repo id, or model folder.
+    pub model: String,
+    pub prompt: PromptInput,
+    pub sampling: SamplingParams,
+    /// None: until the context is full.
+    pub max_tokens: Option<usize>,
+    /// Strings that end the answer (not included in it).
+    pub stop: Vec<String>,
+    /// Some(n): report each token's logprob and the n most likely alternatives.
+    pub logprobs: Option<usize>,
+    /// None: the daemon's default (`RMX_KEEP_ALIVE`, 5 minutes).
+    pub keep_alive: Option<KeepAlive>,
+    /// Some(b): sets the template's `enable_thinking` (unless `template_kwargs` has it).
+    pub think: Option<bool>,
+    /// Keep the answer in this shape (constrained decoding).
+    pub shape: Option<Shape>,
+}
+
+/// What constrained decoding enforces on an answer. The answer may still start with a
+/// thought (`<think>...</think>`) where the model's template thinks; the shape follows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Shape {
+    /// One JSON object (JSON mode).
+    JsonObject,
+    /// One JSON object with the schema's properties, in order, and their types (the subset
+    /// `rmx_text::constrain` enforces; `docs/api.md` lists it).
+    JsonSchema(Value),
+    /// One call, in the model's tool-call markup, of one of these tools (`tool_choice`
+    /// `required` or a named tool).
+    ToolCall { names: Vec<String> },
+}
+
+/// The names of OpenAI-shaped tool definitions, for [`Shape::ToolCall`].
+pub fn tool_names(tools: &[Value]) -> Vec<String> {
+    tools
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Names the `tool_choice` value a surface sent, for the error when it cannot be forced.
+pub const FORCED_TOOL_CALL: &str = "a forced tool call (`tool_choice` `required` or a named tool)";
