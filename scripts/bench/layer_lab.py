@@ -154,7 +154,7 @@ def main():
         ref, rk, rv = reference(shape, a.bits, ps[0], x, kcs[0], vcs[0], a.offset)
         mx.eval(ref)
         def args(on_device):
-            """pos and par as the engine passes them (fastpath.rs: copied to device memory by a
+            """pos and par as the engine passes them (fastpath/launch.rs: copied to device memory by a
             GPU op), or straight from host data (MLX keeps those in managed memory)."""
             pos = mx.array([a.offset, cap], dtype=mx.int32)
             par = mx.array([eps, eps, d ** -0.5])

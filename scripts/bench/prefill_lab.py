@@ -4,7 +4,7 @@
 
 For one layer of the shape at `rows` prompt tokens it times (eval of each op alone, median)
 the ops rmx's prefill runs: each projection as MLX's quantized matmul and as dequantize + dense
-matmul (fastpath.rs's dequant_prefill picks by rows and multiply-adds), the norms, rope, causal
+matmul (fastpath/gemv.rs's dequant_prefill picks by rows and multiply-adds), the norms, rope, causal
 attention, SwiGLU; then the layer's sum times the layer count, to set against the TTFT that
 `rmx bench --prompt-tokens 2048` reports.
 """

@@ -1,6 +1,6 @@
 """MLX's quantized matmul at the small row counts of a batch's decode step (Llama-3-8B's matrices,
 4-bit), and its fused attention with and without a padding mask, on whatever device MLX runs:
-the references rmx's batch path (fastpath.rs qgemm_rows) is measured against.
+the references rmx's batch path (fastpath/gemv.rs qgemm_rows) is measured against.
 
     python3 scripts/bench/qmm_lab.py
 """

@@ -3,7 +3,7 @@
 //! product, the MLP's two products and both residual adds as phases of one kernel, each phase
 //! waiting for the one before across the grid, and up to 32 consecutive layers one after the
 //! other in the same launch (`RMX_LAYERS_PER_LAUNCH`; llama.rs groups them). The five-kernel
-//! path (fastpath.rs) costs five MLX graph nodes per layer, and MLX spends several µs of CPU on
+//! path (fastpath/) costs five MLX graph nodes per layer, and MLX spends several µs of CPU on
 //! each; one launch per layer still left ~3.5 µs between kernels (Qwen3-0.6B 4-bit decode:
 //! 733-800 tok/s with one layer a launch, 1,114-1,160 with 8 or 32; docs/perf.md).
 //!

@@ -243,7 +243,7 @@ fn fuse_quantized(qs: &[&Quantized]) -> rmx_mlx::Result<Quantized> {
 }
 
 /// `x @ dequantize(W)^T`, by rmx's GEMV kernel, a dense GEMM on the dequantized weight for long
-/// prefills, or MLX's quantized matmul — see fastpath.rs for when each runs.
+/// prefills, or MLX's quantized matmul — see fastpath/gemv.rs for when each runs.
 fn quant_product(x: &Array, q: &Quantized, spec: QuantSpec) -> Result<Array> {
     if let Some(y) = fastpath::qgemv(x, q, spec, Epilogue::Plain, None)? {
         return Ok(y);

@@ -6,7 +6,7 @@ use std::process::Command;
 
 #[test]
 fn every_fast_path_kernel_section_compiles_under_nvrtc() {
-    let python = std::env::var("RMX_TEST_PYTHON").unwrap_or_else(|_| {
+    let python = rmx_settings::var(rmx_settings::EnvVars::RMX_TEST_PYTHON).unwrap_or_else(|| {
         panic!("RMX_TEST_PYTHON is not set: run `. scripts/test-env.sh` first, or scripts/test.sh")
     });
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
@@ -22,7 +22,10 @@ fn every_fast_path_kernel_section_compiles_under_nvrtc() {
     );
     // The check must cover every section the engine launches kernels from.
     let launchers = [
-        include_str!("../src/fastpath.rs"),
+        include_str!("../src/fastpath/gemv.rs"),
+        include_str!("../src/fastpath/attention.rs"),
+        include_str!("../src/fastpath/swiglu.rs"),
+        include_str!("../src/fastpath/gated_delta.rs"),
         include_str!("../src/decode_layer.rs"),
         include_str!("../src/moe_kernels.rs"),
     ];

@@ -1,0 +1,91 @@
+//! The fast path's choices, made once per process (the backend cannot change under a running
+//! engine): the backend, and the knobs from rmx-settings' table, read when the first model
+//! loads.
+
+use std::sync::OnceLock;
+
+use rmx_mlx::Backend;
+use rmx_settings::EnvVars;
+
+/// The most rows `qgemm_rows` takes by default (a batch's decode step); past it MLX's quantized
+/// matmul (tensor cores) or the dequantized prefill runs. Its products run on CUDA cores: at 32
+/// rows an 8B model's step is ~240 G multiply-adds, where they stop paying.
+pub(super) const QGEMM_MAX_ROWS: usize = 32;
+
+/// The choices, made once per process: the backend cannot change under a running engine.
+#[derive(Debug, Clone, Copy)]
+pub struct FastPath {
+    /// rmx's GEMV kernels for single-row products (and fused projections).
+    pub kernels: bool,
+    pub rows_per_warp: i32,
+    /// Dequantize + dense matmul from this many rows on.
+    pub dequant_prefill_rows: Option<usize>,
+    /// Contexts up to this many positions decode through `decode_attention` (`RMX_FAST_ATTN_MAX`,
+    /// default 1,024): one block of 32 warps a head reads positions one after another, which
+    /// past ~4K loses to MLX's two-pass attention.
+    pub attn_max: i32,
+    /// A dense layer's residual add as one cuBLAS call (beta = 1) for single rows too; off by
+    /// default since MLX runs a one-row product as its own GEMV kernel, not cuBLAS.
+    pub decode_addmm: bool,
+    /// Blocks of the one-launch decoder layer (decode_layer.rs): one per SM, from the driver;
+    /// `None` turns that kernel off.
+    pub layer_blocks: Option<i32>,
+    /// Consecutive decoder layers per launch of the layer kernel (`RMX_LAYERS_PER_LAUNCH`, 1-32).
+    pub layers_per_launch: usize,
+    /// The layer kernel's products as integer dot products on x staged in 8-bit planes
+    /// (`RMX_LAYER_IDOT`, default on); float products otherwise.
+    pub layer_idot: bool,
+    /// A batch's decode step through the layer kernel's rows variant (`RMX_LAYER_ROWS`, default
+    /// on with integer products; 0 runs a batch op by op).
+    pub layer_rows: bool,
+    /// Dequantize for prefill only from this many multiply-adds on (`RMX_DEQUANT_PREFILL_WORK`).
+    pub dequant_prefill_work: u64,
+    /// A prompt chunk's q/k/v heads from the fused QKV product in one kernel
+    /// (`RMX_PREFILL_HEADS`, default on).
+    pub prefill_heads: bool,
+    /// Products of 2 up to this many rows (a batch's decode step) through `qgemm_rows`
+    /// (`RMX_QGEMM_ROWS`, default 32; 1 leaves them to MLX).
+    pub qgemm_max_rows: usize,
+}
+
+/// A knob's number; one that is unset or not a number leaves the default.
+fn env_num(name: &str) -> Option<usize> {
+    rmx_settings::number(name).ok().flatten()
+}
+
+pub fn fast_path() -> FastPath {
+    static PATH: OnceLock<FastPath> = OnceLock::new();
+    *PATH.get_or_init(|| {
+        let on =
+            rmx_mlx::backend() == Backend::Cuda && !rmx_settings::is_zero(EnvVars::RMX_FAST_PATH);
+        FastPath {
+            kernels: on,
+            rows_per_warp: env_num(EnvVars::RMX_QGEMV_ROWS).map_or(2, |r| r.clamp(1, 8) as i32),
+            dequant_prefill_rows: match env_num(EnvVars::RMX_DEQUANT_PREFILL_ROWS) {
+                _ if !on => None,
+                Some(0) => None,
+                Some(n) => Some(n),
+                None => Some(512),
+            },
+            // Measured on the H100 (Qwen3-0.6B bf16, decode tok/s after a prompt of 2K / 4K /
+            // 8K positions): this kernel 313 / 234 / 171, MLX's attention 203 / 141 / 233. 4,096
+            // waits on a measurement of Llama-3-8B bf16's prefill@2K, whose first decode step
+            // would move to this kernel (docs/perf.md, session 7).
+            attn_max: env_num(EnvVars::RMX_FAST_ATTN_MAX).map_or(1024, |n| n.min(1 << 20) as i32),
+            decode_addmm: env_num(EnvVars::RMX_DECODE_ADDMM) == Some(1),
+            layer_blocks: match env_num(EnvVars::RMX_LAYER_KERNEL) {
+                _ if !on => None,
+                Some(0) => None,
+                _ => rmx_mlx::cuda_sm_count(),
+            },
+            layer_idot: env_num(EnvVars::RMX_LAYER_IDOT) != Some(0),
+            layer_rows: env_num(EnvVars::RMX_LAYER_ROWS) != Some(0),
+            layers_per_launch: env_num(EnvVars::RMX_LAYERS_PER_LAUNCH)
+                .map_or(32, |n| n.clamp(1, 32)),
+            dequant_prefill_work: env_num(EnvVars::RMX_DEQUANT_PREFILL_WORK)
+                .map_or(1 << 32, |w| w as u64),
+            prefill_heads: on && env_num(EnvVars::RMX_PREFILL_HEADS) != Some(0),
+            qgemm_max_rows: env_num(EnvVars::RMX_QGEMM_ROWS).unwrap_or(QGEMM_MAX_ROWS),
+        }
+    })
+}
