@@ -9,7 +9,8 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use rmx_api::{Client, ClientError, PullEvent, PullResponse};
-use rmx_tests::hub_env::{tree, Env, REPO, WEIGHTS};
+use rmx_tests::hub_env::Env;
+use rmx_tests::tiny_repo::{tree, REPO, WEIGHTS};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -129,7 +130,7 @@ async fn a_pull_streams_ollama_progress_and_the_model_is_then_stored() {
         "{files:?}"
     );
     // The weights are named by the sha256 the pull verified.
-    let weights = rmx_tests::hub_env::tiny_safetensors();
+    let weights = rmx_tests::tiny_repo::tiny_safetensors();
     let sha = format!("sha256:{}", hex::encode(Sha256::digest(&weights)));
     assert_eq!(
         files.get(&sha),
@@ -347,7 +348,7 @@ async fn hanging_up_stops_the_download_and_the_next_pull_resumes_it() {
     .await
     .expect("the first download still holds the repo");
     assert_eq!(resumed, (Some(100_000), "success".to_string()));
-    let weights = rmx_tests::hub_env::tiny_safetensors().len() as u64;
+    let weights = rmx_tests::tiny_repo::tiny_safetensors().len() as u64;
     assert_eq!(env.hub.served(WEIGHTS), weights - 100_000);
 }
 

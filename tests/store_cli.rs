@@ -4,7 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use rmx_tests::hub_env::{tree, Env, REPO, WEIGHTS};
+use rmx_tests::hub_env::Env;
+use rmx_tests::tiny_repo::{tree, REPO, WEIGHTS};
 
 /// Files finish in whatever order the parallel transfers do; sort each run of indented
 /// per-file lines so the snapshot is stable.
@@ -223,7 +224,7 @@ async fn interrupted_pull_resumes() {
         "{}",
         resumed.stdout
     );
-    let weights = rmx_tests::hub_env::tiny_safetensors().len() as u64;
+    let weights = rmx_tests::tiny_repo::tiny_safetensors().len() as u64;
     assert_eq!(env.hub.served(WEIGHTS), weights - 100_000);
 }
 
@@ -299,11 +300,11 @@ fn model_folder(env: &Env, name: &str, model_type: &str, architecture: &str) -> 
     let dir = env.dir.path().join(name);
     std::fs::create_dir_all(&dir).expect("mkdir");
     let mut config: serde_json::Value =
-        serde_json::from_str(&rmx_tests::hub_env::config_json()).expect("config");
+        serde_json::from_str(&rmx_tests::tiny_repo::config_json()).expect("config");
     config["model_type"] = model_type.into();
     config["architectures"] = serde_json::json!([architecture]);
     std::fs::write(dir.join("config.json"), config.to_string()).expect("write config");
-    std::fs::write(dir.join(WEIGHTS), rmx_tests::hub_env::tiny_safetensors())
+    std::fs::write(dir.join(WEIGHTS), rmx_tests::tiny_repo::tiny_safetensors())
         .expect("write weights");
     dir.display().to_string()
 }
@@ -315,7 +316,7 @@ fn model_folder(env: &Env, name: &str, model_type: &str, architecture: &str) -> 
 async fn issue_21_unsupported_families_are_refused_by_pull_and_marked_by_ls_and_info() {
     const GEMMA3N: &str = "test-org/tiny-gemma3n";
     let env = Env::new().await;
-    let files = rmx_tests::hub_env::tiny_model_files()
+    let files = rmx_tests::tiny_repo::tiny_model_files()
         .into_iter()
         .map(|f| match f.name.as_str() {
             "config.json" => rmx_tests::fake_hub::FakeFile::new(
@@ -327,7 +328,8 @@ async fn issue_21_unsupported_families_are_refused_by_pull_and_marked_by_ls_and_
             _ => f,
         })
         .collect();
-    env.hub.add_repo(GEMMA3N, rmx_tests::hub_env::COMMIT, files);
+    env.hub
+        .add_repo(GEMMA3N, rmx_tests::tiny_repo::COMMIT, files);
 
     let pull = env.run(&["pull", GEMMA3N]).await.failed();
     assert!(

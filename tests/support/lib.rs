@@ -5,7 +5,8 @@
 //! - [`models`]: tiny random-weight models written by mlx-lm (`py/tiny_models.py`) and mlx-lm's
 //!   own outputs on them; [`api`]: the tiny Qwen3 the HTTP suites share.
 //! - [`home`]: a throwaway rmx home (store, socket, TCP port) that stops its daemon when dropped.
-//! - [`fake_hub`] and [`hub_env`]: a local Hugging Face Hub, and a home pointed at it.
+//! - [`fake_hub`], [`tiny_repo`] and [`hub_env`]: a local Hugging Face Hub, the tiny model repo it
+//!   serves, and a home pointed at it.
 //! - [`http`]: requests through a `Router` without a socket, a router on a real port, SSE parsing.
 //!
 //! No rmx crate is a dependency, so no crate's tests make a cycle by using this one.
@@ -17,6 +18,7 @@ pub mod home;
 pub mod http;
 pub mod hub_env;
 pub mod models;
+pub mod tiny_repo;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
