@@ -8,8 +8,7 @@
 
 use std::sync::Arc;
 
-use serde::ser::{Serialize, SerializeStruct, Serializer};
-
+use crate::error::Unsupported;
 use crate::model_config::ModelConfig;
 
 #[derive(Debug, Clone, Default)]
@@ -74,50 +73,7 @@ impl Families {
             None if architectures.is_empty() => return Ok(()),
             None => architectures.join(","),
         };
-        Err(Unsupported {
-            family,
-            supported: supported.to_vec(),
-        })
-    }
-}
-
-/// A model whose family this rmx cannot load: what `rmx info` and `rmx ls` show (also in
-/// `--json`, as `family`, `supported` and the sentence as `reason`), what `rmx pull` refuses
-/// and the daemon answers with a 400.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("family `{family}` is not supported by this rmx; supported: {}", supported.join(", "))]
-pub struct Unsupported {
-    family: String,
-    supported: Vec<String>,
-}
-
-impl Unsupported {
-    pub fn new<S: Into<String>>(
-        family: impl Into<String>,
-        supported: impl IntoIterator<Item = S>,
-    ) -> Self {
-        Unsupported {
-            family: family.into(),
-            supported: supported.into_iter().map(Into::into).collect(),
-        }
-    }
-
-    pub fn family(&self) -> &str {
-        &self.family
-    }
-
-    pub fn supported(&self) -> &[String] {
-        &self.supported
-    }
-}
-
-impl Serialize for Unsupported {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut out = serializer.serialize_struct("Unsupported", 3)?;
-        out.serialize_field("family", &self.family)?;
-        out.serialize_field("supported", &self.supported)?;
-        out.serialize_field("reason", &self.to_string())?;
-        out.end()
+        Err(Unsupported::new(family, supported.iter()))
     }
 }
 

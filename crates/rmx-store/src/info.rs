@@ -6,8 +6,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::aliases::ModelHints;
-use crate::error::{IoContext, StoreError};
-use crate::families::Unsupported;
+use crate::error::{IoContext, StoreError, Unsupported};
 use crate::list::{status, weight_files, ModelStatus};
 use crate::model_config::{ModelConfig, Quantization};
 use crate::params::{count_parameters, read_header};
@@ -54,7 +53,13 @@ pub struct ModelInfo {
     pub status: ModelStatus,
 }
 
-pub(crate) fn info(store: &Store, name: &str) -> Result<ModelInfo, StoreError> {
+impl Store {
+    pub fn info(&self, name: &str) -> Result<ModelInfo, StoreError> {
+        info(self, name)
+    }
+}
+
+fn info(store: &Store, name: &str) -> Result<ModelInfo, StoreError> {
     let model = store.resolve(name)?;
     let alias_hints = model.hints();
     let (repo, commit, path, model_status) = match model {

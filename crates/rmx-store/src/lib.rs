@@ -36,8 +36,8 @@ pub use aliases::{Alias, AliasRegistry, AliasSource, ModelHints, ReasoningParser
 pub use cache::HubCache;
 pub use config::{StoreConfig, DEFAULT_ENDPOINT};
 pub use disk::{available_space, human_bytes, FreeSpaceFn};
-pub use error::StoreError;
-pub use families::{Families, Unsupported};
+pub use error::{StoreError, Unsupported};
+pub use families::Families;
 pub use info::{FileEntry, ModelInfo};
 pub use list::{ModelEntry, ModelStatus, Removed};
 pub use model_config::Quantization;

@@ -9,8 +9,8 @@ use serde::Serialize;
 
 use crate::aliases::AliasRegistry;
 use crate::cache::HubCache;
-use crate::error::{IoContext, StoreError};
-use crate::families::{Families, Unsupported};
+use crate::error::{IoContext, StoreError, Unsupported};
+use crate::families::Families;
 use crate::model_config::{ModelConfig, Quantization};
 use crate::repo_id::RepoId;
 use crate::resolve::ModelRef;
@@ -47,7 +47,17 @@ pub struct Removed {
     pub freed: u64,
 }
 
-pub(crate) fn list(store: &Store) -> Result<Vec<ModelEntry>, StoreError> {
+impl Store {
+    pub fn list(&self) -> Result<Vec<ModelEntry>, StoreError> {
+        list(self)
+    }
+
+    pub fn remove(&self, name: &str) -> Result<Removed, StoreError> {
+        remove(self, name)
+    }
+}
+
+fn list(store: &Store) -> Result<Vec<ModelEntry>, StoreError> {
     let cache = store.cache();
     let aliases = store.aliases()?;
     let entries = match fs::read_dir(cache.root()) {
@@ -189,7 +199,7 @@ fn disk_usage(repo_dir: &Path) -> Result<(u64, SystemTime), StoreError> {
     Ok((size, newest))
 }
 
-pub(crate) fn remove(store: &Store, name: &str) -> Result<Removed, StoreError> {
+fn remove(store: &Store, name: &str) -> Result<Removed, StoreError> {
     let repo = match store.resolve(name)? {
         ModelRef::Hub { repo, .. } => repo,
         ModelRef::Local { path, .. } => return Err(StoreError::LocalModel { path }),

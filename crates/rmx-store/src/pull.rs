@@ -52,7 +52,26 @@ pub struct Pulled {
     pub total: u64,
 }
 
-pub(crate) async fn pull(
+impl Store {
+    /// Download a model into the cache. Dropping the future cancels it and leaves
+    /// `.incomplete` files that the next pull resumes.
+    pub async fn pull(&self, name: &str, reporter: &dyn Reporter) -> Result<Pulled, StoreError> {
+        pull(self, name, None, reporter).await
+    }
+
+    /// As [`pull`](Self::pull), sending `token` instead of the store's own: the daemon pulls
+    /// with the token of the shell that asked, which may have been set after it started.
+    pub async fn pull_with_token(
+        &self,
+        name: &str,
+        token: Option<String>,
+        reporter: &dyn Reporter,
+    ) -> Result<Pulled, StoreError> {
+        pull(self, name, token, reporter).await
+    }
+}
+
+async fn pull(
     store: &Store,
     name: &str,
     token: Option<String>,

@@ -1,4 +1,6 @@
-//! The entry point: one `Store` per process, built from the environment.
+//! The entry point: one `Store` per process, built from the environment. Its operations are
+//! in the files named after them (`pull.rs`, `list.rs`, `info.rs`), each an `impl Store`
+//! above this one.
 
 use std::path::PathBuf;
 
@@ -7,10 +9,6 @@ use crate::cache::HubCache;
 use crate::config::StoreConfig;
 use crate::error::StoreError;
 use crate::families::Families;
-use crate::info::ModelInfo;
-use crate::list::{ModelEntry, Removed};
-use crate::progress::Reporter;
-use crate::pull::Pulled;
 use crate::resolve::{resolve, ModelRef};
 
 #[derive(Debug, Clone)]
@@ -85,34 +83,5 @@ impl Store {
 
     pub fn resolve(&self, name: &str) -> Result<ModelRef, StoreError> {
         resolve(name, &self.aliases()?)
-    }
-
-    /// Download a model into the cache (see `pull.rs`). Dropping the future cancels it and
-    /// leaves `.incomplete` files that the next pull resumes.
-    pub async fn pull(&self, name: &str, reporter: &dyn Reporter) -> Result<Pulled, StoreError> {
-        crate::pull::pull(self, name, None, reporter).await
-    }
-
-    /// As [`pull`](Self::pull), sending `token` instead of the store's own: the daemon pulls
-    /// with the token of the shell that asked, which may have been set after it started.
-    pub async fn pull_with_token(
-        &self,
-        name: &str,
-        token: Option<String>,
-        reporter: &dyn Reporter,
-    ) -> Result<Pulled, StoreError> {
-        crate::pull::pull(self, name, token, reporter).await
-    }
-
-    pub fn list(&self) -> Result<Vec<ModelEntry>, StoreError> {
-        crate::list::list(self)
-    }
-
-    pub fn remove(&self, name: &str) -> Result<Removed, StoreError> {
-        crate::list::remove(self, name)
-    }
-
-    pub fn info(&self, name: &str) -> Result<ModelInfo, StoreError> {
-        crate::info::info(self, name)
     }
 }
