@@ -86,7 +86,7 @@ impl Array {
 
     /// Evaluates the array and copies it out as `T` (converting the element type if needed).
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
-        let _guard = crate::eval::lock();
+        let _guard = crate::eval_lock::lock();
         let mut out = vec![T::default(); self.size()];
         // SAFETY: as in `from_slice`; every byte pattern written by MLX for dtype T is a valid T
         // (bool is written by MLX as 0/1 bytes).
@@ -147,11 +147,6 @@ impl Array {
     pub fn nbytes(&self) -> usize {
         bridge::nbytes(self.inner())
     }
-
-    /// Evaluates this array (see `crate::eval` for several at once).
-    pub fn eval(&self) -> Result<()> {
-        crate::eval::eval(&[self])
-    }
 }
 
 impl Clone for Array {
@@ -175,7 +170,7 @@ impl fmt::Debug for Array {
 impl fmt::Display for Array {
     /// Evaluates and prints the values the way MLX does.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let _guard = crate::eval::lock();
+        let _guard = crate::eval_lock::lock();
         match bridge::describe(self.inner()) {
             Ok(s) => f.write_str(&s),
             Err(e) => write!(f, "<array: {}>", e.what()),

@@ -5,22 +5,18 @@ use cxx::UniquePtr;
 
 use crate::array::{Array, List};
 use crate::error::{check, Result};
-use crate::ffi::bridge;
+use crate::ffi::{bridge, CompileFn};
 
-type Body = Box<dyn Fn(&[Array]) -> Result<Vec<Array>>>;
-
-/// The Rust side of a compiled function, owned by the C++ `Compiled`.
-pub struct CompileFn(Body);
-
-pub(crate) fn call_compile_fn(
-    f: &CompileFn,
+/// One trace of `f`: MLX's inputs as `Array`s in, `f`'s outputs back as MLX's list.
+fn trace(
+    f: &dyn Fn(&[Array]) -> Result<Vec<Array>>,
     inputs: &bridge::ArrayList,
 ) -> std::result::Result<UniquePtr<bridge::ArrayList>, String> {
     let ins = (0..bridge::list_len(inputs))
         .map(|i| bridge::list_get(inputs, i).map(Array::from_raw))
         .collect::<std::result::Result<Vec<_>, _>>()
         .map_err(|e| e.what().to_string())?;
-    let outs = (f.0)(&ins).map_err(|e| e.to_string())?;
+    let outs = f(&ins).map_err(|e| e.to_string())?;
     Ok(List::of(outs.iter()).0)
 }
 
@@ -38,7 +34,10 @@ pub fn compile(
 ) -> Result<Compiled> {
     let raw = check(
         "compile",
-        bridge::compile(Box::new(CompileFn(Box::new(f))), shapeless),
+        bridge::compile(
+            Box::new(CompileFn(Box::new(move |inputs| trace(&f, inputs)))),
+            shapeless,
+        ),
     )?;
     Ok(Compiled {
         raw,

@@ -74,7 +74,7 @@ pub fn gpu_available() -> bool {
 
 /// Waits for all queued work on every stream.
 pub fn synchronize() -> Result<()> {
-    let _g = crate::eval::lock();
+    let _g = crate::eval_lock::lock();
     check("synchronize", bridge::synchronize())
 }
 

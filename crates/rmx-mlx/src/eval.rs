@@ -1,18 +1,15 @@
-//! Evaluation. MLX's scheduler and caches are process-global, so every evaluation (and every
-//! read-back, which evaluates) holds one process-wide lock: engine threads of different models
-//! build graphs in parallel but never evaluate at the same moment.
-
-use std::sync::{Mutex, MutexGuard};
+//! Evaluation, under the process-wide lock (`eval_lock.rs` says why).
 
 use crate::array::{Array, List};
 use crate::error::{check, Result};
+use crate::eval_lock::lock;
 use crate::ffi::bridge;
 
-static EVAL_LOCK: Mutex<()> = Mutex::new(());
-
-pub(crate) fn lock() -> MutexGuard<'static, ()> {
-    // A panic while evaluating leaves nothing half-updated on our side, so poisoning is ignored.
-    EVAL_LOCK.lock().unwrap_or_else(|e| e.into_inner())
+impl Array {
+    /// Evaluates this array (see [`eval`] for several at once).
+    pub fn eval(&self) -> Result<()> {
+        eval(&[self])
+    }
 }
 
 /// Evaluates the arrays, blocking until their values exist.

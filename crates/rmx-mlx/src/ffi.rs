@@ -2,7 +2,22 @@
 //! beside this file wrap them in a safe API. Codes for dtypes and op kinds are shared with
 //! cpp/rmx_mlx.cc (see `Dtype::code` and the op enums).
 
-use crate::compile::{call_compile_fn, CompileFn};
+use cxx::UniquePtr;
+
+/// The Rust side of a compiled function, owned by the C++ `Compiled` and called back while MLX
+/// traces. A closure over the raw lists, so the bridge needs nothing above it: `compile.rs`
+/// wraps the caller's function over `Array`s into one.
+pub struct CompileFn(pub(crate) Box<RawBody>);
+
+pub(crate) type RawBody =
+    dyn Fn(&bridge::ArrayList) -> Result<UniquePtr<bridge::ArrayList>, String>;
+
+fn call_compile_fn(
+    f: &CompileFn,
+    inputs: &bridge::ArrayList,
+) -> Result<UniquePtr<bridge::ArrayList>, String> {
+    (f.0)(inputs)
+}
 
 #[allow(clippy::too_many_arguments)]
 #[cxx::bridge(namespace = "rmx")]

@@ -68,7 +68,7 @@ pub fn save_safetensors(
     for (k, v) in metadata {
         bridge::named_push_meta(n.pin_mut(), k, v);
     }
-    let _guard = crate::eval::lock();
+    let _guard = crate::eval_lock::lock();
     check(
         "save_safetensors",
         bridge::save_safetensors(&p, n.as_ref().expect("non-null")),

@@ -5,7 +5,7 @@
 //! * Every C++ exception becomes an [`Error`] naming the operation; nothing aborts.
 //! * Thread safety is enforced by types: [`Array`], [`Compiled`] and [`Kernel`] are neither
 //!   `Send` nor `Sync`, so the arrays of a model live and die on its engine thread. Evaluation
-//!   takes a process-wide lock because MLX's scheduler is global (see [`eval`]).
+//!   takes a process-wide lock because MLX's scheduler is global (`eval_lock.rs`).
 
 mod array;
 mod compile;
@@ -13,6 +13,7 @@ mod device;
 mod dtype;
 mod error;
 mod eval;
+mod eval_lock;
 mod ffi;
 mod kernel;
 mod memory;
