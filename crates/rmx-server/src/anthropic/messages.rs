@@ -18,7 +18,8 @@ use super::error::AnthropicError;
 use super::stream::MessageStream;
 use super::{stop_reason, usage};
 use crate::service::{
-    tool_names, Completion, InternalRequest, PromptInput, SamplingParams, Service, Shape,
+    self, tool_names, Completion, InternalRequest, PromptInput, SamplingParams, Service, Shape,
+    TemplateMessage, TemplateToolCall,
 };
 use crate::wire::body::{parse, BodyError};
 use crate::wire::{arguments_value, sse};
@@ -94,7 +95,7 @@ pub fn to_internal(req: &MessagesRequest) -> Result<InternalRequest, AnthropicEr
             "top_p: must be between 0 and 1, got {p}"
         )));
     }
-    let messages = messages_value(req)?;
+    let messages = template_messages(req)?;
     let tools: Vec<Value> = match &req.tool_choice {
         Some(ToolChoice::None) => Vec::new(),
         choice => {
@@ -168,12 +169,12 @@ pub fn to_internal(req: &MessagesRequest) -> Result<InternalRequest, AnthropicEr
 /// Anthropic turns → OpenAI-shaped messages: `system` first, `tool_result` blocks as `tool`
 /// messages (before the user's text of the same turn, since they answer the turn before),
 /// `tool_use` as `tool_calls`, `thinking` as `reasoning_content`.
-pub fn messages_value(req: &MessagesRequest) -> Result<Value, AnthropicError> {
+pub fn template_messages(req: &MessagesRequest) -> Result<Vec<TemplateMessage>, AnthropicError> {
     let mut out = Vec::new();
     if let Some(system) = &req.system {
         let text = system.text();
         if !text.is_empty() {
-            out.push(json!({"role": "system", "content": text}));
+            out.push(TemplateMessage::new(service::Role::System, text));
         }
     }
     for (i, m) in req.messages.iter().enumerate() {
@@ -195,7 +196,7 @@ pub fn messages_value(req: &MessagesRequest) -> Result<Value, AnthropicError> {
                         Value::String(s) => arguments_value(&s),
                         v => v,
                     };
-                    calls.push(json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}}));
+                    calls.push(TemplateToolCall::function(Some(id), name, arguments));
                 }
                 ContentBlock::ToolResult {
                     tool_use_id,
@@ -206,9 +207,9 @@ pub fn messages_value(req: &MessagesRequest) -> Result<Value, AnthropicError> {
                     if is_error == Some(true) {
                         result = format!("Error: {result}");
                     }
-                    out.push(
-                        json!({"role": "tool", "tool_call_id": tool_use_id, "content": result}),
-                    );
+                    let mut msg = TemplateMessage::new(service::Role::Tool, result);
+                    msg.tool_call_id = Some(tool_use_id);
+                    out.push(msg);
                 }
                 ContentBlock::Image { .. } | ContentBlock::Document { .. } => {
                     return Err(AnthropicError::Invalid(format!(
@@ -218,23 +219,19 @@ pub fn messages_value(req: &MessagesRequest) -> Result<Value, AnthropicError> {
             }
         }
         let role = match m.role {
-            Role::User => "user",
-            Role::Assistant => "assistant",
+            Role::User => service::Role::User,
+            Role::Assistant => service::Role::Assistant,
         };
-        if role == "user" && text.is_empty() && calls.is_empty() {
+        if role == service::Role::User && text.is_empty() && calls.is_empty() {
             // A turn of only tool results.
             continue;
         }
-        let mut msg = json!({"role": role, "content": text});
-        if !reasoning.is_empty() {
-            msg["reasoning_content"] = Value::String(reasoning);
-        }
-        if !calls.is_empty() {
-            msg["tool_calls"] = Value::Array(calls);
-        }
+        let mut msg = TemplateMessage::new(role, text);
+        msg.reasoning_content = Some(reasoning).filter(|r| !r.is_empty());
+        msg.tool_calls = calls;
         out.push(msg);
     }
-    Ok(Value::Array(out))
+    Ok(out)
 }
 
 /// The whole answer as one message: thinking, then text, then tool_use blocks.

@@ -279,6 +279,7 @@ fn request_becomes_template_messages() {
     else {
         panic!("chat")
     };
+    let messages = serde_json::to_value(messages).expect("json");
     let roles: Vec<&str> = messages
         .as_array()
         .expect("array")

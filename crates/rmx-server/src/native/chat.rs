@@ -8,10 +8,12 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use rmx_api::{ChatRequest, ChatResponse, DoneStats, FunctionCall, Message, ToolCall};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use super::{ndjson, now_rfc3339, parse, sampling, shape, stats, NativeError};
-use crate::service::{InternalRequest, PromptInput, Service, ServiceEvent};
+use crate::service::{
+    InternalRequest, PromptInput, Role, Service, ServiceEvent, TemplateMessage, TemplateToolCall,
+};
 
 pub async fn chat(State(svc): State<Arc<Service>>, body: Bytes) -> Result<Response, NativeError> {
     let req: ChatRequest = parse(&body)?;
@@ -19,7 +21,7 @@ pub async fn chat(State(svc): State<Arc<Service>>, body: Bytes) -> Result<Respon
     let internal = InternalRequest {
         model: req.model.clone(),
         prompt: PromptInput::Chat {
-            messages: Value::Array(req.messages.iter().map(to_template).collect()),
+            messages: req.messages.iter().map(to_template).collect(),
             tools: (!req.tools.is_empty()).then(|| Value::Array(req.tools.clone())),
             template_kwargs: Map::new(),
         },
@@ -113,20 +115,16 @@ fn call(name: &str, arguments: &str) -> ToolCall {
 
 /// A message as chat templates read it (OpenAI-shaped; reasoning as `reasoning_content`, the
 /// name Qwen's and DeepSeek's templates use).
-fn to_template(m: &Message) -> Value {
-    let mut v = json!({"role": m.role, "content": m.content});
-    if let Some(t) = &m.thinking {
-        v["reasoning_content"] = Value::String(t.clone());
-    }
-    if !m.tool_calls.is_empty() {
-        v["tool_calls"] = m
-            .tool_calls
-            .iter()
-            .map(|c| json!({"type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}))
-            .collect();
-    }
-    if let Some(n) = &m.tool_name {
-        v["name"] = Value::String(n.clone());
-    }
-    v
+fn to_template(m: &Message) -> TemplateMessage {
+    let mut t = TemplateMessage::new(Role::parse(&m.role), m.content.clone());
+    t.reasoning_content = m.thinking.clone();
+    t.tool_calls = m
+        .tool_calls
+        .iter()
+        .map(|c| {
+            TemplateToolCall::function(None, c.function.name.clone(), c.function.arguments.clone())
+        })
+        .collect();
+    t.name = m.tool_name.clone();
+    t
 }

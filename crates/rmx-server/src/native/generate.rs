@@ -7,10 +7,10 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use rmx_api::{DoneStats, GenerateRequest, GenerateResponse};
-use serde_json::{json, Map, Value};
+use serde_json::Map;
 
 use super::{ndjson, now_rfc3339, parse, sampling, shape, stats, NativeError};
-use crate::service::{InternalRequest, PromptInput, Service, ServiceEvent};
+use crate::service::{InternalRequest, PromptInput, Role, Service, ServiceEvent, TemplateMessage};
 
 pub async fn generate(
     State(svc): State<Arc<Service>>,
@@ -26,11 +26,11 @@ pub async fn generate(
     } else {
         let mut messages = Vec::new();
         if let Some(s) = &req.system {
-            messages.push(json!({"role": "system", "content": s}));
+            messages.push(TemplateMessage::new(Role::System, s.clone()));
         }
-        messages.push(json!({"role": "user", "content": req.prompt}));
+        messages.push(TemplateMessage::new(Role::User, req.prompt.clone()));
         PromptInput::Chat {
-            messages: Value::Array(messages),
+            messages,
             tools: None,
             template_kwargs: Map::new(),
         }
@@ -92,11 +92,14 @@ pub async fn generate(
     Ok(ndjson::response(rx))
 }
 
-/// No prompt: load the model, or with `keep_alive: 0` unload it (`rmx stop`).
+/// No prompt: load the model, or with `keep_alive: 0` unload it (`rmx stop`). Unloading a
+/// model that is not loaded answers `done_reason: "not_loaded"`, so `rmx stop` can say so.
 async fn load_or_unload(svc: &Service, req: GenerateRequest) -> Result<Response, NativeError> {
     let (reason, load) = if req.keep_alive.is_some_and(|k| k.is_zero()) {
-        svc.unload(&req.model)?;
-        ("unload", 0)
+        match svc.unload(&req.model)? {
+            true => ("unload", 0),
+            false => ("not_loaded", 0),
+        }
     } else {
         let took = svc.load(&req.model, req.keep_alive).await?;
         ("load", took.as_nanos() as u64)

@@ -14,13 +14,13 @@ use rmx_api::openai::{
     FunctionCallDelta, LogprobContent, ResponseFormat, Role, ToolCall, ToolCallDelta, ToolChoice,
     ToolChoiceMode, TopLogprob,
 };
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use super::error::OpenAiError;
 use super::{json_instruction, new_id, template_kwargs, unix_time, usage, Knobs};
 use crate::service::{
-    tool_names, Completion, FinishReason, InternalRequest, PromptInput, Service, ServiceEvent,
-    Shape, TokenLogprob,
+    self, tool_names, Completion, FinishReason, InternalRequest, PromptInput, Service,
+    ServiceEvent, Shape, TemplateMessage, TemplateToolCall, TokenLogprob,
 };
 use crate::wire::arguments_value;
 use crate::wire::body::{parse, BodyError};
@@ -111,7 +111,7 @@ pub fn to_internal(req: &ChatCompletionRequest) -> Result<InternalRequest, OpenA
         seed: req.seed,
     }
     .sampling()?;
-    let mut messages = messages_value(&req.messages)?;
+    let mut messages = template_messages(&req.messages)?;
     match &req.response_format {
         Some(ResponseFormat::JsonObject) => add_system(&mut messages, &json_instruction(None)),
         Some(ResponseFormat::JsonSchema { json_schema }) => {
@@ -199,15 +199,15 @@ pub fn to_internal(req: &ChatCompletionRequest) -> Result<InternalRequest, OpenA
 
 /// OpenAI messages as the chat templates read them: text content, `developer` as `system`,
 /// tool-call arguments as objects (templates `tojson` them; a string would be quoted twice).
-pub fn messages_value(messages: &[ChatMessage]) -> Result<Value, OpenAiError> {
+pub fn template_messages(messages: &[ChatMessage]) -> Result<Vec<TemplateMessage>, OpenAiError> {
     let mut out = Vec::with_capacity(messages.len());
     for (i, m) in messages.iter().enumerate() {
-        let mut obj = Map::new();
         let role = match m.role {
-            Role::Developer => Role::System,
-            r => r,
+            Role::Developer | Role::System => service::Role::System,
+            Role::User => service::Role::User,
+            Role::Assistant => service::Role::Assistant,
+            Role::Tool => service::Role::Tool,
         };
-        obj.insert("role".into(), Value::String(role.as_str().into()));
         let text = match &m.content {
             Some(c) => c.text().map_err(|kind| {
                 OpenAiError::invalid(
@@ -217,53 +217,38 @@ pub fn messages_value(messages: &[ChatMessage]) -> Result<Value, OpenAiError> {
             })?,
             None => String::new(),
         };
-        obj.insert("content".into(), Value::String(text));
-        if let Some(r) = m.reasoning_content.as_ref().filter(|r| !r.is_empty()) {
-            obj.insert("reasoning_content".into(), Value::String(r.clone()));
-        }
-        if let Some(calls) = m.tool_calls.as_ref().filter(|c| !c.is_empty()) {
-            let calls: Vec<Value> = calls
-                .iter()
-                .map(|c| {
-                    json!({"id": c.id, "type": "function",
-                           "function": {"name": c.function.name, "arguments": arguments_value(&c.function.arguments)}})
-                })
-                .collect();
-            obj.insert("tool_calls".into(), Value::Array(calls));
-        }
-        if let Some(id) = &m.tool_call_id {
-            obj.insert("tool_call_id".into(), Value::String(id.clone()));
-        }
-        if let Some(name) = &m.name {
-            obj.insert("name".into(), Value::String(name.clone()));
-        }
-        out.push(Value::Object(obj));
+        let mut msg = TemplateMessage::new(role, text);
+        msg.reasoning_content = m.reasoning_content.clone().filter(|r| !r.is_empty());
+        msg.tool_calls = m
+            .tool_calls
+            .iter()
+            .flatten()
+            .map(|c| {
+                TemplateToolCall::function(
+                    Some(c.id.clone()),
+                    c.function.name.clone(),
+                    arguments_value(&c.function.arguments),
+                )
+            })
+            .collect();
+        msg.tool_call_id = m.tool_call_id.clone();
+        msg.name = m.name.clone();
+        out.push(msg);
     }
-    Ok(Value::Array(out))
+    Ok(out)
 }
 
 /// Appends an instruction to the system message, or adds one first.
-pub fn add_system(messages: &mut Value, text: &str) {
-    let Some(list) = messages.as_array_mut() else {
-        return;
-    };
-    match list.first_mut() {
-        Some(Value::Object(first))
-            if first.get("role").and_then(Value::as_str) == Some("system") =>
-        {
-            let old = first
-                .get("content")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string();
-            let joined = if old.is_empty() {
-                text.to_string()
+pub fn add_system(messages: &mut Vec<TemplateMessage>, text: &str) {
+    match messages.first_mut() {
+        Some(first) if first.role == service::Role::System => {
+            if first.content.is_empty() {
+                first.content = text.to_string();
             } else {
-                format!("{old}\n\n{text}")
-            };
-            first.insert("content".into(), Value::String(joined));
+                first.content = format!("{}\n\n{text}", first.content);
+            }
         }
-        _ => list.insert(0, json!({"role": "system", "content": text})),
+        _ => messages.insert(0, TemplateMessage::new(service::Role::System, text)),
     }
 }
 

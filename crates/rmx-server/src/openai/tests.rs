@@ -235,7 +235,7 @@ fn chat_req(v: Value) -> ChatCompletionRequest {
 
 fn chat_messages(req: &ChatCompletionRequest) -> Value {
     match chat::to_internal(req).expect("valid").prompt {
-        PromptInput::Chat { messages, .. } => messages,
+        PromptInput::Chat { messages, .. } => serde_json::to_value(messages).expect("json"),
         PromptInput::Raw(_) => panic!("chat"),
     }
 }
@@ -385,7 +385,7 @@ fn responses_input_items_become_chat_turns() {
         ],
         "tools": [{"type": "function", "name": "shell", "parameters": {"type": "object"}}, {"type": "web_search"}]
     }));
-    let m = responses::input_messages(&req).expect("valid");
+    let m = serde_json::to_value(responses::input_messages(&req).expect("valid")).expect("json");
     let roles: Vec<&str> = m
         .as_array()
         .expect("array")

@@ -38,14 +38,17 @@
 //!
 //! Dropping the stream cancels the generation and frees its cache.
 //! Reasoning is always reported as [`ServiceEvent::Reasoning`], also with `think: Some(false)`
+//! (a model may think anyway); a surface that must hide it drops those events.
 //!
-//! Its files: [`request`] (what a surface asks), [`events`] (what it gets back), [`config`] (how
-//! the daemon is set up), `prompt` (a request into the model's tokens and the parsers for its
-//! answer), `pump` (engine events through those parsers to the surface), `pull_locks` (pulls
-//! of one repo take turns); this file is the front end that ties them together.
+//! Its files: `request` (what a surface asks), `message` (its chat, as templates read it),
+//! `events` (what it gets back), `config` (how the daemon is set up), `prompt` (a request into
+//! the model's tokens and the parsers for its answer), `pump` (engine events through those
+//! parsers to the surface), `pull_locks` (pulls of one repo take turns); this file is the front
+//! end that ties them together.
 
 mod config;
 mod events;
+mod message;
 mod prompt;
 mod pull_locks;
 mod pump;
@@ -66,6 +69,7 @@ pub use events::{
     CollectedCall, Completion, Final, FinishReason, ServiceEvent, ServiceStream, TokenLogprob,
     CUT_OFF,
 };
+pub use message::{CalledFunction, Role, TemplateMessage, TemplateToolCall};
 pub(crate) use pull_locks::PullLocks;
 pub use request::{tool_names, InternalRequest, PromptInput, Shape, FORCED_TOOL_CALL};
 pub use rmx_engine::{SamplingParams, Timings, Usage};

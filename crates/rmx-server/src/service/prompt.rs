@@ -85,14 +85,9 @@ fn build_prompt(
             tools,
             template_kwargs,
         } => {
-            let Some(list) = messages.as_array() else {
-                return Err(ServiceError::BadRequest(
-                    "`messages` must be an array".into(),
-                ));
-            };
             if !engine.has_chat_template() {
                 // A base model has no chat format: complete the messages' text as it stands.
-                let text: Vec<&str> = list.iter().filter_map(|m| m["content"].as_str()).collect();
+                let text: Vec<&str> = messages.iter().map(|m| m.content.as_str()).collect();
                 return Ok(BuiltPrompt {
                     tokens: engine.raw_tokens(&text.join("\n\n"))?,
                     reasoning: ReasoningParser::disabled(),
@@ -111,8 +106,10 @@ fn build_prompt(
             let tools = tools
                 .clone()
                 .filter(|t| t.as_array().is_some_and(|a| !a.is_empty()));
+            let messages = serde_json::to_value(messages)
+                .map_err(|e| ServiceError::Internal(format!("the chat as template input: {e}")))?;
             let chat = ChatPrompt {
-                messages: messages.clone(),
+                messages,
                 tools: tools.clone(),
                 add_generation_prompt: true,
                 kwargs,

@@ -3,15 +3,14 @@
 use rmx_api::KeepAlive;
 use serde_json::{Map, Value};
 
-use super::SamplingParams;
+use super::{SamplingParams, TemplateMessage};
 
 /// What to complete.
 #[derive(Debug, Clone)]
 pub enum PromptInput {
     /// Rendered with the model's chat template (with the generation prompt added).
     Chat {
-        /// OpenAI-shaped messages: `[{"role": "user", "content": "..."}, ...]`.
-        messages: Value,
+        messages: Vec<TemplateMessage>,
         /// OpenAI-shaped tool definitions (`[{"type": "function", "function": {...}}]`).
         tools: Option<Value>,
         /// Extra template variables (`enable_thinking`, `reasoning_effort`, ...).

@@ -17,12 +17,15 @@ use axum::Json;
 use rmx_api::openai::{
     InputItem, ResponsesInput, ResponsesRequest, ResponsesTool, Role, TypedInputItem,
 };
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use super::chat::add_system;
 use super::error::OpenAiError;
 use super::{json_instruction, template_kwargs, unix_time, Knobs};
-use crate::service::{tool_names, InternalRequest, PromptInput, Service, ServiceEvent, Shape};
+use crate::service::{
+    self, tool_names, InternalRequest, PromptInput, Service, ServiceEvent, Shape, TemplateMessage,
+    TemplateToolCall,
+};
 use crate::wire::arguments_value;
 use crate::wire::body::{parse, BodyError};
 use crate::wire::sse;
@@ -172,15 +175,15 @@ pub fn to_internal(req: &ResponsesRequest) -> Result<InternalRequest, OpenAiErro
 
 /// Input items → chat messages. Consecutive function calls join one assistant turn, and
 /// reasoning items go on the assistant turn that follows them, as chat templates expect.
-pub fn input_messages(req: &ResponsesRequest) -> Result<Value, OpenAiError> {
-    let mut out: Vec<Map<String, Value>> = Vec::new();
+pub fn input_messages(req: &ResponsesRequest) -> Result<Vec<TemplateMessage>, OpenAiError> {
+    let mut out: Vec<TemplateMessage> = Vec::new();
     if let Some(instr) = req.instructions.as_ref().filter(|i| !i.is_empty()) {
-        out.push(message("system", instr));
+        out.push(TemplateMessage::new(service::Role::System, instr.clone()));
     }
     let items = match &req.input {
         ResponsesInput::Text(t) => {
-            out.push(message("user", t));
-            return Ok(Value::Array(out.into_iter().map(Value::Object).collect()));
+            out.push(TemplateMessage::new(service::Role::User, t.clone()));
+            return Ok(out);
         }
         ResponsesInput::Items(items) => items,
     };
@@ -201,34 +204,25 @@ pub fn input_messages(req: &ResponsesRequest) -> Result<Value, OpenAiError> {
                     )
                 })?;
                 let role = match m.role {
-                    Role::Developer | Role::System => "system",
-                    Role::Assistant => "assistant",
-                    Role::Tool => "tool",
-                    Role::User => "user",
+                    Role::Developer | Role::System => service::Role::System,
+                    Role::Assistant => service::Role::Assistant,
+                    Role::Tool => service::Role::Tool,
+                    Role::User => service::Role::User,
                 };
                 // Codex sends several developer/system items; templates take one system
                 // message, first.
-                if role == "system" {
-                    if let Some(first) = out
-                        .first_mut()
-                        .filter(|f| f.get("role") == Some(&json!("system")))
+                if role == service::Role::System {
+                    if let Some(first) = out.first_mut().filter(|f| f.role == service::Role::System)
                     {
-                        let old = first
-                            .get("content")
-                            .and_then(Value::as_str)
-                            .unwrap_or("")
-                            .to_string();
-                        first.insert("content".into(), Value::String(format!("{old}\n\n{text}")));
+                        first.content = format!("{}\n\n{text}", first.content);
                         continue;
                     }
-                    out.insert(0, message("system", &text));
+                    out.insert(0, TemplateMessage::new(role, text));
                     continue;
                 }
-                let mut msg = message(role, &text);
-                if role == "assistant" {
-                    if let Some(r) = reasoning.take() {
-                        msg.insert("reasoning_content".into(), Value::String(r));
-                    }
+                let mut msg = TemplateMessage::new(role, text);
+                if msg.role == service::Role::Assistant {
+                    msg.reasoning_content = reasoning.take();
                 }
                 out.push(msg);
             }
@@ -238,33 +232,24 @@ pub fn input_messages(req: &ResponsesRequest) -> Result<Value, OpenAiError> {
                 arguments,
                 ..
             } => {
-                let call = json!({"id": call_id, "type": "function",
-                                  "function": {"name": name, "arguments": arguments_value(&arguments)}});
-                let joins = out.last().is_some_and(|m| {
-                    m.get("role") == Some(&json!("assistant"))
-                        && (m.contains_key("tool_calls") || m.get("content") != Some(&json!("")))
-                });
-                if joins {
-                    if let Some(last) = out.last_mut() {
-                        match last.get_mut("tool_calls").and_then(Value::as_array_mut) {
-                            Some(calls) => calls.push(call),
-                            None => {
-                                last.insert("tool_calls".into(), Value::Array(vec![call]));
-                            }
-                        }
+                let call =
+                    TemplateToolCall::function(Some(call_id), name, arguments_value(&arguments));
+                match out.last_mut().filter(|m| {
+                    m.role == service::Role::Assistant
+                        && (!m.tool_calls.is_empty() || !m.content.is_empty())
+                }) {
+                    Some(last) => last.tool_calls.push(call),
+                    None => {
+                        let mut msg = TemplateMessage::new(service::Role::Assistant, "");
+                        msg.reasoning_content = reasoning.take();
+                        msg.tool_calls.push(call);
+                        out.push(msg);
                     }
-                } else {
-                    let mut msg = message("assistant", "");
-                    if let Some(r) = reasoning.take() {
-                        msg.insert("reasoning_content".into(), Value::String(r));
-                    }
-                    msg.insert("tool_calls".into(), Value::Array(vec![call]));
-                    out.push(msg);
                 }
             }
             TypedInputItem::FunctionCallOutput { call_id, output } => {
-                let mut msg = message("tool", &output.text());
-                msg.insert("tool_call_id".into(), Value::String(call_id));
+                let mut msg = TemplateMessage::new(service::Role::Tool, output.text());
+                msg.tool_call_id = Some(call_id);
                 out.push(msg);
             }
             TypedInputItem::Reasoning {
@@ -284,12 +269,5 @@ pub fn input_messages(req: &ResponsesRequest) -> Result<Value, OpenAiError> {
             TypedInputItem::Other => {}
         }
     }
-    Ok(Value::Array(out.into_iter().map(Value::Object).collect()))
-}
-
-fn message(role: &str, content: &str) -> Map<String, Value> {
-    let mut m = Map::new();
-    m.insert("role".into(), Value::String(role.into()));
-    m.insert("content".into(), Value::String(content.into()));
-    m
+    Ok(out)
 }
