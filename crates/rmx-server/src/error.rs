@@ -99,6 +99,10 @@ impl ServiceError {
     }
 }
 
+/// What a stream cut off by the daemon's shutdown ends with, unless its surface asked for
+/// `Done(Cancelled)`; [`ServiceError::failed`] knows it again.
+pub const CUT_OFF: &str = "the daemon is shutting down; the answer was cut off";
+
 impl ServiceError {
     /// The error for a whole answer whose stream ended with [`ServiceEvent::Error`]
     /// (`message`): the shutdown's cut-off is [`ServiceError::ShuttingDown`] (a 503 to retry
@@ -106,7 +110,7 @@ impl ServiceError {
     ///
     /// [`ServiceEvent::Error`]: crate::service::ServiceEvent::Error
     pub fn failed(message: String) -> ServiceError {
-        if message == crate::service::CUT_OFF {
+        if message == CUT_OFF {
             ServiceError::ShuttingDown
         } else {
             ServiceError::Internal(message)

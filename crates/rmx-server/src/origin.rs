@@ -23,8 +23,9 @@ use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::Router;
 
+use rmx_settings::EnvVars;
+
 use crate::path_errors::reject;
-use crate::security::{listed, SecurityConfig, ENV_CORS_ORIGINS};
 
 /// Schemes of apps and editor extensions (Electron, Tauri, VS Code webviews), allowed by
 /// default as Ollama allows them: no web page can send these origins, so refusing them protects
@@ -40,12 +41,18 @@ struct Policy {
 }
 
 /// Adds the guard around `router`, outside every other layer, so nothing else sees a refused
-/// request.
-pub fn guard(router: Router, config: &SecurityConfig) -> Router {
+/// request. The arguments are `SecurityConfig`'s fields of the same names (the security layers
+/// call this; it stands below them).
+pub fn guard(
+    router: Router,
+    cors_origins: &[String],
+    listen_addr: Option<SocketAddr>,
+    any_host: bool,
+) -> Router {
     let policy = Arc::new(Policy {
-        configured: config.cors_origins.clone(),
-        listen_addr: config.listen_addr,
-        any_host: config.any_host,
+        configured: cors_origins.to_vec(),
+        listen_addr,
+        any_host,
     });
     router.layer(middleware::from_fn(move |req: Request, next: Next| {
         let policy = policy.clone();
@@ -112,8 +119,14 @@ fn origin_refused(origin: &str) -> String {
     format!(
         "cross-origin request from `{origin}` refused: only local pages (localhost, 127.0.0.1, \
          [::1]) and apps may call this server from a browser; to allow this origin, add it to \
-         {ENV_CORS_ORIGINS} (comma-separated) when starting the daemon"
+         {} (comma-separated) when starting the daemon",
+        EnvVars::RMX_CORS_ORIGINS
     )
+}
+
+/// Whether `origin` is in a CORS allow-list (`*`: any).
+pub(crate) fn listed(origins: &[String], origin: &str) -> bool {
+    origins.iter().any(|a| a == "*" || a == origin)
 }
 
 /// The `Host` header, else the HTTP/2 `:authority`; None when the client sent neither (HTTP/1.0

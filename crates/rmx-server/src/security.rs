@@ -26,6 +26,7 @@ use axum::Router;
 use rmx_settings::EnvVars;
 use sha2::{Digest, Sha256};
 
+use crate::origin::listed;
 pub use crate::path_errors::reject;
 
 /// The environment variables read by [`SecurityConfig::from_env`] (declared, with their
@@ -138,12 +139,12 @@ pub fn protect(router: Router, config: &SecurityConfig) -> Router {
             async move { cors(&origins, req, next).await }
         }));
     }
-    crate::origin::guard(router, config)
-}
-
-/// Whether `origin` is in a CORS allow-list (`*`: any).
-pub(crate) fn listed(origins: &[String], origin: &str) -> bool {
-    origins.iter().any(|a| a == "*" || a == origin)
+    crate::origin::guard(
+        router,
+        &config.cors_origins,
+        config.listen_addr,
+        config.any_host,
+    )
 }
 
 fn sha256(bytes: &[u8]) -> [u8; 32] {

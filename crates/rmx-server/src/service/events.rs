@@ -9,6 +9,7 @@ use futures_util::Stream;
 use tokio::sync::mpsc;
 
 use super::{ServiceError, Timings, Usage};
+use crate::error::CUT_OFF;
 
 /// Why an answer ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,10 +100,6 @@ pub struct ServiceStream {
     /// See [`ServiceStream::cancel_as_done`].
     cancel_as_done: bool,
 }
-
-/// What a stream cut off by the daemon's shutdown ends with, unless its surface asked for
-/// `Done(Cancelled)`.
-pub const CUT_OFF: &str = "the daemon is shutting down; the answer was cut off";
 
 impl ServiceStream {
     pub(super) fn new(

@@ -62,12 +62,11 @@ use rmx_engine::GenerateRequest;
 use rmx_store::{Families, ModelRef, Store};
 use tokio::sync::{mpsc, watch};
 
-pub use crate::error::ServiceError;
+pub use crate::error::{ServiceError, CUT_OFF};
 use crate::lifecycle::{Models, Resolved};
 pub use config::ServiceConfig;
 pub use events::{
     CollectedCall, Completion, Final, FinishReason, ServiceEvent, ServiceStream, TokenLogprob,
-    CUT_OFF,
 };
 pub use message::{CalledFunction, Role, TemplateMessage, TemplateToolCall};
 pub(crate) use pull_locks::PullLocks;
