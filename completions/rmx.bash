@@ -957,7 +957,7 @@ _rmx() {
             return 0
             ;;
         rmx__subcmd__stop)
-            opts="-h -V --help --version"
+            opts="-h -V --json --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -96,6 +96,7 @@ set edit:completion:arg-completer[rmx] = {|@words|
             cand --version 'Print version'
         }
         &'rmx;stop'= {
+            cand --json 'Print JSON (the model, and whether it was loaded) instead of text'
             cand -h 'Print help'
             cand --help 'Print help'
             cand -V 'Print version'

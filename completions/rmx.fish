@@ -80,6 +80,7 @@ complete -c rmx -n "__fish_rmx_using_subcommand serve" -s V -l version -d 'Print
 complete -c rmx -n "__fish_rmx_using_subcommand ps" -l json -d 'Print JSON instead of a table'
 complete -c rmx -n "__fish_rmx_using_subcommand ps" -s h -l help -d 'Print help'
 complete -c rmx -n "__fish_rmx_using_subcommand ps" -s V -l version -d 'Print version'
+complete -c rmx -n "__fish_rmx_using_subcommand stop" -l json -d 'Print JSON (the model, and whether it was loaded) instead of text'
 complete -c rmx -n "__fish_rmx_using_subcommand stop" -s h -l help -d 'Print help'
 complete -c rmx -n "__fish_rmx_using_subcommand stop" -s V -l version -d 'Print version'
 complete -c rmx -n "__fish_rmx_using_subcommand completions" -l dir -d 'Where --write writes (default: the current directory, the repository root under cargo)' -r -F

@@ -2,7 +2,7 @@
 //!
 //! A request with neither a prompt nor a system message only loads the model, or with
 //! `keep_alive: 0` unloads it (what `rmx stop` sends): the answer is one final chunk with
-//! `done_reason` "load" or "unload".
+//! `done_reason` "load", "unload", or "not_loaded" when there was nothing to unload.
 
 use serde::{Deserialize, Serialize};
 

@@ -193,6 +193,9 @@ pub struct PsArgs {
 pub struct StopArgs {
     /// The model to unload (as given to run/chat, or its repo id or folder).
     pub model: String,
+    /// Print JSON (the model, and whether it was loaded) instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

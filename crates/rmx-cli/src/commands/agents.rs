@@ -59,18 +59,38 @@ fn target(model: Option<String>) -> Target {
 
 fn status(i: &Integration, env: &Env, t: &Target) -> (bool, bool, Option<std::path::PathBuf>) {
     let file = (i.config_path)(env);
-    // A tool's own config folder shows it is installed; the home folder (Aider's) does not.
-    let dir_exists = file
-        .as_ref()
-        .and_then(|f| f.parent())
-        .is_some_and(|d| d.is_dir() && Some(d) != env.home.as_deref());
-    let file_exists = file.as_ref().is_some_and(|f| f.is_file());
-    let installed = i.binaries.iter().any(|b| agents::on_path(b, env)) || dir_exists || file_exists;
     let configured = file
         .as_ref()
         .and_then(|f| std::fs::read_to_string(f).ok())
         .is_some_and(|text| (i.configured)(&text, t));
+    let installed = i.binaries.iter().any(|b| agents::on_path(b, env))
+        || file
+            .as_deref()
+            .is_some_and(|f| left_by_the_tool(f, configured, env));
     (installed, configured, file)
+}
+
+/// Whether the tool's config shows it was there before rmx: `--setup` creates the folder and
+/// the file when they are missing, so those alone prove nothing (issue #22: Codex showed as
+/// installed after a setup). A backup (the file predates rmx), a file not pointing at rmx, or
+/// anything else in the tool's own folder (not the home folder, Aider's) does.
+fn left_by_the_tool(file: &std::path::Path, configured: bool, env: &Env) -> bool {
+    let backup = edit::backup_path(file);
+    if backup.exists() || (file.is_file() && !configured) {
+        return true;
+    }
+    let Some(dir) = file.parent().filter(|d| Some(*d) != env.home.as_deref()) else {
+        return false;
+    };
+    let ours = [file.file_name(), backup.file_name()];
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|entry| {
+            let name = entry.file_name();
+            !ours.contains(&Some(name.as_os_str())) && !name.to_string_lossy().contains(".rmx-tmp-")
+        })
 }
 
 fn list(env: &Env, t: &Target) {

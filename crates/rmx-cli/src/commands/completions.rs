@@ -2,6 +2,7 @@
 //! `completions/` and `man/` from the clap definitions, and `docs/settings.md` from
 //! rmx-settings' table (tests keep them in sync).
 
+use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -24,7 +25,16 @@ pub fn run(args: CompletionsArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if let Some(shell) = args.shell {
-        clap_complete::generate(shell, &mut Cli::command(), "rmx", &mut std::io::stdout());
+        // Rendered first, then written: clap_complete panics on a failed write, and a reader
+        // that stops early (`rmx completions bash | head`) closes the pipe. That is no error.
+        let mut script = Vec::new();
+        clap_complete::generate(shell, &mut Cli::command(), "rmx", &mut script);
+        match std::io::stdout().lock().write_all(&script) {
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                return Err(e).context("writing the completions to standard output")
+            }
+            _ => {}
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
