@@ -24,6 +24,26 @@ fn issue_22_completions_into_a_closed_pipe_do_not_panic() {
     assert!(out.status.success(), "{:?}: {stderr}", out.status);
 }
 
+/// Issue #22, the same for every command that prints with `println!` (`rmx doctor --json |
+/// head`): it panicked with "failed printing to stdout: Broken pipe".
+#[test]
+fn issue_22_printing_into_a_closed_pipe_does_not_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut reader = Command::new("true").stdin(Stdio::piped()).spawn().unwrap();
+    let write_end = reader.stdin.take().unwrap();
+    reader.wait().unwrap();
+    let out = Command::new(rmx_tests::rmx())
+        .args(["doctor", "--json"])
+        .env("RMX_HOME", dir.path().join("home"))
+        .env("HF_HUB_CACHE", dir.path().join("hub"))
+        .env_remove("XDG_RUNTIME_DIR")
+        .stdout(Stdio::from(write_end))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
 /// Issue #22: `rmx stop` of a model that was not loaded said nothing, exactly as when it
 /// unloaded one. It says which happened, in text and in `--json`.
 #[test]

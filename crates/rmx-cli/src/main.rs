@@ -12,6 +12,25 @@ mod progress;
 mod tunnel;
 
 fn main() -> std::process::ExitCode {
+    quiet_when_the_reader_leaves();
     rmx_mlx::runtime_defaults();
     commands::dispatch(<cli::Cli as clap::Parser>::parse())
+}
+
+/// A reader that stops early (`rmx ls | head`) closes standard output, and `println!` then
+/// panics. That is no error of rmx's: it ends quietly and successfully instead, as a writer
+/// does under SIGPIPE (Rust ignores the signal, so the write fails instead).
+fn quiet_when_the_reader_leaves() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .unwrap_or_default();
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        report(info)
+    }));
 }
