@@ -95,6 +95,16 @@ for bits in (4, 8):
                             ("T", "scores")],
                     ["y"], "rmx::moe_down<T, BITS, G, ROWS, K, TOPK>(act, w, scales, biases, idx, scores, y, N);",
                     dict(BITS=bits, G=64, ROWS=2, K=768, N=2048, TOPK=8)))
+# ... and GPT-OSS's (hidden 2880, experts of 2880, top 4: linear biases, swiglu_oai).
+for bits in (4, 8):
+    KERNELS.append(("moe", [("T", "x"), ("uint32_t", "w"), ("T", "scales"), ("T", "biases"), ("uint32_t", "idx"),
+                            ("T", "lb"), ("float", "ap")],
+                    ["y"], "rmx::qgemv_swiglu<T, BITS, G, ROWS, K, false, true, true>(x, w, scales, biases, y, F, nullptr, nullptr, idx, lb, ap);",
+                    dict(BITS=bits, G=64, ROWS=2, K=2880, F=2880)))
+    KERNELS.append(("moe", [("T", "act"), ("uint32_t", "w"), ("T", "scales"), ("T", "biases"), ("uint32_t", "idx"),
+                            ("T", "scores"), ("T", "db")],
+                    ["y"], "rmx::moe_down<T, BITS, G, ROWS, K, TOPK, true>(act, w, scales, biases, idx, scores, y, N, db);",
+                    dict(BITS=bits, G=64, ROWS=2, K=2880, N=2880, TOPK=4)))
 
 # The one-launch decoder layer (decode_layer.rs), at Qwen3-0.6B and Llama-3-8B shapes, with integer
 # (IDOT) and float products;

@@ -62,6 +62,10 @@ impl SwitchLinear {
     fn forward(&self, x: &Array, idx: &Array, sorted: bool) -> Result<Array> {
         let y = match &self.weight {
             SwitchWeight::Dense(w_t) => dense_gather_mm(x, w_t, idx, sorted)?,
+            SwitchWeight::Quant(q, spec) if sorted && dequant_experts(x, q.weight.dim(0)) => {
+                let w_t = quant::dequantize(q, *spec, Some(x.dtype()))?.swapaxes(-1, -2)?;
+                gather_mm(x, &w_t, None, Some(idx), true)?
+            }
             SwitchWeight::Quant(q, spec) => {
                 quant::gather_qmm(x, q, *spec, None, Some(idx), true, sorted)?
             }
@@ -71,6 +75,19 @@ impl SwitchLinear {
             None => y,
         })
     }
+}
+
+/// A prompt's quantized expert products go through a dense grouped GEMM (CUDA fast path, where
+/// `dequant_prefill_rows` is on): every expert dequantized, then MLX's `gather_mm` over the
+/// (token, expert) rows sorted by expert, which CUDA runs as one CUTLASS grouped GEMM. MLX's
+/// `gather_qmm` multiplies such rows one at a time (a tensor-core tile per row), which held a 2K
+/// prompt of Qwen3-30B-A3B to mlx-lm's ~1,400 tok/s (docs/perf.md, session 8). Dequantizing
+/// costs one pass over all experts, so it pays from a couple of rows per expert on.
+fn dequant_experts(x: &Array, experts: i32) -> bool {
+    let pairs = crate::fastpath::rows(x);
+    crate::fastpath::fast_path()
+        .dequant_prefill_rows
+        .is_some_and(|min| pairs >= min && pairs >= 2 * experts.max(0) as usize)
 }
 
 /// `gather_mm` of dense experts. MLX 0.32.4's CPU `gather_mm` takes float32 only, so there
@@ -147,19 +164,16 @@ impl GateUp {
         dim: i32,
         act: ExpertActivation,
     ) -> Result<GateUp> {
-        let fusable = match (&gate, &up, act) {
-            (
-                SwitchLinear {
-                    weight: SwitchWeight::Quant(g, gs),
-                    bias: None,
-                },
-                SwitchLinear {
-                    weight: SwitchWeight::Quant(u, us),
-                    bias: None,
-                },
-                ExpertActivation::SwiGlu,
-            ) => {
-                gs == us
+        // The kernels take Qwen's bias-free SwiGLU experts and GPT-OSS's biased swiglu_oai ones.
+        let kernel_act = match act {
+            ExpertActivation::SwiGlu => gate.bias.is_none() && up.bias.is_none(),
+            ExpertActivation::SwiGluOai { .. } => gate.bias.is_some() && up.bias.is_some(),
+            ExpertActivation::GeGlu => false,
+        };
+        let fusable = match (&gate.weight, &up.weight) {
+            (SwitchWeight::Quant(g, gs), SwitchWeight::Quant(u, us)) => {
+                kernel_act
+                    && gs == us
                     && crate::moe_kernels::fits(*gs, g, dim)
                     && crate::moe_kernels::fits(*us, u, dim)
             }
@@ -168,11 +182,15 @@ impl GateUp {
         if !fusable {
             return Ok(GateUp::Separate { gate, up });
         }
+        let cat = |a: &Array, b: &Array| rmx_mlx::concatenate(&[a, b], 1);
+        let bias = match (&gate.bias, &up.bias) {
+            (Some(a), Some(b)) => Some(cat(a, b)?),
+            _ => None,
+        };
         let (SwitchWeight::Quant(g, spec), SwitchWeight::Quant(u, _)) = (gate.weight, up.weight)
         else {
             unreachable!("checked above")
         };
-        let cat = |a: &Array, b: &Array| rmx_mlx::concatenate(&[a, b], 1);
         let both = Quantized {
             weight: cat(&g.weight, &u.weight)?,
             scales: cat(&g.scales, &u.scales)?,
@@ -183,11 +201,12 @@ impl GateUp {
         };
         let mut all = vec![&both.weight, &both.scales];
         all.extend(both.biases.as_ref());
+        all.extend(bias.as_ref());
         rmx_mlx::eval(&all)?;
         Ok(GateUp::Fused {
             both: SwitchLinear {
                 weight: SwitchWeight::Quant(both, spec),
-                bias: None,
+                bias,
             },
             hidden,
         })
@@ -297,21 +316,32 @@ impl SwitchGlu {
             GateUp::Fused { both, hidden },
             SwitchLinear {
                 weight: SwitchWeight::Quant(down, dspec),
-                bias: None,
+                bias: down_bias,
             },
         ) = (&self.gate_up, &self.down)
         else {
             return Ok(None);
         };
-        let SwitchWeight::Quant(both, spec) = &both.weight else {
+        let SwitchWeight::Quant(both_q, spec) = &both.weight else {
             return Ok(None);
+        };
+        let oai = match (self.act, &both.bias) {
+            (ExpertActivation::SwiGlu, None) => None,
+            (ExpertActivation::SwiGluOai { alpha, limit }, Some(bias)) => {
+                Some(crate::moe_kernels::Oai {
+                    bias,
+                    alpha: alpha as f32,
+                    limit: limit as f32,
+                })
+            }
+            _ => return Ok(None),
         };
         let dim = x.dim(-1);
         if x.size() != dim as usize || !crate::moe_kernels::fits(*dspec, down, *hidden) {
             return Ok(None);
         }
-        let act = crate::moe_kernels::gate_up(x, both, *spec, idx, *hidden)?;
-        let y = crate::moe_kernels::down(&act, down, *dspec, idx, scores, dim)?;
+        let act = crate::moe_kernels::gate_up(x, both_q, *spec, idx, *hidden, oai)?;
+        let y = crate::moe_kernels::down(&act, down, *dspec, idx, scores, dim, down_bias.as_ref())?;
         Ok(Some(y.reshape(&x.shape())?))
     }
 }
@@ -483,6 +513,9 @@ impl SparseMoe {
             Routing::TopKSoftmax => {
                 let (inds, top) = self.top_k(&logits)?;
                 let weights = top.softmax(&[-1], true)?;
+                if let Some(y) = self.experts.decode_kernel(x, &inds, &weights)? {
+                    return Ok(y);
+                }
                 let y = self.experts.forward(x, &inds)?;
                 Ok(y.multiply(&weights.expand_dims(&[-1])?)?
                     .sum(&[-2], false)?)

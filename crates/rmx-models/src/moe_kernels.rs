@@ -1,5 +1,5 @@
 //! A mixture-of-experts layer's decode step on the CUDA fast path: the chosen experts' fused
-//! gate/up products with SwiGLU in one launch, their down products weighted and summed in a
+//! gate/up products with SwiGLU (or GPT-OSS's biases and swiglu_oai) in one launch, their down products weighted and summed in a
 //! second (kernels/moe.cuh), where MLX runs three gather_qmm launches and the ops
 //! around them. Measured on the H100 before these (docs/perf.md session 8): Qwen3-30B-A3B 4-bit
 //! decoded at 59.6 tok/s with MLX's ops, 1.34x mlx-lm.
@@ -8,7 +8,7 @@ use rmx_mlx::quant::{QuantMode, QuantSpec, Quantized};
 use rmx_mlx::{Array, Dtype, Launch, TemplateArg};
 
 use crate::error::Result;
-use crate::fastpath::{fast_path, kernel, Spec};
+use crate::fastpath::{consts, fast_path, kernel, Spec};
 
 const GATE_UP: Spec = Spec {
     name: "rmx_moe_gate_up",
@@ -17,6 +17,15 @@ const GATE_UP: Spec = Spec {
     outputs: &["y"],
     body: "rmx::qgemv_swiglu<T, BITS, G, ROWS, K, false, true>(x, w, scales, biases, y, F, nullptr, nullptr, idx);",
 };
+/// GATE_UP for GPT-OSS's experts: their linear biases `lb` (`[E, 2F]`) and swiglu_oai with
+/// `ap` = {alpha, limit}.
+const GATE_UP_OAI: Spec = Spec {
+    name: "rmx_moe_gate_up_oai",
+    section: "moe",
+    inputs: &["x", "w", "scales", "biases", "idx", "lb", "ap"],
+    outputs: &["y"],
+    body: "rmx::qgemv_swiglu<T, BITS, G, ROWS, K, false, true, true>(x, w, scales, biases, y, F, nullptr, nullptr, idx, lb, ap);",
+};
 const DOWN: Spec = Spec {
     name: "rmx_moe_down",
     section: "moe",
@@ -24,6 +33,23 @@ const DOWN: Spec = Spec {
     outputs: &["y"],
     body: "rmx::moe_down<T, BITS, G, ROWS, K, TOPK>(act, w, scales, biases, idx, scores, y, N);",
 };
+
+/// DOWN with each expert's linear bias `db` (`[E, N]`) added to its product.
+const DOWN_BIAS: Spec = Spec {
+    name: "rmx_moe_down_bias",
+    section: "moe",
+    inputs: &["act", "w", "scales", "biases", "idx", "scores", "db"],
+    outputs: &["y"],
+    body: "rmx::moe_down<T, BITS, G, ROWS, K, TOPK, true>(act, w, scales, biases, idx, scores, y, N, db);",
+};
+
+/// GPT-OSS's experts as the gate/up kernel takes them: their gate/up linear biases (`[E, 2F]`,
+/// gate's first) and swiglu_oai's alpha and limit.
+pub(crate) struct Oai<'a> {
+    pub bias: &'a Array,
+    pub alpha: f32,
+    pub limit: f32,
+}
 
 /// Whether stacked experts quantized as `spec` can run these kernels (decided at load): the
 /// CUDA fast path, 4- or 8-bit affine groups that whole 16-byte chunks fill, and `k`-wide rows
@@ -58,21 +84,33 @@ fn biases(q: &Quantized) -> &Array {
     q.biases.as_ref().expect("checked by fits")
 }
 
-/// `[k, F]`: silu(x . gate) * (x . up) of each chosen expert, for one token `x` (`[.., hid]`),
-/// `both` the experts' fused `[E, 2F, hid]` gate/up weights and `idx` the `k` chosen ids.
+/// `[k, F]`: silu(x . gate) * (x . up) of each chosen expert (or GPT-OSS's activation of the
+/// biased products, with `oai`), for one token `x` (`[.., hid]`), `both` the experts' fused
+/// `[E, 2F, hid]` gate/up weights and `idx` the `k` chosen ids.
 pub(crate) fn gate_up(
     x: &Array,
     both: &Quantized,
     spec: QuantSpec,
     idx: &Array,
     f: i32,
+    oai: Option<Oai<'_>>,
 ) -> Result<Array> {
     let (dtype, k) = (x.dtype(), idx.size() as i32);
     let hid = x.dim(-1);
     let r = fast_path().rows_per_warp;
     let warps = (f + r - 1) / r;
-    let out = kernel(&GATE_UP)?.launch(&Launch {
-        inputs: &[x, &both.weight, &both.scales, biases(both), idx],
+    let params;
+    let mut inputs = vec![x, &both.weight, &both.scales, biases(both), idx];
+    let spec_k = match &oai {
+        Some(o) => {
+            params = consts(&[o.alpha, o.limit])?;
+            inputs.extend([o.bias, &params]);
+            &GATE_UP_OAI
+        }
+        None => &GATE_UP,
+    };
+    let out = kernel(spec_k)?.launch(&Launch {
+        inputs: &inputs,
         output_shapes: &[&[k, f]],
         output_dtypes: &[dtype],
         grid: [warps * 32, k, 1],
@@ -83,8 +121,9 @@ pub(crate) fn gate_up(
     Ok(out.into_iter().next().expect("one output"))
 }
 
-/// `[n]`: the chosen experts' down products of `act` (`[k, F]`), weighted by `scores` (`k`)
-/// and summed.
+/// `[n]`: the chosen experts' down products of `act` (`[k, F]`), each plus its expert's `bias`
+/// row (`[E, n]`) where there is one, weighted by `scores` (`k`) and summed.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn down(
     act: &Array,
     down: &Quantized,
@@ -92,21 +131,24 @@ pub(crate) fn down(
     idx: &Array,
     scores: &Array,
     n: i32,
+    bias: Option<&Array>,
 ) -> Result<Array> {
     let (dtype, k, f) = (act.dtype(), act.dim(0), act.dim(-1));
     let r = fast_path().rows_per_warp;
     let warps = (n + r - 1) / r;
     let mut t = template(dtype, spec, f, ("N", n));
     t.push(("TOPK", TemplateArg::Int(k)));
-    let out = kernel(&DOWN)?.launch(&Launch {
-        inputs: &[
-            act,
-            &down.weight,
-            &down.scales,
-            biases(down),
-            idx,
-            &scores.astype(dtype)?,
-        ],
+    let scores = scores.astype(dtype)?;
+    let mut inputs = vec![act, &down.weight, &down.scales, biases(down), idx, &scores];
+    let spec_k = match bias {
+        Some(b) => {
+            inputs.push(b);
+            &DOWN_BIAS
+        }
+        None => &DOWN,
+    };
+    let out = kernel(spec_k)?.launch(&Launch {
+        inputs: &inputs,
         output_shapes: &[&[n]],
         output_dtypes: &[dtype],
         grid: [warps * 32, 1, 1],

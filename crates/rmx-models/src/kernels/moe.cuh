@@ -7,11 +7,12 @@ namespace rmx {
 // The chosen experts' gate/up products are qgemv_swiglu with EXPERTS (section qgemv).
 // moe_down: y[n] = sum_j scores[j] * (act[j] . down[e_j, n]), each expert's product rounded to
 // T before it is weighted, as mlx-lm's separate ops round it. K is the experts' hidden size F.
+// With BIAS, expert e's linear bias db[e, n] ([E, N]) is added to its product, rounded to T.
 // Grid: x over warps of ROWS outputs.
-template <typename T, int BITS, int G, int ROWS, int K, int TOPK>
+template <typename T, int BITS, int G, int ROWS, int K, int TOPK, bool BIAS = false>
 __device__ __forceinline__ void moe_down(
     const T* act, const uint32_t* w, const T* scales, const T* biases, const uint32_t* idx,
-    const T* scores, T* y, int N) {
+    const T* scores, T* y, int N, const T* db = nullptr) {
   constexpr int PER = 128 / BITS;
   constexpr int CHUNKS = K / PER;
   constexpr int WORDS = K * BITS / 32;
@@ -42,7 +43,10 @@ __device__ __forceinline__ void moe_down(
     const float sj = to_float(scores[j]);
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
-      const float d = to_float(static_cast<T>(warp_sum(acc[r])));
+      float d = to_float(static_cast<T>(warp_sum(acc[r])));
+      if constexpr (BIAS) {
+        if (row0 + r < N) d = to_float(static_cast<T>(d + to_float(db[e * N + row0 + r])));
+      }
       total[r] = fmaf(sj, d, total[r]);
     }
   }

@@ -129,11 +129,17 @@ __device__ __forceinline__ void qgemv(
 // [2*F, K] (gate rows first); out[m, f] = silu(gate) * up, so the [2F] intermediate never
 // reaches memory. ROWS outputs per warp means 2*ROWS weight rows. NORM as in qgemv.
 // With EXPERTS, w/scales/biases stack such weights per expert ([E, 2F, K]), row m of the output
-// is expert idx[m]'s, and every row reads the one token x (a MoE layer's decode step).
-template <typename T, int BITS, int G, int ROWS, int K, bool NORM = false, bool EXPERTS = false>
+// is expert idx[m]'s, and every row reads the one token x (a MoE layer's decode step). With OAI
+// (GPT-OSS's experts), each expert's linear bias lb ([E, 2F], gate's first) is added to gate and
+// up, and the activation is mlx-lm's swiglu_oai with ap = {alpha, limit}:
+// (clip(up, -limit, limit) + 1) * g * sigmoid(alpha * g), g = min(gate, limit), each op rounded
+// to T as mlx-lm's ops round it.
+template <typename T, int BITS, int G, int ROWS, int K, bool NORM = false, bool EXPERTS = false,
+          bool OAI = false>
 __device__ __forceinline__ void qgemv_swiglu(
     const T* x, const uint32_t* w, const T* scales, const T* biases, T* y, int F,
-    const T* nw = nullptr, const float* eps = nullptr, const uint32_t* idx = nullptr) {
+    const T* nw = nullptr, const float* eps = nullptr, const uint32_t* idx = nullptr,
+    const T* lb = nullptr, const float* ap = nullptr) {
   constexpr int PER = 128 / BITS;
   constexpr int CHUNKS = K / PER;
   constexpr int WORDS = K * BITS / 32;
@@ -149,6 +155,7 @@ __device__ __forceinline__ void qgemv_swiglu(
     w += e * 2 * F * WORDS;
     scales += e * 2 * F * GROUPS;
     biases += e * 2 * F * GROUPS;
+    if constexpr (OAI) lb += e * 2 * F;
   }
   float g[ROWS], u[ROWS];
 #pragma unroll
@@ -183,8 +190,21 @@ __device__ __forceinline__ void qgemv_swiglu(
         // Round gate and up to T first, as mlx-lm's separate matmuls would.
         float gt = to_float(static_cast<T>(g[r]));
         float ut = to_float(static_cast<T>(u[r]));
-        float silu = gt / (1.f + __expf(-gt));
-        y[(size_t)m * F + row0 + r] = static_cast<T>(to_float(static_cast<T>(silu)) * ut);
+        if constexpr (OAI) {
+          gt = to_float(static_cast<T>(gt + to_float(lb[row0 + r])));
+          ut = to_float(static_cast<T>(ut + to_float(lb[F + row0 + r])));
+          const float limit = to_float(static_cast<T>(ap[1]));
+          const float gc = fminf(gt, limit);
+          const float uc = fminf(fmaxf(ut, -limit), limit);
+          const float gs = to_float(static_cast<T>(to_float(static_cast<T>(ap[0])) * gc));
+          const float sig = to_float(static_cast<T>(1.f / (1.f + __expf(-gs))));
+          const float glu = to_float(static_cast<T>(gc * sig));
+          const float up1 = to_float(static_cast<T>(uc + 1.f));
+          y[(size_t)m * F + row0 + r] = static_cast<T>(up1 * glu);
+        } else {
+          float silu = gt / (1.f + __expf(-gt));
+          y[(size_t)m * F + row0 + r] = static_cast<T>(to_float(static_cast<T>(silu)) * ut);
+        }
       }
     }
   }
