@@ -7,36 +7,55 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use rmx_tests::api::model_name;
 use rmx_tests::home::TestHome;
 use rmx_tests::{py, python};
 
-/// `rmx serve` in a fresh home, listening: the home (dropping it stops the daemon) and the
-/// base URL.
-fn server() -> (TestHome, String) {
-    let home = TestHome::new();
-    home.cmd(&["serve"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start rmx serve");
-    let addr = format!("127.0.0.1:{}", home.port);
-    home.wait_until("the daemon to listen", Duration::from_secs(60), || {
-        TcpStream::connect(&addr).is_ok()
-    });
-    (home, format!("http://{addr}"))
+/// `rmx serve` in a fresh home, listening on the home's port; dropping it stops the daemon.
+struct Server {
+    home: TestHome,
+    daemon: Child,
+    base: String,
+}
+
+impl Server {
+    fn start() -> Server {
+        let home = TestHome::new();
+        let daemon = home
+            .cmd(&["serve"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start rmx serve");
+        let addr = format!("127.0.0.1:{}", home.port);
+        home.wait_until("the daemon to listen", Duration::from_secs(60), || {
+            TcpStream::connect(&addr).is_ok()
+        });
+        Server {
+            home,
+            daemon,
+            base: format!("http://{addr}"),
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.daemon.kill();
+        let _ = self.daemon.wait();
+    }
 }
 
 fn run(script: &str) -> String {
     let python = python();
     let model = model_name();
-    let (home, base) = server();
+    let server = Server::start();
     let out = Command::new(&python)
         .arg(py(script))
-        .arg(&base)
+        .arg(&server.base)
         .arg(&model)
         .output()
         .unwrap_or_else(|e| panic!("running {python} {script}: {e}"));
@@ -45,7 +64,7 @@ fn run(script: &str) -> String {
     assert!(
         out.status.success(),
         "{script} failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}\n--- daemon log\n{}",
-        home.log()
+        server.home.log()
     );
     eprintln!("{script}:\n{stdout}");
     stdout
@@ -119,7 +138,8 @@ fn py_ollama_client() {
 #[test]
 fn py_openapi_is_valid_openapi_3_1() {
     let python = python();
-    let (_home, base) = server();
+    let server = Server::start();
+    let base = &server.base;
     let code = format!(
         "import json, urllib.request\n\
          from openapi_spec_validator import validate\n\
