@@ -1,5 +1,7 @@
-# Homebrew formula. MLX comes from Homebrew's own `mlx` (the build finds it under
-# $(brew --prefix)/opt/mlx), so no Python is needed on a Mac.
+# Homebrew formula. Each release rewrites this file with `scripts/release-formula.sh <tag>`,
+# which fills in the tag's archive URL and its sha256; until the first tag they are
+# placeholders. MLX comes from Homebrew's own `mlx` (the build is pointed at it through
+# MLX_DIR), so no Python is needed on a Mac.
 class Rmx < Formula
   desc "Run large language models locally on MLX"
   homepage "https://github.com/rmx-project/rmx"
@@ -10,8 +12,8 @@ class Rmx < Formula
 
   depends_on "rust" => :build
   depends_on arch: :arm64
-  depends_on "mlx"
   depends_on :macos
+  depends_on "mlx"
 
   def install
     ENV["MLX_DIR"] = Formula["mlx"].opt_prefix
@@ -24,5 +26,9 @@ class Rmx < Formula
 
   test do
     assert_match version.to_s, shell_output("#{bin}/rmx --version")
+    ENV["RMX_HOME"] = (testpath/"rmx").to_s
+    ENV["HF_HUB_CACHE"] = (testpath/"hub").to_s
+    doctor = JSON.parse(shell_output("#{bin}/rmx doctor --json"))
+    assert doctor["ok"], "rmx doctor failed: #{doctor["checks"]}"
   end
 end

@@ -4,6 +4,7 @@
 #   RMX_TEST_PYTHON    python with the reference tooling (mlx, mlx-lm, transformers, gguf)
 #   RMX_TEST_FIXTURES  folder with downloaded fixture data (npm tokenizer packages, ...)
 #   RMX_TEST_CODEX     the Codex CLI binary (npm @openai/codex, pinned), for the agent test
+#   RMX_TEST_RUBY      a ruby, for the formula test (the system's, else Debian's, unpacked)
 # Strict mode for this script only: sourced into an interactive shell, a `set -e` left behind
 # ends that shell at the next failing command (and skips what came after it) without a word.
 _rmx_caller_flags=$-
@@ -93,6 +94,36 @@ PY
   rm -rf "$tmp"
 fi
 if [ -x "$codex_bin" ]; then export RMX_TEST_CODEX=$codex_bin; fi
+# Ruby, for the formula test (`ruby -c` on what scripts/release-formula.sh writes): the system's,
+# else, where apt is, Debian's interpreter unpacked here without root (apt-get download, dpkg -x;
+# its libraries' own dependencies are in every Debian base system).
+ruby_dir=$fixtures/ruby
+if command -v ruby >/dev/null 2>&1; then
+  export RMX_TEST_RUBY=$(command -v ruby)
+elif command -v apt-get >/dev/null 2>&1 && command -v dpkg >/dev/null 2>&1; then
+  if [ ! -x "$ruby_dir/bin/ruby" ]; then
+    rv=$(apt-cache depends ruby 2>/dev/null | sed -n 's/^ *Depends: \(ruby[0-9][0-9.]*\)$/\1/p' | head -n 1)
+    [ -n "$rv" ] || { echo "test-env: apt knows no ruby package" >&2; exit 1; }
+    echo "test-env: fetching Debian's $rv into $ruby_dir" >&2
+    tmp=$(mktemp -d)
+    (cd "$tmp" && apt-get download "$rv" "lib$rv" >/dev/null 2>&1) ||
+      { echo "apt-get download $rv lib$rv failed" >&2; rm -rf "$tmp"; exit 1; }
+    rm -rf "$ruby_dir.tmp"
+    mkdir -p "$ruby_dir.tmp/bin"
+    for deb in "$tmp"/*.deb; do dpkg -x "$deb" "$ruby_dir.tmp/root"; done
+    real=$(ls "$ruby_dir.tmp/root/usr/bin/$rv")
+    lib=$(ls "$ruby_dir.tmp"/root/usr/lib/*/libruby*.so.* 2>/dev/null | head -n 1)
+    [ -n "$lib" ] || { echo "no libruby in lib$rv" >&2; rm -rf "$tmp" "$ruby_dir.tmp"; exit 1; }
+    libs=$(dirname "$lib")
+    # Without its gems (not unpacked), with its libruby; the paths are where it lies in the end.
+    printf '#!/bin/sh\nLD_LIBRARY_PATH="%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "%s" --disable-gems "$@"\n' \
+      "${libs/$ruby_dir.tmp/$ruby_dir}" "${real/$ruby_dir.tmp/$ruby_dir}" >"$ruby_dir.tmp/bin/ruby"
+    chmod +x "$ruby_dir.tmp/bin/ruby"
+    rm -rf "$tmp" "$ruby_dir"
+    mv "$ruby_dir.tmp" "$ruby_dir"
+  fi
+  export RMX_TEST_RUBY=$ruby_dir/bin/ruby
+fi
 export RMX_TEST_PYTHON=$venv/bin/python
 export RMX_TEST_FIXTURES=$fixtures
 # The build finds MLX through this python too (crates/rmx-mlx/build.rs).

@@ -238,7 +238,9 @@ class Crate:
             for useg, bound, is_pub in mod.uses:
                 if bound == name:
                     target = self.absolute(mod, useg)
-                    return mod.file if target is None else self.resolve(target + segs[i + 1:], seen) or mod.file
+                    if target is None:
+                        return None  # another crate's item, re-exported
+                    return self.resolve(target + segs[i + 1:], seen) or mod.file
             for useg, bound, is_pub in mod.uses:
                 if useg[-1] == "*":
                     target = self.absolute(mod, useg[:-1])
