@@ -2,7 +2,7 @@
 # Writes Formula/rmx.rb for a tagged release. Builds the tag's source archive as GitHub serves
 # it at <repository>/archive/refs/tags/<tag>.tar.gz (`git archive`, prefix rmx-<version>/,
 # git's own gzip: the same bytes for the same tag on any machine), takes its sha256 and writes
-# the formula with that URL and sum.
+# the tag's Formula/rmx.rb with that URL and sum (the rest of the formula is edited there).
 #
 #   scripts/release-formula.sh v0.1.0
 #
@@ -34,38 +34,12 @@ git -c tar.tar.gz.command="git archive gzip" archive --format=tar.gz \
 sha256=$(sha256sum "$archive" 2>/dev/null || shasum -a 256 "$archive")
 sha256=${sha256%% *}
 
-cat >"$formula" <<EOF
-# Homebrew formula, written by scripts/release-formula.sh for $tag. MLX comes from Homebrew's
-# own \`mlx\` (the build is pointed at it through MLX_DIR), so no Python is needed on a Mac.
-class Rmx < Formula
-  desc "Run large language models locally on MLX"
-  homepage "$repository"
-  url "$repository/archive/refs/tags/$tag.tar.gz"
-  sha256 "$sha256"
-  license any_of: ["MIT", "Apache-2.0"]
-  head "$repository.git", branch: "main"
-
-  depends_on "rust" => :build
-  depends_on arch: :arm64
-  depends_on :macos
-  depends_on "mlx"
-
-  def install
-    ENV["MLX_DIR"] = Formula["mlx"].opt_prefix
-    system "cargo", "install", *std_cargo_args(path: "crates/rmx-cli")
-    bash_completion.install "completions/rmx.bash" => "rmx"
-    zsh_completion.install "completions/_rmx"
-    fish_completion.install "completions/rmx.fish"
-    man1.install Dir["man/*.1"]
-  end
-
-  test do
-    assert_match version.to_s, shell_output("#{bin}/rmx --version")
-    ENV["RMX_HOME"] = (testpath/"rmx").to_s
-    ENV["HF_HUB_CACHE"] = (testpath/"hub").to_s
-    doctor = JSON.parse(shell_output("#{bin}/rmx doctor --json"))
-    assert doctor["ok"], "rmx doctor failed: #{doctor["checks"]}"
-  end
-end
-EOF
+# The formula's text is the tag's Formula/rmx.rb; only its url and sha256 lines change.
+template=$(git show "$tag:Formula/rmx.rb")
+for key in url sha256; do
+  [ "$(grep -c "^  $key \"" <<<"$template")" = 1 ] ||
+    { echo "release-formula: $tag:Formula/rmx.rb has no single \`$key\` line" >&2; exit 1; }
+done
+sed -e "s|^  url \".*\"\$|  url \"$repository/archive/refs/tags/$tag.tar.gz\"|" \
+  -e "s|^  sha256 \".*\"\$|  sha256 \"$sha256\"|" <<<"$template" >"$formula"
 echo "release-formula: wrote $formula ($tag, sha256 $sha256); archive $archive" >&2
