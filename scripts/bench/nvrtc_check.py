@@ -6,7 +6,7 @@ the lent H100's clock.
 
 (the test venv has the pinned NVRTC wheels; crates/rmx-models/tests/kernels_nvrtc.rs runs this)
 
-The instantiations mirror fastpath.rs's launches for Qwen3-0.6B and Llama-3-8B shapes.
+The instantiations mirror the launches of fastpath/ (and moe_kernels.rs, decode_layer.rs) for Qwen3-0.6B and Llama-3-8B shapes.
 """
 
 import ctypes
@@ -42,7 +42,7 @@ KERNELS = [
     ("qgemv", [("T", "x"), ("uint32_t", "w"), ("T", "scales"), ("T", "biases"), ("T", "nw"), ("float", "eps")],
      ["y"], "rmx::qgemv_swiglu<T, BITS, G, ROWS, K, true>(x, w, scales, biases, y, N, nw, eps);",
      dict(BITS=4, G=64, ROWS=2, K=1024, N=3072)),
-    # A batch's rows (fastpath.rs's qgemm_rows): plain, residual, SwiGLU.
+    # A batch's rows (fastpath/gemv.rs's qgemm_rows): plain, residual, SwiGLU.
     ("qgemv", [("T", "x"), ("uint32_t", "w"), ("T", "scales"), ("T", "biases"), ("float", "m")],
      ["y"], "rmx::qgemm_rows<T, BITS, G, ROWS, K, MR>(x, w, scales, biases, y, N, (int)m[0]);",
      dict(BITS=4, G=64, ROWS=2, K=4096, N=6144, MR=8)),
@@ -56,7 +56,7 @@ KERNELS = [
               ("int32_t", "pos"), ("float", "par"), ("T", "kc"), ("T", "vc")],
      ["o"], "rmx::decode_attn<T, H, KV, D, NORM, TRADITIONAL, QOFF, KOFF, VOFF>(qs, ks, vs, qn, kn, inv_freq, pos, par, kc, vc, o);",
      dict(H=16, KV=8, D=128, NORM="true", TRADITIONAL="false", QOFF=0, KOFF=2048, VOFF=3072)),
-    # A batch's rows (fastpath.rs's decode_attention_batch).
+    # A batch's rows (fastpath/attention.rs's decode_attention_batch).
     ("attn", [("T", "qkv"), ("T", "qn"), ("T", "kn"), ("float", "inv_freq"), ("int32_t", "pos"),
               ("int32_t", "pads"), ("float", "par"), ("T", "kc"), ("T", "vc")],
      ["o"], "rmx::decode_attn_batch<T, H, KV, D, NORM, TRADITIONAL, S>(qkv, qn, kn, inv_freq, pos, pads, par, kc, vc, o);",
