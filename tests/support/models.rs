@@ -1,9 +1,10 @@
 //! Tiny random-weight models written by mlx-lm itself, and mlx-lm's outputs on them, through
 //! `py/tiny_models.py` run with the reference Python ([`crate::python`]).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::python;
 
@@ -15,14 +16,21 @@ pub fn script() -> PathBuf {
 /// f32, 4bit, ...). Models are cached under target/test-models, keyed by the generator's
 /// content, so a changed generator makes new models.
 pub fn model(family: &str, quant: &str) -> PathBuf {
-    // Tests run in parallel threads, and the generator writes through one temp dir per model.
-    static BUILDING: Mutex<()> = Mutex::new(());
     let src = std::fs::read(script()).expect("read tiny_models.py");
     let hash = src.iter().fold(0xcbf29ce484222325u64, |h, b| {
         (h ^ *b as u64).wrapping_mul(0x100000001b3)
     });
     let dir = crate::target_dir().join(format!("test-models/{hash:016x}/{family}-{quant}"));
-    let _guard = BUILDING.lock().unwrap_or_else(|p| p.into_inner());
+    // Tests run in parallel threads, and the generator writes through one temp dir per model:
+    // one lock per model, so different models are made side by side and one is made once.
+    static BUILDING: Mutex<BTreeMap<PathBuf, Arc<Mutex<()>>>> = Mutex::new(BTreeMap::new());
+    let lock = BUILDING
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .entry(dir.clone())
+        .or_default()
+        .clone();
+    let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
     if !dir.join("config.json").exists() {
         std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
         run(&[
