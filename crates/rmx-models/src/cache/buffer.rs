@@ -1,0 +1,23 @@
+//! The caches' buffers: `[B, heads, positions, dim]`, grown by whole steps as mlx-lm grows them.
+
+use rmx_mlx::Array;
+
+use crate::error::Result;
+
+pub(crate) const STEP: i32 = 256;
+
+pub(crate) fn seq_slice(a: &Array, start: i32, stop: i32) -> Result<Array> {
+    Ok(a.slice_axis(2, start, stop)?)
+}
+
+pub(crate) fn write_at(dst: &Array, src: &Array, at: i32) -> Result<Array> {
+    let s = src.shape();
+    let start = [0, 0, at, 0];
+    let stop = [s[0], s[1], at + s[2], s[3]];
+    Ok(dst.slice_update(src, &start, &stop, &[1, 1, 1, 1])?)
+}
+
+pub(super) fn zeros_like_steps(like: &Array, len: i32) -> Result<Array> {
+    let s = like.shape();
+    Ok(Array::zeros(&[s[0], s[1], len, s[3]], like.dtype())?)
+}

@@ -1,0 +1,23 @@
+//! Per-sequence key/value caches, ported from mlx-lm's `KVCache` and `RotatingKVCache`
+//! (step-wise preallocation, the rotating buffer's order, its masks) because the order in which
+//! attention sums its keys decides the low bits of the logits; the recurrent state of linear
+//! attention beside them; and `LayerCache`, the one a layer holds.
+
+mod batch;
+mod buffer;
+mod kv;
+mod layer;
+mod mask;
+mod recurrent;
+mod rotating;
+
+pub(crate) use batch::index as batch_rows;
+#[cfg(test)]
+pub(crate) use buffer::seq_slice;
+pub use kv::KvCache;
+pub use layer::LayerCache;
+pub use mask::{causal_mask, AttnMask};
+pub use recurrent::RecurrentCache;
+pub use rotating::RotatingKvCache;
+
+pub use batch::BatchKvCache;
