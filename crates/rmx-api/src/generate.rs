@@ -31,6 +31,9 @@ pub struct GenerateRequest {
     /// properties and types (the subset `docs/api.md` lists).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<serde_json::Value>,
+    /// Base64 images for vision models: refused until rmx reads images.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<String>,
 }
 
 /// One ndjson line of the answer. The last one has `done: true` and the statistics.

@@ -329,3 +329,31 @@ async fn issue_20_ollamas_413_is_json() {
         );
     }
 }
+
+#[tokio::test]
+async fn issue_20_ollama_refuses_unknown_roles_and_images_instead_of_misreading_them() {
+    let user = json!({"role": "user", "content": "hi"});
+    for (path, body, names) in [
+        (
+            "/api/chat",
+            json!({"model": "m", "messages": [user, {"role": "robot", "content": "x"}]}),
+            "messages[1].role",
+        ),
+        (
+            "/api/chat",
+            json!({"model": "m", "messages": [{"role": "user", "content": "what is this?",
+                                                "images": ["aGk="]}]}),
+            "messages[0].images",
+        ),
+        (
+            "/api/generate",
+            json!({"model": "m", "prompt": "what is this?", "images": ["aGk="]}),
+            "images",
+        ),
+    ] {
+        let (status, body) = call(post(path, body.to_string())).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{path}: {body}");
+        let msg = body["error"].as_str().unwrap_or_default();
+        assert!(msg.starts_with(names), "{path}: {body}");
+    }
+}

@@ -10,13 +10,15 @@ use axum::Json;
 use rmx_api::{ChatRequest, ChatResponse, DoneStats, FunctionCall, Message, ToolCall};
 use serde_json::{Map, Value};
 
-use super::{ndjson, now_rfc3339, parse, sampling, shape, stats, NativeError};
+use super::{ndjson, now_rfc3339, parse, sampling, shape, stats, NativeError, NO_IMAGES};
+use crate::error::ServiceError;
 use crate::service::{
     InternalRequest, PromptInput, Role, Service, ServiceEvent, TemplateMessage, TemplateToolCall,
 };
 
 pub async fn chat(State(svc): State<Arc<Service>>, body: Bytes) -> Result<Response, NativeError> {
     let req: ChatRequest = parse(&body)?;
+    check_messages(&req.messages)?;
     let (sampling, max_tokens, stop) = sampling(req.options.as_ref())?;
     let internal = InternalRequest {
         model: req.model.clone(),
@@ -101,6 +103,25 @@ pub async fn chat(State(svc): State<Arc<Service>>, body: Bytes) -> Result<Respon
         }
     });
     Ok(ndjson::response(rx))
+}
+
+/// Ollama's roles, and no images: a message this server would otherwise misread (an unknown
+/// role reaches the template as-is; images would be dropped) is a 400 that says which.
+fn check_messages(messages: &[Message]) -> Result<(), NativeError> {
+    for (i, m) in messages.iter().enumerate() {
+        if !matches!(m.role.as_str(), "system" | "user" | "assistant" | "tool") {
+            return Err(NativeError(ServiceError::BadRequest(format!(
+                "messages[{i}].role: unknown role {:?} (expected system, user, assistant or tool)",
+                m.role
+            ))));
+        }
+        if !m.images.is_empty() {
+            return Err(NativeError(ServiceError::BadRequest(format!(
+                "messages[{i}].images: {NO_IMAGES}"
+            ))));
+        }
+    }
+    Ok(())
 }
 
 fn call(name: &str, arguments: &str) -> ToolCall {

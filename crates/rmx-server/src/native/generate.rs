@@ -9,7 +9,8 @@ use axum::Json;
 use rmx_api::{DoneStats, GenerateRequest, GenerateResponse};
 use serde_json::Map;
 
-use super::{ndjson, now_rfc3339, parse, sampling, shape, stats, NativeError};
+use super::{ndjson, now_rfc3339, parse, sampling, shape, stats, NativeError, NO_IMAGES};
+use crate::error::ServiceError;
 use crate::service::{InternalRequest, PromptInput, Role, Service, ServiceEvent, TemplateMessage};
 
 pub async fn generate(
@@ -17,6 +18,11 @@ pub async fn generate(
     body: Bytes,
 ) -> Result<Response, NativeError> {
     let req: GenerateRequest = parse(&body)?;
+    if !req.images.is_empty() {
+        return Err(NativeError(ServiceError::BadRequest(format!(
+            "images: {NO_IMAGES}"
+        ))));
+    }
     if req.prompt.is_empty() && req.system.is_none() {
         return load_or_unload(&svc, req).await;
     }

@@ -41,6 +41,10 @@ fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, NativeError> {
     })
 }
 
+/// Why a request with images is refused, on both Ollama routes.
+const NO_IMAGES: &str =
+    "images are not supported by this server yet (text only); send the request without them";
+
 /// Ollama's `format`: `"json"` constrains the answer to one JSON object, a JSON schema to its
 /// properties and types; `""` or none leaves it free.
 fn shape(format: Option<&serde_json::Value>) -> Result<Option<Shape>, NativeError> {
