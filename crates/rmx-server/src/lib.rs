@@ -20,6 +20,7 @@
 pub mod anthropic;
 pub mod daemon;
 pub mod error;
+mod health;
 mod lifecycle;
 mod native;
 pub mod openai;

@@ -152,6 +152,14 @@ const ROUTES: &[RouteDoc] = &[
     ),
     (
         "get",
+        "/health",
+        "meta",
+        "Liveness: status, version and the models held",
+        None,
+        false,
+    ),
+    (
+        "get",
         "/openapi.json",
         "meta",
         "This description",

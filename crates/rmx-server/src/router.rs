@@ -21,6 +21,7 @@ pub fn router(service: Arc<Service>) -> Router {
         .merge(crate::openai::routes())
         .merge(crate::anthropic::routes())
         .merge(crate::openapi::routes())
+        .merge(crate::health::routes())
         .fallback(crate::path_errors::not_found)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .with_state(service);

@@ -252,6 +252,7 @@ async fn openapi_lists_every_route() {
         "/api/delete",
         "/api/pull",
         "/api/version",
+        "/health",
         "/openapi.json",
     ] {
         assert!(paths.contains_key(p), "{p} is not described");
