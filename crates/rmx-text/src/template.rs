@@ -98,6 +98,7 @@ impl ChatTemplate {
         env.set_fuel(Some(limits::FUEL));
         env.set_recursion_limit(limits::RECURSION);
         env.add_function(limits::GUARD, limits::guard);
+        env.add_filter("indent", limits::indent);
         env.set_formatter(python::format_output);
         env.set_unknown_method_callback(|state, value, method, args| {
             match python::extra_method(value, method, args) {

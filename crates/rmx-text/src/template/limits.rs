@@ -16,7 +16,7 @@ use std::io;
 
 use minijinja::machinery::{ast, parse};
 use minijinja::syntax::SyntaxConfig;
-use minijinja::value::{Rest, Value};
+use minijinja::value::{Kwargs, Rest, StringInput, Value};
 use minijinja::{Error, ErrorKind};
 
 /// VM instructions per render (a loop iteration is a few). A 15K-token agent prompt with 30
@@ -66,6 +66,26 @@ pub(super) fn guard(values: Rest<Value>) -> Result<bool, Error> {
         }
     }
     Ok(false)
+}
+
+/// minijinja's `indent`, with a width over [`VALUE_SIZE`] refused: the filter builds its
+/// `" ".repeat(width)` before anything else, so `'x'|indent(10**10)` would ask for 10 GB in one
+/// step, past what any guard after an assignment sees.
+pub(super) fn indent(
+    value: StringInput<'_>,
+    width: Option<usize>,
+    first: Option<bool>,
+    blank: Option<bool>,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
+    let asked = match width {
+        Some(w) => Some(w),
+        None => kwargs.peek::<Option<usize>>("width")?,
+    };
+    if asked.is_some_and(|w| w > VALUE_SIZE) {
+        return Err(Error::new(ErrorKind::InvalidOperation, GUARD_ERROR));
+    }
+    minijinja::filters::indent(value, width, first, blank, kwargs)
 }
 
 /// Which limit, if any, a render error is.

@@ -164,6 +164,26 @@ fn issue_20_string_doubling_is_stopped_at_the_value_cap() {
 }
 
 #[test]
+fn issue_20_a_huge_indent_width_is_refused_before_it_is_allocated() {
+    assert_limited("{{ 'x'|indent(10000000000, true) }}", Limit::ValueSize);
+    assert_limited(
+        "{{ 'x'|indent(width=10000000000, first=true) }}",
+        Limit::ValueSize,
+    );
+}
+
+/// The bounded `indent` is still minijinja's for real widths (tool schemas use it).
+#[test]
+fn indent_keeps_its_meaning() -> Result<(), TemplateError> {
+    let out = render(
+        "{{ 'a\nb'|indent(2) }}|{{ 'a\nb'|indent(width=3, first=true) }}",
+        json!([{"role": "user", "content": "hi"}]),
+    )?;
+    assert_eq!(out, "a\n  b|   a\n   b");
+    Ok(())
+}
+
+#[test]
 fn issue_20_a_recursive_macro_hits_the_recursion_limit() {
     assert_limited(
         "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
