@@ -109,10 +109,9 @@ pub async fn chat(State(svc): State<Arc<Service>>, body: Bytes) -> Result<Respon
 /// role reaches the template as-is; images would be dropped) is a 400 that says which.
 fn check_messages(messages: &[Message]) -> Result<(), NativeError> {
     for (i, m) in messages.iter().enumerate() {
-        if !matches!(m.role.as_str(), "system" | "user" | "assistant" | "tool") {
+        if let Role::Other(role) = Role::parse(&m.role) {
             return Err(NativeError(ServiceError::BadRequest(format!(
-                "messages[{i}].role: unknown role {:?} (expected system, user, assistant or tool)",
-                m.role
+                "messages[{i}].role: unknown role {role:?} (expected system, user, assistant or tool)"
             ))));
         }
         if !m.images.is_empty() {
