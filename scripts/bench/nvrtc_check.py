@@ -14,6 +14,7 @@ import glob
 import os
 import pathlib
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 from kernel_src import layer_layout, section
 
@@ -200,29 +201,40 @@ def registers(nvrtc, prog):
                     if "registers" in l or "spill" in l)
 
 
+def compile_one(nvrtc, includes, sec, ins, outs, body, tmpl, dtype):
+    """(ok, printed lines) for one kernel in one dtype."""
+    src = program(sec, ins, outs, body, tmpl, dtype).encode()
+    prog = ctypes.c_void_p()
+    assert nvrtc.nvrtcCreateProgram(ctypes.byref(prog), src, b"k.cu", 0, None, None) == 0
+    opts = [b"--gpu-architecture=compute_90", b"-std=c++17"] + [i.encode() for i in includes]
+    arr = (ctypes.c_char_p * len(opts))(*opts)
+    rc = nvrtc.nvrtcCompileProgram(prog, len(opts), arr)
+    size = ctypes.c_size_t()
+    nvrtc.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+    log = ctypes.create_string_buffer(size.value)
+    nvrtc.nvrtcGetProgramLog(prog, log)
+    ok = rc == 0
+    lines = [f"{'ok  ' if ok else 'FAIL'} {sec:9} {body.splitlines()[-1].split('(')[0]:22} {dtype}"]
+    if not ok or log.value.strip():
+        lines.append(log.value.decode())
+    if ok and PTXAS:
+        lines.append("     " + registers(nvrtc, prog))
+    return ok, lines
+
+
 def main():
     nvrtc = ctypes.CDLL(str(NV / "cuda_nvrtc/lib/libnvrtc.so.12"))
     includes = [f"-I{NV / 'cuda_runtime/include'}", f"-I{NV / 'cuda_cccl/include'}"]
+    jobs = [(k, dtype) for k in KERNELS for dtype in ("__nv_bfloat16", "__half")]
+    # NVRTC compiles independent programs on several threads (ctypes lets go of the GIL during
+    # the call): one per core, printed in the list's order.
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        results = list(pool.map(lambda job: compile_one(nvrtc, includes, *job[0], job[1]), jobs))
     failed = 0
-    for sec, ins, outs, body, tmpl in KERNELS:
-        for dtype in ("__nv_bfloat16", "__half"):
-            src = program(sec, ins, outs, body, tmpl, dtype).encode()
-            prog = ctypes.c_void_p()
-            assert nvrtc.nvrtcCreateProgram(ctypes.byref(prog), src, b"k.cu", 0, None, None) == 0
-            opts = [b"--gpu-architecture=compute_90", b"-std=c++17"] + [i.encode() for i in includes]
-            arr = (ctypes.c_char_p * len(opts))(*opts)
-            rc = nvrtc.nvrtcCompileProgram(prog, len(opts), arr)
-            size = ctypes.c_size_t()
-            nvrtc.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
-            log = ctypes.create_string_buffer(size.value)
-            nvrtc.nvrtcGetProgramLog(prog, log)
-            ok = rc == 0
-            failed += not ok
-            print(f"{'ok  ' if ok else 'FAIL'} {sec:9} {body.splitlines()[-1].split('(')[0]:22} {dtype}")
-            if not ok or log.value.strip():
-                print(log.value.decode())
-            if ok and PTXAS:
-                print("     " + registers(nvrtc, prog))
+    for ok, lines in results:
+        failed += not ok
+        for line in lines:
+            print(line)
     sys.exit(1 if failed else 0)
 
 

@@ -13,6 +13,9 @@ exactly what `mlx_lm convert` would produce and the outputs exactly what `mlx_lm
             --requests: a JSON list of {"prompt": TEXT, "chat": BOOL}, all run on one load of
             the model (python's start and mlx-lm's load cost seconds each); OUT.json is then a
             list of answers and OUT.f32 holds their logits one after the other
+            [--make F Q]: first write the model as `make --family F --quant Q --out DIR` does
+            unless DIR holds one, then print `ready` (the caller can load it while mlx-lm
+            computes): one python start and mlx-lm import for both steps
   bench     --model DIR --prompt-len N --max-tokens M
   check     --model DIR [--max-tokens 64]   (self test: reference == mlx_lm.generate)
 
@@ -1055,6 +1058,11 @@ def cmd_reference(args):
     import mlx.core as mx
     import numpy as np
 
+    if args.make is not None:
+        if not (Path(args.model) / "config.json").exists():
+            family, quant = args.make
+            cmd_make(argparse.Namespace(family=family, quant=quant, out=args.model, script=None, scripts=None))
+        print("ready", flush=True)
     model, tokenizer = load(args.model)
     if args.requests is not None:
         reqs = json.loads(Path(args.requests).read_text(encoding="utf-8"))
@@ -1153,6 +1161,7 @@ def main():
     r.add_argument("--max-tokens", type=int, default=64)
     r.add_argument("--out", required=True)
     r.add_argument("--logits")
+    r.add_argument("--make", nargs=2, metavar=("FAMILY", "QUANT"))
     b = sub.add_parser("bench")
     b.add_argument("--model", required=True)
     b.add_argument("--prompt-len", type=int, required=True)

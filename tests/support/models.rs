@@ -12,24 +12,33 @@ pub fn script() -> PathBuf {
     crate::py("tiny_models.py")
 }
 
-/// A tiny random-weight model of a family tiny_models.py knows, in MLX format (`quant`: bf16,
-/// f32, 4bit, ...). Models are cached under target/test-models, keyed by the generator's
-/// content, so a changed generator makes new models.
-pub fn model(family: &str, quant: &str) -> PathBuf {
+/// Where [`model`] keeps a family's model in form `quant`: under target/test-models, keyed by
+/// the generator's content, so a changed generator makes new models.
+fn model_dir(family: &str, quant: &str) -> PathBuf {
     let src = std::fs::read(script()).expect("read tiny_models.py");
     let hash = src.iter().fold(0xcbf29ce484222325u64, |h, b| {
         (h ^ *b as u64).wrapping_mul(0x100000001b3)
     });
-    let dir = crate::target_dir().join(format!("test-models/{hash:016x}/{family}-{quant}"));
-    // Tests run in parallel threads, and the generator writes through one temp dir per model:
-    // one lock per model, so different models are made side by side and one is made once.
+    crate::target_dir().join(format!("test-models/{hash:016x}/{family}-{quant}"))
+}
+
+/// Tests run in parallel threads, and the generator writes through one temp dir per model: one
+/// lock per model, so different models are made side by side and one is made once.
+fn building(dir: &Path) -> Arc<Mutex<()>> {
     static BUILDING: Mutex<BTreeMap<PathBuf, Arc<Mutex<()>>>> = Mutex::new(BTreeMap::new());
-    let lock = BUILDING
+    BUILDING
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .entry(dir.clone())
+        .entry(dir.to_path_buf())
         .or_default()
-        .clone();
+        .clone()
+}
+
+/// A tiny random-weight model of a family tiny_models.py knows, in MLX format (`quant`: bf16,
+/// f32, 4bit, ...), made on first use.
+pub fn model(family: &str, quant: &str) -> PathBuf {
+    let dir = model_dir(family, quant);
+    let lock = building(&dir);
     let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
     if !dir.join("config.json").exists() {
         std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
@@ -81,6 +90,48 @@ pub fn spawn_references(
     prompts: &[(&str, bool)],
     max_tokens: usize,
 ) -> PendingReferences {
+    spawn_reference_process(model, prompts, max_tokens, &[])
+}
+
+/// [`model`] and [`spawn_references`] in one python process: it writes the model if it is not
+/// there yet, and returns once the model is on disk, while mlx-lm goes on computing. (Python's
+/// start and mlx-lm's import cost ~2.5 s a process on the 2-core CI machine; the parity suite
+/// starts one per model instead of two.)
+pub fn model_with_references(
+    family: &str,
+    quant: &str,
+    prompts: &[(&str, bool)],
+    max_tokens: usize,
+) -> (PathBuf, PendingReferences) {
+    let dir = model_dir(family, quant);
+    let lock = building(&dir);
+    let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
+    std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
+    let mut pending = spawn_reference_process(&dir, prompts, max_tokens, &["--make", family, quant]);
+    let mut line = String::new();
+    let stdout = pending.child.stdout.as_mut().unwrap();
+    // Byte by byte, so nothing after the line is read away from wait()'s collection.
+    let mut byte = [0u8; 1];
+    while std::io::Read::read(stdout, &mut byte).unwrap_or(0) == 1 && byte[0] != b'\n' {
+        line.push(byte[0] as char);
+    }
+    if line != "ready" {
+        let out = pending.child.wait_with_output().unwrap();
+        panic!(
+            "tiny_models.py {:?} did not make {family}-{quant}:\n{}",
+            pending.args,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    (dir, pending)
+}
+
+fn spawn_reference_process(
+    model: &Path,
+    prompts: &[(&str, bool)],
+    max_tokens: usize,
+    extra: &[&str],
+) -> PendingReferences {
     let dir = tempfile::tempdir().unwrap();
     let requests = dir.path().join("requests.json");
     let reqs: Vec<_> = prompts
@@ -88,7 +139,7 @@ pub fn spawn_references(
         .map(|(p, chat)| serde_json::json!({"prompt": p, "chat": chat}))
         .collect();
     std::fs::write(&requests, serde_json::to_vec(&reqs).unwrap()).unwrap();
-    let args: Vec<String> = vec![
+    let mut args: Vec<String> = vec![
         "reference".into(),
         "--model".into(),
         model.to_str().unwrap().into(),
@@ -101,6 +152,7 @@ pub fn spawn_references(
         "--logits".into(),
         dir.path().join("logits.f32").to_str().unwrap().into(),
     ];
+    args.extend(extra.iter().map(|a| a.to_string()));
     let child = Command::new(python())
         .arg(script())
         .args(&args)
