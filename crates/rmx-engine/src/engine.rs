@@ -8,7 +8,7 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 use std::time::Instant;
 
-use rmx_models::{CausalLm, LayerCache, ModelInfo};
+use rmx_models::{CausalLm, LayerCache, Loaded, ModelInfo, ModelKind};
 use rmx_settings::EnvVars;
 use rmx_text::constrain::TokenBytes;
 use rmx_text::template::ChatTemplate;
@@ -16,6 +16,7 @@ use rmx_text::tokenizer::Tokenizer;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
 use crate::batch::Batch;
+use crate::embed::{EmbedJob, Vectors};
 use crate::error::{EngineError, Result};
 use crate::load::Load;
 use crate::prefix_cache::PrefixCache;
@@ -23,8 +24,9 @@ use crate::prefix_disk::PrefixDisk;
 use crate::request::{Event, GenerateRequest};
 use crate::sequence::{Prefix, Prep, Progress, Sequence, Start, PREFILL_CHUNK};
 
-enum Command {
+pub(crate) enum Command {
     Generate(GenerateRequest, UnboundedSender<Event>, Instant),
+    Embed(EmbedJob),
 }
 
 /// A handle to a loaded model's engine thread.
@@ -121,8 +123,8 @@ impl Engine {
             .map_or("model".into(), |n| n.to_string_lossy().to_string());
         let thread = std::thread::Builder::new()
             .name(format!("rmx-engine:{name}"))
-            .spawn(move || match rmx_models::load(&thread_dir) {
-                Ok(model) => {
+            .spawn(move || match rmx_models::load_any(&thread_dir) {
+                Ok(Loaded::Causal(model)) => {
                     let _ = ready_tx.send(Ok(model.info().clone()));
                     run(
                         model.as_ref(),
@@ -132,6 +134,10 @@ impl Engine {
                         options,
                         &thread_dir,
                     );
+                }
+                Ok(Loaded::Embedder(model)) => {
+                    let _ = ready_tx.send(Ok(model.info().clone()));
+                    crate::embed::serve(model.as_ref(), rx, &thread_load);
                 }
                 Err(e) => {
                     let _ = ready_tx.send(Err(e.into()));
@@ -180,6 +186,61 @@ impl Engine {
         &self.info
     }
 
+    /// Chat (generates text) or embedding (makes vectors).
+    pub fn kind(&self) -> ModelKind {
+        self.info.kind
+    }
+
+    /// The most tokens one embedding input may have: the sentence-transformers
+    /// `max_seq_length` where the model has one, else its context.
+    pub fn embed_limit(&self) -> Option<usize> {
+        let st = std::fs::read_to_string(self.dir.join("sentence_bert_config.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| v.get("max_seq_length")?.as_u64())
+            .map(|n| n as usize);
+        let ctx = self.info.context_length.map(|c| c as usize);
+        match (st, ctx) {
+            (Some(s), Some(c)) => Some(s.min(c)),
+            (s, c) => s.or(c),
+        }
+    }
+
+    /// Vectors for `inputs` (token ids each), in their order; the answer arrives on the
+    /// returned receiver. Dropping it cancels what is not yet computed.
+    pub fn embed(
+        &self,
+        inputs: Vec<Vec<u32>>,
+    ) -> Result<tokio::sync::oneshot::Receiver<std::result::Result<Vectors, String>>> {
+        if self.info.kind != ModelKind::Embedding {
+            return Err(EngineError::NotEmbedding);
+        }
+        if inputs.iter().any(Vec::is_empty) {
+            return Err(EngineError::EmptyPrompt);
+        }
+        if let Some(limit) = self.embed_limit() {
+            if let Some(long) = inputs.iter().find(|t| t.len() > limit) {
+                return Err(EngineError::PromptTooLong {
+                    prompt: long.len(),
+                    context: limit,
+                });
+            }
+        }
+        let vocab = self.info.vocab_size as u32;
+        if let Some(bad) = inputs.iter().flatten().find(|&&t| t >= vocab) {
+            return Err(EngineError::Invalid(format!(
+                "token id {bad} is outside the vocabulary ({vocab})"
+            )));
+        }
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        self.tx
+            .as_ref()
+            .ok_or(EngineError::Stopped)?
+            .send(Command::Embed(EmbedJob { inputs, reply }))
+            .map_err(|_| EngineError::Stopped)?;
+        Ok(rx)
+    }
+
     pub fn tokenizer(&self) -> &Arc<Tokenizer> {
         &self.tokenizer
     }
@@ -191,6 +252,9 @@ impl Engine {
     /// Starts a generation; its events arrive on the returned receiver. Dropping the receiver
     /// cancels the generation and frees its cache.
     pub fn generate(&self, req: GenerateRequest) -> Result<UnboundedReceiver<Event>> {
+        if self.info.kind != ModelKind::Chat {
+            return Err(EngineError::NotGenerative);
+        }
         if req.prompt.is_empty() {
             return Err(EngineError::EmptyPrompt);
         }
@@ -448,7 +512,14 @@ impl Admit<'_> {
     }
 
     fn admit(&mut self, cmd: Command, active: &mut Vec<Sequence>) {
-        let Command::Generate(req, tx, at) = cmd;
+        let (req, tx, at) = match cmd {
+            Command::Generate(req, tx, at) => (req, tx, at),
+            // Engine::embed refuses a language model before anything is sent.
+            Command::Embed(job) => {
+                let _ = job.reply.send(Err(EngineError::NotEmbedding.to_string()));
+                return;
+            }
+        };
         let bytes = req.constraint.as_ref().map(|_| {
             self.vocab
                 .get_or_insert_with(|| Arc::new(TokenBytes::from_tokenizer(self.tokenizer)))

@@ -24,6 +24,10 @@ pub enum EngineError {
     PromptTooLong { prompt: usize, context: usize },
     #[error("invalid request: {0}")]
     Invalid(String),
+    #[error("this is an embedding model: it makes vectors (embeddings), not text")]
+    NotGenerative,
+    #[error("this model generates text; it does not make embeddings (load an embedding model: a BERT-family encoder or Qwen3-Embedding)")]
+    NotEmbedding,
     #[error("the engine thread has stopped")]
     Stopped,
     #[error("constrained output: {0}")]

@@ -4,6 +4,7 @@
 
 mod batch;
 pub mod bench;
+pub mod embed;
 mod engine;
 mod error;
 mod family;
@@ -24,6 +25,6 @@ pub use prompt::ChatPrompt;
 pub use request::{
     Event, FinishReason, GenerateRequest, SamplingParams, Timings, TokenLogprob, Usage,
 };
-pub use rmx_models::ModelError;
+pub use rmx_models::{ModelError, ModelKind};
 pub use rmx_text::constrain::{Constraint, Output as ConstraintOutput, Think};
 pub use sequence::PREFILL_CHUNK;

@@ -216,6 +216,7 @@ fn load_text(
         quant_bits: q.default.map(|s| s.bits),
         tied_embeddings: tied,
         layer_kinds: crate::llama::summarize(kinds),
+        kind: crate::model::ModelKind::Chat,
     };
     Ok(Box::new(Gemma3 {
         embed: Embedding::load(

@@ -8,6 +8,7 @@ mod config;
 mod decode_layer;
 mod decoder_layer;
 mod delta_net;
+pub mod embed;
 mod error;
 mod fastpath;
 mod feed_forward;
@@ -35,6 +36,7 @@ mod weights;
 
 pub use cache::LayerCache;
 pub use config::QuantConfig;
+pub use embed::{Embedder, Pooling};
 pub use error::{ModelError, Result};
-pub use model::{CausalLm, ModelInfo};
-pub use registry::{is_supported, load, supported, supported_architectures};
+pub use model::{CausalLm, ModelInfo, ModelKind};
+pub use registry::{is_supported, load, load_any, supported, supported_architectures, Loaded};

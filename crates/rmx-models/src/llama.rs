@@ -270,6 +270,7 @@ pub(crate) fn load_decoder(
             quant_bits: q.default.map(|s| s.bits),
             tied_embeddings: c.tie_word_embeddings,
             layer_kinds,
+            kind: crate::model::ModelKind::Chat,
         },
     })
 }

@@ -20,6 +20,27 @@ pub struct ModelInfo {
     /// The kinds of decoder layer and how a decode step runs each, in layer order, as
     /// "N× attention + moe" lines (kernels rmx runs named in parentheses).
     pub layer_kinds: Vec<String>,
+    /// What the model is for: chat and completions, or embeddings.
+    pub kind: ModelKind,
+}
+
+/// What a loaded model answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelKind {
+    /// A language model: generates text (chat, completions).
+    Chat,
+    /// An embedding model: turns inputs into vectors, generates nothing.
+    Embedding,
+}
+
+impl ModelKind {
+    /// The word the APIs and `rmx ls` use.
+    pub fn name(self) -> &'static str {
+        match self {
+            ModelKind::Chat => "chat",
+            ModelKind::Embedding => "embedding",
+        }
+    }
 }
 
 /// A decoder-only language model. Caches live outside it (one set per sequence), so several

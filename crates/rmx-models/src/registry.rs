@@ -4,11 +4,12 @@
 use std::path::Path;
 
 use crate::config::RawConfig;
+use crate::embed::Embedder;
 use crate::error::{ModelError, Result};
-use crate::model::CausalLm;
+use crate::model::{CausalLm, ModelInfo};
 use crate::weights::Weights;
 
-type Loader = fn(&RawConfig, &mut Weights) -> Result<Box<dyn CausalLm>>;
+pub(crate) type Loader = fn(&RawConfig, &mut Weights) -> Result<Box<dyn CausalLm>>;
 
 /// (`model_type`s, `architectures`, loader). mlx-lm reads `mistral` as `llama`; so do we.
 const FAMILIES: &[(&[&str], &[&str], Loader)] = &[
@@ -67,11 +68,13 @@ const FAMILIES: &[(&[&str], &[&str], Loader)] = &[
     ),
 ];
 
-/// Model types rmx can load, for messages and `rmx info`.
+/// Model types rmx can load, for messages and `rmx info`: the language models' and the
+/// encoders'.
 pub fn supported() -> Vec<&'static str> {
     FAMILIES
         .iter()
         .flat_map(|(t, _, _)| t.iter().copied())
+        .chain(crate::embed::ENCODER_TYPES.iter().copied())
         .collect()
 }
 
@@ -99,26 +102,66 @@ fn loader_for(cfg: &RawConfig) -> Option<Loader> {
 
 /// Whether a config names a family rmx supports (no weights are read).
 pub fn is_supported(dir: &Path) -> Result<bool> {
-    Ok(loader_for(&RawConfig::read(dir)?).is_some())
+    let cfg = RawConfig::read(dir)?;
+    Ok(
+        loader_for(&cfg).is_some()
+            || crate::embed::ENCODER_TYPES.contains(&cfg.model_type.as_str()),
+    )
 }
 
-/// Loads the model in `dir` (config.json + *.safetensors). Weights stay lazily mapped until the
-/// first evaluation; every tensor is checked against the config's shapes.
-pub fn load(dir: &Path) -> Result<Box<dyn CausalLm>> {
-    let cfg = RawConfig::read(dir)?;
-    let loader = loader_for(&cfg).ok_or_else(|| ModelError::Unsupported {
+/// A loaded model of either kind.
+pub enum Loaded {
+    Causal(Box<dyn CausalLm>),
+    Embedder(Box<dyn Embedder>),
+}
+
+impl Loaded {
+    pub fn info(&self) -> &ModelInfo {
+        match self {
+            Loaded::Causal(m) => m.info(),
+            Loaded::Embedder(m) => m.info(),
+        }
+    }
+}
+
+fn unsupported(cfg: &RawConfig) -> ModelError {
+    ModelError::Unsupported {
         model_type: if cfg.model_type.is_empty() {
             cfg.architectures.join(",")
         } else {
             cfg.model_type.clone()
         },
         supported: supported().join(", "),
-    })?;
+    }
+}
+
+/// Loads the language model in `dir` (config.json + *.safetensors). Weights stay lazily
+/// mapped until the first evaluation; every tensor is checked against the config's shapes.
+pub fn load(dir: &Path) -> Result<Box<dyn CausalLm>> {
+    match load_any(dir)? {
+        Loaded::Causal(m) => Ok(m),
+        Loaded::Embedder(_) => Err(ModelError::Config {
+            path: dir.join("config.json"),
+            message: "this is an embedding model; it does not generate text".into(),
+        }),
+    }
+}
+
+/// Loads the model in `dir`, a language model or an embedding model
+/// ([`crate::embed::is_embedding`] tells them apart).
+pub fn load_any(dir: &Path) -> Result<Loaded> {
+    let cfg = RawConfig::read(dir)?;
+    let embedding = crate::embed::is_embedding(dir, &cfg);
+    let loader = loader_for(&cfg);
+    let encoder = crate::embed::ENCODER_TYPES.contains(&cfg.model_type.as_str());
+    if loader.is_none() && !encoder {
+        return Err(unsupported(&cfg));
+    }
     // After the family: an unsupported one is reported as that, whatever its sizes.
     cfg.check_sizes()?;
     let mut w = Weights::load(dir)?;
     // Modules that cannot know the file (rope settings, expert counts) name "config.json".
-    let model = loader(&cfg, &mut w).map_err(|e| match e {
+    let in_file = |e| match e {
         ModelError::Config { path, message } if path == Path::new("config.json") => {
             ModelError::Config {
                 path: cfg.path.clone(),
@@ -126,7 +169,13 @@ pub fn load(dir: &Path) -> Result<Box<dyn CausalLm>> {
             }
         }
         e => e,
-    })?;
+    };
+    let model = if embedding {
+        Loaded::Embedder(crate::embed::load(dir, &cfg, &mut w, loader).map_err(in_file)?)
+    } else {
+        let loader = loader.ok_or_else(|| unsupported(&cfg))?;
+        Loaded::Causal(loader(&cfg, &mut w).map_err(in_file)?)
+    };
     w.finish()?;
     Ok(model)
 }

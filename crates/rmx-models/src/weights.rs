@@ -105,6 +105,14 @@ impl Weights {
 
     /// Drops tensors the reference implementation also ignores (precomputed rotary tables,
     /// a tied model's lm_head, ...).
+    /// Renames every tensor by `f` (checkpoints that spell a family's names differently).
+    pub fn rename(&mut self, f: impl Fn(&str) -> String) {
+        self.tensors = std::mem::take(&mut self.tensors)
+            .into_iter()
+            .map(|(k, v)| (f(&k), v))
+            .collect();
+    }
+
     pub fn discard(&mut self, pred: impl Fn(&str) -> bool) {
         self.tensors.retain(|k, _| !pred(k));
     }

@@ -91,6 +91,12 @@ impl Tokenizer {
         let generation_path = dir.join("generation_config.json");
         let generation = read_json_if_present(&generation_path)?.unwrap_or(Value::Null);
 
+        // Encoders' tokenizer.json files often carry truncation (all-MiniLM: 128) and padding
+        // settings; rmx pads its own batches and truncates only where a request allows
+        // (`encode_truncated`), never a prompt behind the caller's back.
+        let _ = inner.with_truncation(None);
+        inner.with_padding(None);
+
         if uses_llama_sentencepiece_class(&config, &inner) {
             apply_llama_pre_tokenizer(&mut inner, &config);
         }
@@ -164,6 +170,27 @@ impl Tokenizer {
             .encode_fast(text, add_special_tokens)
             .map_err(TokenizerError::Encode)?;
         Ok(encoding.get_ids().to_vec())
+    }
+
+    /// [`Tokenizer::encode`] with special tokens, cut to at most `max_len` tokens the way
+    /// transformers' `truncation=True` cuts (the text's tokens go, the special tokens the
+    /// post-processor adds stay); also whether anything was cut.
+    pub fn encode_truncated(
+        &self,
+        text: &str,
+        max_len: usize,
+    ) -> Result<(Vec<u32>, bool), TokenizerError> {
+        let mut cut = self.inner.clone();
+        cut.with_truncation(Some(tokenizers::TruncationParams {
+            max_length: max_len,
+            ..Default::default()
+        }))
+        .map_err(TokenizerError::Encode)?;
+        let encoding = cut
+            .encode_fast(text, true)
+            .map_err(TokenizerError::Encode)?;
+        let truncated = !encoding.get_overflowing().is_empty();
+        Ok((encoding.get_ids().to_vec(), truncated))
     }
 
     /// Text of `ids`, without transformers' `clean_up_tokenization_spaces` (which would turn

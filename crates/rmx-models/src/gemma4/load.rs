@@ -165,6 +165,7 @@ fn load_text(
         quant_bits: q.default.map(|s| s.bits),
         tied_embeddings: c.tie_word_embeddings,
         layer_kinds: crate::llama::summarize(kinds),
+        kind: crate::model::ModelKind::Chat,
     };
     let eps = c.rms_norm_eps;
     Ok(Box::new(Gemma4 {

@@ -1,0 +1,60 @@
+//! Embedding models: a model that turns each input into one vector. Encoders (BERT, XLM-R) are
+//! their own modules; a decoder trained for embeddings (Qwen3-Embedding) is the family's
+//! language model read through [`decoder::DecoderEmbedder`], pooled at its last token. Pooling
+//! and normalization come from the model's sentence-transformers files ([`pooling`]).
+
+mod bert;
+mod decoder;
+pub mod pooling;
+
+use std::path::Path;
+
+use rmx_mlx::Array;
+
+use crate::config::RawConfig;
+use crate::error::Result;
+use crate::model::ModelInfo;
+use crate::weights::Weights;
+pub use pooling::{PoolMode, Pooling};
+
+/// A loaded embedding model. Like [`crate::CausalLm`], its arrays belong to the engine thread.
+pub trait Embedder {
+    /// One vector per input (token ids, none empty), `[inputs, dim]` float32, pooled and
+    /// normalized as the model says. The inputs run as one padded batch.
+    fn embed(&self, inputs: &[&[u32]]) -> Result<Array>;
+
+    fn pooling(&self) -> Pooling;
+
+    fn info(&self) -> &ModelInfo;
+}
+
+/// `model_type`s of the encoder families.
+pub const ENCODER_TYPES: &[&str] = &["bert", "xlm-roberta", "roberta"];
+
+/// Whether the model in `dir` (its `config` read) is an embedding model: an encoder family, a
+/// sentence-transformers folder (`modules.json` with a Pooling module), or a decoder saved
+/// without its language-model head (`Qwen3Model`, as Qwen3-Embedding's config names it in
+/// conversions that keep the base class).
+pub fn is_embedding(dir: &Path, cfg: &RawConfig) -> bool {
+    ENCODER_TYPES.contains(&cfg.model_type.as_str())
+        || pooling::is_sentence_transformer(dir)
+        || cfg
+            .architectures
+            .iter()
+            .any(|a| a.ends_with("Model") && !a.ends_with("ForCausalLM"))
+}
+
+/// Loads an embedding model; `causal` builds a decoder family's language model from the
+/// weights (the registry's loader for the config).
+pub(crate) fn load(
+    dir: &Path,
+    cfg: &RawConfig,
+    w: &mut Weights,
+    causal: Option<crate::registry::Loader>,
+) -> Result<Box<dyn Embedder>> {
+    if ENCODER_TYPES.contains(&cfg.model_type.as_str()) {
+        let default = bert::default_pooling(cfg);
+        return bert::load(cfg, w, Pooling::read(dir, default)?);
+    }
+    decoder::load(dir, cfg, w, causal)
+}
