@@ -13,6 +13,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod api;
+pub mod encoders;
 pub mod fake_hub;
 pub mod home;
 pub mod http;

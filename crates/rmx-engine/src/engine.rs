@@ -24,6 +24,8 @@ use crate::prefix_disk::PrefixDisk;
 use crate::request::{Event, GenerateRequest};
 use crate::sequence::{Prefix, Prep, Progress, Sequence, Start, PREFILL_CHUNK};
 
+// A request crosses the channel once, so its size costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Command {
     Generate(GenerateRequest, UnboundedSender<Event>, Instant),
     Embed(EmbedJob),
@@ -41,6 +43,25 @@ pub struct Engine {
     pub(crate) template: Option<ChatTemplate>,
     info: ModelInfo,
     load: Arc<Load>,
+    sentence: SentenceConfig,
+}
+
+/// `sentence_bert_config.json` of a sentence-transformers model: how it prepares inputs.
+#[derive(Debug, Default, serde::Deserialize)]
+struct SentenceConfig {
+    max_seq_length: Option<usize>,
+    #[serde(default)]
+    do_lower_case: bool,
+}
+
+impl SentenceConfig {
+    /// Absent or unreadable: no limit of its own and the text as given.
+    fn read(dir: &Path) -> SentenceConfig {
+        std::fs::read_to_string(dir.join("sentence_bert_config.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default()
+    }
 }
 
 impl std::fmt::Debug for Engine {
@@ -163,6 +184,7 @@ impl Engine {
             template,
             info,
             load,
+            sentence: SentenceConfig::read(dir),
         })
     }
 
@@ -194,15 +216,36 @@ impl Engine {
     /// The most tokens one embedding input may have: the sentence-transformers
     /// `max_seq_length` where the model has one, else its context.
     pub fn embed_limit(&self) -> Option<usize> {
-        let st = std::fs::read_to_string(self.dir.join("sentence_bert_config.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-            .and_then(|v| v.get("max_seq_length")?.as_u64())
-            .map(|n| n as usize);
+        let st = self.sentence.max_seq_length;
         let ctx = self.info.context_length.map(|c| c as usize);
         match (st, ctx) {
             (Some(s), Some(c)) => Some(s.min(c)),
             (s, c) => s.or(c),
+        }
+    }
+
+    /// One embedding input's token ids as sentence-transformers makes them: the text lowercased
+    /// first where the model's `sentence_bert_config.json` says `do_lower_case`, special tokens
+    /// added, and cut to [`Engine::embed_limit`] when `truncate` allows (else a longer input
+    /// comes back whole, for [`Engine::embed`] to refuse). Also whether it was cut.
+    pub fn embed_tokens(&self, text: &str, truncate: bool) -> Result<(Vec<u32>, bool)> {
+        let lowered;
+        let text = if self.sentence.do_lower_case {
+            lowered = text.to_lowercase();
+            lowered.as_str()
+        } else {
+            text
+        };
+        let ids = self
+            .tokenizer
+            .encode(text, true)
+            .map_err(EngineError::Encode)?;
+        match self.embed_limit() {
+            Some(limit) if truncate && ids.len() > limit => self
+                .tokenizer
+                .encode_truncated(text, limit)
+                .map_err(EngineError::Encode),
+            _ => Ok((ids, false)),
         }
     }
 

@@ -32,9 +32,9 @@ pub trait Embedder {
 pub const ENCODER_TYPES: &[&str] = &["bert", "xlm-roberta", "roberta"];
 
 /// Whether the model in `dir` (its `config` read) is an embedding model: an encoder family, a
-/// sentence-transformers folder (`modules.json` with a Pooling module), or a decoder saved
-/// without its language-model head (`Qwen3Model`, as Qwen3-Embedding's config names it in
-/// conversions that keep the base class).
+/// sentence-transformers folder (`modules.json` with a Pooling module), a decoder saved
+/// without its language-model head (`Qwen3Model`, as conversions that keep the base class
+/// name it), or a model whose name says so (below).
 pub fn is_embedding(dir: &Path, cfg: &RawConfig) -> bool {
     ENCODER_TYPES.contains(&cfg.model_type.as_str())
         || pooling::is_sentence_transformer(dir)
@@ -42,6 +42,20 @@ pub fn is_embedding(dir: &Path, cfg: &RawConfig) -> bool {
             .architectures
             .iter()
             .any(|a| a.ends_with("Model") && !a.ends_with("ForCausalLM"))
+        || named_embedding(dir)
+}
+
+/// mlx-lm's converter copies neither `modules.json` nor a base-class name into its output, so
+/// an MLX conversion of Qwen3-Embedding reads like a Qwen3 chat model but for its name: the
+/// folder's, or for a Hub cache snapshot (`models--owner--name/snapshots/<commit>`) the repo's.
+/// A name with "embedding" in it (any case) is read as an embedding model.
+fn named_embedding(dir: &Path) -> bool {
+    let name = match dir.parent() {
+        Some(p) if p.file_name().is_some_and(|n| n == "snapshots") => p.parent(),
+        _ => Some(dir),
+    };
+    name.and_then(Path::file_name)
+        .is_some_and(|n| n.to_string_lossy().to_lowercase().contains("embedding"))
 }
 
 /// Loads an embedding model; `causal` builds a decoder family's language model from the
