@@ -107,7 +107,8 @@ pub fn model_with_references(
     let lock = building(&dir);
     let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
     std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
-    let mut pending = spawn_reference_process(&dir, prompts, max_tokens, &["--make", family, quant]);
+    let mut pending =
+        spawn_reference_process(&dir, prompts, max_tokens, &["--make", family, quant]);
     let mut line = String::new();
     let stdout = pending.child.stdout.as_mut().unwrap();
     // Byte by byte, so nothing after the line is read away from wait()'s collection.
