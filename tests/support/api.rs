@@ -1,6 +1,7 @@
 //! The tiny Qwen3 the HTTP suites share (random weights, the real Qwen3 tokenizer and chat
 //! template, a 512-token context; `py/make_tiny_qwen3.py` writes it), copies of it with
-//! other chat templates, and tiny models scripted to write fixed replies.
+//! other chat templates, tiny models scripted to write fixed replies, and the tiny Qwen3 read
+//! as an embedding model.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -107,4 +108,68 @@ pub fn with_template(dir: &Path, template: &str) -> PathBuf {
 /// The name requests use for the tiny model: its folder.
 pub fn model_name() -> String {
     tiny_model().to_string_lossy().into_owned()
+}
+
+/// The most tokens an input to [`tiny_embedder`] may have (its `max_seq_length`): small, so
+/// "input too long" is cheap to provoke.
+pub const EMBED_LIMIT: usize = 32;
+
+/// The tiny f32 Qwen3 read as an embedding model, the way Qwen3-Embedding's folder reads: a
+/// sentence-transformers `modules.json` (last-token pooling, then Normalize) and a
+/// `sentence_bert_config.json` of [`EMBED_LIMIT`] tokens beside the model's own files (linked,
+/// not copied). Kept in target/tmp.
+pub fn tiny_embedder() -> PathBuf {
+    static MODEL: OnceLock<PathBuf> = OnceLock::new();
+    MODEL
+        .get_or_init(|| {
+            let src = crate::models::model("qwen3", "f32");
+            // Named after the source's generator hash: a new tiny Qwen3 gets new links.
+            let hash = src
+                .parent()
+                .and_then(Path::file_name)
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let dir = crate::target_tmp(&format!("api-embedding-{hash}-{EMBED_LIMIT}"));
+            if dir.join("modules.json").exists() {
+                return dir;
+            }
+            // Other test processes may build it at the same time: each in its own folder,
+            // renamed into place (the loser's rename fails and it uses the winner's).
+            let tmp = dir.with_extension(format!("tmp{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&tmp);
+            std::fs::create_dir_all(tmp.join("1_Pooling")).expect("mkdir");
+            for entry in std::fs::read_dir(&src).expect("read model dir") {
+                let entry = entry.expect("entry");
+                let from = std::fs::canonicalize(entry.path()).expect("canonical");
+                std::os::unix::fs::symlink(from, tmp.join(entry.file_name())).expect("link");
+            }
+            let write = |name: &str, v: Value| {
+                std::fs::write(tmp.join(name), v.to_string()).expect("write");
+            };
+            write(
+                "modules.json",
+                serde_json::json!([
+                    {"idx": 0, "name": "0", "path": "",
+                     "type": "sentence_transformers.models.Transformer"},
+                    {"idx": 1, "name": "1", "path": "1_Pooling",
+                     "type": "sentence_transformers.models.Pooling"},
+                    {"idx": 2, "name": "2", "path": "2_Normalize",
+                     "type": "sentence_transformers.models.Normalize"}
+                ]),
+            );
+            write(
+                "1_Pooling/config.json",
+                serde_json::json!({"word_embedding_dimension": 64,
+                                   "pooling_mode_lasttoken": true}),
+            );
+            write(
+                "sentence_bert_config.json",
+                serde_json::json!({"max_seq_length": EMBED_LIMIT, "do_lower_case": false}),
+            );
+            if std::fs::rename(&tmp, &dir).is_err() {
+                let _ = std::fs::remove_dir_all(&tmp);
+            }
+            dir
+        })
+        .clone()
 }

@@ -159,6 +159,14 @@ impl Client {
         Ok(Ndjson::new(body))
     }
 
+    /// Vectors for the request's inputs, through the daemon's OpenAI route (`/v1/embeddings`).
+    pub async fn embeddings(
+        &self,
+        req: &crate::openai::EmbeddingRequest,
+    ) -> Result<crate::openai::EmbeddingResponse, ClientError> {
+        self.json(Method::POST, "/v1/embeddings", Some(req)).await
+    }
+
     /// Pulls a model into the daemon's store, streaming its progress; dropping the stream hangs
     /// up, which stops the download (what arrived stays for the next pull to resume).
     pub async fn pull(&self, model: &str) -> Result<Ndjson<PullResponse>, ClientError> {
@@ -249,10 +257,18 @@ where
     Ok(sender.send_request(req).await?)
 }
 
+/// The message of an error answer: Ollama's `{"error": "..."}`, or the OpenAI routes'
+/// `{"error": {"message": "..."}}`.
 fn api_error(status: StatusCode, body: &[u8]) -> ClientError {
+    let openai = || -> Option<String> {
+        let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+        Some(v["error"]["message"].as_str()?.to_string())
+    };
     let message = serde_json::from_slice::<ErrorResponse>(body)
         .map(|e| e.error)
-        .unwrap_or_else(|_| {
+        .ok()
+        .or_else(openai)
+        .unwrap_or_else(|| {
             let text = String::from_utf8_lossy(body).trim().to_string();
             if text.is_empty() {
                 format!("the daemon answered HTTP {status}")

@@ -7,6 +7,7 @@
 pub mod anthropic;
 pub mod chat;
 pub mod client;
+pub mod embed;
 pub mod generate;
 pub mod home;
 pub mod keep_alive;
@@ -17,6 +18,7 @@ pub mod pull;
 
 pub use chat::{ChatRequest, ChatResponse, FunctionCall, Message, ToolCall};
 pub use client::{Client, ClientError, Endpoint, Ndjson};
+pub use embed::{EmbedRequest, EmbedResponse, EmbeddingsRequest, EmbeddingsResponse};
 pub use generate::{DoneStats, GenerateRequest, GenerateResponse};
 pub use home::{default_http_addr, rmx_home, DaemonPaths};
 pub use keep_alive::KeepAlive;

@@ -2,6 +2,7 @@
 //! codes and error shape; [`ServiceError::status`] is the mapping they share by default.
 
 use axum::http::StatusCode;
+use rmx_engine::ModelKind;
 use rmx_store::human_bytes;
 
 #[derive(Debug, thiserror::Error)]
@@ -22,6 +23,27 @@ pub enum ServiceError {
     BadRequest(String),
     #[error("the prompt has {prompt} tokens but the model's context is {context}")]
     PromptTooLong { prompt: usize, context: usize },
+    /// The model does the other kind of work: an embedding model asked to chat or complete, a
+    /// language model asked for embeddings. `kind` is what the model is; `name` may be empty
+    /// when the engine refused before the service knew better.
+    #[error("{}", kind_text(name, *kind))]
+    WrongKind { name: String, kind: ModelKind },
+    /// An embedding input longer than the model takes, in a request that does not allow
+    /// cutting it (OpenAI's never does; Ollama's `truncate: false`).
+    #[error(
+        "input[{index}] has {tokens} tokens but the model takes at most {limit} per input; \
+         shorten it{}", if *truncatable { " or send `truncate: true`" } else { "" }
+    )]
+    InputTooLong {
+        index: usize,
+        tokens: usize,
+        limit: usize,
+        /// The API has a switch that would cut it (Ollama's `truncate`), to name in the message.
+        truncatable: bool,
+    },
+    /// `dimensions` outside 1..=the model's vector size (None: not known, the value was 0).
+    #[error("{}", dimensions_text(*asked, *size))]
+    Dimensions { asked: usize, size: Option<usize> },
     /// The model alone is bigger than the whole memory budget.
     #[error(
         "model `{name}` needs about {} but the memory budget is {} (set RMX_MAX_MEMORY to change it)",
@@ -61,6 +83,41 @@ pub enum ServiceError {
     Internal(String),
 }
 
+fn kind_text(name: &str, kind: ModelKind) -> String {
+    let model = if name.is_empty() {
+        "this model".to_string()
+    } else {
+        format!("model `{name}`")
+    };
+    // Not a match: the engine's list of kinds grows (rerankers), and each new one reads
+    // well enough through its name until it has words of its own here.
+    if kind == ModelKind::Embedding {
+        format!(
+            "{model} is an embedding model: it makes vectors (/v1/embeddings, /api/embed), not \
+             text; it cannot chat, complete or generate"
+        )
+    } else if kind == ModelKind::Chat {
+        format!(
+            "{model} generates text (chat and completions); it does not make embeddings: ask an \
+             embedding model (a BERT-family encoder or Qwen3-Embedding)"
+        )
+    } else {
+        format!(
+            "{model} is a {} model: it neither generates text nor makes embeddings",
+            kind.name()
+        )
+    }
+}
+
+fn dimensions_text(asked: usize, size: Option<usize>) -> String {
+    match size {
+        Some(size) => format!(
+            "`dimensions` is {asked} but the model's vectors have {size} values; ask for 1 to {size}"
+        ),
+        None => format!("`dimensions` must be at least 1, got {asked}"),
+    }
+}
+
 fn list_text(available: &[String]) -> String {
     if available.is_empty() {
         "; no models are downloaded yet (rmx pull <name>)".to_string()
@@ -79,7 +136,8 @@ impl ServiceError {
     /// 422 for Anthropic; Ollama answers "does not support ..." with a 400), so every client
     /// library reads it as "do not retry this request". A model whose files are broken is
     /// answered the same way: it is the named model that cannot be served, not the daemon
-    /// that failed (it goes on serving the others).
+    /// that failed (it goes on serving the others); so is a model asked for the kind of work
+    /// it does not do (chat from an embedding model, embeddings from a chat model).
     pub fn status(&self) -> StatusCode {
         match self {
             ServiceError::UnknownModel { .. } | ServiceError::NotDownloaded { .. } => {
@@ -87,6 +145,9 @@ impl ServiceError {
             }
             ServiceError::BadRequest(_)
             | ServiceError::PromptTooLong { .. }
+            | ServiceError::WrongKind { .. }
+            | ServiceError::InputTooLong { .. }
+            | ServiceError::Dimensions { .. }
             | ServiceError::UnsupportedFamily { .. }
             | ServiceError::BrokenModel { .. }
             | ServiceError::TemplateLimit { .. } => StatusCode::BAD_REQUEST,
@@ -126,6 +187,14 @@ impl From<rmx_engine::EngineError> for ServiceError {
             E::EmptyPrompt | E::Invalid(_) | E::NoTemplate(_) | E::Template(_) | E::Encode(_) => {
                 ServiceError::BadRequest(e.to_string())
             }
+            E::NotGenerative => ServiceError::WrongKind {
+                name: String::new(),
+                kind: ModelKind::Embedding,
+            },
+            E::NotEmbedding => ServiceError::WrongKind {
+                name: String::new(),
+                kind: ModelKind::Chat,
+            },
             E::Stopped => ServiceError::Internal("the model's engine thread stopped".into()),
             other => ServiceError::Internal(other.to_string()),
         }

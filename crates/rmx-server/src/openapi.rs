@@ -53,6 +53,14 @@ const ROUTES: &[RouteDoc] = &[
         true,
     ),
     (
+        "post",
+        "/v1/embeddings",
+        "openai",
+        "Embeddings (OpenAI)",
+        Some("EmbeddingRequest"),
+        false,
+    ),
+    (
         "get",
         "/v1/models",
         "openai",
@@ -115,6 +123,22 @@ const ROUTES: &[RouteDoc] = &[
         "Chat (Ollama-shaped)",
         Some("NativeRequest"),
         true,
+    ),
+    (
+        "post",
+        "/api/embed",
+        "native",
+        "Embeddings (Ollama-shaped), unit length",
+        Some("EmbedRequest"),
+        false,
+    ),
+    (
+        "post",
+        "/api/embeddings",
+        "native",
+        "One embedding (Ollama's older route)",
+        Some("EmbeddingsRequest"),
+        false,
     ),
     ("get", "/api/ps", "native", "Loaded models", None, false),
     ("get", "/api/tags", "native", "Stored models", None, false),
@@ -200,7 +224,7 @@ pub fn spec() -> Value {
             "operationId": operation_id(method, path),
             "responses": {
                 "200": {"description": "Success", "content": ok_content},
-                "400": {"description": "Malformed JSON, a wrong type or a sampling value out of range (the field is named), a prompt longer than the context, a model of a family this rmx does not load (the family is named), or a model whose files do not load (the model and the reason are named)",
+                "400": {"description": "Malformed JSON, a wrong type or a sampling value out of range (the field is named), a prompt longer than the context, a model of a family this rmx does not load (the family is named), a model whose files do not load (the model and the reason are named), a model asked for work it does not do (text from an embedding model, embeddings from a language model; the message says what it does), or an embedding input longer than the model takes where it may not be cut (its index, its tokens and the limit are named)",
                         "content": {"application/json": {"schema": {"$ref": error_ref}}}},
                 "401": {"description": "Missing or wrong API key (when one is set)",
                         "content": {"application/json": {"schema": {"$ref": error_ref}}}},
@@ -384,6 +408,42 @@ fn schemas() -> Value {
                 "messages": {"type": "array", "items": {"$ref": "#/components/schemas/AnthropicMessage"}},
                 "system": {},
                 "tools": {"type": "array", "items": {"type": "object"}}
+            }
+        },
+        "EmbeddingRequest": {
+            "type": "object", "required": ["model", "input"],
+            "properties": {
+                "model": {"type": "string", "description": "An embedding model; a language model answers 400."},
+                "input": {"oneOf": [{"type": "string", "minLength": 1},
+                    {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1}},
+                    {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 0}},
+                    {"type": "array", "minItems": 1, "items": {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 0}}}],
+                    "description": "Text is tokenized with the model's special tokens; token ids are read as they are. An input longer than the model takes is a 400 naming it (never cut)."},
+                "encoding_format": {"enum": ["float", "base64"], "description": "`base64`: each vector's little-endian float32 bytes, as the OpenAI SDKs decode them."},
+                "dimensions": {"type": "integer", "minimum": 1, "description": "Keep each vector's first N values, renormalized when the model's vectors are unit length (Matryoshka-trained models such as Qwen3-Embedding)."},
+                "user": {"type": "string", "description": "Accepted and ignored."}
+            }
+        },
+        "EmbedRequest": {
+            "type": "object", "required": ["model"],
+            "description": "No `input` (or `\"\"`, `[]`): the model is loaded and `embeddings` is empty.",
+            "properties": {
+                "model": {"type": "string"},
+                "input": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string", "minLength": 1}}]},
+                "truncate": {"type": "boolean", "default": true, "description": "Cut inputs longer than the model takes; false answers 400 instead."},
+                "dimensions": {"type": "integer", "minimum": 1},
+                "keep_alive": {"oneOf": [{"type": "string"}, {"type": "number"}]},
+                "options": {"type": "object", "description": "Accepted and not read."}
+            }
+        },
+        "EmbeddingsRequest": {
+            "type": "object", "required": ["model"],
+            "description": "An empty `prompt` loads the model and answers an empty vector. The vector is the model's own (not normalized again); a long prompt is cut.",
+            "properties": {
+                "model": {"type": "string"},
+                "prompt": {"type": "string"},
+                "keep_alive": {"oneOf": [{"type": "string"}, {"type": "number"}]},
+                "options": {"type": "object"}
             }
         },
         "PullRequest": {

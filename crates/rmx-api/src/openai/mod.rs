@@ -1,6 +1,7 @@
-//! OpenAI's wire format: Chat Completions, Completions, Models and the Responses API, as the
-//! `openai` SDKs, Cursor, Codex CLI and Aider send and read them. One file per endpoint, as in
-//! the daemon's `openai/` handlers; this file holds what they share (`stop`, usage, errors).
+//! OpenAI's wire format: Chat Completions, Completions, Embeddings, Models and the Responses
+//! API, as the `openai` SDKs, Cursor, Codex CLI and Aider send and read them. One file per
+//! endpoint, as in the daemon's `openai/` handlers; this file holds what they share (`stop`,
+//! usage, errors).
 //!
 //! Requests are lenient where clients differ (unknown fields are ignored, `stop` may be a
 //! string or a list, content may be a string or parts) and strict where a wrong value would
@@ -9,11 +10,13 @@
 
 mod chat;
 mod completions;
+mod embeddings;
 mod models;
 mod responses;
 
 pub use chat::*;
 pub use completions::*;
+pub use embeddings::*;
 pub use models::*;
 pub use responses::*;
 

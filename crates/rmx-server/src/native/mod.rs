@@ -2,6 +2,7 @@
 //! itself uses, over the Unix socket and over TCP alike.
 
 mod chat;
+mod embed;
 mod error;
 mod generate;
 mod models;
@@ -23,6 +24,8 @@ pub fn routes() -> Router<Arc<Service>> {
     Router::new()
         .route("/api/generate", post(generate::generate))
         .route("/api/chat", post(chat::chat))
+        .route("/api/embed", post(embed::embed))
+        .route("/api/embeddings", post(embed::embeddings))
         .route("/api/ps", get(models::ps))
         .route("/api/tags", get(models::tags))
         .route("/api/show", post(models::show))

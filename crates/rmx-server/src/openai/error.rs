@@ -64,6 +64,15 @@ impl OpenAiError {
                 Some("messages".to_string()),
                 Some("context_length_exceeded"),
             ),
+            OpenAiError::Service(ServiceError::InputTooLong { .. }) => {
+                (Some("input".to_string()), Some("context_length_exceeded"))
+            }
+            OpenAiError::Service(ServiceError::WrongKind { .. }) => {
+                (Some("model".to_string()), Some("model_kind_mismatch"))
+            }
+            OpenAiError::Service(ServiceError::Dimensions { .. }) => {
+                (Some("dimensions".to_string()), None)
+            }
             OpenAiError::Body(e @ BodyError::Shape { .. }) => (e.field().map(str::to_string), None),
             OpenAiError::Body(BodyError::TooLarge { .. }) => (None, Some("request_too_large")),
             OpenAiError::Invalid { param, .. } => (param.clone(), None),

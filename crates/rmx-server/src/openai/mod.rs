@@ -1,5 +1,5 @@
-//! The OpenAI surface: `/v1/chat/completions`, `/v1/completions`, `/v1/responses` and
-//! `/v1/models`, each a translation into the service core and back.
+//! The OpenAI surface: `/v1/chat/completions`, `/v1/completions`, `/v1/responses`,
+//! `/v1/embeddings` and `/v1/models`, each a translation into the service core and back.
 //!
 //! Only what the wire format needs lives here; prompt building, reasoning and tool-call
 //! parsing are the core's. Streaming goes through [`crate::wire::sse`], errors through
@@ -7,6 +7,7 @@
 
 pub mod chat;
 pub mod completions;
+pub mod embeddings;
 pub mod error;
 pub mod models;
 pub mod responses;
@@ -28,6 +29,7 @@ pub fn routes() -> Router<Arc<Service>> {
         .route("/v1/chat/completions", post(chat::handler))
         .route("/v1/completions", post(completions::handler))
         .route("/v1/responses", post(responses::handler))
+        .route("/v1/embeddings", post(embeddings::handler))
         .route("/v1/models", get(models::list))
         .route("/v1/models/{*id}", get(models::get))
 }

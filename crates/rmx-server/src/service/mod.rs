@@ -43,10 +43,14 @@
 //! Its files: `request` (what a surface asks), `message` (its chat, as templates read it),
 //! `events` (what it gets back), `config` (how the daemon is set up), `prompt` (a request into
 //! the model's tokens and the parsers for its answer), `pump` (engine events through those
-//! parsers to the surface), `pull_locks` (pulls of one repo take turns); this file is the front
-//! end that ties them together.
+//! parsers to the surface), `pull_locks` (pulls of one repo take turns), `embed` (vectors from
+//! an embedding model: [`Service::embed`]); this file is the front end that ties them together.
+//!
+//! A model does one kind of work: an embedding model asked to generate, or a language model
+//! asked for embeddings, is [`ServiceError::WrongKind`] (a 400 in each API's shape).
 
 mod config;
+mod embed;
 mod events;
 mod message;
 mod prompt;
@@ -58,13 +62,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use rmx_api::KeepAlive;
-use rmx_engine::GenerateRequest;
+use rmx_engine::{GenerateRequest, ModelKind};
 use rmx_store::{Families, ModelRef, Store};
 use tokio::sync::{mpsc, watch};
 
 pub use crate::error::{ServiceError, CUT_OFF};
 use crate::lifecycle::{Models, Resolved};
 pub use config::ServiceConfig;
+pub use embed::{normalize, EmbedInput, EmbedRequest, Embeddings};
 pub use events::{
     CollectedCall, Completion, Final, FinishReason, ServiceEvent, ServiceStream, TokenLogprob,
 };
@@ -213,6 +218,7 @@ impl Service {
         let keep_alive = req.keep_alive.unwrap_or(self.default_keep_alive);
         let lease = self.models.acquire(resolved, keep_alive).await?;
         let loaded = lease.loaded()?.clone();
+        generates(&loaded, &req.model)?;
         Ok(render_off_workers(loaded, hints, req).await?.tokens.len())
     }
 
@@ -228,6 +234,9 @@ impl Service {
         let keep_alive = req.keep_alive.unwrap_or(self.default_keep_alive);
         let lease = self.models.acquire(resolved, keep_alive).await?;
         let loaded = lease.loaded()?.clone();
+        // Before the template: an embedding model may have none, and its refusal should say
+        // what the model is, not that a template is missing.
+        generates(&loaded, &req.model)?;
         let load_duration = if started.elapsed() >= loaded.load_duration {
             loaded.load_duration
         } else {
@@ -264,6 +273,17 @@ impl Service {
             prompt_tokens,
             SystemTime::now(),
         ))
+    }
+}
+
+/// A language model passes; an embedding model is refused, naming what it does.
+fn generates(loaded: &crate::lifecycle::Loaded, name: &str) -> Result<(), ServiceError> {
+    match loaded.engine.kind() {
+        ModelKind::Chat => Ok(()),
+        kind => Err(ServiceError::WrongKind {
+            name: name.to_string(),
+            kind,
+        }),
     }
 }
 
