@@ -16,6 +16,10 @@ exactly what `mlx_lm convert` would produce and the outputs exactly what `mlx_lm
             [--make F Q]: first write the model as `make --family F --quant Q --out DIR` does
             unless DIR holds one, then print `ready` (the caller can load it while mlx-lm
             computes): one python start and mlx-lm import for both steps
+  rerank    --model DIR --request REQ.json --out OUT.json
+            REQ.json: {"query", "documents": [...], "instruction"}; Qwen3-Reranker's recipe as
+            its model card's code runs it (prefix + pair + suffix, each encoded without special
+            tokens; score = P(yes) against no at the last position), one document at a time
   bench     --model DIR --prompt-len N --max-tokens M
   check     --model DIR [--max-tokens 64]   (self test: reference == mlx_lm.generate)
 
@@ -1081,6 +1085,34 @@ def cmd_reference(args):
         arr.astype("<f4").tofile(args.logits)
 
 
+RERANK_PREFIX = (
+    "<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and "
+    'the Instruct provided. Note that the answer can only be "yes" or "no".<|im_end|>\n'
+    "<|im_start|>user\n"
+)
+RERANK_SUFFIX = "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+
+
+def cmd_rerank(args):
+    import mlx.core as mx
+
+    model, tokenizer = load(args.model)
+    req = json.loads(Path(args.request).read_text(encoding="utf-8"))
+    pre = tokenizer.encode(RERANK_PREFIX, add_special_tokens=False)
+    suf = tokenizer.encode(RERANK_SUFFIX, add_special_tokens=False)
+    yes = tokenizer.convert_tokens_to_ids("yes")
+    no = tokenizer.convert_tokens_to_ids("no")
+    ids_all, scores = [], []
+    for doc in req["documents"]:
+        pair = f"<Instruct>: {req['instruction']}\n<Query>: {req['query']}\n<Document>: {doc}"
+        ids = list(pre) + list(tokenizer.encode(pair, add_special_tokens=False)) + list(suf)
+        logits = model(mx.array([ids]))[0, -1].astype(mx.float32)
+        two = mx.stack([logits[no], logits[yes]])
+        scores.append(float(mx.exp(two - mx.logsumexp(two))[1].item()))
+        ids_all.append(ids)
+    Path(args.out).write_text(json.dumps({"ids": ids_all, "scores": scores}) + "\n", encoding="utf-8")
+
+
 def cmd_bench(args):
     import mlx.core as mx
     import numpy as np
@@ -1162,6 +1194,10 @@ def main():
     r.add_argument("--out", required=True)
     r.add_argument("--logits")
     r.add_argument("--make", nargs=2, metavar=("FAMILY", "QUANT"))
+    rr = sub.add_parser("rerank")
+    rr.add_argument("--model", required=True)
+    rr.add_argument("--request", required=True)
+    rr.add_argument("--out", required=True)
     b = sub.add_parser("bench")
     b.add_argument("--model", required=True)
     b.add_argument("--prompt-len", type=int, required=True)
@@ -1170,7 +1206,13 @@ def main():
     c.add_argument("--model", required=True)
     c.add_argument("--max-tokens", type=int, default=64)
     args = ap.parse_args()
-    {"make": cmd_make, "reference": cmd_reference, "bench": cmd_bench, "check": cmd_check}[args.cmd](args)
+    {
+        "make": cmd_make,
+        "reference": cmd_reference,
+        "rerank": cmd_rerank,
+        "bench": cmd_bench,
+        "check": cmd_check,
+    }[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -72,9 +72,14 @@ pub(crate) fn serve(model: &dyn Embedder, rx: Receiver<Command>, load: &Arc<Load
                 busy.release();
                 let _ = job.reply.send(result);
             }
+            Command::Rerank(job) => {
+                let _ = job
+                    .reply
+                    .send(Err(crate::EngineError::NotReranker.to_string()));
+            }
             Command::Generate(_, tx, _) => {
                 let _ = tx.send(crate::request::Event::Error(
-                    "this is an embedding model; it does not generate text".into(),
+                    crate::EngineError::NotGenerative.to_string(),
                 ));
             }
         }

@@ -22,6 +22,7 @@ use crate::load::Load;
 use crate::prefix_cache::PrefixCache;
 use crate::prefix_disk::PrefixDisk;
 use crate::request::{Event, GenerateRequest};
+use crate::rerank::RerankJob;
 use crate::sequence::{Prefix, Prep, Progress, Sequence, Start, PREFILL_CHUNK};
 
 // A request crosses the channel once, so its size costs nothing worth a box.
@@ -29,6 +30,7 @@ use crate::sequence::{Prefix, Prep, Progress, Sequence, Start, PREFILL_CHUNK};
 pub(crate) enum Command {
     Generate(GenerateRequest, UnboundedSender<Event>, Instant),
     Embed(EmbedJob),
+    Rerank(RerankJob),
 }
 
 /// A handle to a loaded model's engine thread.
@@ -145,6 +147,12 @@ impl Engine {
         let thread = std::thread::Builder::new()
             .name(format!("rmx-engine:{name}"))
             .spawn(move || match rmx_models::load_any(&thread_dir) {
+                Ok(Loaded::Causal(model)) if rmx_models::embed::is_reranker(&thread_dir) => {
+                    let mut info = model.info().clone();
+                    info.kind = ModelKind::Rerank;
+                    let _ = ready_tx.send(Ok(info));
+                    crate::rerank::serve(model.as_ref(), rx, &thread_load);
+                }
                 Ok(Loaded::Causal(model)) => {
                     let _ = ready_tx.send(Ok(model.info().clone()));
                     run(
@@ -247,6 +255,55 @@ impl Engine {
                 .map_err(EngineError::Encode),
             _ => Ok((ids, false)),
         }
+    }
+
+    /// How well each of `documents` answers `query` (under `instruction`, the model's default
+    /// when `None`), a probability each, in their order; the answer arrives on the returned
+    /// receiver. A document too long for the prompt is cut from its end when `truncate`
+    /// allows, else refused.
+    pub fn rerank(
+        &self,
+        query: &str,
+        documents: &[String],
+        instruction: Option<&str>,
+        truncate: bool,
+    ) -> Result<tokio::sync::oneshot::Receiver<std::result::Result<Vec<f32>, String>>> {
+        if self.info.kind != ModelKind::Rerank {
+            return Err(EngineError::NotReranker);
+        }
+        if documents.is_empty() {
+            return Err(EngineError::Invalid("no documents to rerank".into()));
+        }
+        let (yes, no) = crate::rerank::answer_ids(&self.tokenizer)?;
+        let max = self
+            .info
+            .context_length
+            .map_or(crate::rerank::MAX_PROMPT, |c| {
+                (c as usize).min(crate::rerank::MAX_PROMPT)
+            });
+        let instruction = instruction.unwrap_or(crate::rerank::DEFAULT_INSTRUCTION);
+        let mut prompts = Vec::with_capacity(documents.len());
+        for (i, d) in documents.iter().enumerate() {
+            let (ids, cut) = crate::rerank::prompt(&self.tokenizer, instruction, query, d, max)?;
+            if cut && !truncate {
+                return Err(EngineError::Invalid(format!(
+                    "document {i} with the query does not fit the reranker's {max}-token prompt"
+                )));
+            }
+            prompts.push(ids);
+        }
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        self.tx
+            .as_ref()
+            .ok_or(EngineError::Stopped)?
+            .send(Command::Rerank(RerankJob {
+                prompts,
+                yes,
+                no,
+                reply,
+            }))
+            .map_err(|_| EngineError::Stopped)?;
+        Ok(rx)
     }
 
     /// Vectors for `inputs` (token ids each), in their order; the answer arrives on the
@@ -557,9 +614,13 @@ impl Admit<'_> {
     fn admit(&mut self, cmd: Command, active: &mut Vec<Sequence>) {
         let (req, tx, at) = match cmd {
             Command::Generate(req, tx, at) => (req, tx, at),
-            // Engine::embed refuses a language model before anything is sent.
+            // Engine::embed and Engine::rerank refuse a chat model before anything is sent.
             Command::Embed(job) => {
                 let _ = job.reply.send(Err(EngineError::NotEmbedding.to_string()));
+                return;
+            }
+            Command::Rerank(job) => {
+                let _ = job.reply.send(Err(EngineError::NotReranker.to_string()));
                 return;
             }
         };

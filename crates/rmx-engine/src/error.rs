@@ -24,8 +24,10 @@ pub enum EngineError {
     PromptTooLong { prompt: usize, context: usize },
     #[error("invalid request: {0}")]
     Invalid(String),
-    #[error("this is an embedding model: it makes vectors (embeddings), not text")]
+    #[error("this is an embedding or reranking model: it makes vectors or scores, not text")]
     NotGenerative,
+    #[error("this model is not a reranker (load one that scores query-document pairs, such as Qwen3-Reranker)")]
+    NotReranker,
     #[error("this model generates text; it does not make embeddings (load an embedding model: a BERT-family encoder or Qwen3-Embedding)")]
     NotEmbedding,
     #[error("the engine thread has stopped")]

@@ -14,6 +14,7 @@ mod prefix_cache;
 mod prefix_disk;
 mod prompt;
 mod request;
+pub mod rerank;
 pub mod sampler;
 mod sequence;
 mod trace;

@@ -31,6 +31,8 @@ pub enum ModelKind {
     Chat,
     /// An embedding model: turns inputs into vectors, generates nothing.
     Embedding,
+    /// A reranker: scores how well documents answer a query, generates nothing.
+    Rerank,
 }
 
 impl ModelKind {
@@ -39,6 +41,7 @@ impl ModelKind {
         match self {
             ModelKind::Chat => "chat",
             ModelKind::Embedding => "embedding",
+            ModelKind::Rerank => "rerank",
         }
     }
 }

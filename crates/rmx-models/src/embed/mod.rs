@@ -50,12 +50,26 @@ pub fn is_embedding(dir: &Path, cfg: &RawConfig) -> bool {
 /// folder's, or for a Hub cache snapshot (`models--owner--name/snapshots/<commit>`) the repo's.
 /// A name with "embedding" in it (any case) is read as an embedding model.
 fn named_embedding(dir: &Path) -> bool {
+    model_name(dir).contains("embedding")
+}
+
+/// A model's name in lower case: its folder's, or for a Hub cache snapshot
+/// (`models--owner--name/snapshots/<commit>`) the repo's.
+fn model_name(dir: &Path) -> String {
     let name = match dir.parent() {
         Some(p) if p.file_name().is_some_and(|n| n == "snapshots") => p.parent(),
         _ => Some(dir),
     };
     name.and_then(Path::file_name)
-        .is_some_and(|n| n.to_string_lossy().to_lowercase().contains("embedding"))
+        .map(|n| n.to_string_lossy().to_lowercase())
+        .unwrap_or_default()
+}
+
+/// Whether a language model in `dir` is a reranker that scores by its next token (Qwen3-Reranker:
+/// "yes" against "no" after a fixed judging prompt). Its files are a plain Qwen3 chat model's;
+/// only the name ("reranker", any case) tells.
+pub fn is_reranker(dir: &Path) -> bool {
+    model_name(dir).contains("reranker")
 }
 
 /// Loads an embedding model; `causal` builds a decoder family's language model from the
