@@ -149,3 +149,68 @@ pub fn run(
     }
     Ok(out)
 }
+
+/// One embedding case: `batch` inputs of `input_tokens` each per request.
+#[derive(Debug, Clone, Serialize)]
+pub struct EmbedCase {
+    pub batch: usize,
+    pub input_tokens: usize,
+    pub inputs_per_s: Stat,
+    pub tokens_per_s: Stat,
+    pub latency_ms: Stat,
+    pub peak_memory_bytes: usize,
+}
+
+/// The embedding benchmark: for each input length in `lens` and each batch size in `batches`,
+/// requests of that many synthetic inputs, timed from submission to the vectors' arrival.
+pub fn run_embed(
+    engine: &Engine,
+    lens: &[usize],
+    batches: &[usize],
+    rounds: usize,
+    warmup: usize,
+    mut progress: impl FnMut(&str),
+) -> Result<Vec<EmbedCase>> {
+    let vocab = engine.info().vocab_size as u32;
+    let mut out = Vec::new();
+    for (li, &n) in lens.iter().enumerate() {
+        for &b in batches {
+            let (mut ips, mut tps, mut lat) = (vec![], vec![], vec![]);
+            rmx_mlx::reset_peak_memory();
+            for r in 0..warmup + rounds {
+                let inputs: Vec<Vec<u32>> = (0..b)
+                    .map(|i| synthetic_prompt(n, vocab, (li * 1_000_000 + r * 1000 + i) as u64))
+                    .collect();
+                let t = std::time::Instant::now();
+                engine
+                    .embed(inputs)?
+                    .blocking_recv()
+                    .map_err(|_| EngineError::Stopped)?
+                    .map_err(EngineError::Invalid)?;
+                let s = t.elapsed().as_secs_f64();
+                let warm = r < warmup;
+                progress(&format!(
+                    "{b} × {n} tokens: {} {}: {:.1} inputs/s, {:.0} tok/s",
+                    if warm { "warm-up" } else { "round" },
+                    if warm { r + 1 } else { r + 1 - warmup },
+                    b as f64 / s,
+                    (b * n) as f64 / s
+                ));
+                if !warm {
+                    ips.push(b as f64 / s);
+                    tps.push((b * n) as f64 / s);
+                    lat.push(s * 1e3);
+                }
+            }
+            out.push(EmbedCase {
+                batch: b,
+                input_tokens: n,
+                inputs_per_s: Stat::of(ips),
+                tokens_per_s: Stat::of(tps),
+                latency_ms: Stat::of(lat),
+                peak_memory_bytes: rmx_mlx::peak_memory(),
+            });
+        }
+    }
+    Ok(out)
+}

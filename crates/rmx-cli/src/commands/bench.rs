@@ -1,14 +1,15 @@
 //! `rmx bench <model>`: the standardized single-user benchmark, as a table or a JSON record
 //! with the hardware and versions, so numbers from different machines can be compared;
-//! `--submit` offers that record to the community repository (see `bench_submit`).
+//! `--submit` offers that record to the community repository (see `bench_submit`). An embedding
+//! model gets the embedding benchmark instead: inputs/s and tokens/s at batch 1 and 32.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
-use rmx_engine::bench::{self, BenchCase, BenchConfig};
-use rmx_engine::Engine;
+use rmx_engine::bench::{self, BenchCase, BenchConfig, EmbedCase};
+use rmx_engine::{Engine, ModelKind};
 use serde_json::json;
 
 use crate::bench_submit::{self, Submission};
@@ -42,6 +43,14 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let engine =
         Engine::load(&args.model).with_context(|| format!("loading {}", args.model.display()))?;
     let quiet = args.json || !std::io::stderr().is_terminal();
+    match engine.kind() {
+        ModelKind::Chat => {}
+        ModelKind::Embedding => return run_embed(&engine, &args, quiet),
+        ModelKind::Rerank => bail!(
+            "{} is a reranker; rmx bench measures chat and embedding models",
+            args.model.display()
+        ),
+    }
     let cases = bench::run(&engine, &cfg, |line| {
         if !quiet {
             eprintln!("  {line}");
@@ -63,6 +72,101 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         print_table(&engine, &cases);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Batch sizes of the embedding benchmark: one input per request (a search query) and 32 (an
+/// indexing job's chunk).
+const EMBED_BATCHES: [usize; 2] = [1, 32];
+
+fn run_embed(engine: &Engine, args: &BenchArgs, quiet: bool) -> Result<ExitCode> {
+    if args.submit {
+        bail!("--submit takes chat-model benchmarks only");
+    }
+    // Input lengths: --prompt-tokens, else 128 and 512 (cut to what the model takes).
+    let limit = engine.embed_limit().unwrap_or(usize::MAX);
+    let lens: Vec<usize> = if args.prompt_tokens.is_empty() {
+        vec![128, 512]
+    } else {
+        args.prompt_tokens.clone()
+    }
+    .into_iter()
+    .map(|n| n.min(limit))
+    .collect();
+    let cases = bench::run_embed(
+        engine,
+        &lens,
+        &EMBED_BATCHES,
+        args.rounds,
+        args.warmup,
+        |line| {
+            if !quiet {
+                eprintln!("  {line}");
+            }
+        },
+    )?;
+    if args.json {
+        let info = engine.info();
+        let record = json!({
+            "rmx_version": env!("CARGO_PKG_VERSION"),
+            "mlx_version": rmx_mlx::mlx_version(),
+            "backend": rmx_mlx::backend().name(),
+            "hardware": {"device": device_name(), "os": std::env::consts::OS, "arch": std::env::consts::ARCH},
+            "model": {
+                "name": args.model.file_name().map(|n| n.to_string_lossy().to_string()),
+                "kind": "embedding",
+                "model_type": info.model_type,
+                "quant_bits": info.quant_bits,
+                "layers": info.num_layers,
+                "hidden_size": info.hidden_size,
+            },
+            "rounds": args.rounds,
+            "warmup": args.warmup,
+            "embedding_cases": cases,
+        });
+        println!("{}", serde_json::to_string_pretty(&record)?);
+    } else {
+        print_embed_table(engine, &cases);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_embed_table(engine: &Engine, cases: &[EmbedCase]) {
+    let info = engine.info();
+    println!(
+        "{} ({} embedding, {}) on {} [{}], MLX {}",
+        engine.dir().display(),
+        info.model_type,
+        info.quant_bits
+            .map_or("unquantized".to_string(), |b| format!("{b}-bit")),
+        device_name(),
+        rmx_mlx::backend().name(),
+        rmx_mlx::mlx_version()
+    );
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header([
+        "BATCH",
+        "TOKENS",
+        "INPUTS/s",
+        "TOKENS/s",
+        "LATENCY ms",
+        "PEAK MEM",
+    ]);
+    for c in cases {
+        t.add_row([
+            c.batch.to_string(),
+            c.input_tokens.to_string(),
+            format!(
+                "{:.1} ±{:.0}%",
+                c.inputs_per_s.median,
+                c.inputs_per_s.spread_pct()
+            ),
+            format!("{:.0}", c.tokens_per_s.median),
+            format!("{:.1}", c.latency_ms.median),
+            format!("{:.1} MB", c.peak_memory_bytes as f64 / 1e6),
+        ]);
+    }
+    println!("{t}");
 }
 
 fn device_name() -> String {
@@ -119,7 +223,7 @@ fn print_table(engine: &Engine, cases: &[BenchCase]) {
         engine.dir().display(),
         info.model_type,
         info.quant_bits
-            .map_or("16-bit".to_string(), |b| format!("{b}-bit")),
+            .map_or("unquantized".to_string(), |b| format!("{b}-bit")),
         device_name(),
         rmx_mlx::backend().name(),
         rmx_mlx::mlx_version()
