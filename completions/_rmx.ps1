@@ -27,6 +27,7 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('run', 'run', [CompletionResultType]::ParameterValue, 'Generate an answer to one prompt and exit; without a prompt on a terminal, chat')
             [CompletionResult]::new('chat', 'chat', [CompletionResultType]::ParameterValue, 'Chat with a model interactively (type /help for commands)')
+            [CompletionResult]::new('embed', 'embed', [CompletionResultType]::ParameterValue, 'Turn texts into vectors with an embedding model, one JSON array per line')
             [CompletionResult]::new('serve', 'serve', [CompletionResultType]::ParameterValue, 'Run the daemon in the foreground: the HTTP API on TCP and the CLI''s Unix socket')
             [CompletionResult]::new('ps', 'ps', [CompletionResultType]::ParameterValue, 'List the models loaded in the daemon')
             [CompletionResult]::new('stop', 'stop', [CompletionResultType]::ParameterValue, 'Unload a model from the daemon')
@@ -80,6 +81,15 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
             [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print prompt and decode speed after each answer')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'rmx;embed' {
+            [CompletionResult]::new('--dimensions', '--dimensions', [CompletionResultType]::ParameterName, 'Keep each vector''s first N values (renormalized when the model''s vectors are unit length, as Matryoshka-trained models like Qwen3-Embedding are meant to be cut)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print the whole answer as JSON (OpenAI''s embeddings response) instead of JSON lines')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             break
@@ -285,6 +295,7 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
         'rmx;help' {
             [CompletionResult]::new('run', 'run', [CompletionResultType]::ParameterValue, 'Generate an answer to one prompt and exit; without a prompt on a terminal, chat')
             [CompletionResult]::new('chat', 'chat', [CompletionResultType]::ParameterValue, 'Chat with a model interactively (type /help for commands)')
+            [CompletionResult]::new('embed', 'embed', [CompletionResultType]::ParameterValue, 'Turn texts into vectors with an embedding model, one JSON array per line')
             [CompletionResult]::new('serve', 'serve', [CompletionResultType]::ParameterValue, 'Run the daemon in the foreground: the HTTP API on TCP and the CLI''s Unix socket')
             [CompletionResult]::new('ps', 'ps', [CompletionResultType]::ParameterValue, 'List the models loaded in the daemon')
             [CompletionResult]::new('stop', 'stop', [CompletionResultType]::ParameterValue, 'Unload a model from the daemon')
@@ -307,6 +318,9 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
             break
         }
         'rmx;help;chat' {
+            break
+        }
+        'rmx;help;embed' {
             break
         }
         'rmx;help;serve' {

@@ -34,6 +34,9 @@ _rmx() {
             rmx,doctor)
                 cmd="rmx__subcmd__doctor"
                 ;;
+            rmx,embed)
+                cmd="rmx__subcmd__embed"
+                ;;
             rmx,help)
                 cmd="rmx__subcmd__help"
                 ;;
@@ -115,6 +118,9 @@ _rmx() {
             rmx__subcmd__help,doctor)
                 cmd="rmx__subcmd__help__subcmd__doctor"
                 ;;
+            rmx__subcmd__help,embed)
+                cmd="rmx__subcmd__help__subcmd__embed"
+                ;;
             rmx__subcmd__help,help)
                 cmd="rmx__subcmd__help__subcmd__help"
                 ;;
@@ -167,7 +173,7 @@ _rmx() {
 
     case "${cmd}" in
         rmx)
-            opts="-h -V --help --version run chat serve ps stop completions pull ls list rm info models alias import bench agents doctor share help"
+            opts="-h -V --help --version run chat embed serve ps stop completions pull ls list rm info models alias import bench agents doctor share help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -440,8 +446,26 @@ _rmx() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        rmx__subcmd__embed)
+            opts="-h -V --dimensions --json --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --dimensions)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         rmx__subcmd__help)
-            opts="run chat serve ps stop completions pull ls rm info models alias import bench agents doctor share help"
+            opts="run chat embed serve ps stop completions pull ls rm info models alias import bench agents doctor share help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -567,6 +591,20 @@ _rmx() {
             return 0
             ;;
         rmx__subcmd__help__subcmd__doctor)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rmx__subcmd__help__subcmd__embed)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

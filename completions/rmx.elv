@@ -24,6 +24,7 @@ set edit:completion:arg-completer[rmx] = {|@words|
             cand --version 'Print version'
             cand run 'Generate an answer to one prompt and exit; without a prompt on a terminal, chat'
             cand chat 'Chat with a model interactively (type /help for commands)'
+            cand embed 'Turn texts into vectors with an embedding model, one JSON array per line'
             cand serve 'Run the daemon in the foreground: the HTTP API on TCP and the CLI''s Unix socket'
             cand ps 'List the models loaded in the daemon'
             cand stop 'Unload a model from the daemon'
@@ -75,6 +76,14 @@ set edit:completion:arg-completer[rmx] = {|@words|
             cand --verbose 'Print prompt and decode speed after each answer'
             cand -h 'Print help'
             cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'rmx;embed'= {
+            cand --dimensions 'Keep each vector''s first N values (renormalized when the model''s vectors are unit length, as Matryoshka-trained models like Qwen3-Embedding are meant to be cut)'
+            cand --json 'Print the whole answer as JSON (OpenAI''s embeddings response) instead of JSON lines'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
             cand -V 'Print version'
             cand --version 'Print version'
         }
@@ -255,6 +264,7 @@ set edit:completion:arg-completer[rmx] = {|@words|
         &'rmx;help'= {
             cand run 'Generate an answer to one prompt and exit; without a prompt on a terminal, chat'
             cand chat 'Chat with a model interactively (type /help for commands)'
+            cand embed 'Turn texts into vectors with an embedding model, one JSON array per line'
             cand serve 'Run the daemon in the foreground: the HTTP API on TCP and the CLI''s Unix socket'
             cand ps 'List the models loaded in the daemon'
             cand stop 'Unload a model from the daemon'
@@ -275,6 +285,8 @@ set edit:completion:arg-completer[rmx] = {|@words|
         &'rmx;help;run'= {
         }
         &'rmx;help;chat'= {
+        }
+        &'rmx;help;embed'= {
         }
         &'rmx;help;serve'= {
         }

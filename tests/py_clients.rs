@@ -135,6 +135,91 @@ fn py_ollama_client() {
     );
 }
 
+/// Issue #23: the OpenAI SDK's `embeddings.create` (base64 by default, float, dimensions) and
+/// the Ollama client's `embed` and `embeddings`, on the tiny Qwen3 read as an embedding model;
+/// then `rmx embed` against the same daemon.
+#[test]
+fn py_embeddings_clients_and_rmx_embed() {
+    let python = python();
+    let model = rmx_tests::api::tiny_embedder()
+        .to_string_lossy()
+        .into_owned();
+    let server = Server::start();
+    let out = Command::new(&python)
+        .arg(py("embeddings_client.py"))
+        .arg(&server.base)
+        .arg(&model)
+        .arg(model_name())
+        .output()
+        .expect("run embeddings_client.py");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "embeddings_client.py failed\n--- stdout\n{stdout}\n--- stderr\n{}\n--- daemon log\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        server.home.log()
+    );
+    assert_checks(
+        &stdout,
+        &[
+            "embeddings default (base64 decoded by the SDK)",
+            "embeddings float and explicit base64 equal",
+            "embeddings one input, dimensions",
+            "embeddings errors",
+            "ollama embed and embeddings",
+        ],
+    );
+
+    // `rmx embed`: one JSON array per input per line, in order, stdin lines when no text.
+    let lines = server
+        .home
+        .ok(&["embed", &model, "first text", "second text"]);
+    let vectors: Vec<Vec<f32>> = lines
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON array per line"))
+        .collect();
+    assert_eq!(vectors.len(), 2, "{lines}");
+    assert!(vectors.iter().all(|v| v.len() == 64), "{lines}");
+    let mut piped = server
+        .home
+        .cmd(&["embed", &model, "--dimensions", "8"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("rmx embed");
+    std::io::Write::write_all(
+        piped.stdin.as_mut().expect("stdin"),
+        b"second text\n\nfirst text\n",
+    )
+    .expect("write");
+    drop(piped.stdin.take());
+    let out = piped.wait_with_output().expect("rmx embed");
+    assert!(out.status.success());
+    let cut: Vec<Vec<f32>> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON array per line"))
+        .collect();
+    assert_eq!(cut.len(), 2, "blank lines are no input");
+    assert_eq!(cut[0].len(), 8);
+    let unit: f32 = cut[1].iter().map(|x| x * x).sum();
+    assert!((unit - 1.0).abs() < 1e-4, "{cut:?}");
+    let json: serde_json::Value =
+        serde_json::from_str(&server.home.ok(&["embed", &model, "--json", "one"]))
+            .expect("--json is JSON");
+    assert_eq!(json["object"], "list");
+    assert_eq!(
+        json["data"][0]["embedding"].as_array().map(Vec::len),
+        Some(64)
+    );
+    assert!(json["usage"]["prompt_tokens"]
+        .as_u64()
+        .is_some_and(|n| n > 0));
+    let refused = server.home.run(&["embed", &model_name(), "hello"]);
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("does not make embeddings"), "{stderr}");
+}
+
 #[test]
 fn py_openapi_is_valid_openapi_3_1() {
     let python = python();

@@ -30,6 +30,18 @@ pub enum Command {
     Run(RunArgs),
     /// Chat with a model interactively (type /help for commands).
     Chat(ChatArgs),
+    /// Turn texts into vectors with an embedding model, one JSON array per line.
+    ///
+    /// Each TEXT is one input; without TEXT, each non-empty line of standard input is one.
+    /// The vectors are printed in the inputs' order, one JSON array per line (JSON Lines);
+    /// --json prints the daemon's whole OpenAI-shaped answer instead (`data`, `usage`). An
+    /// input longer than the model takes is an error naming it. Runs in the daemon (started
+    /// if needed).
+    #[command(after_help = "Examples:\n  \
+        rmx embed ~/models/Qwen3-Embedding-0.6B \"What is MLX?\" \"An array framework\"\n  \
+        cut -f2 docs.tsv | rmx embed ~/models/Qwen3-Embedding-0.6B --dimensions 256 > vectors.jsonl\n  \
+        rmx embed ~/models/bge-m3 --json \"one text\"")]
+    Embed(EmbedArgs),
     /// Run the daemon in the foreground: the HTTP API on TCP and the CLI's Unix socket.
     ///
     /// Other commands start a daemon in the background when none is running; run this to see
@@ -153,6 +165,23 @@ pub struct RunArgs {
     pub prompt: Option<String>,
     #[command(flatten)]
     pub gen: GenArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct EmbedArgs {
+    /// The embedding model: an alias, a Hugging Face repo id (owner/name) or a model folder.
+    pub model: String,
+    /// The texts to embed, one input each (read from standard input, a line each, when
+    /// absent).
+    #[arg(value_name = "TEXT")]
+    pub texts: Vec<String>,
+    /// Keep each vector's first N values (renormalized when the model's vectors are unit
+    /// length, as Matryoshka-trained models like Qwen3-Embedding are meant to be cut).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub dimensions: Option<u32>,
+    /// Print the whole answer as JSON (OpenAI's embeddings response) instead of JSON lines.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

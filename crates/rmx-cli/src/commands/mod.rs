@@ -2,6 +2,7 @@
 
 mod chat;
 mod completions;
+mod embed;
 mod ps;
 mod run;
 mod serve;
@@ -27,6 +28,7 @@ pub fn dispatch(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run::run(args),
         Command::Chat(args) => chat::run(args),
+        Command::Embed(args) => embed::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Ps(args) => ps::run(args),
         Command::Stop(args) => stop::run(args),
