@@ -40,6 +40,9 @@ pub struct RunningModel {
     /// ("20× attention + moe (MLX ops)"); empty while loading.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub layers: Vec<String>,
+    /// What it answers: "chat" or "embedding"; absent while it loads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -55,6 +58,9 @@ pub struct StoredModel {
     pub size: u64,
     #[serde(default)]
     pub complete: bool,
+    /// What it answers ("chat", "embedding"), where the daemon knows: while it is loaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

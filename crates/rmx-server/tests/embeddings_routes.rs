@@ -8,9 +8,10 @@ mod common_api;
 
 use axum::http::StatusCode;
 use axum::Router;
-use common_api::{app, call, model_name, service, tiny_embedder, EMBED_LIMIT};
+use common_api::{app, call, get, json, model_name, service, tiny_embedder, EMBED_LIMIT};
 use rmx_api::openai::EmbeddingVector;
 use serde_json::{json, Value};
+use tower::ServiceExt;
 
 fn embedder() -> String {
     tiny_embedder().to_string_lossy().into_owned()
@@ -447,4 +448,49 @@ async fn an_embedding_model_asked_to_chat_is_400_in_each_shape() {
             "{path}: {e}"
         );
     }
+}
+
+#[tokio::test]
+async fn listings_say_a_loaded_model_is_an_embedding_model() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let svc = service(dir.path());
+    let app = app(svc.clone());
+    embed(&app, json!({"model": embedder(), "input": "load it"})).await;
+    let (status, chat) = call(
+        &app,
+        "/v1/chat/completions",
+        json!({"model": model_name(), "messages": [{"role": "user", "content": "Hi"}],
+               "max_tokens": 1}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{chat}");
+
+    let (_, models) = json(app.clone().oneshot(get("/v1/models")).await.expect("r")).await;
+    let kind_of = |id: &str| {
+        models["data"]
+            .as_array()
+            .and_then(|d| d.iter().find(|m| m["id"] == id))
+            .map(|m| m["kind"].clone())
+    };
+    assert_eq!(kind_of(&embedder()), Some(json!("embedding")), "{models}");
+    assert_eq!(kind_of(&model_name()), Some(json!("chat")), "{models}");
+
+    let (_, ps) = json(app.clone().oneshot(get("/api/ps")).await.expect("r")).await;
+    let kinds: Vec<&Value> = ps["models"]
+        .as_array()
+        .map(|m| m.iter().map(|m| &m["kind"]).collect())
+        .unwrap_or_default();
+    assert_eq!(kinds.len(), 2, "{ps}");
+    assert!(kinds.contains(&&json!("embedding")), "{ps}");
+
+    let (status, show) = call(&app, "/api/show", json!({"model": embedder()})).await;
+    assert_eq!(status, StatusCode::OK, "{show}");
+    assert_eq!(show["capabilities"], json!(["embedding"]), "{show}");
+    let (_, show) = call(&app, "/api/show", json!({"model": model_name()})).await;
+    assert!(
+        show["capabilities"]
+            .as_array()
+            .is_some_and(|c| c.contains(&json!("completion"))),
+        "{show}"
+    );
 }

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use rmx_api::KeepAlive;
-use rmx_engine::{Engine, EngineError, ModelError};
+use rmx_engine::{Engine, EngineError, ModelError, ModelKind};
 use rmx_store::{ModelHints, Unsupported};
 use tokio::sync::OnceCell;
 
@@ -121,6 +121,8 @@ pub struct RunningInfo {
     pub context_length: Option<u64>,
     /// The model's layer kinds and paths (`ModelInfo::layer_kinds`).
     pub layers: Vec<String>,
+    /// What it answers (chat, embeddings); None while it loads.
+    pub kind: Option<ModelKind>,
     /// None: in use or forever (see `forever`).
     pub expires: Option<(Duration, SystemTime)>,
     pub forever: bool,
@@ -346,6 +348,12 @@ impl Models {
         self.table().get(path).is_some_and(|s| s.loaded().is_some())
     }
 
+    /// What the model loaded from `path` answers; None when it is not loaded (yet).
+    pub fn kind(&self, path: &std::path::Path) -> Option<ModelKind> {
+        let slot = self.table().get(path).cloned()?;
+        slot.loaded().map(|l| l.engine.kind())
+    }
+
     pub fn running(&self) -> Vec<RunningInfo> {
         let table = self.table();
         let now = Instant::now();
@@ -368,6 +376,7 @@ impl Models {
                     layers: loaded
                         .map(|l| l.engine.info().layer_kinds.clone())
                         .unwrap_or_default(),
+                    kind: loaded.map(|l| l.engine.kind()),
                     expires: match st.expiry {
                         Expiry::At(at, wall) => Some((at.saturating_duration_since(now), wall)),
                         _ => None,

@@ -16,6 +16,7 @@ use axum::Router;
 use serde::de::DeserializeOwned;
 
 pub use error::NativeError;
+pub(crate) use models::loaded_kind;
 
 use crate::error::ServiceError;
 use crate::service::{Service, Shape};

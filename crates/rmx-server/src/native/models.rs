@@ -10,6 +10,7 @@ use rmx_api::{
     ModelRequest, PsResponse, RunningModel, ShowResponse, StoredModel, TagsResponse,
     VersionResponse,
 };
+use rmx_engine::ModelKind;
 use rmx_store::{StoreError, ToolParser};
 
 use super::{parse, NativeError};
@@ -47,6 +48,7 @@ pub async fn ps(State(svc): State<Arc<Service>>) -> Json<PsResponse> {
             running: r.running,
             waiting: r.waiting,
             layers: r.layers,
+            kind: r.kind.map(|k| k.name().to_string()),
         })
         .collect();
     Json(PsResponse { models })
@@ -67,6 +69,7 @@ pub async fn tags(State(svc): State<Arc<Service>>) -> Result<Json<TagsResponse>,
     let models = list
         .into_iter()
         .map(|m| StoredModel {
+            kind: loaded_kind(&svc, &m.name),
             name: m.name,
             model: m.repo.to_string(),
             modified_at: chrono::DateTime::<chrono::Utc>::from_timestamp(m.modified as i64, 0)
@@ -86,6 +89,23 @@ pub async fn show(
     let req: ModelRequest = parse(&body)?;
     let resolved = svc.resolve(&req.model)?;
     let info = svc.store().info(&req.model).map_err(store_error)?;
+    // A loaded model that does not generate says what it does instead (Ollama's word for an
+    // embedding model is "embedding").
+    let capabilities = match svc.models().kind(&resolved.path) {
+        Some(k) if k != ModelKind::Chat => vec![k.name().to_string()],
+        _ => generative_capabilities(&info),
+    };
+    Ok(Json(ShowResponse {
+        model: req.model,
+        info: serde_json::to_value(&info).unwrap_or_default(),
+        template: None,
+        capabilities,
+        loaded: svc.models().is_loaded(&resolved.path),
+    }))
+}
+
+/// A language model's capabilities, as far as its files tell.
+fn generative_capabilities(info: &rmx_store::ModelInfo) -> Vec<String> {
     let mut capabilities = vec!["completion".to_string()];
     if info.chat_template {
         capabilities.push("chat".into());
@@ -96,13 +116,7 @@ pub async fn show(
     if info.hints.reasoning_parser != rmx_store::ReasoningParser::None {
         capabilities.push("thinking".into());
     }
-    Ok(Json(ShowResponse {
-        model: req.model,
-        info: serde_json::to_value(&info).unwrap_or_default(),
-        template: None,
-        capabilities,
-        loaded: svc.models().is_loaded(&resolved.path),
-    }))
+    capabilities
 }
 
 pub async fn delete(
@@ -123,6 +137,15 @@ pub async fn version() -> Json<VersionResponse> {
     Json(VersionResponse {
         version: rmx_api::VERSION.to_string(),
     })
+}
+
+/// What the model `name` answers ("chat", "embedding"), when it is loaded: the engine knows,
+/// and a folder not loaded would have to be read as the engine reads it.
+pub(crate) fn loaded_kind(svc: &Service, name: &str) -> Option<String> {
+    let resolved = svc.resolve(name).ok()?;
+    svc.models()
+        .kind(&resolved.path)
+        .map(|k| k.name().to_string())
 }
 
 fn store_error(e: StoreError) -> NativeError {

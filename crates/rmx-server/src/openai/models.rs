@@ -10,14 +10,16 @@ use rmx_api::openai::{Model, ModelList};
 
 use super::error::OpenAiError;
 use super::unix_time;
+use crate::native::loaded_kind;
 use crate::service::Service;
 
-fn model(id: String, created: u64) -> Model {
+fn model(id: String, created: u64, kind: Option<String>) -> Model {
     Model {
         id,
         object: "model".into(),
         created,
         owned_by: "rmx".into(),
+        kind,
     }
 }
 
@@ -25,12 +27,20 @@ pub fn list_models(service: &Service) -> Vec<Model> {
     let mut data: Vec<Model> = service
         .store()
         .list()
-        .map(|l| l.into_iter().map(|m| model(m.name, m.modified)).collect())
+        .map(|l| {
+            l.into_iter()
+                .map(|m| {
+                    let kind = loaded_kind(service, &m.name);
+                    model(m.name, m.modified, kind)
+                })
+                .collect()
+        })
         .unwrap_or_default();
     let now = unix_time(std::time::SystemTime::now());
     for r in service.models().running() {
         if !data.iter().any(|m| m.id == r.name) {
-            data.push(model(r.name, now));
+            let kind = r.kind.map(|k| k.name().to_string());
+            data.push(model(r.name, now, kind));
         }
     }
     data.sort_by(|a, b| a.id.cmp(&b.id));
@@ -50,7 +60,10 @@ pub async fn get(State(service): State<Arc<Service>>, Path(id): Path<String>) ->
     }
     // A repo id or folder that resolves is a model too, listed or not.
     match service.resolve(&id) {
-        Ok(_) => Json(model(id, unix_time(std::time::SystemTime::now()))).into_response(),
+        Ok(r) => {
+            let kind = service.models().kind(&r.path).map(|k| k.name().to_string());
+            Json(model(id, unix_time(std::time::SystemTime::now()), kind)).into_response()
+        }
         Err(e) => OpenAiError::from(e).into_response(),
     }
 }
