@@ -173,3 +173,36 @@ pub fn tiny_embedder() -> PathBuf {
         })
         .clone()
 }
+
+/// The tiny f32 Qwen3 read as a reranker (Qwen3-Reranker's files are a chat model's; its name
+/// tells): the model's files linked into a folder named `Qwen3-Reranker-…`. Kept in target/tmp.
+pub fn tiny_reranker() -> PathBuf {
+    static MODEL: OnceLock<PathBuf> = OnceLock::new();
+    MODEL
+        .get_or_init(|| {
+            let src = crate::models::model("qwen3", "f32");
+            let hash = src
+                .parent()
+                .and_then(Path::file_name)
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let dir = crate::target_tmp(&format!("Qwen3-Reranker-tiny-{hash}"));
+            if dir.join("config.json").exists() {
+                return dir;
+            }
+            // As tiny_embedder: built aside, renamed into place.
+            let tmp = dir.with_extension(format!("tmp{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&tmp);
+            std::fs::create_dir_all(&tmp).expect("mkdir");
+            for entry in std::fs::read_dir(&src).expect("read model dir") {
+                let entry = entry.expect("entry");
+                let from = std::fs::canonicalize(entry.path()).expect("canonical");
+                std::os::unix::fs::symlink(from, tmp.join(entry.file_name())).expect("link");
+            }
+            if std::fs::rename(&tmp, &dir).is_err() {
+                let _ = std::fs::remove_dir_all(&tmp);
+            }
+            dir
+        })
+        .clone()
+}

@@ -259,15 +259,19 @@ impl Engine {
 
     /// How well each of `documents` answers `query` (under `instruction`, the model's default
     /// when `None`), a probability each, in their order; the answer arrives on the returned
-    /// receiver. A document too long for the prompt is cut from its end when `truncate`
-    /// allows, else refused.
+    /// receiver, beside the prompt tokens the model reads. A document too long for the prompt
+    /// is cut from its end when `truncate` allows, else refused. Tokenizes on the calling
+    /// thread.
     pub fn rerank(
         &self,
         query: &str,
         documents: &[String],
         instruction: Option<&str>,
         truncate: bool,
-    ) -> Result<tokio::sync::oneshot::Receiver<std::result::Result<Vec<f32>, String>>> {
+    ) -> Result<(
+        usize,
+        tokio::sync::oneshot::Receiver<std::result::Result<Vec<f32>, String>>,
+    )> {
         if self.info.kind != ModelKind::Rerank {
             return Err(EngineError::NotReranker);
         }
@@ -292,6 +296,7 @@ impl Engine {
             }
             prompts.push(ids);
         }
+        let tokens = prompts.iter().map(Vec::len).sum();
         let (reply, rx) = tokio::sync::oneshot::channel();
         self.tx
             .as_ref()
@@ -303,7 +308,7 @@ impl Engine {
                 reply,
             }))
             .map_err(|_| EngineError::Stopped)?;
-        Ok(rx)
+        Ok((tokens, rx))
     }
 
     /// Vectors for `inputs` (token ids each), in their order; the answer arrives on the

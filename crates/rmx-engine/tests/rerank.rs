@@ -80,6 +80,7 @@ fn check(quant: &str, tolerance: f32) {
     let got = engine
         .rerank(QUERY, &docs, None, false)
         .unwrap()
+        .1
         .blocking_recv()
         .unwrap()
         .unwrap();

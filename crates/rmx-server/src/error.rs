@@ -89,23 +89,20 @@ fn kind_text(name: &str, kind: ModelKind) -> String {
     } else {
         format!("model `{name}`")
     };
-    // Not a match: the engine's list of kinds grows (rerankers), and each new one reads
-    // well enough through its name until it has words of its own here.
-    if kind == ModelKind::Embedding {
-        format!(
-            "{model} is an embedding model: it makes vectors (/v1/embeddings, /api/embed), not \
-             text; it cannot chat, complete or generate"
-        )
-    } else if kind == ModelKind::Chat {
-        format!(
-            "{model} generates text (chat and completions); it does not make embeddings: ask an \
-             embedding model (a BERT-family encoder or Qwen3-Embedding)"
-        )
-    } else {
-        format!(
-            "{model} is a {} model: it neither generates text nor makes embeddings",
-            kind.name()
-        )
+    match kind {
+        ModelKind::Embedding => format!(
+            "{model} is an embedding model: it makes vectors (/v1/embeddings, /api/embed); it \
+             cannot chat, complete, generate or rerank"
+        ),
+        ModelKind::Chat => format!(
+            "{model} generates text (chat and completions); it does not make embeddings or \
+             rerank: ask an embedding model (a BERT-family encoder or Qwen3-Embedding) or a \
+             reranker (Qwen3-Reranker)"
+        ),
+        ModelKind::Rerank => format!(
+            "{model} is a reranker: it scores documents against a query (/v1/rerank); it cannot \
+             chat, complete, generate or make embeddings"
+        ),
     }
 }
 
@@ -191,7 +188,7 @@ impl From<rmx_engine::EngineError> for ServiceError {
                 name: String::new(),
                 kind: ModelKind::Embedding,
             },
-            E::NotEmbedding => ServiceError::WrongKind {
+            E::NotEmbedding | E::NotReranker => ServiceError::WrongKind {
                 name: String::new(),
                 kind: ModelKind::Chat,
             },

@@ -27,6 +27,7 @@ pub mod openai;
 pub mod openapi;
 mod origin;
 pub mod path_errors;
+mod rerank;
 pub mod router;
 mod sampling;
 pub mod security;

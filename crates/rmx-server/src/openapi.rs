@@ -61,6 +61,30 @@ const ROUTES: &[RouteDoc] = &[
         false,
     ),
     (
+        "post",
+        "/v1/rerank",
+        "rerank",
+        "Rerank documents against a query (Jina's and Cohere's shape)",
+        Some("RerankRequest"),
+        false,
+    ),
+    (
+        "post",
+        "/rerank",
+        "rerank",
+        "Rerank (the same, without /v1)",
+        Some("RerankRequest"),
+        false,
+    ),
+    (
+        "post",
+        "/v2/rerank",
+        "rerank",
+        "Rerank (Cohere v2's path)",
+        Some("RerankRequest"),
+        false,
+    ),
+    (
         "get",
         "/v1/models",
         "openai",
@@ -261,6 +285,7 @@ pub fn spec() -> Value {
             {"name": "openai", "description": "OpenAI-compatible"},
             {"name": "anthropic", "description": "Anthropic-compatible"},
             {"name": "native", "description": "Native, Ollama-shaped"},
+            {"name": "rerank", "description": "Reranking, in Jina's and Cohere's shape (OpenAI-shaped errors)"},
             {"name": "meta"}
         ],
         "security": [{}, {"bearer": []}, {"apiKey": []}],
@@ -408,6 +433,20 @@ fn schemas() -> Value {
                 "messages": {"type": "array", "items": {"$ref": "#/components/schemas/AnthropicMessage"}},
                 "system": {},
                 "tools": {"type": "array", "items": {"type": "object"}}
+            }
+        },
+        "RerankRequest": {
+            "type": "object", "required": ["model", "query", "documents"],
+            "properties": {
+                "model": {"type": "string", "description": "A reranker (Qwen3-Reranker); another kind of model answers 400."},
+                "query": {"type": "string"},
+                "documents": {"type": "array", "minItems": 1, "items": {"oneOf": [
+                    {"type": "string"},
+                    {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}}]}},
+                "top_n": {"type": "integer", "minimum": 1, "description": "Only the best N results (default all)."},
+                "return_documents": {"type": "boolean", "description": "Echo each document's text (default true)."},
+                "instruction": {"type": "string", "description": "rmx: the task the reranker judges under (default: web search)."},
+                "truncate": {"type": "boolean", "description": "Cut a document that does not fit the model's prompt (default true); false answers 400."}
             }
         },
         "EmbeddingRequest": {

@@ -22,6 +22,7 @@ pub fn router(service: Arc<Service>) -> Router {
         .merge(crate::anthropic::routes())
         .merge(crate::openapi::routes())
         .merge(crate::health::routes())
+        .merge(crate::rerank::routes())
         .fallback(crate::path_errors::not_found)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .with_state(service);

@@ -57,6 +57,7 @@ mod prompt;
 mod pull_locks;
 mod pump;
 mod request;
+mod rerank;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -76,6 +77,7 @@ pub use events::{
 pub use message::{CalledFunction, Role, TemplateMessage, TemplateToolCall};
 pub(crate) use pull_locks::PullLocks;
 pub use request::{tool_names, InternalRequest, PromptInput, Shape, FORCED_TOOL_CALL};
+pub use rerank::{RerankRequest, Reranked};
 pub use rmx_engine::{SamplingParams, Timings, Usage};
 
 use prompt::render_off_workers;
