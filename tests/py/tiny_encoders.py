@@ -39,6 +39,13 @@ Families (each the real model's files and config keys, tiny: hidden 64):
                    pooling + Normalize, the real Qwen3 tokenizer with Qwen3-Embedding's
                    post_processor (appends <|endoftext|>) and padding_side "left", the query
                    prompt in config_sentence_transformers.json
+  modernbert       nomic-ai/modernbert-embed-base: ModernBertModel (model_type "modernbert"),
+                   mean pooling + Normalize, vocab_size 50368, no biases, 4 layers: 0 and 3
+                   global (rope 160000), 1 and 2 local (rope 10000) with local_attention 16,
+                   so a key more than 8 positions away is hidden there (the tests' long inputs
+                   are longer); intermediate 96, so mlp.Wo (64x96) stays unquantized. No
+                   ModernBERT (OLMo) tokenizer is published where the tests can fetch it: its
+                   pipeline on the npm Qwen3 BPE's first 50280 tokens (`modernbert_tokenizer`)
 Quants: f32 bf16 (mlx_embeddings.convert --dtype float32 / bfloat16), 8bit 4bit (convert -q
         --q-bits 8 / 4: affine, group 64, over its default --dtype float16: the scales, biases,
         norms and unquantized layers are float16)
@@ -59,6 +66,11 @@ Weight names (one layer each; all in the model's dtype, or U32 weight + scales +
     encoder.layer.0.attention.output.LayerNorm.{weight,bias},
     encoder.layer.0.intermediate.dense.{weight,bias}, encoder.layer.0.output.dense.{weight,bias},
     encoder.layer.0.output.LayerNorm.{weight,bias}, pooler.dense.{weight,bias} (unused here)
+  modernbert (HF's ModernBertModel file has no prefix; mlx-embeddings' sanitize adds
+  "model.", and its convert writes it; layer 0 has no attn_norm):
+    model.embeddings.tok_embeddings.weight, model.embeddings.norm.weight,
+    model.layers.1.attn_norm.weight, model.layers.1.attn.{Wqkv,Wo}.weight,
+    model.layers.1.mlp_norm.weight, model.layers.1.mlp.{Wi,Wo}.weight, model.final_norm.weight
   qwen3_embedding (HF's file has no "model." prefix, saved from Qwen3Model; mlx-embeddings'
   sanitize adds it, and its convert writes it, as mlx-lm's conversions have it):
     model.embed_tokens.weight, model.layers.0.self_attn.{q,k,v,o}_proj.weight,
@@ -71,7 +83,10 @@ mlx-embeddings 0.1.0's Qwen3 turns a left-padded batch into NaN (a padding row's
 only masked keys: softmax of all -inf; the next layer's values carry the NaN into every row),
 so `forward` gives its Qwen3Model a mask in which padding rows see themselves; real rows see
 exactly what they would. Its BERT and XLM-R models pool by the mean whatever 1_Pooling says;
-the pooling here is sentence-transformers', on last_hidden_state.
+the pooling here is sentence-transformers', on last_hidden_state. Its ModernBERT returns the
+pooled vector as last_hidden_state (the token states are its inner ModernBertModel's), computes
+a tanh GELU where the config says "gelu" (see `hf_modernbert_gelu`), and turns padded float16
+batches into NaN (see `finite_modernbert_masks`); `load_model` mends the last two.
 """
 
 import argparse
@@ -89,7 +104,7 @@ import types
 import zlib
 from pathlib import Path
 
-FAMILIES = ["bert", "bert_cls", "xlm_roberta", "qwen3_embedding"]
+FAMILIES = ["bert", "bert_cls", "xlm_roberta", "qwen3_embedding", "modernbert"]
 QUANTS = ["f32", "bf16", "8bit", "4bit"]
 GROUP_SIZE = 64
 
@@ -236,6 +251,66 @@ FAMILY_SPECS = {
             "similarity_fn_name": "cosine",
         },
         tokenizer=dict(kind="qwen3"),
+    ),
+    "modernbert": dict(
+        # nomic-ai/modernbert-embed-base's config (answerdotai/ModernBERT-base's, saved from
+        # ModernBertModel), tiny: 4 layers, so layers 0 and 3 attend globally and 1 and 2 within
+        # a window of 16 (|i - j| <= 8), which the tests' longer inputs exceed; intermediate 96
+        # (768 : 1152 as the real one), so each layer's mlp.Wo (64x96) stays unquantized.
+        config={
+            "architectures": ["ModernBertModel"],
+            "attention_bias": False,
+            "attention_dropout": 0.0,
+            "bos_token_id": 50281,
+            "classifier_activation": "gelu",
+            "classifier_bias": False,
+            "classifier_dropout": 0.0,
+            "classifier_pooling": "mean",
+            "cls_token_id": 50281,
+            "decoder_bias": True,
+            "deterministic_flash_attn": False,
+            "embedding_dropout": 0.0,
+            "eos_token_id": 50282,
+            "global_attn_every_n_layers": 3,
+            "global_rope_theta": 160000.0,
+            "gradient_checkpointing": False,
+            "hidden_activation": "gelu",
+            "hidden_size": 64,
+            "initializer_cutoff_factor": 2.0,
+            "initializer_range": 0.02,
+            "intermediate_size": 96,
+            "layer_norm_eps": 1e-05,
+            "local_attention": 16,
+            "local_rope_theta": 10000.0,
+            "max_position_embeddings": 8192,
+            "mlp_bias": False,
+            "mlp_dropout": 0.0,
+            "model_type": "modernbert",
+            "norm_bias": False,
+            "norm_eps": 1e-05,
+            "num_attention_heads": 4,
+            "num_hidden_layers": 4,
+            "pad_token_id": 50283,
+            "position_embedding_type": "absolute",
+            "reference_compile": True,
+            "repad_logits_with_grad": False,
+            "sep_token_id": 50282,
+            "sparse_pred_ignore_index": -100,
+            "sparse_prediction": False,
+            "torch_dtype": "float32",
+            "transformers_version": "4.48.0",
+            "vocab_size": 50368,
+        },
+        pooling="mean",
+        sentence_bert={"max_seq_length": 8192, "do_lower_case": False},
+        st_config={
+            "__version__": {"sentence_transformers": "3.3.1", "transformers": "4.48.0",
+                            "pytorch": "2.5.1+cu124"},
+            "prompts": {"query": "search_query: ", "document": "search_document: "},
+            "default_prompt_name": None,
+            "similarity_fn_name": "cosine",
+        },
+        tokenizer=dict(kind="modernbert", model_max_length=8192),
     ),
 }
 
@@ -461,6 +536,54 @@ def qwen3_embedding_tokenizer(out):
     write_json(out / "tokenizer_config.json", cfg)
 
 
+# ModernBERT's own tokens after its 50280 BPE ones (OLMo's vocabulary), filling 50368.
+MODERNBERT_SPECIALS = ["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"] + [f"[unused{i}]" for i in range(83)]
+
+
+def modernbert_tokenizer(out, model_max_length):
+    """tokenizer.json in ModernBERT's pipeline: NFC, byte-level BPE (GPT-2's split regex, no
+    prefix space), "[CLS] $A [SEP]", [UNK] [CLS] [SEP] [PAD] [MASK] at 50280-50284 and
+    [unused0-82] up to the model's 50368. ModernBERT's vocabulary (OLMo's) is published nowhere
+    the tests can fetch it, so the BPE is the npm Qwen3 one's first 50280 tokens (ids and merges
+    of a byte-level BPE, in rank order) and the merges among them; OLMo's own added tokens
+    inside that range (<|padding|> = 1, <|endoftext|> = 50279, runs of spaces) are left out."""
+    from tokenizers import Tokenizer, AddedToken, decoders, normalizers, pre_tokenizers, processors
+    from tokenizers.models import BPE
+
+    src = json.loads((fixtures_dir() / "tokenizer-qwen3" / "models" / "tokenizer.json").read_text("utf-8"))
+    n = 50280
+    vocab = {t: i for t, i in src["model"]["vocab"].items() if i < n}
+    if sorted(vocab.values()) != list(range(n)):
+        sys.exit("tokenizer-qwen3's vocabulary does not number its first 50280 tokens 0..50279")
+    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ", 1)) for m in src["model"]["merges"]]
+    merges = [(a, b) for a, b in merges if a in vocab and b in vocab and a + b in vocab]
+    tok = Tokenizer(BPE(vocab, merges, dropout=None, unk_token=None, continuing_subword_prefix="",
+                        end_of_word_suffix="", fuse_unk=False, byte_fallback=False))
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS]:0 $A:0 [SEP]:0",
+        pair="[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", n + 1), ("[SEP]", n + 2)],
+    )
+    tok.add_special_tokens([AddedToken(t, normalized=False, special=True, lstrip=t == "[MASK]")
+                            for t in MODERNBERT_SPECIALS])
+    if tok.token_to_id("[PAD]") != 50283 or tok.get_vocab_size() != 50368:
+        sys.exit("the ModernBERT tokenizer's special ids came out wrong")
+    tok.save(str(out / "tokenizer.json"), pretty=True)
+    names = {"cls_token": "[CLS]", "mask_token": "[MASK]", "pad_token": "[PAD]", "sep_token": "[SEP]",
+             "unk_token": "[UNK]"}
+    write_json(out / "special_tokens_map.json", names)
+    write_json(out / "tokenizer_config.json", {
+        **names,
+        "clean_up_tokenization_spaces": True,
+        "model_input_names": ["input_ids", "attention_mask"],
+        "model_max_length": model_max_length,
+        "tokenizer_class": "PreTrainedTokenizerFast",
+    })
+
+
 def make_tokenizer(out, spec):
     """Writes the tokenizer files; returns the vocabulary size the model needs (or None)."""
     t = spec["tokenizer"]
@@ -470,6 +593,8 @@ def make_tokenizer(out, spec):
         return xlmr_tokenizer(out, t["model_max_length"])
     elif t["kind"] == "qwen3":
         qwen3_embedding_tokenizer(out)
+    elif t["kind"] == "modernbert":
+        modernbert_tokenizer(out, t["model_max_length"])
     return None
 
 
@@ -497,12 +622,12 @@ def randomize(model, seed):
             w = normal(0.1, 1.0)
         elif name.endswith(".bias"):
             w = normal(0.05)
-        elif name.endswith(("word_embeddings.weight", "embed_tokens.weight")):
+        elif name.endswith(("word_embeddings.weight", "embed_tokens.weight", "tok_embeddings.weight")):
             w = normal(1.0)
         elif name.endswith(("position_embeddings.weight", "token_type_embeddings.weight")):
             w = normal(0.3)
         elif name.endswith(("value.weight", "v_proj.weight", "attention.output.dense.weight",
-                            "o_proj.weight")):
+                            "o_proj.weight", "attn.Wo.weight")):
             w = normal(2.0 / shape[-1] ** 0.5)
         elif name.endswith(".weight") and len(shape) == 2:
             w = normal(1.0 / shape[-1] ** 0.5)
@@ -625,7 +750,48 @@ def load_model(path):
     model.load_weights(list(weights.items()))
     mx.eval(model.parameters())
     model.eval()
+    if cfg["model_type"] == "modernbert":
+        finite_modernbert_masks(model)
+        if not os.environ.get("RMX_MLX_EMBEDDINGS_GELU"):
+            hf_modernbert_gelu(model, cfg)
     return model, cfg
+
+
+def finite_modernbert_masks(model):
+    """mlx-embeddings 0.1.0's ModernBERT adds -1e9 at hidden keys, in the attention mask's own
+    dtype (int32 here); attention casts it to the model's, and in float16 (every quantized
+    conversion) that is -inf. A padding row whose sliding window holds no real token then sees
+    only -inf: NaN, which the next layer carries through the values into every token of that
+    input. Its masks are clamped here to the dtype's least finite value, as transformers'
+    finfo(dtype).min is; a real row's weights are the same (exp underflows to 0 either way)."""
+    import mlx.core as mx
+
+    inner = model.model
+    update = inner._update_attention_mask
+    dtype = inner.embeddings(mx.array([[0]], dtype=mx.int32)).dtype
+    lowest = float(mx.finfo(dtype).min)
+
+    def masks(attention_mask):
+        return tuple(mx.maximum(m.astype(mx.float32), lowest).astype(dtype)
+                     for m in update(attention_mask))
+
+    inner._update_attention_mask = masks
+
+
+def hf_modernbert_gelu(model, cfg):
+    """mlx-embeddings 0.1.0's ModernBertMLP computes nn.GELU(approx="precise"), which is MLX's
+    tanh approximation, whatever config.json's hidden_activation says; transformers computes
+    ACT2FN[hidden_activation], and every ModernBERT says "gelu", the exact erf form, as the
+    models were trained. The reference (and rmx) compute the config's activation;
+    RMX_MLX_EMBEDDINGS_GELU=1 leaves mlx-embeddings' own."""
+    import mlx.nn as nn
+
+    act = cfg.get("hidden_activation", "gelu")
+    approx = {"gelu": "none", "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh"}.get(act)
+    if approx is None:
+        sys.exit(f"hidden_activation {act!r}: not a GELU the reference knows")
+    for layer in model.model.layers:
+        layer.mlp.act = nn.GELU(approx=approx)
 
 
 def read_st(path):
@@ -664,6 +830,11 @@ def forward(model, cfg, ids, mask, token_type_ids=None):
         dtype = model.model.embed_tokens(ids[:1, :1]).dtype
         additive = mx.where(visible, 0.0, -mx.inf).astype(dtype)
         return model.model(ids, attention_mask=additive), None
+    if cfg["model_type"] == "modernbert":
+        # Its Model returns the mean-pooled vector as last_hidden_state (classifier_pooling
+        # "mean"); the token states are its ModernBertModel's.
+        hidden = model.model(ids, attention_mask=mask)["last_hidden_state"]
+        return hidden, model(ids, attention_mask=mask).text_embeds
     kwargs = {"attention_mask": mask}
     if token_type_ids is not None:
         kwargs["token_type_ids"] = token_type_ids
@@ -782,7 +953,7 @@ def cmd_check(args):
             # the model's own text_embeds (mean pooling for bert and xlm_roberta, last token for
             # qwen3) against this pooling, where the two are the same pooling
             own_pool = {"bert": "mean_tokens", "xlm-roberta": "mean_tokens",
-                        "qwen3": "lasttoken"}[cfg["model_type"]]
+                        "qwen3": "lasttoken", "modernbert": "mean_tokens"}[cfg["model_type"]]
             own_diff = (float(max(np.abs(o - s).max() for o, s in zip(own, single)))
                         if own_pool == st["pooling"] else None)
             res = {

@@ -1,6 +1,6 @@
-//! Tiny random-weight embedding models (BERT, XLM-R, Qwen3-Embedding) laid out as their MLX
-//! conversions are, and reference vectors computed on them by mlx-embeddings' own model code,
-//! through `py/tiny_encoders.py`.
+//! Tiny random-weight embedding models (BERT, XLM-R, ModernBERT, Qwen3-Embedding) laid out as
+//! their MLX conversions are, and reference vectors computed on them by mlx-embeddings' own
+//! model code, through `py/tiny_encoders.py`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -41,6 +41,12 @@ fn check(family: &str, quant: &str) {
     );
     let got = engine.embed(ids).unwrap().blocking_recv().unwrap().unwrap();
     assert_eq!(got.len(), INPUTS.len());
+    let least = got
+        .iter()
+        .zip(&want.single)
+        .map(|(g, w)| cosine(g, w))
+        .fold(f32::INFINITY, f32::min);
+    eprintln!("{family}-{quant}: least cosine {least}");
     for (i, (g, w)) in got.iter().zip(&want.single).enumerate() {
         assert_eq!(g.len(), w.len(), "{family}-{quant}: input {i}'s dimension");
         let c = cosine(g, w);
@@ -82,6 +88,9 @@ parity! {
     qwen3_embedding_f32: "qwen3_embedding" "f32";
     qwen3_embedding_bf16: "qwen3_embedding" "bf16";
     qwen3_embedding_4bit: "qwen3_embedding" "4bit";
+    modernbert_f32: "modernbert" "f32";
+    modernbert_bf16: "modernbert" "bf16";
+    modernbert_4bit: "modernbert" "4bit";
 }
 
 /// A language model refuses embeddings, and an embedding model refuses to generate, each
@@ -97,7 +106,7 @@ fn each_kind_refuses_the_other_kinds_work() {
         .generate(rmx_engine::GenerateRequest::new(vec![1, 2, 3], 4))
         .unwrap_err()
         .to_string();
-    assert!(e.contains("embedding model"), "{e}");
+    assert!(e.contains("embedding or reranking model"), "{e}");
     // Bad inputs: an empty one, an id outside the vocabulary, one past the model's limit.
     assert!(enc.embed(vec![vec![]]).is_err());
     assert!(enc.embed(vec![vec![u32::MAX]]).is_err());

@@ -42,33 +42,48 @@ fn default_act() -> String {
     "gelu".into()
 }
 
-struct LayerNorm {
+/// mlx.nn.LayerNorm, with or without its bias (ModernBERT's `norm_bias: false` has none).
+pub(super) struct LayerNorm {
     weight: Array,
-    bias: Array,
+    bias: Option<Array>,
     eps: f32,
 }
 
 impl LayerNorm {
     fn load(w: &mut Weights, path: &str, dim: i32, eps: f32) -> Result<LayerNorm> {
+        LayerNorm::load_with(w, path, dim, eps, true)
+    }
+
+    pub(super) fn load_with(
+        w: &mut Weights,
+        path: &str,
+        dim: i32,
+        eps: f32,
+        bias: bool,
+    ) -> Result<LayerNorm> {
         Ok(LayerNorm {
             weight: w.take(&format!("{path}.weight"), &[dim])?,
-            bias: w.take(&format!("{path}.bias"), &[dim])?,
+            bias: if bias {
+                Some(w.take(&format!("{path}.bias"), &[dim])?)
+            } else {
+                None
+            },
             eps,
         })
     }
 
-    fn forward(&self, x: &Array) -> Result<Array> {
+    pub(super) fn forward(&self, x: &Array) -> Result<Array> {
         Ok(fast::layer_norm(
             x,
             Some(&self.weight),
-            Some(&self.bias),
+            self.bias.as_ref(),
             self.eps,
         )?)
     }
 }
 
 #[derive(Clone, Copy)]
-enum Gelu {
+pub(super) enum Gelu {
     /// mlx.nn.gelu: `x * (1 + erf(x / sqrt 2)) / 2` (HF `gelu`).
     Erf,
     /// mlx.nn.gelu_approx, the tanh form (HF `gelu_new`, `gelu_pytorch_tanh`).
@@ -76,7 +91,19 @@ enum Gelu {
 }
 
 impl Gelu {
-    fn forward(self, x: &Array) -> Result<Array> {
+    /// The GELU an HF activation name (`hidden_act`, `hidden_activation`) stands for.
+    pub(super) fn from_name(raw: &RawConfig, name: &str) -> Result<Gelu> {
+        match name {
+            "gelu" => Ok(Gelu::Erf),
+            "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Ok(Gelu::Tanh),
+            other => Err(ModelError::Config {
+                path: raw.path.clone(),
+                message: format!("activation {other:?} is not one rmx computes (gelu, gelu_new)"),
+            }),
+        }
+    }
+
+    pub(super) fn forward(self, x: &Array) -> Result<Array> {
         match self {
             Gelu::Erf => Ok(x
                 .multiply(
@@ -156,16 +183,7 @@ pub fn default_pooling(raw: &RawConfig) -> Pooling {
 pub fn load(raw: &RawConfig, w: &mut Weights, pooling: Pooling) -> Result<Box<dyn Embedder>> {
     let c: Config = raw.parse()?;
     let roberta = is_roberta(raw);
-    let gelu = match c.hidden_act.as_str() {
-        "gelu" => Gelu::Erf,
-        "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Gelu::Tanh,
-        other => {
-            return Err(ModelError::Config {
-                path: raw.path.clone(),
-                message: format!("hidden_act {other:?} is not one rmx computes (gelu, gelu_new)"),
-            })
-        }
-    };
+    let gelu = Gelu::from_name(raw, &c.hidden_act)?;
     if c.hidden_size % c.num_attention_heads != 0 {
         return Err(ModelError::Config {
             path: raw.path.clone(),

@@ -1,10 +1,11 @@
-//! Embedding models: a model that turns each input into one vector. Encoders (BERT, XLM-R) are
-//! their own modules; a decoder trained for embeddings (Qwen3-Embedding) is the family's
-//! language model read through [`decoder::DecoderEmbedder`], pooled at its last token. Pooling
-//! and normalization come from the model's sentence-transformers files ([`pooling`]).
+//! Embedding models: a model that turns each input into one vector. Encoders (BERT, XLM-R,
+//! ModernBERT) are their own modules; a decoder trained for embeddings (Qwen3-Embedding) is the
+//! family's language model read through [`decoder::DecoderEmbedder`], pooled at its last token.
+//! Pooling and normalization come from the model's sentence-transformers files ([`pooling`]).
 
 mod bert;
 mod decoder;
+mod modernbert;
 pub mod pooling;
 
 use std::path::Path;
@@ -29,7 +30,7 @@ pub trait Embedder {
 }
 
 /// `model_type`s of the encoder families.
-pub const ENCODER_TYPES: &[&str] = &["bert", "xlm-roberta", "roberta"];
+pub const ENCODER_TYPES: &[&str] = &["bert", "xlm-roberta", "roberta", "modernbert"];
 
 /// Whether the model in `dir` (its `config` read) is an embedding model: an encoder family, a
 /// sentence-transformers folder (`modules.json` with a Pooling module), a decoder saved
@@ -80,9 +81,15 @@ pub(crate) fn load(
     w: &mut Weights,
     causal: Option<crate::registry::Loader>,
 ) -> Result<Box<dyn Embedder>> {
-    if ENCODER_TYPES.contains(&cfg.model_type.as_str()) {
-        let default = bert::default_pooling(cfg);
-        return bert::load(cfg, w, Pooling::read(dir, default)?);
+    match cfg.model_type.as_str() {
+        "modernbert" => {
+            let pooling = Pooling::read(dir, modernbert::default_pooling())?;
+            modernbert::load(cfg, w, pooling)
+        }
+        t if ENCODER_TYPES.contains(&t) => {
+            let default = bert::default_pooling(cfg);
+            bert::load(cfg, w, Pooling::read(dir, default)?)
+        }
+        _ => decoder::load(dir, cfg, w, causal),
     }
-    decoder::load(dir, cfg, w, causal)
 }
