@@ -30,7 +30,19 @@ const ENGINE_FILES: &[&str] = &[
     "chat_template.jinja",
     "chat_template.json",
     "model.safetensors.index.json",
+    // sentence-transformers: which pooling an embedding model uses, and its input limit
+    "modules.json",
+    "sentence_bert_config.json",
+    "config_sentence_transformers.json",
 ];
+
+/// A sentence-transformers Pooling module's settings (`1_Pooling/config.json`): the one file
+/// of a subfolder the engine reads.
+fn is_pooling_config(name: &str) -> bool {
+    name.split_once('/').is_some_and(|(dir, file)| {
+        file == "config.json" && dir.ends_with("_Pooling") && !dir.contains('/')
+    })
+}
 
 /// HEAD requests in flight at once while planning (they are tiny).
 const META_CONCURRENCY: usize = 8;
@@ -238,7 +250,7 @@ pub(crate) fn select_files(repo: &RepoId, siblings: &[Sibling]) -> Result<Vec<St
     let names: Vec<&str> = siblings
         .iter()
         .map(|s| s.rfilename.as_str())
-        .filter(|n| !n.contains('/'))
+        .filter(|n| !n.contains('/') || is_pooling_config(n))
         .collect();
     if !names.contains(&"config.json") {
         return Err(StoreError::NoConfig {
@@ -248,7 +260,7 @@ pub(crate) fn select_files(repo: &RepoId, siblings: &[Sibling]) -> Result<Vec<St
     let weights: Vec<&str> = names
         .iter()
         .copied()
-        .filter(|n| n.ends_with(".safetensors"))
+        .filter(|n| n.ends_with(".safetensors") && !n.contains('/'))
         .collect();
     // Mistral's own repos carry the same weights twice; `consolidated` is the duplicate.
     let sharded = weights.iter().any(|n| !n.starts_with("consolidated"));
@@ -263,7 +275,7 @@ pub(crate) fn select_files(repo: &RepoId, siblings: &[Sibling]) -> Result<Vec<St
     }
     let mut out: Vec<String> = names
         .iter()
-        .filter(|n| ENGINE_FILES.contains(n))
+        .filter(|n| ENGINE_FILES.contains(n) || is_pooling_config(n))
         .chain(weights.iter())
         .map(|n| n.to_string())
         .collect();
@@ -313,6 +325,43 @@ mod tests {
                 "model.safetensors.index.json",
                 "tokenizer.json",
                 "tokenizer_config.json",
+            ]
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn keeps_a_sentence_transformers_models_pooling_files() -> Result<(), StoreError> {
+        // sentence-transformers/all-MiniLM-L6-v2's layout (less its other formats)
+        let repo = RepoId::parse("o/m")?;
+        let picked = select_files(
+            &repo,
+            &siblings(&[
+                "1_Pooling/config.json",
+                "config.json",
+                "config_sentence_transformers.json",
+                "model.safetensors",
+                "modules.json",
+                "onnx/model.onnx",
+                "openvino/openvino_model.xml",
+                "pytorch_model.bin",
+                "sentence_bert_config.json",
+                "tokenizer.json",
+                "vocab.txt",
+                "2_Dense/config.json",
+                "onnx/config.json",
+            ]),
+        )?;
+        assert_eq!(
+            picked,
+            [
+                "1_Pooling/config.json",
+                "config.json",
+                "config_sentence_transformers.json",
+                "model.safetensors",
+                "modules.json",
+                "sentence_bert_config.json",
+                "tokenizer.json",
             ]
         );
         Ok(())
