@@ -371,7 +371,7 @@ mod tests {
 
     #[test]
     fn builtin_names_follow_the_convention() {
-        let quants = ["4bit", "6bit", "8bit", "bf16", "mxfp4"];
+        let quants = ["4bit", "6bit", "8bit", "bf16", "f32", "mxfp4"];
         let mut seen = std::collections::HashSet::new();
         for alias in builtin_aliases() {
             assert!(validate_alias_name(&alias.name).is_ok(), "{}", alias.name);
