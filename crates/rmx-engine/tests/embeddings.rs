@@ -131,3 +131,49 @@ fn each_kind_refuses_the_other_kinds_work() {
         1
     );
 }
+
+/// Qwen3-Embedding as its vendor publishes it (Qwen/Qwen3-Embedding-*): saved from the base
+/// model, so its tensors lack mlx-lm's `model.` prefix. The same weights give the same vectors.
+#[test]
+fn a_base_model_checkpoint_without_the_model_prefix_gives_the_same_vectors() {
+    let src = encoders::encoder("qwen3_embedding", "f32");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("Qwen3-Embedding-hf-layout");
+    std::fs::create_dir(&dir).unwrap();
+    for e in std::fs::read_dir(&src).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().to_string_lossy().to_string();
+        if name.ends_with(".safetensors") {
+            let t = rmx_mlx::io::load_safetensors(&e.path()).unwrap();
+            let renamed: Vec<(String, rmx_mlx::Array)> = t
+                .tensors
+                .into_iter()
+                .map(|(k, a)| (k.strip_prefix("model.").unwrap_or(&k).to_string(), a))
+                .collect();
+            assert!(renamed.iter().all(|(k, _)| !k.starts_with("model.")));
+            let refs: Vec<(&str, &rmx_mlx::Array)> =
+                renamed.iter().map(|(k, a)| (k.as_str(), a)).collect();
+            rmx_mlx::io::save_safetensors(&dir.join(&name), &refs, &[("format", "pt")]).unwrap();
+        } else if !name.ends_with(".index.json") {
+            std::os::unix::fs::symlink(e.path(), dir.join(&name)).unwrap();
+        }
+    }
+    let ids: Vec<Vec<u32>> = {
+        let a = Engine::load(&src).unwrap();
+        INPUTS
+            .iter()
+            .map(|t| a.embed_tokens(t, false).unwrap().0)
+            .collect()
+    };
+    let vectors = |d: &std::path::Path| {
+        let e = Engine::load(d).unwrap();
+        e.embed(ids.clone())
+            .unwrap()
+            .blocking_recv()
+            .unwrap()
+            .unwrap()
+    };
+    for (a, b) in vectors(&src).iter().zip(&vectors(&dir)) {
+        assert!(cosine(a, b) > 0.999999);
+    }
+}
