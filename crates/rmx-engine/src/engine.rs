@@ -33,6 +33,9 @@ pub(crate) enum Command {
     Rerank(RerankJob),
 }
 
+/// Where [`Engine::rerank`]'s scores arrive: one per document, in their order.
+pub type Scores = tokio::sync::oneshot::Receiver<std::result::Result<Vec<f32>, String>>;
+
 /// A handle to a loaded model's engine thread.
 pub struct Engine {
     /// `None` only while dropping: closing the channel is what stops the thread.
@@ -268,10 +271,7 @@ impl Engine {
         documents: &[String],
         instruction: Option<&str>,
         truncate: bool,
-    ) -> Result<(
-        usize,
-        tokio::sync::oneshot::Receiver<std::result::Result<Vec<f32>, String>>,
-    )> {
+    ) -> Result<(usize, Scores)> {
         if self.info.kind != ModelKind::Rerank {
             return Err(EngineError::NotReranker);
         }
