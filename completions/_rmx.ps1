@@ -87,6 +87,8 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
         }
         'rmx;embed' {
             [CompletionResult]::new('--dimensions', '--dimensions', [CompletionResultType]::ParameterName, 'Keep each vector''s first N values (renormalized when the model''s vectors are unit length, as Matryoshka-trained models like Qwen3-Embedding are meant to be cut)')
+            [CompletionResult]::new('--prompt-name', '--prompt-name', [CompletionResultType]::ParameterName, 'Put the model''s prompt of this name (from its config_sentence_transformers.json) before each text')
+            [CompletionResult]::new('--query', '--query', [CompletionResultType]::ParameterName, 'Embed the texts as search queries: the model''s query prompt goes first where it has one (Qwen3-Embedding''s retrieval instruction); documents are embedded without it')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print the whole answer as JSON (OpenAI''s embeddings response) instead of JSON lines')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')

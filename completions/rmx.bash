@@ -447,13 +447,17 @@ _rmx() {
             return 0
             ;;
         rmx__subcmd__embed)
-            opts="-h -V --dimensions --json --help --version"
+            opts="-h -V --dimensions --query --prompt-name --json --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --dimensions)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prompt-name)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -81,6 +81,8 @@ set edit:completion:arg-completer[rmx] = {|@words|
         }
         &'rmx;embed'= {
             cand --dimensions 'Keep each vector''s first N values (renormalized when the model''s vectors are unit length, as Matryoshka-trained models like Qwen3-Embedding are meant to be cut)'
+            cand --prompt-name 'Put the model''s prompt of this name (from its config_sentence_transformers.json) before each text'
+            cand --query 'Embed the texts as search queries: the model''s query prompt goes first where it has one (Qwen3-Embedding''s retrieval instruction); documents are embedded without it'
             cand --json 'Print the whole answer as JSON (OpenAI''s embeddings response) instead of JSON lines'
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'

@@ -73,6 +73,8 @@ complete -c rmx -n "__fish_rmx_using_subcommand chat" -s v -l verbose -d 'Print 
 complete -c rmx -n "__fish_rmx_using_subcommand chat" -s h -l help -d 'Print help'
 complete -c rmx -n "__fish_rmx_using_subcommand chat" -s V -l version -d 'Print version'
 complete -c rmx -n "__fish_rmx_using_subcommand embed" -l dimensions -d 'Keep each vector\'s first N values (renormalized when the model\'s vectors are unit length, as Matryoshka-trained models like Qwen3-Embedding are meant to be cut)' -r
+complete -c rmx -n "__fish_rmx_using_subcommand embed" -l prompt-name -d 'Put the model\'s prompt of this name (from its config_sentence_transformers.json) before each text' -r
+complete -c rmx -n "__fish_rmx_using_subcommand embed" -l query -d 'Embed the texts as search queries: the model\'s query prompt goes first where it has one (Qwen3-Embedding\'s retrieval instruction); documents are embedded without it'
 complete -c rmx -n "__fish_rmx_using_subcommand embed" -l json -d 'Print the whole answer as JSON (OpenAI\'s embeddings response) instead of JSON lines'
 complete -c rmx -n "__fish_rmx_using_subcommand embed" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rmx -n "__fish_rmx_using_subcommand embed" -s V -l version -d 'Print version'

@@ -38,7 +38,8 @@ pub enum Command {
     /// input longer than the model takes is an error naming it. Runs in the daemon (started
     /// if needed).
     #[command(after_help = "Examples:\n  \
-        rmx embed ~/models/Qwen3-Embedding-0.6B \"What is MLX?\" \"An array framework\"\n  \
+        rmx embed qwen3-0.6b-embedding-bf16 \"What is MLX?\" \"An array framework\"\n  \
+        rmx embed qwen3-0.6b-embedding-bf16 --query \"which framework runs on Apple silicon?\"\n  \
         cut -f2 docs.tsv | rmx embed ~/models/Qwen3-Embedding-0.6B --dimensions 256 > vectors.jsonl\n  \
         rmx embed ~/models/bge-m3 --json \"one text\"")]
     Embed(EmbedArgs),
@@ -179,6 +180,14 @@ pub struct EmbedArgs {
     /// length, as Matryoshka-trained models like Qwen3-Embedding are meant to be cut).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub dimensions: Option<u32>,
+    /// Embed the texts as search queries: the model's query prompt goes first where it has
+    /// one (Qwen3-Embedding's retrieval instruction); documents are embedded without it.
+    #[arg(long, conflicts_with = "prompt_name")]
+    pub query: bool,
+    /// Put the model's prompt of this name (from its config_sentence_transformers.json) before
+    /// each text.
+    #[arg(long, value_name = "NAME")]
+    pub prompt_name: Option<String>,
     /// Print the whole answer as JSON (OpenAI's embeddings response) instead of JSON lines.
     #[arg(long)]
     pub json: bool,

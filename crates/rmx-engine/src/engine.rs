@@ -51,21 +51,41 @@ pub struct Engine {
     sentence: SentenceConfig,
 }
 
-/// `sentence_bert_config.json` of a sentence-transformers model: how it prepares inputs.
+/// How a sentence-transformers model prepares inputs: `sentence_bert_config.json` (its input
+/// limit, lowercasing) and `config_sentence_transformers.json` (its named prompts, such as
+/// Qwen3-Embedding's query instruction, and the one used when none is named).
 #[derive(Debug, Default, serde::Deserialize)]
 struct SentenceConfig {
     max_seq_length: Option<usize>,
     #[serde(default)]
     do_lower_case: bool,
+    #[serde(skip)]
+    prompts: std::collections::BTreeMap<String, String>,
+    #[serde(skip)]
+    default_prompt_name: Option<String>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+struct SentencePrompts {
+    #[serde(default)]
+    prompts: std::collections::BTreeMap<String, String>,
+    default_prompt_name: Option<String>,
 }
 
 impl SentenceConfig {
-    /// Absent or unreadable: no limit of its own and the text as given.
+    /// Absent or unreadable files: no limit of its own, the text as given, no prompts.
     fn read(dir: &Path) -> SentenceConfig {
-        std::fs::read_to_string(dir.join("sentence_bert_config.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or_default()
+        fn json<T: serde::de::DeserializeOwned + Default>(path: PathBuf) -> T {
+            std::fs::read_to_string(path)
+                .ok()
+                .and_then(|t| serde_json::from_str(&t).ok())
+                .unwrap_or_default()
+        }
+        let mut c: SentenceConfig = json(dir.join("sentence_bert_config.json"));
+        let p: SentencePrompts = json(dir.join("config_sentence_transformers.json"));
+        c.prompts = p.prompts;
+        c.default_prompt_name = p.default_prompt_name;
+        c
     }
 }
 
@@ -233,6 +253,19 @@ impl Engine {
             (Some(s), Some(c)) => Some(s.min(c)),
             (s, c) => s.or(c),
         }
+    }
+
+    /// The prompts an embedding model names in `config_sentence_transformers.json` (name ->
+    /// the text put before an input; Qwen3-Embedding's "query" is its retrieval instruction).
+    pub fn embed_prompts(&self) -> &std::collections::BTreeMap<String, String> {
+        &self.sentence.prompts
+    }
+
+    /// The prompt applied when a request names none (`default_prompt_name`), if the model has
+    /// one.
+    pub fn default_embed_prompt(&self) -> Option<&str> {
+        let name = self.sentence.default_prompt_name.as_deref()?;
+        self.sentence.prompts.get(name).map(String::as_str)
     }
 
     /// One embedding input's token ids as sentence-transformers makes them: the text lowercased

@@ -494,3 +494,73 @@ async fn listings_say_a_loaded_model_is_an_embedding_model() {
         "{show}"
     );
 }
+
+/// Qwen3-Embedding's query instruction: `input_type: "query"` (or `prompt_name: "query"`) puts
+/// the model's named prompt before each text, as sentence-transformers' `prompt_name` does; a
+/// model without prompts embeds the text as it is, and an unknown name is a 400 listing them.
+#[tokio::test]
+async fn the_models_query_prompt_goes_before_the_text() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = app(service(dir.path()));
+    let model = rmx_tests::encoders::encoder("qwen3_embedding", "f32");
+    let model = model.to_string_lossy().into_owned();
+    let st: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            std::path::Path::new(&model).join("config_sentence_transformers.json"),
+        )
+        .expect("config_sentence_transformers.json"),
+    )
+    .expect("json");
+    let instruction = st["prompts"]["query"].as_str().expect("a query prompt");
+    assert!(instruction.starts_with("Instruct:"), "{instruction}");
+    let text = "what is the boiling point of water?";
+    let plain = embed(&app, json!({"model": model, "input": text})).await;
+    let prefixed = embed(
+        &app,
+        json!({"model": model, "input": format!("{instruction}{text}")}),
+    )
+    .await;
+    for body in [
+        json!({"model": model, "input": text, "input_type": "query"}),
+        json!({"model": model, "input": text, "input_type": "search_query"}),
+        json!({"model": model, "input": text, "prompt_name": "query"}),
+    ] {
+        let v = embed(&app, body.clone()).await;
+        assert!(cosine(&v[0], &prefixed[0]) > 0.999999, "{body}");
+        assert!(
+            cosine(&v[0], &plain[0]) < 0.9999,
+            "{body}: the prompt changed nothing"
+        );
+    }
+    // Its document prompt is empty: documents are embedded as they are.
+    let doc = embed(
+        &app,
+        json!({"model": model, "input": text, "input_type": "document"}),
+    )
+    .await;
+    assert!(cosine(&doc[0], &plain[0]) > 0.999999);
+    let (status, err) = call(
+        &app,
+        "/v1/embeddings",
+        json!({"model": model, "input": text, "prompt_name": "nope"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
+    let msg = err["error"]["message"].as_str().expect("message");
+    assert!(msg.contains("document, query"), "{msg}");
+    let (status, err) = call(
+        &app,
+        "/v1/embeddings",
+        json!({"model": model, "input": text, "input_type": "poem"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{err}");
+    // A model without prompts: input_type changes nothing.
+    let a = embed(&app, json!({"model": embedder(), "input": text})).await;
+    let b = embed(
+        &app,
+        json!({"model": embedder(), "input": text, "input_type": "query"}),
+    )
+    .await;
+    assert!(cosine(&a[0], &b[0]) > 0.999999);
+}

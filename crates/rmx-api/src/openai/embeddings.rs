@@ -82,6 +82,16 @@ pub struct EmbeddingRequest {
     /// Keep each vector's first N values (renormalized when the model normalizes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dimensions: Option<usize>,
+    /// rmx's addition, sentence-transformers' word: the model's named prompt to put before
+    /// each text input (Qwen3-Embedding's "query" instruction).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_name: Option<String>,
+    /// rmx's addition, as Voyage's, Cohere's and Jina's APIs name it: "query" (also
+    /// "search_query", "retrieval.query") puts the model's query prompt before each text;
+    /// "document" ("search_document", "passage", "retrieval.passage") its document prompt,
+    /// where it has them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_type: Option<String>,
     /// Accepted and ignored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,

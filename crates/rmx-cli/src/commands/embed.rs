@@ -28,6 +28,8 @@ pub fn run(args: EmbedArgs) -> Result<ExitCode> {
         input: EmbeddingInput::Texts(texts),
         encoding_format: None,
         dimensions: args.dimensions.map(|d| d as usize),
+        prompt_name: args.prompt_name,
+        input_type: args.query.then(|| "query".to_string()),
         user: None,
     };
     let answer = daemon::runtime()?.block_on(async {

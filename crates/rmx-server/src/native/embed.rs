@@ -13,7 +13,7 @@ use axum::Json;
 use rmx_api::{EmbedRequest, EmbedResponse, EmbeddingsRequest, EmbeddingsResponse};
 
 use super::{parse, NativeError};
-use crate::service::{normalize, EmbedInput, Service};
+use crate::service::{normalize, EmbedInput, PromptChoice, Service};
 
 pub async fn embed(
     State(svc): State<Arc<Service>>,
@@ -43,6 +43,7 @@ pub async fn embed(
             truncate_switch: true,
             dimensions: req.dimensions,
             keep_alive: req.keep_alive,
+            prompt: PromptChoice::Default,
         })
         .await?;
     answer.vectors.iter_mut().for_each(|v| normalize(v));
@@ -75,6 +76,7 @@ pub async fn embeddings(
             truncate_switch: false,
             dimensions: None,
             keep_alive: req.keep_alive,
+            prompt: PromptChoice::Default,
         })
         .await?;
     Ok(Json(EmbeddingsResponse {

@@ -15,7 +15,7 @@ use rmx_api::openai::{
 };
 
 use super::error::OpenAiError;
-use crate::service::{EmbedInput, EmbedRequest, Service};
+use crate::service::{EmbedInput, EmbedRequest, PromptChoice, Service};
 use crate::wire::body::{parse, BodyError};
 
 pub async fn handler(
@@ -52,6 +52,22 @@ async fn run(
         EmbeddingInput::Tokens(ids) => vec![EmbedInput::Tokens(ids)],
         EmbeddingInput::TokenLists(v) => v.into_iter().map(EmbedInput::Tokens).collect(),
     };
+    let prompt = match (req.prompt_name.clone(), req.input_type.as_deref()) {
+        (Some(name), _) => PromptChoice::Named(name),
+        (None, None) => PromptChoice::Default,
+        (None, Some(t)) => match t {
+            "query" | "search_query" | "retrieval.query" => PromptChoice::IfPresent("query".into()),
+            "document" | "search_document" | "passage" | "retrieval.passage" => {
+                PromptChoice::IfPresent("document".into())
+            }
+            other => {
+                return Err(OpenAiError::invalid(
+                    "input_type",
+                    format!("`input_type` {other:?}: use \"query\" or \"document\""),
+                ))
+            }
+        },
+    };
     let answer = service
         .embed(EmbedRequest {
             model: req.model.clone(),
@@ -60,6 +76,7 @@ async fn run(
             truncate_switch: false,
             dimensions: req.dimensions,
             keep_alive: None,
+            prompt,
         })
         .await?;
     let base64 = req.encoding_format == Some(EncodingFormat::Base64);

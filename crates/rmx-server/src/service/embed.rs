@@ -35,6 +35,22 @@ pub struct EmbedRequest {
     pub dimensions: Option<usize>,
     /// None: the daemon's default.
     pub keep_alive: Option<KeepAlive>,
+    /// Which of the model's named prompts goes before each text input.
+    pub prompt: PromptChoice,
+}
+
+/// The prompt a sentence-transformers model puts before an input (its
+/// `config_sentence_transformers.json` names them: Qwen3-Embedding's "query" instruction).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum PromptChoice {
+    /// The model's `default_prompt_name`, if it has one (most have none: the text as given).
+    #[default]
+    Default,
+    /// This name; one the model lacks is a 400 listing those it has.
+    Named(String),
+    /// This name where the model has it, else none (`input_type`: a model without a query
+    /// prompt embeds queries as they are).
+    IfPresent(String),
 }
 
 /// The answer: one vector per input, in the request's order.
@@ -81,8 +97,16 @@ impl Service {
         let (truncate, switch) = (req.truncate, req.truncate_switch);
         let engine_side = loaded.clone();
         let inputs = req.inputs;
+        let prompt = req.prompt;
         let ids = tokio::task::spawn_blocking(move || {
-            tokenize(&engine_side.engine, inputs, truncate, switch)
+            let prefix = prompt_text(&engine_side.engine, &prompt)?;
+            tokenize(
+                &engine_side.engine,
+                inputs,
+                prefix.as_deref(),
+                truncate,
+                switch,
+            )
         })
         .await
         .map_err(|e| ServiceError::Internal(format!("tokenizing the inputs failed: {e}")))??;
@@ -142,9 +166,32 @@ impl Service {
 /// Each input's token ids: text as sentence-transformers prepares it (the model's special
 /// tokens, lowercased where its config says), ids as sent; at most the model's limit each (cut
 /// when `truncate`, else refused).
+/// The text to put before each text input, as `choice` picks it from the model's prompts.
+fn prompt_text(engine: &Engine, choice: &PromptChoice) -> Result<Option<String>, ServiceError> {
+    let prompts = engine.embed_prompts();
+    Ok(match choice {
+        PromptChoice::Default => engine.default_embed_prompt().map(String::from),
+        PromptChoice::IfPresent(name) => prompts.get(name).cloned(),
+        PromptChoice::Named(name) => match prompts.get(name) {
+            Some(p) => Some(p.clone()),
+            None => {
+                return Err(ServiceError::BadRequest(if prompts.is_empty() {
+                    format!("`prompt_name` {name:?}: this model names no prompts")
+                } else {
+                    format!(
+                        "`prompt_name` {name:?} is not one of this model's prompts: {}",
+                        prompts.keys().cloned().collect::<Vec<_>>().join(", ")
+                    )
+                }))
+            }
+        },
+    })
+}
+
 fn tokenize(
     engine: &Engine,
     inputs: Vec<EmbedInput>,
+    prefix: Option<&str>,
     truncate: bool,
     truncate_switch: bool,
 ) -> Result<Vec<Vec<u32>>, ServiceError> {
@@ -163,6 +210,11 @@ fn tokenize(
                 )))
             }
             EmbedInput::Text(t) => {
+                // sentence-transformers puts the prompt before the text, then tokenizes.
+                let t = match prefix {
+                    Some(p) => format!("{p}{t}"),
+                    None => t,
+                };
                 engine
                     .embed_tokens(&t, truncate)
                     .map_err(|e| {

@@ -70,7 +70,7 @@ use tokio::sync::{mpsc, watch};
 pub use crate::error::{ServiceError, CUT_OFF};
 use crate::lifecycle::{Models, Resolved};
 pub use config::ServiceConfig;
-pub use embed::{normalize, EmbedInput, EmbedRequest, Embeddings};
+pub use embed::{normalize, EmbedInput, EmbedRequest, Embeddings, PromptChoice};
 pub use events::{
     CollectedCall, Completion, Final, FinishReason, ServiceEvent, ServiceStream, TokenLogprob,
 };
