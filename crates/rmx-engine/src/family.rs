@@ -15,6 +15,12 @@ pub fn supported_model_types() -> Vec<&'static str> {
     rmx_models::supported()
 }
 
+/// What the model in `dir` does (chat, embedding, rerank), judged from its files as loading it
+/// would judge them, without loading it; `None` when its config.json cannot be read.
+pub fn model_kind(dir: &Path) -> Option<rmx_models::ModelKind> {
+    rmx_models::embed::kind_of(dir).ok()
+}
+
 /// The config.json `architectures` the engine loads when the `model_type` is none of
 /// [`supported_model_types`] (the registry falls back to them).
 pub fn supported_architectures() -> Vec<&'static str> {

@@ -21,7 +21,7 @@ mod trace;
 
 pub use engine::{Engine, EngineOptions};
 pub use error::{EngineError, Result};
-pub use family::{check_family, supported_architectures, supported_model_types};
+pub use family::{check_family, model_kind, supported_architectures, supported_model_types};
 pub use prompt::ChatPrompt;
 pub use request::{
     Event, FinishReason, GenerateRequest, SamplingParams, Timings, TokenLogprob, Usage,

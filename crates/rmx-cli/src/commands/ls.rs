@@ -30,6 +30,15 @@ pub struct Row {
     pub status: ModelStatus,
     /// Set when this rmx cannot load the model's family, with the reason.
     pub cannot_load: Option<Unsupported>,
+    /// What the model does: "chat", "embedding" or "rerank" (`None` when its files cannot
+    /// tell: a partial download).
+    pub kind: Option<String>,
+}
+
+/// The kind of the model in `dir`, as the engine would judge it on load.
+fn kind(dir: Option<&Path>) -> Option<String> {
+    dir.and_then(rmx_engine::model_kind)
+        .map(|k| k.name().to_string())
 }
 
 pub fn run(args: LsArgs) -> Result<ExitCode> {
@@ -57,6 +66,8 @@ pub fn run(args: LsArgs) -> Result<ExitCode> {
         let mut name = row.name.clone();
         if row.cannot_load.is_some() {
             name.push_str(" (cannot load)");
+        } else if let Some(k) = row.kind.as_deref().filter(|k| *k != "chat") {
+            name.push_str(&format!(" ({k})"));
         }
         table.add_row([
             name,
@@ -86,7 +97,14 @@ pub fn rows(store: &Store) -> Result<Vec<Row>> {
             }
             _ => None,
         };
+        let dir = store
+            .cache()
+            .current_snapshot(&entry.repo)
+            .ok()
+            .flatten()
+            .map(|(_, dir)| dir);
         rows.push(Row {
+            kind: kind(dir.as_deref()),
             name: entry.name,
             repo: Some(entry.repo.to_string()),
             path: None,
@@ -108,6 +126,7 @@ pub fn rows(store: &Store) -> Result<Vec<Row>> {
             continue;
         };
         rows.push(Row {
+            kind: kind(Some(&info.path)),
             name: alias.name,
             repo: None,
             modified: modified(&info.path),

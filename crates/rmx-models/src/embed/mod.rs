@@ -73,6 +73,20 @@ pub fn is_reranker(dir: &Path) -> bool {
     model_name(dir).contains("reranker")
 }
 
+/// What the model in `dir` is for, judged from its files as [`crate::load_any`] and the engine
+/// judge them (config.json, the sentence-transformers files, its name), without reading any
+/// weight: for listings of models not loaded.
+pub fn kind_of(dir: &Path) -> Result<crate::ModelKind> {
+    let cfg = RawConfig::read(dir)?;
+    Ok(if is_embedding(dir, &cfg) {
+        crate::ModelKind::Embedding
+    } else if is_reranker(dir) {
+        crate::ModelKind::Rerank
+    } else {
+        crate::ModelKind::Chat
+    })
+}
+
 /// Loads an embedding model; `causal` builds a decoder family's language model from the
 /// weights (the registry's loader for the config).
 pub(crate) fn load(

@@ -89,9 +89,13 @@ pub async fn show(
     let req: ModelRequest = parse(&body)?;
     let resolved = svc.resolve(&req.model)?;
     let info = svc.store().info(&req.model).map_err(store_error)?;
-    // A loaded model that does not generate says what it does instead (Ollama's word for an
-    // embedding model is "embedding").
-    let capabilities = match svc.models().kind(&resolved.path) {
+    // A model that does not generate says what it does instead (Ollama's word for an
+    // embedding model is "embedding"): the loaded engine's word, else its files'.
+    let kind = svc
+        .models()
+        .kind(&resolved.path)
+        .or_else(|| rmx_engine::model_kind(&resolved.path));
+    let capabilities = match kind {
         Some(k) if k != ModelKind::Chat => vec![k.name().to_string()],
         _ => generative_capabilities(&info),
     };
@@ -139,12 +143,13 @@ pub async fn version() -> Json<VersionResponse> {
     })
 }
 
-/// What the model `name` answers ("chat", "embedding"), when it is loaded: the engine knows,
-/// and a folder not loaded would have to be read as the engine reads it.
+/// What the model `name` answers ("chat", "embedding", "rerank"): the loaded engine's word,
+/// else its files read as loading them would read them.
 pub(crate) fn loaded_kind(svc: &Service, name: &str) -> Option<String> {
     let resolved = svc.resolve(name).ok()?;
     svc.models()
         .kind(&resolved.path)
+        .or_else(|| rmx_engine::model_kind(&resolved.path))
         .map(|k| k.name().to_string())
 }
 

@@ -76,7 +76,8 @@ fn unknown_name_suggests_aliases() {
     assert_eq!(
         err.to_string(),
         "unknown model `qwen3-0.6b`: not an alias, a Hugging Face repo id (owner/name) or a local \
-         model directory; did you mean qwen3-0.6b-4bit, qwen3-0.6b-8bit?"
+         model directory; did you mean qwen3-0.6b-4bit, qwen3-0.6b-8bit, \
+         qwen3-0.6b-embedding-bf16, qwen3-0.6b-reranker-bf16?"
     );
 }
 
