@@ -114,95 +114,82 @@ pub fn model_name() -> String {
 /// "input too long" is cheap to provoke.
 pub const EMBED_LIMIT: usize = 32;
 
+/// The tiny f32 Qwen3's files linked (not copied) into `target/tmp/<name>-<generator hash>`
+/// (a new tiny Qwen3 gets new links), with `extra` files (path, JSON) written beside them.
+/// Other test processes may build it at the same time: each in its own folder, renamed into
+/// place (the loser's rename fails and it uses the winner's).
+fn linked_tiny_qwen3(name: &str, extra: &[(&str, Value)]) -> PathBuf {
+    let src = crate::models::model("qwen3", "f32");
+    let hash = src
+        .parent()
+        .and_then(Path::file_name)
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let dir = crate::target_tmp(&format!("{name}-{hash}"));
+    if dir.join("config.json").exists() {
+        return dir;
+    }
+    let tmp = dir.with_extension(format!("tmp{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).expect("mkdir");
+    for entry in std::fs::read_dir(&src).expect("read model dir") {
+        let entry = entry.expect("entry");
+        let from = std::fs::canonicalize(entry.path()).expect("canonical");
+        std::os::unix::fs::symlink(from, tmp.join(entry.file_name())).expect("link");
+    }
+    for (file, v) in extra {
+        let path = tmp.join(file);
+        std::fs::create_dir_all(path.parent().expect("a folder")).expect("mkdir");
+        std::fs::write(path, v.to_string()).expect("write");
+    }
+    if std::fs::rename(&tmp, &dir).is_err() {
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    dir
+}
+
 /// The tiny f32 Qwen3 read as an embedding model, the way Qwen3-Embedding's folder reads: a
 /// sentence-transformers `modules.json` (last-token pooling, then Normalize) and a
-/// `sentence_bert_config.json` of [`EMBED_LIMIT`] tokens beside the model's own files (linked,
-/// not copied). Kept in target/tmp.
+/// `sentence_bert_config.json` of [`EMBED_LIMIT`] tokens beside the model's own files. Kept in
+/// target/tmp.
 pub fn tiny_embedder() -> PathBuf {
     static MODEL: OnceLock<PathBuf> = OnceLock::new();
     MODEL
         .get_or_init(|| {
-            let src = crate::models::model("qwen3", "f32");
-            // Named after the source's generator hash: a new tiny Qwen3 gets new links.
-            let hash = src
-                .parent()
-                .and_then(Path::file_name)
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let dir = crate::target_tmp(&format!("api-embedding-{hash}-{EMBED_LIMIT}"));
-            if dir.join("modules.json").exists() {
-                return dir;
-            }
-            // Other test processes may build it at the same time: each in its own folder,
-            // renamed into place (the loser's rename fails and it uses the winner's).
-            let tmp = dir.with_extension(format!("tmp{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&tmp);
-            std::fs::create_dir_all(tmp.join("1_Pooling")).expect("mkdir");
-            for entry in std::fs::read_dir(&src).expect("read model dir") {
-                let entry = entry.expect("entry");
-                let from = std::fs::canonicalize(entry.path()).expect("canonical");
-                std::os::unix::fs::symlink(from, tmp.join(entry.file_name())).expect("link");
-            }
-            let write = |name: &str, v: Value| {
-                std::fs::write(tmp.join(name), v.to_string()).expect("write");
-            };
-            write(
-                "modules.json",
-                serde_json::json!([
-                    {"idx": 0, "name": "0", "path": "",
-                     "type": "sentence_transformers.models.Transformer"},
-                    {"idx": 1, "name": "1", "path": "1_Pooling",
-                     "type": "sentence_transformers.models.Pooling"},
-                    {"idx": 2, "name": "2", "path": "2_Normalize",
-                     "type": "sentence_transformers.models.Normalize"}
-                ]),
-            );
-            write(
-                "1_Pooling/config.json",
-                serde_json::json!({"word_embedding_dimension": 64,
-                                   "pooling_mode_lasttoken": true}),
-            );
-            write(
-                "sentence_bert_config.json",
-                serde_json::json!({"max_seq_length": EMBED_LIMIT, "do_lower_case": false}),
-            );
-            if std::fs::rename(&tmp, &dir).is_err() {
-                let _ = std::fs::remove_dir_all(&tmp);
-            }
-            dir
+            linked_tiny_qwen3(
+                &format!("api-embedding-{EMBED_LIMIT}"),
+                &[
+                    (
+                        "modules.json",
+                        serde_json::json!([
+                            {"idx": 0, "name": "0", "path": "",
+                             "type": "sentence_transformers.models.Transformer"},
+                            {"idx": 1, "name": "1", "path": "1_Pooling",
+                             "type": "sentence_transformers.models.Pooling"},
+                            {"idx": 2, "name": "2", "path": "2_Normalize",
+                             "type": "sentence_transformers.models.Normalize"}
+                        ]),
+                    ),
+                    (
+                        "1_Pooling/config.json",
+                        serde_json::json!({"word_embedding_dimension": 64,
+                                           "pooling_mode_lasttoken": true}),
+                    ),
+                    (
+                        "sentence_bert_config.json",
+                        serde_json::json!({"max_seq_length": EMBED_LIMIT, "do_lower_case": false}),
+                    ),
+                ],
+            )
         })
         .clone()
 }
 
 /// The tiny f32 Qwen3 read as a reranker (Qwen3-Reranker's files are a chat model's; its name
-/// tells): the model's files linked into a folder named `Qwen3-Reranker-…`. Kept in target/tmp.
+/// tells): its files linked into a folder named `Qwen3-Reranker-…`. Kept in target/tmp.
 pub fn tiny_reranker() -> PathBuf {
     static MODEL: OnceLock<PathBuf> = OnceLock::new();
     MODEL
-        .get_or_init(|| {
-            let src = crate::models::model("qwen3", "f32");
-            let hash = src
-                .parent()
-                .and_then(Path::file_name)
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let dir = crate::target_tmp(&format!("Qwen3-Reranker-tiny-{hash}"));
-            if dir.join("config.json").exists() {
-                return dir;
-            }
-            // As tiny_embedder: built aside, renamed into place.
-            let tmp = dir.with_extension(format!("tmp{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&tmp);
-            std::fs::create_dir_all(&tmp).expect("mkdir");
-            for entry in std::fs::read_dir(&src).expect("read model dir") {
-                let entry = entry.expect("entry");
-                let from = std::fs::canonicalize(entry.path()).expect("canonical");
-                std::os::unix::fs::symlink(from, tmp.join(entry.file_name())).expect("link");
-            }
-            if std::fs::rename(&tmp, &dir).is_err() {
-                let _ = std::fs::remove_dir_all(&tmp);
-            }
-            dir
-        })
+        .get_or_init(|| linked_tiny_qwen3("Qwen3-Reranker-tiny", &[]))
         .clone()
 }

@@ -2,10 +2,8 @@
 //! their MLX conversions are, and reference vectors computed on them by mlx-embeddings' own
 //! model code, through `py/tiny_encoders.py`.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Arc, Mutex};
 
 use crate::python;
 
@@ -29,18 +27,8 @@ fn run(args: &[&str]) {
 /// A tiny embedding model of `family` in form `quant` (f32, bf16, 8bit, 4bit), made on first
 /// use and kept under target/test-models keyed by the generator's content.
 pub fn encoder(family: &str, quant: &str) -> PathBuf {
-    let src = std::fs::read(script()).expect("read tiny_encoders.py");
-    let hash = src.iter().fold(0xcbf29ce484222325u64, |h, b| {
-        (h ^ *b as u64).wrapping_mul(0x100000001b3)
-    });
-    let dir = crate::target_dir().join(format!("test-models/enc-{hash:016x}/{family}-{quant}"));
-    static BUILDING: Mutex<BTreeMap<PathBuf, Arc<Mutex<()>>>> = Mutex::new(BTreeMap::new());
-    let lock = BUILDING
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .entry(dir.clone())
-        .or_default()
-        .clone();
+    let dir = crate::models::generated_dir(&script(), "enc-", &format!("{family}-{quant}"));
+    let lock = crate::models::building(&dir);
     let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
     if !dir.join("config.json").exists() {
         std::fs::create_dir_all(dir.parent().unwrap()).unwrap();

@@ -12,19 +12,24 @@ pub fn script() -> PathBuf {
     crate::py("tiny_models.py")
 }
 
-/// Where [`model`] keeps a family's model in form `quant`: under target/test-models, keyed by
-/// the generator's content, so a changed generator makes new models.
-fn model_dir(family: &str, quant: &str) -> PathBuf {
-    let src = std::fs::read(script()).expect("read tiny_models.py");
+/// A folder under target/test-models for a model `script` generates, keyed by the script's
+/// content, so a changed generator makes new models: `<prefix><hash>/<name>`.
+pub(crate) fn generated_dir(script: &Path, prefix: &str, name: &str) -> PathBuf {
+    let src = std::fs::read(script).expect("read the model generator");
     let hash = src.iter().fold(0xcbf29ce484222325u64, |h, b| {
         (h ^ *b as u64).wrapping_mul(0x100000001b3)
     });
-    crate::target_dir().join(format!("test-models/{hash:016x}/{family}-{quant}"))
+    crate::target_dir().join(format!("test-models/{prefix}{hash:016x}/{name}"))
+}
+
+/// Where [`model`] keeps a family's model in form `quant`.
+fn model_dir(family: &str, quant: &str) -> PathBuf {
+    generated_dir(&script(), "", &format!("{family}-{quant}"))
 }
 
 /// Tests run in parallel threads, and the generator writes through one temp dir per model: one
 /// lock per model, so different models are made side by side and one is made once.
-fn building(dir: &Path) -> Arc<Mutex<()>> {
+pub(crate) fn building(dir: &Path) -> Arc<Mutex<()>> {
     static BUILDING: Mutex<BTreeMap<PathBuf, Arc<Mutex<()>>>> = Mutex::new(BTreeMap::new());
     BUILDING
         .lock()

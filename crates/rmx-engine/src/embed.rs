@@ -43,23 +43,39 @@ pub fn plan(lens: &[usize]) -> Vec<Vec<usize>> {
     batches
 }
 
-fn run_job(model: &dyn Embedder, job: &EmbedJob) -> Result<Vectors, String> {
-    let lens: Vec<usize> = job.inputs.iter().map(Vec::len).collect();
-    let mut out: Vec<Vec<f32>> = vec![Vec::new(); job.inputs.len()];
+/// One result per input, in the inputs' order: the inputs (token ids) run in [`plan`]'s batches
+/// through `run`, which answers one result per row of its batch; `cancelled` is asked before
+/// each batch (a client that hung up gets nothing more computed for it).
+pub(crate) fn in_batches<T: Clone + Default>(
+    inputs: &[Vec<u32>],
+    cancelled: impl Fn() -> bool,
+    mut run: impl FnMut(&[&[u32]]) -> Result<Vec<T>, String>,
+) -> Result<Vec<T>, String> {
+    let lens: Vec<usize> = inputs.iter().map(Vec::len).collect();
+    let mut out = vec![T::default(); inputs.len()];
     for batch in plan(&lens) {
-        // A client that hung up gets nothing more computed for it.
-        if job.reply.is_closed() {
+        if cancelled() {
             return Err("cancelled".into());
         }
-        let rows: Vec<&[u32]> = batch.iter().map(|&i| job.inputs[i].as_slice()).collect();
-        let vectors = model.embed(&rows).map_err(|e| e.to_string())?;
-        let dim = vectors.dim(1) as usize;
-        let flat = vectors.to_vec::<f32>().map_err(|e| e.to_string())?;
-        for (k, &i) in batch.iter().enumerate() {
-            out[i] = flat[k * dim..(k + 1) * dim].to_vec();
+        let rows: Vec<&[u32]> = batch.iter().map(|&i| inputs[i].as_slice()).collect();
+        for (r, &i) in run(&rows)?.into_iter().zip(&batch) {
+            out[i] = r;
         }
     }
     Ok(out)
+}
+
+fn run_job(model: &dyn Embedder, job: &EmbedJob) -> Result<Vectors, String> {
+    in_batches(
+        &job.inputs,
+        || job.reply.is_closed(),
+        |rows| {
+            let vectors = model.embed(rows).map_err(|e| e.to_string())?;
+            let dim = vectors.dim(1) as usize;
+            let flat = vectors.to_vec::<f32>().map_err(|e| e.to_string())?;
+            Ok(flat.chunks_exact(dim.max(1)).map(<[f32]>::to_vec).collect())
+        },
+    )
 }
 
 /// The loop of an embedding model's thread, until the last handle is dropped.

@@ -8,7 +8,6 @@ use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 
 use rmx_mlx::{concatenate, Array, Dtype};
-use rmx_models::batch_cache::BatchKvCache;
 use rmx_models::{CausalLm, LayerCache};
 use rmx_text::tokenizer::Tokenizer;
 use tokio::sync::oneshot;
@@ -87,47 +86,19 @@ fn score(model: &dyn CausalLm, prompts: &[&[u32]], yes: u32, no: u32) -> Result<
     Ok(flat.chunks_exact(2).map(|c| c[1]).collect())
 }
 
-/// The final-normed hidden state of each prompt's last token, `[B, hidden]`: left-padded into
-/// batch caches that mask the padding (one prompt: a plain cache).
+/// The final-normed hidden state of each prompt's last token, `[B, hidden]`.
 fn last_hidden(model: &dyn CausalLm, prompts: &[&[u32]]) -> Result<Array> {
-    let longest = prompts.iter().map(|t| t.len()).max().unwrap_or(0);
-    let b = prompts.len();
-    let mut ids = vec![0u32; b * longest];
-    for (row, t) in prompts.iter().enumerate() {
-        ids[row * longest + longest - t.len()..(row + 1) * longest].copy_from_slice(t);
-    }
-    let tokens = Array::from_slice(&ids, &[b as i32, longest as i32])?;
-    let mut cache = if b == 1 {
-        model.make_cache()
-    } else {
-        let pads: Vec<i32> = prompts.iter().map(|t| (longest - t.len()) as i32).collect();
-        model
-            .make_cache()
-            .iter()
-            .map(|_| BatchKvCache::padded(pads.clone()).map(LayerCache::Batch))
-            .collect::<rmx_models::Result<Vec<_>>>()?
-    };
-    let hidden = model.forward_hidden(&tokens, &mut cache)?;
-    let h = hidden.dim(2);
-    Ok(hidden
-        .slice_axis(1, longest as i32 - 1, longest as i32)?
-        .reshape(&[b as i32, h])?)
+    let hidden = rmx_models::embed::forward_left_padded(model, prompts)?;
+    let (b, l, h) = (hidden.dim(0), hidden.dim(1), hidden.dim(2));
+    Ok(hidden.slice_axis(1, l - 1, l)?.reshape(&[b, h])?)
 }
 
 fn run_job(model: &dyn CausalLm, job: &RerankJob) -> std::result::Result<Vec<f32>, String> {
-    let lens: Vec<usize> = job.prompts.iter().map(Vec::len).collect();
-    let mut out = vec![0f32; job.prompts.len()];
-    for batch in crate::embed::plan(&lens) {
-        if job.reply.is_closed() {
-            return Err("cancelled".into());
-        }
-        let rows: Vec<&[u32]> = batch.iter().map(|&i| job.prompts[i].as_slice()).collect();
-        let scores = score(model, &rows, job.yes, job.no).map_err(|e| e.to_string())?;
-        for (k, &i) in batch.iter().enumerate() {
-            out[i] = scores[k];
-        }
-    }
-    Ok(out)
+    crate::embed::in_batches(
+        &job.prompts,
+        || job.reply.is_closed(),
+        |rows| score(model, rows, job.yes, job.no).map_err(|e| e.to_string()),
+    )
 }
 
 /// The loop of a reranker's thread, until the last handle is dropped.

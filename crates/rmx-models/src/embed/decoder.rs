@@ -84,26 +84,33 @@ pub fn load(
     }))
 }
 
+/// The final-normed hidden states `[B, longest, hidden]` of `inputs` run through `lm` in one
+/// forward, left-padded into batch caches that mask the padding (one input: a plain cache).
+/// Each row's last column is its last token. Only for models whose layers all keep full KV
+/// caches (`LayerCache::is_trimmable`); others take their inputs one at a time.
+pub fn forward_left_padded(lm: &dyn CausalLm, inputs: &[&[u32]]) -> Result<Array> {
+    let longest = inputs.iter().map(|t| t.len()).max().unwrap_or(0);
+    let b = inputs.len();
+    let mut ids = vec![0u32; b * longest];
+    for (row, t) in inputs.iter().enumerate() {
+        ids[row * longest + longest - t.len()..(row + 1) * longest].copy_from_slice(t);
+    }
+    let tokens = Array::from_slice(&ids, &[b as i32, longest as i32])?;
+    let mut cache = if b == 1 {
+        lm.make_cache()
+    } else {
+        let pads: Vec<i32> = inputs.iter().map(|t| (longest - t.len()) as i32).collect();
+        lm.make_cache()
+            .iter()
+            .map(|_| BatchKvCache::padded(pads.clone()).map(LayerCache::Batch))
+            .collect::<Result<Vec<_>>>()?
+    };
+    lm.forward_hidden(&tokens, &mut cache)
+}
+
 impl DecoderEmbedder {
     fn run(&self, inputs: &[&[u32]]) -> Result<Array> {
-        let longest = inputs.iter().map(|t| t.len()).max().unwrap_or(0);
-        let b = inputs.len();
-        let mut ids = vec![0u32; b * longest];
-        for (row, t) in inputs.iter().enumerate() {
-            ids[row * longest + longest - t.len()..(row + 1) * longest].copy_from_slice(t);
-        }
-        let tokens = Array::from_slice(&ids, &[b as i32, longest as i32])?;
-        let mut cache = if b == 1 {
-            self.lm.make_cache()
-        } else {
-            let pads: Vec<i32> = inputs.iter().map(|t| (longest - t.len()) as i32).collect();
-            self.lm
-                .make_cache()
-                .iter()
-                .map(|_| BatchKvCache::padded(pads.clone()).map(LayerCache::Batch))
-                .collect::<Result<Vec<_>>>()?
-        };
-        let hidden = self.lm.forward_hidden(&tokens, &mut cache)?;
+        let hidden = forward_left_padded(self.lm.as_ref(), inputs)?;
         let lens: Vec<usize> = inputs.iter().map(|t| t.len()).collect();
         self.pooling.apply(&hidden, &lens, true)
     }

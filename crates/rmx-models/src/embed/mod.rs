@@ -16,6 +16,7 @@ use crate::config::RawConfig;
 use crate::error::Result;
 use crate::model::ModelInfo;
 use crate::weights::Weights;
+pub use decoder::forward_left_padded;
 pub use pooling::{PoolMode, Pooling};
 
 /// A loaded embedding model. Like [`crate::CausalLm`], its arrays belong to the engine thread.

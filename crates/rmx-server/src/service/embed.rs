@@ -79,21 +79,10 @@ impl Service {
         if let Some(asked @ 0) = req.dimensions {
             return Err(ServiceError::Dimensions { asked, size: None });
         }
-        let resolved = self.resolve(&req.model)?;
-        let keep_alive = req.keep_alive.unwrap_or(self.default_keep_alive);
-        let lease = self.models.acquire(resolved, keep_alive).await?;
-        let loaded = lease.loaded()?.clone();
-        if loaded.engine.kind() != ModelKind::Embedding {
-            return Err(ServiceError::WrongKind {
-                name: req.model,
-                kind: loaded.engine.kind(),
-            });
-        }
-        let load_duration = if started.elapsed() >= loaded.load_duration {
-            loaded.load_duration
-        } else {
-            Duration::ZERO
-        };
+        let held = self
+            .hold(&req.model, req.keep_alive, ModelKind::Embedding, started)
+            .await?;
+        let (loaded, load_duration) = (held.loaded.clone(), held.load_duration);
         let (truncate, switch) = (req.truncate, req.truncate_switch);
         let engine_side = loaded.clone();
         let inputs = req.inputs;
@@ -112,19 +101,8 @@ impl Service {
         .map_err(|e| ServiceError::Internal(format!("tokenizing the inputs failed: {e}")))??;
         let prompt_tokens = ids.iter().map(Vec::len).sum();
         let answer = loaded.engine.embed(ids)?;
-        let mut shutdown = self.shutdown.subscribe();
-        let vectors = tokio::select! {
-            v = answer => match v {
-                Ok(v) => v.map_err(ServiceError::Internal)?,
-                // The engine went away with the request: it was unloaded for the shutdown.
-                Err(_) if self.is_shutting_down() => return Err(ServiceError::ShuttingDown),
-                Err(_) => return Err(ServiceError::Internal(
-                    "the model's engine thread stopped".into(),
-                )),
-            },
-            _ = shutdown.wait_for(|down| *down) => return Err(ServiceError::ShuttingDown),
-        };
-        drop(lease);
+        let vectors = self.engine_answer(answer).await?;
+        drop(held);
         let vectors = match req.dimensions {
             Some(d) => shorten(vectors, d)?,
             None => vectors,
@@ -144,28 +122,13 @@ impl Service {
         model: &str,
         keep_alive: Option<KeepAlive>,
     ) -> Result<Duration, ServiceError> {
-        if self.is_shutting_down() {
-            return Err(ServiceError::ShuttingDown);
-        }
-        let resolved = self.resolve(model)?;
-        let lease = self
-            .models
-            .acquire(resolved, keep_alive.unwrap_or(self.default_keep_alive))
+        let held = self
+            .hold(model, keep_alive, ModelKind::Embedding, Instant::now())
             .await?;
-        let loaded = lease.loaded()?;
-        if loaded.engine.kind() != ModelKind::Embedding {
-            return Err(ServiceError::WrongKind {
-                name: model.to_string(),
-                kind: loaded.engine.kind(),
-            });
-        }
-        Ok(loaded.load_duration)
+        Ok(held.loaded.load_duration)
     }
 }
 
-/// Each input's token ids: text as sentence-transformers prepares it (the model's special
-/// tokens, lowercased where its config says), ids as sent; at most the model's limit each (cut
-/// when `truncate`, else refused).
 /// The text to put before each text input, as `choice` picks it from the model's prompts.
 fn prompt_text(engine: &Engine, choice: &PromptChoice) -> Result<Option<String>, ServiceError> {
     let prompts = engine.embed_prompts();
@@ -188,6 +151,9 @@ fn prompt_text(engine: &Engine, choice: &PromptChoice) -> Result<Option<String>,
     })
 }
 
+/// Each input's token ids: text as sentence-transformers prepares it (the model's special
+/// tokens, lowercased where its config says), ids as sent; at most the model's limit each (cut
+/// when `truncate`, else refused).
 fn tokenize(
     engine: &Engine,
     inputs: Vec<EmbedInput>,

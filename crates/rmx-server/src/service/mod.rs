@@ -52,6 +52,7 @@
 mod config;
 mod embed;
 mod events;
+mod hold;
 mod message;
 mod prompt;
 mod pull_locks;

@@ -39,29 +39,15 @@ impl Service {
     /// what is not computed yet.
     pub async fn rerank(&self, req: RerankRequest) -> Result<Reranked, ServiceError> {
         let started = Instant::now();
-        if self.is_shutting_down() {
-            return Err(ServiceError::ShuttingDown);
-        }
         if req.documents.is_empty() {
             return Err(ServiceError::BadRequest(
                 "`documents` is empty: send at least one document to rank".into(),
             ));
         }
-        let resolved = self.resolve(&req.model)?;
-        let keep_alive = req.keep_alive.unwrap_or(self.default_keep_alive);
-        let lease = self.models.acquire(resolved, keep_alive).await?;
-        let loaded = lease.loaded()?.clone();
-        if loaded.engine.kind() != ModelKind::Rerank {
-            return Err(ServiceError::WrongKind {
-                name: req.model,
-                kind: loaded.engine.kind(),
-            });
-        }
-        let load_duration = if started.elapsed() >= loaded.load_duration {
-            loaded.load_duration
-        } else {
-            Duration::ZERO
-        };
+        let held = self
+            .hold(&req.model, req.keep_alive, ModelKind::Rerank, started)
+            .await?;
+        let (loaded, load_duration) = (held.loaded.clone(), held.load_duration);
         let engine_side = loaded.clone();
         let (tokens, answer) = tokio::task::spawn_blocking(move || {
             engine_side.engine.rerank(
@@ -73,18 +59,8 @@ impl Service {
         })
         .await
         .map_err(|e| ServiceError::Internal(format!("building the prompts failed: {e}")))??;
-        let mut shutdown = self.shutdown.subscribe();
-        let scores = tokio::select! {
-            v = answer => match v {
-                Ok(v) => v.map_err(ServiceError::Internal)?,
-                Err(_) if self.is_shutting_down() => return Err(ServiceError::ShuttingDown),
-                Err(_) => return Err(ServiceError::Internal(
-                    "the model's engine thread stopped".into(),
-                )),
-            },
-            _ = shutdown.wait_for(|down| *down) => return Err(ServiceError::ShuttingDown),
-        };
-        drop(lease);
+        let scores = self.engine_answer(answer).await?;
+        drop(held);
         Ok(Reranked {
             scores,
             prompt_tokens: tokens,
