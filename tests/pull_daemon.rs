@@ -14,18 +14,38 @@ use rmx_tests::tiny_repo::{tree, REPO, WEIGHTS};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-/// `rmx serve` in the env's home, once it answers on its socket.
-async fn serve(env: &Env) -> (Child, Client) {
-    let mut cmd = env.rmx();
-    cmd.arg("serve").stdout(Stdio::null()).stderr(Stdio::null());
-    let child = cmd.spawn().expect("spawn rmx serve");
+/// `rmx serve` in the env's home, once it answers on its socket. The env's port was free when
+/// it was picked, but another test's server can take it before the daemon binds it: a daemon
+/// that exits before answering is started again on a new port (its stderr is shown when it
+/// fails otherwise).
+async fn serve(env: &mut Env) -> (Child, Client) {
     let client = Client::unix(env.home().join("rmx.sock"));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while client.version().await.is_err() {
-        assert!(Instant::now() < deadline, "the daemon did not start");
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    for _ in 0..3 {
+        let log = env.dir.path().join("serve.log");
+        let mut cmd = env.rmx();
+        cmd.arg("serve")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("serve.log"));
+        let mut child = cmd.spawn().expect("spawn rmx serve");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if client.version().await.is_ok() {
+                return (child, client);
+            }
+            if let Some(status) = child.try_wait().expect("the daemon's status") {
+                let err = std::fs::read_to_string(&log).unwrap_or_default();
+                assert!(
+                    err.contains("in use"),
+                    "the daemon exited ({status}) before answering:\n{err}"
+                );
+                env.port = rmx_tests::home::free_port();
+                break;
+            }
+            assert!(Instant::now() < deadline, "the daemon did not start");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
-    (child, client)
+    panic!("three ports in a row were taken before the daemon could bind them");
 }
 
 /// POSTs `body` to `path` over TCP as HTTP/1.0 (so the answer ends when the connection
@@ -74,8 +94,8 @@ fn lines(body: &str) -> Vec<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pull_streams_ollama_progress_and_the_model_is_then_stored() {
-    let env = Env::new().await;
-    let (_daemon, client) = serve(&env).await;
+    let mut env = Env::new().await;
+    let (_daemon, client) = serve(&mut env).await;
     let (status, body) = post(env.port, "/api/pull", &format!(r#"{{"model":"{REPO}"}}"#)).await;
     assert_eq!(status, 200, "{body}");
     let lines = lines(&body);
@@ -173,8 +193,8 @@ async fn a_pull_streams_ollama_progress_and_the_model_is_then_stored() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_repo_ends_in_an_error_line_and_leaves_nothing() {
-    let env = Env::new().await;
-    let (_daemon, client) = serve(&env).await;
+    let mut env = Env::new().await;
+    let (_daemon, client) = serve(&mut env).await;
     let (status, body) = post(env.port, "/api/pull", r#"{"name":"nobody/nothing"}"#).await;
     assert_eq!(status, 200, "{body}");
     let lines = lines(&body);
@@ -222,10 +242,10 @@ async fn a_missing_repo_ends_in_an_error_line_and_leaves_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rmx_pull_sends_its_own_hf_token_to_a_daemon_started_without_one() {
-    let env = Env::new().await;
+    let mut env = Env::new().await;
     env.hub.make_private(REPO, "hf_secret");
     // The daemon starts with no token at all (Env::rmx clears HF_TOKEN and friends).
-    let (_daemon, client) = serve(&env).await;
+    let (_daemon, client) = serve(&mut env).await;
     let outcome = failure(&client, REPO).await;
     assert!(
         matches!(&outcome, Some(ClientError::Api { message, .. }) if message.contains("need HF_TOKEN")),
@@ -255,8 +275,8 @@ async fn the_ollama_python_client_pulls() {
     let Ok(python) = std::env::var("RMX_TEST_PYTHON") else {
         panic!("RMX_TEST_PYTHON is not set: run `. scripts/test-env.sh` first");
     };
-    let env = Env::new().await;
-    let (_daemon, _client) = serve(&env).await;
+    let mut env = Env::new().await;
+    let (_daemon, _client) = serve(&mut env).await;
     let script = r#"
 import sys, ollama
 client = ollama.Client(host=sys.argv[1])
@@ -315,9 +335,9 @@ async fn partial_reaches(env: &Env, bytes: u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hanging_up_stops_the_download_and_the_next_pull_resumes_it() {
-    let env = Env::new().await;
+    let mut env = Env::new().await;
     env.hub.stall_after(WEIGHTS, 100_000);
-    let (_daemon, client) = serve(&env).await;
+    let (_daemon, client) = serve(&mut env).await;
     let mut first = client.pull(REPO).await.expect("pull");
     let reader = tokio::spawn(async move { while first.next().await.is_some() {} });
     partial_reaches(&env, 100_000).await;
@@ -354,9 +374,9 @@ async fn hanging_up_stops_the_download_and_the_next_pull_resumes_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemon_shutting_down_ends_a_pull_with_an_error_line() {
-    let env = Env::new().await;
+    let mut env = Env::new().await;
     env.hub.stall_after(WEIGHTS, 100_000);
-    let (mut daemon, _client) = serve(&env).await;
+    let (mut daemon, _client) = serve(&mut env).await;
     let port = env.port;
     let answer = tokio::spawn(post(
         port,
