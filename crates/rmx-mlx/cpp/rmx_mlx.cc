@@ -515,6 +515,50 @@ std::unique_ptr<Compiled> compile(rust::Box<CompileFn> f, bool shapeless) {
 
 ListPtr call_compiled(const Compiled& c, const ArrayList& inputs) { return wrap_list(c.fn(inputs.items)); }
 
+bool distributed_available(rust::Str backend) {
+  auto b = std::string(backend);
+  return b == "any" ? mx::distributed::is_available() : mx::distributed::is_available(b);
+}
+
+std::unique_ptr<Group> distributed_init(bool strict, rust::Str backend) {
+  return std::make_unique<Group>(mx::distributed::init(strict, std::string(backend)));
+}
+
+std::unique_ptr<Group> group_clone(const Group& g) { return std::make_unique<Group>(g.inner); }
+int32_t group_rank(const Group& g) { return g.inner.rank(); }
+int32_t group_size(const Group& g) { return g.inner.size(); }
+
+std::unique_ptr<Group> group_split(const Group& g, int32_t color, int32_t key) {
+  return std::make_unique<Group>(g.inner.split(color, key));
+}
+
+ArrayPtr all_sum(const Array& x, const Group& g) {
+  return wrap(mx::distributed::all_sum(x.inner, g.inner));
+}
+ArrayPtr all_gather(const Array& x, const Group& g) {
+  return wrap(mx::distributed::all_gather(x.inner, g.inner));
+}
+ArrayPtr all_max(const Array& x, const Group& g) {
+  return wrap(mx::distributed::all_max(x.inner, g.inner));
+}
+ArrayPtr all_min(const Array& x, const Group& g) {
+  return wrap(mx::distributed::all_min(x.inner, g.inner));
+}
+ArrayPtr send(const Array& x, int32_t dst, const Group& g) {
+  return wrap(mx::distributed::send(x.inner, dst, g.inner));
+}
+ArrayPtr recv(rust::Slice<const int32_t> shape, uint8_t dtype, int32_t src, const Group& g) {
+  return wrap(mx::distributed::recv(to_shape(shape), to_dtype(dtype), src, g.inner));
+}
+ArrayPtr recv_like(const Array& like, int32_t src, const Group& g) {
+  return wrap(mx::distributed::recv_like(like.inner, src, g.inner));
+}
+ListPtr depends(const ArrayList& inputs, const ArrayList& dependencies) {
+  auto l = std::make_unique<ArrayList>();
+  l->items = mx::depends(inputs.items, dependencies.items);
+  return l;
+}
+
 size_t active_memory() { return mx::get_active_memory(); }
 size_t peak_memory() { return mx::get_peak_memory(); }
 void reset_peak_memory() { mx::reset_peak_memory(); }

@@ -36,6 +36,12 @@ struct Kernel {
   mx::fast::CustomKernelFunction fn;
 };
 
+// A communication group of MLX's distributed layer (a shared handle to the backend's state).
+struct Group {
+  mx::distributed::Group inner;
+  explicit Group(mx::distributed::Group g) : inner(std::move(g)) {}
+};
+
 struct CompileFn;  // defined in Rust
 struct Compiled {
   std::function<std::vector<mx::array>(const std::vector<mx::array>&)> fn;
@@ -179,6 +185,22 @@ void eval(const ArrayList& l);
 void async_eval(const ArrayList& l);
 std::unique_ptr<Compiled> compile(rust::Box<CompileFn> f, bool shapeless);
 ListPtr call_compiled(const Compiled& c, const ArrayList& inputs);
+
+// distributed: groups, collectives and point-to-point ops (src/distributed.rs)
+bool distributed_available(rust::Str backend);
+std::unique_ptr<Group> distributed_init(bool strict, rust::Str backend);
+std::unique_ptr<Group> group_clone(const Group& g);
+int32_t group_rank(const Group& g);
+int32_t group_size(const Group& g);
+std::unique_ptr<Group> group_split(const Group& g, int32_t color, int32_t key);
+ArrayPtr all_sum(const Array& x, const Group& g);
+ArrayPtr all_gather(const Array& x, const Group& g);
+ArrayPtr all_max(const Array& x, const Group& g);
+ArrayPtr all_min(const Array& x, const Group& g);
+ArrayPtr send(const Array& x, int32_t dst, const Group& g);
+ArrayPtr recv(rust::Slice<const int32_t> shape, uint8_t dtype, int32_t src, const Group& g);
+ArrayPtr recv_like(const Array& like, int32_t src, const Group& g);
+ListPtr depends(const ArrayList& inputs, const ArrayList& dependencies);
 
 // memory, devices, runtime
 size_t active_memory();

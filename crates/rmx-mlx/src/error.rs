@@ -7,6 +7,9 @@ pub enum Error {
     /// MLX threw while running `op`.
     #[error("MLX {op}: {message}")]
     Mlx { op: &'static str, message: String },
+    /// A distributed group could not start or reach its peers; the message says what to check.
+    #[error("MLX {op}: {message}")]
+    Distributed { op: &'static str, message: String },
     /// Arguments were rejected on the Rust side before reaching MLX.
     #[error("{op}: {message}")]
     Invalid { op: &'static str, message: String },

@@ -35,6 +35,7 @@ pub(crate) mod bridge {
         type NamedArrays;
         type Kernel;
         type Compiled;
+        type Group;
 
         fn from_bytes(data: &[u8], shape: &[i32], dtype: u8) -> Result<UniquePtr<Array>>;
         fn full(shape: &[i32], value: f64, dtype: u8) -> Result<UniquePtr<Array>>;
@@ -308,6 +309,21 @@ pub(crate) mod bridge {
         fn async_eval(l: &ArrayList) -> Result<()>;
         fn compile(f: Box<CompileFn>, shapeless: bool) -> Result<UniquePtr<Compiled>>;
         fn call_compiled(c: &Compiled, inputs: &ArrayList) -> Result<UniquePtr<ArrayList>>;
+
+        fn distributed_available(backend: &str) -> bool;
+        fn distributed_init(strict: bool, backend: &str) -> Result<UniquePtr<Group>>;
+        fn group_clone(g: &Group) -> UniquePtr<Group>;
+        fn group_rank(g: &Group) -> i32;
+        fn group_size(g: &Group) -> i32;
+        fn group_split(g: &Group, color: i32, key: i32) -> Result<UniquePtr<Group>>;
+        fn all_sum(x: &Array, g: &Group) -> Result<UniquePtr<Array>>;
+        fn all_gather(x: &Array, g: &Group) -> Result<UniquePtr<Array>>;
+        fn all_max(x: &Array, g: &Group) -> Result<UniquePtr<Array>>;
+        fn all_min(x: &Array, g: &Group) -> Result<UniquePtr<Array>>;
+        fn send(x: &Array, dst: i32, g: &Group) -> Result<UniquePtr<Array>>;
+        fn recv(shape: &[i32], dtype: u8, src: i32, g: &Group) -> Result<UniquePtr<Array>>;
+        fn recv_like(like: &Array, src: i32, g: &Group) -> Result<UniquePtr<Array>>;
+        fn depends(inputs: &ArrayList, dependencies: &ArrayList) -> Result<UniquePtr<ArrayList>>;
 
         fn active_memory() -> usize;
         fn peak_memory() -> usize;

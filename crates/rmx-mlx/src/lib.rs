@@ -6,6 +6,8 @@
 //! * Thread safety is enforced by types: [`Array`], [`Compiled`] and [`Kernel`] are neither
 //!   `Send` nor `Sync`, so the arrays of a model live and die on its engine thread. Evaluation
 //!   takes a process-wide lock because MLX's scheduler is global (`eval_lock.rs`).
+//! * Several processes (ranks) run one model through MLX's distributed layer
+//!   ([`distributed::Group`]); a group handle may move between threads, its arrays may not.
 
 mod array;
 mod compile;
@@ -19,6 +21,7 @@ mod kernel;
 mod memory;
 mod ops;
 
+pub mod distributed;
 pub mod fast;
 pub mod io;
 pub mod quant;

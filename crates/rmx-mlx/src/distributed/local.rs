@@ -1,0 +1,113 @@
+//! Several ranks as processes of this machine, joined by the ring backend over loopback: what
+//! `rmx launch -n N` does without a hostfile, and how the tests run 2 and 4 ranks on one CPU
+//! machine. The caller builds each rank's command (program, arguments, where its output
+//! goes); this adds the ring's environment, and stops every rank that outlives a deadline or
+//! the `LocalRing` itself, so a rank waiting on a dead peer cannot hang its launcher.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus};
+use std::time::{Duration, Instant};
+
+use super::RingHosts;
+
+/// Running ranks; dropping it kills those still running.
+pub struct LocalRing {
+    hostfile: PathBuf,
+    children: Vec<Option<Child>>,
+}
+
+/// How one rank ended.
+#[derive(Debug)]
+pub enum RankExit {
+    Exited(ExitStatus),
+    /// Still running at the deadline, and killed.
+    Killed,
+}
+
+impl RankExit {
+    pub fn success(&self) -> bool {
+        matches!(self, RankExit::Exited(s) if s.success())
+    }
+}
+
+impl LocalRing {
+    /// Starts `n` ranks: `command(rank)` with `MLX_RANK` and `MLX_HOSTFILE` set, the hostfile
+    /// (free loopback ports) written as `dir/hostfile.json`.
+    pub fn spawn(
+        n: usize,
+        dir: &Path,
+        mut command: impl FnMut(usize) -> Command,
+    ) -> io::Result<LocalRing> {
+        let hosts = RingHosts::loopback(n)?;
+        let hostfile = dir.join("hostfile.json");
+        hosts.write(&hostfile)?;
+        let mut ring = LocalRing {
+            hostfile,
+            children: Vec::with_capacity(n),
+        };
+        for rank in 0..n {
+            let mut c = command(rank);
+            c.envs(RingHosts::env(rank, &ring.hostfile));
+            // On failure `ring` drops here and stops the ranks already started.
+            ring.children.push(Some(c.spawn()?));
+        }
+        Ok(ring)
+    }
+
+    pub fn hostfile(&self) -> &Path {
+        &self.hostfile
+    }
+
+    /// Process ids of the ranks still held, in rank order.
+    pub fn pids(&self) -> Vec<Option<u32>> {
+        self.children
+            .iter()
+            .map(|c| c.as_ref().map(Child::id))
+            .collect()
+    }
+
+    /// Waits for every rank until `timeout` has passed, then kills the rest.
+    pub fn wait_within(mut self, timeout: Duration) -> io::Result<Vec<RankExit>> {
+        let deadline = Instant::now() + timeout;
+        let mut exits: Vec<Option<RankExit>> = self.children.iter().map(|_| None).collect();
+        loop {
+            for (c, exit) in self.children.iter_mut().zip(exits.iter_mut()) {
+                if exit.is_none() {
+                    if let Some(s) = c.as_mut().map(Child::try_wait).transpose()?.flatten() {
+                        *exit = Some(RankExit::Exited(s));
+                        *c = None;
+                    }
+                }
+            }
+            if exits.iter().all(Option::is_some) {
+                break;
+            }
+            if Instant::now() >= deadline {
+                self.kill_all();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(exits
+            .into_iter()
+            .map(|e| e.unwrap_or(RankExit::Killed))
+            .collect())
+    }
+
+    /// Kills every rank still running and reaps it.
+    pub fn kill_all(&mut self) {
+        for c in self.children.iter_mut().filter_map(Option::take) {
+            let mut c = c;
+            // Already gone is fine: either way it no longer runs.
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for LocalRing {
+    fn drop(&mut self) {
+        self.kill_all();
+    }
+}
