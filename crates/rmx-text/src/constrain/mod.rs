@@ -16,6 +16,7 @@ pub mod json;
 mod schema;
 mod trie;
 mod vocab;
+mod vocabulary;
 
 use std::collections::HashMap;
 
@@ -24,6 +25,7 @@ use json::Top;
 
 use crate::toolcall::ToolCallFormat;
 pub use vocab::TokenBytes;
+pub use vocabulary::Vocabulary;
 
 /// What shape the output must take.
 #[derive(Debug, Clone, PartialEq, Eq)]
