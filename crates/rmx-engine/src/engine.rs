@@ -147,6 +147,29 @@ impl Engine {
 
     /// [`Engine::load`] with these options.
     pub fn load_with(dir: &Path, options: EngineOptions) -> Result<Engine> {
+        Engine::start(dir, options, rmx_models::load_any)
+    }
+
+    /// Loads this rank's share of the model in `dir`, split over `tp`'s group, on a new engine
+    /// thread. Every rank of the group must run the same engine steps in the same order (each
+    /// forward pass sums and gathers across the ranks), so every rank must be given the same
+    /// requests in the same order.
+    pub fn load_tensor_parallel(
+        dir: &Path,
+        options: EngineOptions,
+        tp: rmx_models::TensorParallel,
+    ) -> Result<Engine> {
+        Engine::start(dir, options, move |d: &Path| {
+            rmx_models::load_tensor_parallel(d, tp).map(Loaded::Causal)
+        })
+    }
+
+    /// Starts the engine thread, which loads the model with `load_model`.
+    fn start(
+        dir: &Path,
+        options: EngineOptions,
+        load_model: impl FnOnce(&Path) -> rmx_models::Result<Loaded> + Send + 'static,
+    ) -> Result<Engine> {
         let tokenizer =
             Arc::new(
                 Tokenizer::from_dir(dir).map_err(|source| EngineError::Tokenizer {
@@ -169,7 +192,7 @@ impl Engine {
             .map_or("model".into(), |n| n.to_string_lossy().to_string());
         let thread = std::thread::Builder::new()
             .name(format!("rmx-engine:{name}"))
-            .spawn(move || match rmx_models::load_any(&thread_dir) {
+            .spawn(move || match load_model(&thread_dir) {
                 Ok(Loaded::Causal(model)) if rmx_models::embed::is_reranker(&thread_dir) => {
                     let mut info = model.info().clone();
                     info.kind = ModelKind::Rerank;

@@ -58,6 +58,22 @@ impl Array {
         .map(Array::from_raw)
     }
 
+    /// Copies raw little-endian element bytes (as a safetensors file stores them) into a new
+    /// array of `shape` and `dtype`: for a weight read from a file in part, a rank's shard.
+    pub fn from_bytes(data: &[u8], shape: &[i32], dtype: Dtype) -> Result<Array> {
+        let n: i64 = shape.iter().map(|&d| d as i64).product();
+        if n * dtype.size() as i64 != data.len() as i64 {
+            return invalid(
+                "from_bytes",
+                format!(
+                    "{} bytes do not fill shape {shape:?} of {dtype:?}",
+                    data.len()
+                ),
+            );
+        }
+        check("from_bytes", bridge::from_bytes(data, shape, dtype.code())).map(Array::from_raw)
+    }
+
     /// A 0-d array.
     pub fn scalar<T: Element>(v: T) -> Result<Array> {
         Array::from_slice(&[v], &[])

@@ -6,10 +6,11 @@ use rmx_mlx::{fast, Array};
 
 use crate::cache::{AttnMask, BatchKvCache, KvCache, LayerCache};
 use crate::config::QuantConfig;
-use crate::error::Result;
+use crate::error::{ModelError, Result};
 use crate::fastpath::{self, fast_path, QkvRope, QkvRows};
 use crate::layers::{Linear, RmsNorm};
 use crate::rope::Rope;
+use crate::tensor_parallel::{self, Heads, Split};
 use crate::weights::Weights;
 
 /// Where the q/k norms sit: Qwen3 normalizes `[B, L, H, D]` before the head transpose, Gemma 3
@@ -52,9 +53,16 @@ impl Qkv {
         s: &AttentionShape,
         q_out: i32,
         kvd: i32,
+        heads: Option<Heads>,
     ) -> Result<Qkv> {
         let fused = format!("{path}.qkv_proj");
         if w.has(&format!("{fused}.weight")) {
+            if let Some(tp) = w.tensor_parallel() {
+                return Err(ModelError::Parallel {
+                    ranks: tp.size(),
+                    message: format!("{fused} (q, k and v in one tensor) is not split yet"),
+                });
+            }
             let qkv = Linear::load(w, q, &fused, s.hidden, q_out + 2 * kvd, s.qkv_bias)?;
             return Ok(Qkv::Fused {
                 qkv,
@@ -62,15 +70,29 @@ impl Qkv {
                 kvd,
             });
         }
-        let mut proj = |name: &str, out: i32| {
-            Linear::load(w, q, &format!("{path}.{name}"), s.hidden, out, s.qkv_bias)
+        // The whole layer's sizes as stored, and this rank's rows of them.
+        let (q_rows, kv_rows) = (q_out / s.heads, kvd / s.kv_heads);
+        let (q_split, kv_split) = match heads {
+            Some(h) => (
+                Some(Split::Rows(h.q.scaled(q_rows))),
+                Some(Split::Rows(h.kv.scaled(kv_rows))),
+            ),
+            None => (None, None),
+        };
+        let (lq, lkv) = match heads {
+            Some(h) => (h.q.len * q_rows, h.kv.len * kv_rows),
+            None => (q_out, kvd),
+        };
+        let mut proj = |name: &str, out: i32, split| {
+            let p = format!("{path}.{name}");
+            tensor_parallel::linear(w, q, &p, s.hidden, out, s.qkv_bias, split)
         };
         Qkv::new(
-            proj("q_proj", q_out)?,
-            proj("k_proj", kvd)?,
-            proj("v_proj", kvd)?,
-            q_out,
-            kvd,
+            proj("q_proj", q_out, q_split)?,
+            proj("k_proj", kvd, kv_split)?,
+            proj("v_proj", kvd, kv_split)?,
+            lq,
+            lkv,
         )
     }
 
@@ -124,6 +146,17 @@ impl Attention {
     ) -> Result<Attention> {
         let (qd, kvd) = (s.heads * s.head_dim, s.kv_heads * s.head_dim);
         let q_out = if s.output_gate { 2 * qd } else { qd };
+        // On a rank of a tensor-parallel group: its heads, and the o projection's matching
+        // input columns, summed over the ranks.
+        let tp = w.tensor_parallel().cloned();
+        let split = match &tp {
+            Some(tp) => Some(tp.heads(s.heads, s.kv_heads)?),
+            None => None,
+        };
+        let (heads, kv_heads) = match split {
+            Some(h) => (h.q.len, h.kv.len),
+            None => (s.heads, s.kv_heads),
+        };
         let (q_norm, k_norm) = if qk_norm == QkNorm::None {
             (None, None)
         } else {
@@ -132,10 +165,10 @@ impl Attention {
                 Some(norm(w, &format!("{path}.k_norm"), s.head_dim)?),
             )
         };
-        let sinks = if s.sinks {
-            Some(w.take(&format!("{path}.sinks"), &[s.heads])?)
-        } else {
-            None
+        let sinks = match (s.sinks, split) {
+            (false, _) => None,
+            (true, Some(h)) => Some(w.take_part(&format!("{path}.sinks"), &[s.heads], 0, h.q)?),
+            (true, None) => Some(w.take(&format!("{path}.sinks"), &[s.heads])?),
         };
         // rmx's fused kernels implement neither sinks nor ropes beyond a frequency table.
         let decode_inv_freq = match rope.layout() {
@@ -149,16 +182,21 @@ impl Attention {
             }
             _ => None,
         };
+        let o_split = match (&tp, split) {
+            (Some(tp), Some(h)) => Some(Split::Cols(h.q.scaled(s.head_dim), tp.group())),
+            _ => None,
+        };
+        let o_path = format!("{path}.o_proj");
         Ok(Attention {
             decode_inv_freq,
             head_dim: s.head_dim,
-            qkv: Qkv::load(w, q, path, s, q_out, kvd)?,
-            o: Linear::load(w, q, &format!("{path}.o_proj"), qd, s.hidden, s.o_bias)?,
+            qkv: Qkv::load(w, q, path, s, q_out, kvd, split)?,
+            o: tensor_parallel::linear(w, q, &o_path, qd, s.hidden, s.o_bias, o_split)?,
             q_norm,
             k_norm,
             qk_norm,
-            heads: s.heads,
-            kv_heads: s.kv_heads,
+            heads,
+            kv_heads,
             scale: s.scale,
             rope,
             sinks,
@@ -504,20 +542,41 @@ impl Mlp {
     ) -> Result<Mlp> {
         // One `gate_up_proj` where the checkpoint stores it so (Phi-3/4): `[gate; up]` rows.
         let fused = format!("{path}.gate_up_proj");
+        // On a rank of a tensor-parallel group: its share of the hidden units, and down's
+        // matching input columns, summed over the ranks.
+        let tp = w.tensor_parallel().cloned();
+        let part = match &tp {
+            Some(tp) => Some(tp.share(hidden, "the MLP's hidden units")?),
+            None => None,
+        };
         let gate_up = if w.has(&format!("{fused}.weight")) {
+            if let Some(tp) = &tp {
+                return Err(ModelError::Parallel {
+                    ranks: tp.size(),
+                    message: format!("{fused} (gate and up in one tensor) is not split yet"),
+                });
+            }
             GateUp::Fused(Linear::load(w, q, &fused, dim, 2 * hidden, bias)?)
         } else {
-            let gate = Linear::load(w, q, &format!("{path}.gate_proj"), dim, hidden, bias)?;
-            let up = Linear::load(w, q, &format!("{path}.up_proj"), dim, hidden, bias)?;
+            let mut proj = |name: &str| {
+                let p = format!("{path}.{name}");
+                tensor_parallel::linear(w, q, &p, dim, hidden, bias, part.map(Split::Rows))
+            };
+            let (gate, up) = (proj("gate_proj")?, proj("up_proj")?);
             match Linear::fuse([gate, up])? {
                 Ok(both) => GateUp::Fused(both),
                 Err([gate, up]) => GateUp::Separate { gate, up },
             }
         };
+        let down_split = match (&tp, part) {
+            (Some(tp), Some(p)) => Some(Split::Cols(p, tp.group())),
+            _ => None,
+        };
+        let down = format!("{path}.down_proj");
         Ok(Mlp {
             gate_up,
-            down: Linear::load(w, q, &format!("{path}.down_proj"), hidden, dim, bias)?,
-            hidden,
+            down: tensor_parallel::linear(w, q, &down, hidden, dim, bias, down_split)?,
+            hidden: part.map_or(hidden, |p| p.len),
             gelu,
         })
     }

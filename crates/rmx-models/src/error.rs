@@ -36,6 +36,9 @@ pub enum ModelError {
         #[source]
         source: rmx_mlx::Error,
     },
+    /// The model cannot be split over this many ranks the way it was asked to be.
+    #[error("splitting the model over {ranks} ranks: {message}")]
+    Parallel { ranks: i32, message: String },
     /// Caches that cannot be decoded together (different kinds of layer, or a kind that does
     /// not batch): the engine's bug, never the user's.
     #[error("cannot batch these caches: {0}")]

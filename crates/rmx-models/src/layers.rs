@@ -2,6 +2,7 @@
 //! RMS norm and activations. Each mirrors the mlx.nn layer mlx-lm uses, op for op, because
 //! greedy parity needs bit-identical logits.
 
+use rmx_mlx::distributed::Group;
 use rmx_mlx::quant::{self, QuantSpec, Quantized};
 use rmx_mlx::{addmm, concatenate, fast, Array};
 
@@ -18,6 +19,14 @@ pub enum Linear {
     Quant {
         q: Quantized,
         spec: QuantSpec,
+        bias: Option<Array>,
+    },
+    /// A row-parallel layer of a tensor-parallel model (tensor_parallel.rs): `part` holds this
+    /// rank's input columns, the ranks' partial products are summed over `group`, and the bias
+    /// is added once, after the sum.
+    Reduced {
+        part: Box<Linear>,
+        group: Group,
         bias: Option<Array>,
     },
 }
@@ -103,6 +112,13 @@ impl Linear {
             } => addmm(b, x, weight_t, 1.0, 1.0)?,
             Linear::Quant { q, spec, bias } => {
                 let y = quant_product(x, q, *spec)?;
+                match bias {
+                    Some(b) => y.add(b)?,
+                    None => y,
+                }
+            }
+            Linear::Reduced { part, group, bias } => {
+                let y = group.all_sum(&part.forward(x)?)?;
                 match bias {
                     Some(b) => y.add(b)?,
                     None => y,

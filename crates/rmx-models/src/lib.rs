@@ -31,7 +31,9 @@ mod qwen3_moe;
 mod qwen3_next;
 mod registry;
 mod rope;
+mod safetensors_part;
 mod smollm3;
+mod tensor_parallel;
 mod weights;
 
 pub use cache::LayerCache;
@@ -39,4 +41,8 @@ pub use config::QuantConfig;
 pub use embed::{Embedder, Pooling};
 pub use error::{ModelError, Result};
 pub use model::{CausalLm, ModelInfo, ModelKind};
-pub use registry::{is_supported, load, load_any, supported, supported_architectures, Loaded};
+pub use registry::{
+    is_supported, load, load_any, load_tensor_parallel, supported, supported_architectures, Loaded,
+    TENSOR_PARALLEL,
+};
+pub use tensor_parallel::TensorParallel;

@@ -16,6 +16,7 @@ use crate::layers::{Embedding, Linear, RmsNorm};
 use crate::mixer::Mixer;
 use crate::model::{CausalLm, ModelInfo};
 use crate::rope::Rope;
+use crate::tensor_parallel::{self, Split, VocabShard};
 use crate::weights::Weights;
 
 fn default_rope_theta() -> f32 {
@@ -92,6 +93,8 @@ pub(crate) type FfnLoader =
 
 pub struct Llama {
     embed: Embedding,
+    /// On a rank of a tensor-parallel group: the vocabulary rows `embed` and `lm_head` hold.
+    vocab: Option<VocabShard>,
     layers: Vec<DecoderLayer>,
     sliding: Vec<bool>,
     norm: RmsNorm,
@@ -171,6 +174,20 @@ pub(crate) fn load_decoder(
         let head = format!("{}.", v.lm_head);
         w.discard(|k| k.starts_with(&head));
     }
+    let vocab = match w.tensor_parallel() {
+        Some(tp) if v.ffn.is_some() || v.mixer.is_some() || v.sinks || v.output_gate => {
+            return Err(ModelError::Parallel {
+                ranks: tp.size(),
+                message: format!(
+                    "{} layers (experts, linear attention, sinks or gated attention) are not \
+                     split yet",
+                    raw.model_type
+                ),
+            })
+        }
+        Some(tp) => Some(VocabShard::new(tp, c.vocab_size)?),
+        None => None,
+    };
     let root = v.root.as_str();
     let eps = c.rms_norm_eps;
     let norm = |w: &mut Weights, p: &str, d: i32| RmsNorm::load(w, p, d, eps);
@@ -237,29 +254,32 @@ pub(crate) fn load_decoder(
         });
     }
     let layer_kinds = summarize(layers.iter().zip(&sliding).map(|(l, s)| l.describe(*s)));
-    Ok(Llama {
-        embed: Embedding::load(
+    let embed_path = format!("{root}.embed_tokens");
+    let embed = match &vocab {
+        Some(v) => v.load_embedding(w, q, &embed_path, c.hidden_size)?,
+        None => Embedding::load(w, q, &embed_path, c.vocab_size, c.hidden_size)?,
+    };
+    let lm_head = if c.tie_word_embeddings {
+        None
+    } else {
+        let split = vocab.as_ref().map(|v| Split::Rows(v.rows()));
+        Some(tensor_parallel::linear(
             w,
             q,
-            &format!("{root}.embed_tokens"),
-            c.vocab_size,
+            &v.lm_head,
             c.hidden_size,
-        )?,
+            c.vocab_size,
+            false,
+            split,
+        )?)
+    };
+    Ok(Llama {
+        embed,
+        vocab,
         layers,
         sliding,
         norm: norm(w, &format!("{root}.norm"), c.hidden_size)?,
-        lm_head: if c.tie_word_embeddings {
-            None
-        } else {
-            Some(Linear::load(
-                w,
-                q,
-                &v.lm_head,
-                c.hidden_size,
-                c.vocab_size,
-                false,
-            )?)
-        },
+        lm_head,
         window: c.sliding_window,
         info: ModelInfo {
             model_type: raw.model_type.clone(),
@@ -315,7 +335,10 @@ pub(crate) fn summarize(kinds: impl Iterator<Item = String>) -> Vec<String> {
 
 impl CausalLm for Llama {
     fn forward_hidden(&self, tokens: &Array, cache: &mut [LayerCache]) -> Result<Array> {
-        let mut h = self.embed.forward(tokens)?;
+        let mut h = match &self.vocab {
+            Some(v) => v.embed(&self.embed, tokens)?,
+            None => self.embed.forward(tokens)?,
+        };
         let n = tokens.dim(1);
         let fa = (0..self.layers.len())
             .find(|&i| !self.sliding[i] && !self.layers[i].mixer.is_recurrent());
@@ -355,9 +378,13 @@ impl CausalLm for Llama {
     }
 
     fn lm_head(&self, hidden: &Array) -> Result<Array> {
-        match &self.lm_head {
-            Some(l) => l.forward(hidden),
-            None => self.embed.as_linear(hidden),
+        let logits = match &self.lm_head {
+            Some(l) => l.forward(hidden)?,
+            None => self.embed.as_linear(hidden)?,
+        };
+        match &self.vocab {
+            Some(v) => v.logits(&logits),
+            None => Ok(logits),
         }
     }
 

@@ -7,6 +7,7 @@ use crate::config::RawConfig;
 use crate::embed::Embedder;
 use crate::error::{ModelError, Result};
 use crate::model::{CausalLm, ModelInfo};
+use crate::tensor_parallel::TensorParallel;
 use crate::weights::Weights;
 
 pub(crate) type Loader = fn(&RawConfig, &mut Weights) -> Result<Box<dyn CausalLm>>;
@@ -147,9 +148,31 @@ pub fn load(dir: &Path) -> Result<Box<dyn CausalLm>> {
     }
 }
 
+/// The `model_type`s whose layers [`load_tensor_parallel`] can split: the dense decoders on
+/// llama.rs's layer (the others' experts, linear attention and own layouts are not split yet).
+pub const TENSOR_PARALLEL: &[&str] = &["llama", "mistral", "qwen2", "qwen3", "smollm3"];
+
+/// Loads this rank's share of the language model in `dir`, split over `tp`'s group
+/// (tensor_parallel.rs): every rank of the group loads the same directory, reading only its
+/// own rows and columns of the large weights, and runs every forward pass in step with the
+/// others.
+pub fn load_tensor_parallel(dir: &Path, tp: TensorParallel) -> Result<Box<dyn CausalLm>> {
+    match load_with(dir, Some(tp))? {
+        Loaded::Causal(m) => Ok(m),
+        Loaded::Embedder(_) => Err(ModelError::Config {
+            path: dir.join("config.json"),
+            message: "this is an embedding model; it does not generate text".into(),
+        }),
+    }
+}
+
 /// Loads the model in `dir`, a language model or an embedding model
 /// ([`crate::embed::is_embedding`] tells them apart).
 pub fn load_any(dir: &Path) -> Result<Loaded> {
+    load_with(dir, None)
+}
+
+fn load_with(dir: &Path, tp: Option<TensorParallel>) -> Result<Loaded> {
     let cfg = RawConfig::read(dir)?;
     let embedding = crate::embed::is_embedding(dir, &cfg);
     let loader = loader_for(&cfg);
@@ -160,6 +183,24 @@ pub fn load_any(dir: &Path) -> Result<Loaded> {
     // After the family: an unsupported one is reported as that, whatever its sizes.
     cfg.check_sizes()?;
     let mut w = Weights::load(dir)?;
+    if let Some(tp) = tp {
+        if embedding || !TENSOR_PARALLEL.contains(&cfg.model_type.as_str()) {
+            return Err(ModelError::Parallel {
+                ranks: tp.size(),
+                message: format!(
+                    "tensor parallelism splits only these model types yet: {} (this is {}{})",
+                    TENSOR_PARALLEL.join(", "),
+                    cfg.model_type,
+                    if embedding {
+                        ", an embedding model"
+                    } else {
+                        ""
+                    }
+                ),
+            });
+        }
+        w.set_tensor_parallel(tp);
+    }
     // Modules that cannot know the file (rope settings, expert counts) name "config.json".
     let in_file = |e| match e {
         ModelError::Config { path, message } if path == Path::new("config.json") => {

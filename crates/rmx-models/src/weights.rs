@@ -8,10 +8,18 @@ use std::path::{Path, PathBuf};
 use rmx_mlx::Array;
 
 use crate::error::{ModelError, Result};
+use crate::safetensors_part::Header;
+use crate::tensor_parallel::{Part, TensorParallel};
 
 pub struct Weights {
-    tensors: HashMap<String, (Array, usize)>,
+    /// Each tensor: its lazy array, the index of its file, and its name in that file (renames
+    /// change the key, not where the bytes are; `None` for tensors made by [`Weights::insert`]).
+    tensors: HashMap<String, (Array, usize, Option<String>)>,
     files: Vec<PathBuf>,
+    /// The split this load is for, when the model is spread over ranks.
+    parallel: Option<TensorParallel>,
+    /// File headers read for [`Weights::take_part`], by file index.
+    headers: HashMap<usize, Header>,
 }
 
 impl Weights {
@@ -37,10 +45,25 @@ impl Weights {
                 source,
             })?;
             for (name, a) in t.tensors {
-                tensors.insert(name, (a, i));
+                tensors.insert(name.clone(), (a, i, Some(name)));
             }
         }
-        Ok(Weights { tensors, files })
+        Ok(Weights {
+            tensors,
+            files,
+            parallel: None,
+            headers: HashMap::new(),
+        })
+    }
+
+    /// Loads for rank `tp.rank()` of a tensor-parallel group: modules that split their weights
+    /// ask [`Weights::tensor_parallel`] and take their parts with [`Weights::take_part`].
+    pub(crate) fn set_tensor_parallel(&mut self, tp: TensorParallel) {
+        self.parallel = Some(tp);
+    }
+
+    pub(crate) fn tensor_parallel(&self) -> Option<&TensorParallel> {
+        self.parallel.as_ref()
     }
 
     pub fn has(&self, name: &str) -> bool {
@@ -57,18 +80,22 @@ impl Weights {
 
     /// Whether any tensor's name and shape satisfy `pred`.
     pub fn any(&self, pred: impl Fn(&str, &[i32]) -> bool) -> bool {
-        self.tensors.iter().any(|(k, (a, _))| pred(k, &a.shape()))
+        self.tensors.iter().any(|(k, (a, ..))| pred(k, &a.shape()))
     }
 
     /// Takes `name`, checking its shape (`-1` matches any size).
     pub fn take(&mut self, name: &str, shape: &[i32]) -> Result<Array> {
-        let (a, file) = self
-            .tensors
-            .remove(name)
-            .ok_or_else(|| ModelError::MissingTensor {
-                name: name.to_string(),
-                files: self.file_list(),
-            })?;
+        self.take_entry(name, shape).map(|(a, ..)| a)
+    }
+
+    fn take_entry(&mut self, name: &str, shape: &[i32]) -> Result<(Array, usize, Option<String>)> {
+        let (a, file, stored) =
+            self.tensors
+                .remove(name)
+                .ok_or_else(|| ModelError::MissingTensor {
+                    name: name.to_string(),
+                    files: self.file_list(),
+                })?;
         let got = a.shape();
         let fits = got.len() == shape.len() && got.iter().zip(shape).all(|(g, w)| *w < 0 || g == w);
         if !fits {
@@ -79,7 +106,33 @@ impl Weights {
                 want: shape.to_vec(),
             });
         }
-        Ok(a)
+        Ok((a, file, stored))
+    }
+
+    /// Takes `part` of `name` along `axis` (`shape` is the whole tensor's, checked as by
+    /// [`Weights::take`]), reading only those bytes from the file: a rank's shard.
+    pub(crate) fn take_part(
+        &mut self,
+        name: &str,
+        shape: &[i32],
+        axis: usize,
+        part: Part,
+    ) -> Result<Array> {
+        let (a, file, stored) = self.take_entry(name, shape)?;
+        let whole = a.shape();
+        if part.start == 0 && part.len == whole[axis] {
+            return Ok(a);
+        }
+        let Some(stored) = stored else {
+            // Made in memory from other tensors: slice it, and copy the slice so the whole can
+            // be freed.
+            let s = a.slice_axis(axis as i32, part.start, part.start + part.len)?;
+            return Ok(s.contiguous()?);
+        };
+        if !self.headers.contains_key(&file) {
+            self.headers.insert(file, Header::read(&self.files[file])?);
+        }
+        self.headers[&file].read_slice(&stored, axis, part.start as i64, part.len as i64)
     }
 
     /// Takes `name` if present.
@@ -93,14 +146,14 @@ impl Weights {
 
     /// The index of the file that holds `name`, for [`Weights::insert`].
     pub fn file_of(&self, name: &str) -> Option<usize> {
-        self.tensors.get(name).map(|(_, f)| *f)
+        self.tensors.get(name).map(|(_, f, _)| *f)
     }
 
     /// Puts back a tensor made from others (experts stacked from per-expert tensors), under
     /// `file` (the index [`Weights::file_of`] gave for one of its sources), so errors about it
     /// name that file.
     pub fn insert(&mut self, name: &str, a: Array, file: usize) {
-        self.tensors.insert(name.to_string(), (a, file));
+        self.tensors.insert(name.to_string(), (a, file, None));
     }
 
     /// Drops tensors the reference implementation also ignores (precomputed rotary tables,
@@ -122,7 +175,7 @@ impl Weights {
         let mut left: Vec<_> = self.tensors.into_iter().collect();
         left.sort_by(|a, b| a.0.cmp(&b.0));
         match left.into_iter().next() {
-            Some((name, (_, file))) => Err(ModelError::Extra {
+            Some((name, (_, file, _))) => Err(ModelError::Extra {
                 name,
                 file: self.files[file].clone(),
             }),
