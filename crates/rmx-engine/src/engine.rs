@@ -150,17 +150,17 @@ impl Engine {
         Engine::start(dir, options, rmx_models::load_any)
     }
 
-    /// Loads this rank's share of the model in `dir`, split over `tp`'s group, on a new engine
-    /// thread. Every rank of the group must run the same engine steps in the same order (each
-    /// forward pass sums and gathers across the ranks), so every rank must be given the same
-    /// requests in the same order.
-    pub fn load_tensor_parallel(
+    /// Loads this rank's share of the model in `dir`, split over `p`'s group (tensor or
+    /// pipeline parallel), on a new engine thread. Every rank of the group must run the same
+    /// engine steps in the same order (each forward pass sums, sends and gathers across the
+    /// ranks), so every rank must be given the same requests in the same order.
+    pub fn load_parallel(
         dir: &Path,
         options: EngineOptions,
-        tp: rmx_models::TensorParallel,
+        p: rmx_models::Parallel,
     ) -> Result<Engine> {
         Engine::start(dir, options, move |d: &Path| {
-            rmx_models::load_tensor_parallel(d, tp).map(Loaded::Causal)
+            rmx_models::load_parallel(d, p).map(Loaded::Causal)
         })
     }
 

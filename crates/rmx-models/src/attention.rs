@@ -150,7 +150,7 @@ impl Attention {
         // input columns, summed over the ranks.
         let tp = w.tensor_parallel().cloned();
         let split = match &tp {
-            Some(tp) => Some(tp.heads(s.heads, s.kv_heads)?),
+            Some(tp) => Some(tensor_parallel::heads(tp, s.heads, s.kv_heads)?),
             None => None,
         };
         let (heads, kv_heads) = match split {

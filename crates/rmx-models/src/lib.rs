@@ -23,7 +23,9 @@ mod mixer;
 mod model;
 mod moe;
 mod moe_kernels;
+mod parallel;
 mod phi3;
+mod pipeline;
 mod qwen2;
 mod qwen3;
 mod qwen3_5;
@@ -41,8 +43,8 @@ pub use config::QuantConfig;
 pub use embed::{Embedder, Pooling};
 pub use error::{ModelError, Result};
 pub use model::{CausalLm, ModelInfo, ModelKind};
+pub use parallel::{Parallel, ParallelMode};
 pub use registry::{
-    is_supported, load, load_any, load_tensor_parallel, supported, supported_architectures, Loaded,
-    TENSOR_PARALLEL,
+    is_supported, load, load_any, load_parallel, supported, supported_architectures, Loaded,
+    PARALLEL,
 };
-pub use tensor_parallel::TensorParallel;

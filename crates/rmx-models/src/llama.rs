@@ -15,6 +15,8 @@ use crate::feed_forward::FeedForward;
 use crate::layers::{Embedding, Linear, RmsNorm};
 use crate::mixer::Mixer;
 use crate::model::{CausalLm, ModelInfo};
+use crate::parallel::ParallelMode;
+use crate::pipeline::Stage;
 use crate::rope::Rope;
 use crate::tensor_parallel::{self, Split, VocabShard};
 use crate::weights::Weights;
@@ -93,8 +95,11 @@ pub(crate) type FfnLoader =
 
 pub struct Llama {
     embed: Embedding,
-    /// On a rank of a tensor-parallel group: the vocabulary rows `embed` and `lm_head` hold.
+    /// On a rank of a group the model is split over: the vocabulary rows `embed` and `lm_head`
+    /// hold.
     vocab: Option<VocabShard>,
+    /// In a pipeline: this rank's place; `layers` are then only its own.
+    stage: Option<Stage>,
     layers: Vec<DecoderLayer>,
     sliding: Vec<bool>,
     norm: RmsNorm,
@@ -174,8 +179,8 @@ pub(crate) fn load_decoder(
         let head = format!("{}.", v.lm_head);
         w.discard(|k| k.starts_with(&head));
     }
-    let vocab = match w.tensor_parallel() {
-        Some(tp) if v.ffn.is_some() || v.mixer.is_some() || v.sinks || v.output_gate => {
+    if let Some(tp) = w.tensor_parallel() {
+        if v.ffn.is_some() || v.mixer.is_some() || v.sinks || v.output_gate {
             return Err(ModelError::Parallel {
                 ranks: tp.size(),
                 message: format!(
@@ -183,10 +188,16 @@ pub(crate) fn load_decoder(
                      split yet",
                     raw.model_type
                 ),
-            })
+            });
         }
-        Some(tp) => Some(VocabShard::new(tp, c.vocab_size)?),
+    }
+    let vocab = match w.parallel() {
+        Some(p) => Some(VocabShard::new(p, c.vocab_size)?),
         None => None,
+    };
+    let stage = match w.parallel() {
+        Some(p) if p.mode() == ParallelMode::Pipeline => Some(Stage::new(p, c.num_hidden_layers)?),
+        _ => None,
     };
     let root = v.root.as_str();
     let eps = c.rms_norm_eps;
@@ -194,6 +205,12 @@ pub(crate) fn load_decoder(
     let mut layers = Vec::new();
     for i in 0..c.num_hidden_layers {
         let p = format!("{root}.layers.{i}");
+        if stage.as_ref().is_some_and(|s| !s.layers().contains(i)) {
+            // Another rank's layer: its tensors are never read.
+            let prefix = format!("{p}.");
+            w.discard(|k| k.starts_with(&prefix));
+            continue;
+        }
         let custom = match &v.mixer {
             Some(load) => load(w, q, i, &p)?,
             None => None,
@@ -233,18 +250,26 @@ pub(crate) fn load_decoder(
         layers.push(layer);
     }
     let sliding: Vec<bool> = match &c.layer_types {
-        Some(t) if t.len() != layers.len() => {
+        Some(t) if t.len() != c.num_hidden_layers as usize => {
             return Err(ModelError::Config {
                 path: raw.path.clone(),
                 message: format!(
                     "layer_types has {} entries for {} layers (num_hidden_layers)",
                     t.len(),
-                    layers.len()
+                    c.num_hidden_layers
                 ),
             })
         }
         Some(t) => t.iter().map(|s| s == "sliding_attention").collect(),
-        None => vec![false; layers.len()],
+        None => vec![false; c.num_hidden_layers as usize],
+    };
+    // This rank's layers' kinds, in a pipeline.
+    let sliding: Vec<bool> = match &stage {
+        Some(s) => {
+            let l = s.layers();
+            sliding[l.start as usize..(l.start + l.len) as usize].to_vec()
+        }
+        None => sliding,
     };
     if sliding.iter().any(|s| *s) && c.sliding_window.is_none() {
         return Err(ModelError::Config {
@@ -276,6 +301,7 @@ pub(crate) fn load_decoder(
     Ok(Llama {
         embed,
         vocab,
+        stage,
         layers,
         sliding,
         norm: norm(w, &format!("{root}.norm"), c.hidden_size)?,
@@ -339,6 +365,9 @@ impl CausalLm for Llama {
             Some(v) => v.embed(&self.embed, tokens)?,
             None => self.embed.forward(tokens)?,
         };
+        if let Some(s) = &self.stage {
+            h = s.input(&h)?;
+        }
         let n = tokens.dim(1);
         let fa = (0..self.layers.len())
             .find(|&i| !self.sliding[i] && !self.layers[i].mixer.is_recurrent());
@@ -373,6 +402,9 @@ impl CausalLm for Llama {
             }
             h = forward_layer(&self.layers[i], &h, mask, &mut cache[i])?;
             i += 1;
+        }
+        if let Some(s) = &self.stage {
+            h = s.output(&h, cache)?;
         }
         self.norm.forward(&h)
     }

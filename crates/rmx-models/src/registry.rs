@@ -7,7 +7,7 @@ use crate::config::RawConfig;
 use crate::embed::Embedder;
 use crate::error::{ModelError, Result};
 use crate::model::{CausalLm, ModelInfo};
-use crate::tensor_parallel::TensorParallel;
+use crate::parallel::Parallel;
 use crate::weights::Weights;
 
 pub(crate) type Loader = fn(&RawConfig, &mut Weights) -> Result<Box<dyn CausalLm>>;
@@ -148,16 +148,15 @@ pub fn load(dir: &Path) -> Result<Box<dyn CausalLm>> {
     }
 }
 
-/// The `model_type`s whose layers [`load_tensor_parallel`] can split: the dense decoders on
-/// llama.rs's layer (the others' experts, linear attention and own layouts are not split yet).
-pub const TENSOR_PARALLEL: &[&str] = &["llama", "mistral", "qwen2", "qwen3", "smollm3"];
+/// The `model_type`s [`load_parallel`] can split: the dense decoders on llama.rs's layer (the
+/// others' experts, linear attention and own layouts are not split yet).
+pub const PARALLEL: &[&str] = &["llama", "mistral", "qwen2", "qwen3", "smollm3"];
 
-/// Loads this rank's share of the language model in `dir`, split over `tp`'s group
-/// (tensor_parallel.rs): every rank of the group loads the same directory, reading only its
-/// own rows and columns of the large weights, and runs every forward pass in step with the
-/// others.
-pub fn load_tensor_parallel(dir: &Path, tp: TensorParallel) -> Result<Box<dyn CausalLm>> {
-    match load_with(dir, Some(tp))? {
+/// Loads this rank's share of the language model in `dir`, split over `p`'s group as its mode
+/// says (parallel.rs): every rank of the group loads the same directory, reading only its own
+/// part of the weights, and runs every forward pass in step with the others.
+pub fn load_parallel(dir: &Path, p: Parallel) -> Result<Box<dyn CausalLm>> {
+    match load_with(dir, Some(p))? {
         Loaded::Causal(m) => Ok(m),
         Loaded::Embedder(_) => Err(ModelError::Config {
             path: dir.join("config.json"),
@@ -172,7 +171,7 @@ pub fn load_any(dir: &Path) -> Result<Loaded> {
     load_with(dir, None)
 }
 
-fn load_with(dir: &Path, tp: Option<TensorParallel>) -> Result<Loaded> {
+fn load_with(dir: &Path, parallel: Option<Parallel>) -> Result<Loaded> {
     let cfg = RawConfig::read(dir)?;
     let embedding = crate::embed::is_embedding(dir, &cfg);
     let loader = loader_for(&cfg);
@@ -183,13 +182,14 @@ fn load_with(dir: &Path, tp: Option<TensorParallel>) -> Result<Loaded> {
     // After the family: an unsupported one is reported as that, whatever its sizes.
     cfg.check_sizes()?;
     let mut w = Weights::load(dir)?;
-    if let Some(tp) = tp {
-        if embedding || !TENSOR_PARALLEL.contains(&cfg.model_type.as_str()) {
+    if let Some(p) = parallel {
+        if embedding || !PARALLEL.contains(&cfg.model_type.as_str()) {
             return Err(ModelError::Parallel {
-                ranks: tp.size(),
+                ranks: p.size(),
                 message: format!(
-                    "tensor parallelism splits only these model types yet: {} (this is {}{})",
-                    TENSOR_PARALLEL.join(", "),
+                    "{} parallelism splits only these model types yet: {} (this is {}{})",
+                    p.mode().name(),
+                    PARALLEL.join(", "),
                     cfg.model_type,
                     if embedding {
                         ", an embedding model"
@@ -199,7 +199,7 @@ fn load_with(dir: &Path, tp: Option<TensorParallel>) -> Result<Loaded> {
                 ),
             });
         }
-        w.set_tensor_parallel(tp);
+        w.set_parallel(p);
     }
     // Modules that cannot know the file (rope settings, expert counts) name "config.json".
     let in_file = |e| match e {

@@ -1,5 +1,5 @@
-//! Tensor parallelism: one model split over the ranks of a distributed group, each rank holding
-//! its share of every large weight, as mlx-lm's `shard()` splits the dense families
+//! Tensor parallelism (parallel.rs): one model split over the ranks of a distributed group, each
+//! rank holding its share of every large weight, as mlx-lm's `shard()` splits the dense families
 //! (mlx/nn/layers/distributed.py's `shard_linear`):
 //!
 //! * q, k, v, gate and up are split by output rows ("all-to-sharded"): each rank computes its
@@ -9,7 +9,7 @@
 //! * quantized weights are split with their scales and biases (whole quantization groups).
 //!
 //! Beyond mlx-lm, which keeps the embedding and the output projection whole on every rank:
-//! both are split by vocabulary rows here ([`VocabShard`]), since at real vocabularies they are
+//! both are split by vocabulary rows here ([`VocabShard`], in pipeline mode too), since at real vocabularies they are
 //! a large part of a model (and of a tiny test model nearly all of it). A rank looks up the ids
 //! in its rows and the ranks' rows are summed (one rank holds each id, the others add exact
 //! zeros); logits are gathered from the ranks' slices. Neither changes a value.
@@ -25,31 +25,8 @@ use rmx_mlx::{r#where, Array};
 use crate::config::QuantConfig;
 use crate::error::{ModelError, Result};
 use crate::layers::{spec_for, Embedding, Linear};
+pub(crate) use crate::parallel::{Parallel, Part};
 use crate::weights::Weights;
-
-/// The group a model is split over, and this process's place in it.
-#[derive(Clone, Debug)]
-pub struct TensorParallel {
-    group: Group,
-    rank: i32,
-    size: i32,
-}
-
-/// `start..start + len` of one axis.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Part {
-    pub start: i32,
-    pub len: i32,
-}
-
-impl Part {
-    pub fn scaled(self, by: i32) -> Part {
-        Part {
-            start: self.start * by,
-            len: self.len * by,
-        }
-    }
-}
 
 /// The attention heads one rank computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,67 +44,26 @@ pub(crate) enum Split<'a> {
     Cols(Part, &'a Group),
 }
 
-impl TensorParallel {
-    pub fn new(group: Group) -> TensorParallel {
-        let (rank, size) = (group.rank(), group.size());
-        TensorParallel { group, rank, size }
-    }
-
-    pub fn rank(&self) -> i32 {
-        self.rank
-    }
-
-    pub fn size(&self) -> i32 {
-        self.size
-    }
-
-    pub fn group(&self) -> &Group {
-        &self.group
-    }
-
-    fn refuse(&self, message: String) -> ModelError {
-        ModelError::Parallel {
-            ranks: self.size,
-            message,
+/// This rank's query heads, and the key/value heads they read.
+pub(crate) fn heads(p: &Parallel, heads: i32, kv_heads: i32) -> Result<Heads> {
+    let q = p.share(heads, "the attention heads")?;
+    let kv = if kv_heads % p.size == 0 {
+        p.share(kv_heads, "the key/value heads")?
+    } else if p.size % kv_heads == 0 {
+        // Fewer KV heads than ranks: the query heads of this rank all read one KV head
+        // (heads per KV head is a multiple of heads per rank), which it holds a copy of.
+        Part {
+            start: p.rank * kv_heads / p.size,
+            len: 1,
         }
-    }
-
-    /// This rank's equal share of `total` items (`what` names them for the error).
-    pub(crate) fn share(&self, total: i32, what: &str) -> Result<Part> {
-        if total % self.size != 0 {
-            return Err(self.refuse(format!(
-                "{what} ({total}) do not divide evenly; use a number of ranks that divides {total}"
-            )));
-        }
-        let len = total / self.size;
-        Ok(Part {
-            start: self.rank * len,
-            len,
-        })
-    }
-
-    /// This rank's query heads, and the key/value heads they read.
-    pub(crate) fn heads(&self, heads: i32, kv_heads: i32) -> Result<Heads> {
-        let q = self.share(heads, "the attention heads")?;
-        let kv = if kv_heads % self.size == 0 {
-            self.share(kv_heads, "the key/value heads")?
-        } else if self.size % kv_heads == 0 {
-            // Fewer KV heads than ranks: the query heads of this rank all read one KV head
-            // (heads per KV head is a multiple of heads per rank), which it holds a copy of.
-            Part {
-                start: self.rank * kv_heads / self.size,
-                len: 1,
-            }
-        } else {
-            return Err(self.refuse(format!(
-                "{kv_heads} key/value heads can be neither divided among nor copied to every \
-                 rank; use a number of ranks that divides {kv_heads} or is a multiple of it"
-            )));
-        };
-        Ok(Heads { q, kv })
-    }
+    } else {
+        return Err(p.refuse(format!(
+            "{kv_heads} key/value heads can be neither divided among nor copied to every \
+             rank; use a number of ranks that divides {kv_heads} or is a multiple of it"
+        )));
+    };
+    Ok(Heads { q, kv })
 }
-
 /// `path`'s linear layer, whole or this rank's part of it; `inp` and `out` are the whole
 /// layer's sizes, as the file stores it.
 pub(crate) fn linear(
@@ -224,7 +160,7 @@ pub(crate) struct VocabShard {
 }
 
 impl VocabShard {
-    pub fn new(tp: &TensorParallel, vocab: i32) -> Result<VocabShard> {
+    pub fn new(tp: &Parallel, vocab: i32) -> Result<VocabShard> {
         let chunk = (vocab + tp.size - 1) / tp.size;
         let start = tp.rank * chunk;
         let len = chunk.min(vocab - start);
@@ -319,6 +255,7 @@ impl VocabShard {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::parallel::ParallelMode;
     use rmx_mlx::distributed::CommBackend;
     use rmx_mlx::quant::{self, QuantSpec};
     use rmx_mlx::{concatenate, Dtype};
@@ -362,25 +299,30 @@ mod tests {
     }
 
     /// A plan for `rank` of `size` without a real group: only the arithmetic is used.
-    fn plan(rank: i32, size: i32) -> TensorParallel {
+    fn plan(rank: i32, size: i32) -> Parallel {
         let group = Group::init(CommBackend::Any, false).expect("singleton group");
-        TensorParallel { group, rank, size }
+        Parallel {
+            group,
+            rank,
+            size,
+            mode: ParallelMode::Tensor,
+        }
     }
 
     #[test]
     fn heads_split_or_copy_key_value_heads() {
         // 4 query heads and 2 KV heads over 2 ranks: two query heads and one KV head each.
-        let h = plan(1, 2).heads(4, 2).expect("fits");
+        let h = heads(&plan(1, 2), 4, 2).expect("fits");
         assert_eq!(h.q, Part { start: 2, len: 2 });
         assert_eq!(h.kv, Part { start: 1, len: 1 });
         // Over 4 ranks each KV head is held by the two ranks whose query heads read it.
         let kv: Vec<i32> = (0..4)
-            .map(|r| plan(r, 4).heads(4, 2).expect("fits").kv.start)
+            .map(|r| heads(&plan(r, 4), 4, 2).expect("fits").kv.start)
             .collect();
         assert_eq!(kv, vec![0, 0, 1, 1]);
-        let err = plan(0, 4).heads(6, 3).unwrap_err().to_string();
+        let err = heads(&plan(0, 4), 6, 3).unwrap_err().to_string();
         assert!(err.contains("attention heads (6) do not divide"), "{err}");
-        let err = plan(0, 4).heads(8, 3).unwrap_err().to_string();
+        let err = heads(&plan(0, 4), 8, 3).unwrap_err().to_string();
         assert!(err.contains("3 key/value heads"), "{err}");
     }
 

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use rmx_mlx::Array;
 
 use crate::error::{ModelError, Result};
+use crate::parallel::{Parallel, ParallelMode, Part};
 use crate::safetensors_part::Header;
-use crate::tensor_parallel::{Part, TensorParallel};
 
 pub struct Weights {
     /// Each tensor: its lazy array, the index of its file, and its name in that file (renames
@@ -17,7 +17,7 @@ pub struct Weights {
     tensors: HashMap<String, (Array, usize, Option<String>)>,
     files: Vec<PathBuf>,
     /// The split this load is for, when the model is spread over ranks.
-    parallel: Option<TensorParallel>,
+    parallel: Option<Parallel>,
     /// File headers read for [`Weights::take_part`], by file index.
     headers: HashMap<usize, Header>,
 }
@@ -56,14 +56,22 @@ impl Weights {
         })
     }
 
-    /// Loads for rank `tp.rank()` of a tensor-parallel group: modules that split their weights
-    /// ask [`Weights::tensor_parallel`] and take their parts with [`Weights::take_part`].
-    pub(crate) fn set_tensor_parallel(&mut self, tp: TensorParallel) {
-        self.parallel = Some(tp);
+    /// Loads for rank `p.rank()` of a group the model is split over: modules that split their
+    /// weights ask [`Weights::parallel`] or [`Weights::tensor_parallel`] and take their parts
+    /// with [`Weights::take_part`].
+    pub(crate) fn set_parallel(&mut self, p: Parallel) {
+        self.parallel = Some(p);
     }
 
-    pub(crate) fn tensor_parallel(&self) -> Option<&TensorParallel> {
+    pub(crate) fn parallel(&self) -> Option<&Parallel> {
         self.parallel.as_ref()
+    }
+
+    /// The split, when every layer is split (tensor mode).
+    pub(crate) fn tensor_parallel(&self) -> Option<&Parallel> {
+        self.parallel
+            .as_ref()
+            .filter(|p| p.mode == ParallelMode::Tensor)
     }
 
     pub fn has(&self, name: &str) -> bool {

@@ -188,6 +188,11 @@ impl BatchKvCache {
         self.keys.iter().chain(self.values.iter()).collect()
     }
 
+    /// The keys buffer, for [`super::LayerCache::depend_on`].
+    pub(super) fn keys_mut(&mut self) -> &mut Option<Array> {
+        &mut self.keys
+    }
+
     /// One batch of all of `parts`' rows, in order: each part left-padded to the longest.
     pub(crate) fn merge(parts: Vec<BatchKvCache>) -> Result<BatchKvCache> {
         let idx = parts.iter().map(|p| p.idx).max().unwrap_or(0);

@@ -73,6 +73,21 @@ impl LayerCache {
         }
     }
 
+    /// Makes evaluating this cache evaluate `x` too (a pipeline stage's hand-over to the next
+    /// rank, which a prompt chunk that only fills caches would otherwise never run).
+    pub fn depend_on(&mut self, x: &Array) -> Result<()> {
+        let slot = match self {
+            LayerCache::Full(c) => &mut c.keys,
+            LayerCache::Rotating(c) => &mut c.keys,
+            LayerCache::Recurrent(c) => &mut c.state,
+            LayerCache::Batch(c) => c.keys_mut(),
+        };
+        if let Some(a) = slot.take() {
+            *slot = rmx_mlx::distributed::depends(&[&a], &[x])?.pop();
+        }
+        Ok(())
+    }
+
     /// Bytes held by this layer's keys and values.
     pub fn nbytes(&self) -> usize {
         self.state().iter().map(|a| a.nbytes()).sum()

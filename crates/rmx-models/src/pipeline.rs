@@ -1,0 +1,119 @@
+//! Pipeline parallelism (parallel.rs): rank r runs a contiguous range of the layers, the first
+//! ranks the first layers (mlx-lm's `PipelineMixin` gives rank 0 the last ones; the order does
+//! not change the result, and first-to-first reads more naturally); the low ranks take one
+//! extra layer each when the layers do not divide evenly. A step's activations go from rank to
+//! rank (the ring's `send`/`recv` reach the next rank), and the last rank's output is gathered
+//! to every rank so each computes the same logits, as mlx-lm's pipeline does.
+//!
+//! Every rank must evaluate every collective of a step, or the others wait for ever. A prompt
+//! chunk evaluates only the caches, which on the first ranks do not need the hand-over; so
+//! each rank's last cache is made to depend on the gathered output (mlx-lm does the same with
+//! `mx.depends`).
+
+use rmx_mlx::distributed::{depends, Group};
+use rmx_mlx::Array;
+
+use crate::cache::LayerCache;
+use crate::error::Result;
+use crate::parallel::{Parallel, Part};
+
+/// This rank's place in the pipeline.
+pub(crate) struct Stage {
+    group: Group,
+    rank: i32,
+    size: i32,
+    layers: Part,
+}
+
+impl Stage {
+    pub fn new(p: &Parallel, layers: i32) -> Result<Stage> {
+        if layers < p.size {
+            return Err(p.refuse(format!(
+                "a pipeline needs a layer for every rank and the model has {layers}; use at \
+                 most {layers} ranks, or tensor parallelism"
+            )));
+        }
+        let (base, extra) = (layers / p.size, layers % p.size);
+        let len = |r: i32| base + i32::from(r < extra);
+        Ok(Stage {
+            group: p.group.clone(),
+            rank: p.rank,
+            size: p.size,
+            layers: Part {
+                start: (0..p.rank).map(len).sum(),
+                len: len(p.rank),
+            },
+        })
+    }
+
+    /// This rank's layers (global indices).
+    pub fn layers(&self) -> Part {
+        self.layers
+    }
+
+    /// The stage's input: the embedded tokens on rank 0, the previous rank's output on the
+    /// others. `embedded` stays in their graph all the same: its lookup is summed over every
+    /// rank (vocabulary split).
+    pub fn input(&self, embedded: &Array) -> Result<Array> {
+        if self.rank == 0 {
+            return Ok(embedded.clone());
+        }
+        let got = self.group.recv_like(embedded, self.rank - 1)?;
+        Ok(depends(&[&got], &[embedded])?.remove(0))
+    }
+
+    /// Hands this stage's output to the next rank and returns the last rank's output, on every
+    /// rank; `caches` (this rank's) then depend on it, so evaluating them runs the hand-over.
+    pub fn output(&self, h: &Array, caches: &mut [LayerCache]) -> Result<Array> {
+        let h = if self.rank + 1 < self.size {
+            let sent = self.group.send(h, self.rank + 1)?;
+            depends(&[h], &[&sent])?.remove(0)
+        } else {
+            h.clone()
+        };
+        let rows = h.dim(0);
+        let last = self.size - 1;
+        let out = self
+            .group
+            .all_gather(&h)?
+            .slice_axis(0, last * rows, (last + 1) * rows)?;
+        if let Some(c) = caches.last_mut() {
+            c.depend_on(&out)?;
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parallel::ParallelMode;
+    use rmx_mlx::distributed::CommBackend;
+
+    fn stage(rank: i32, size: i32, layers: i32) -> Result<Stage> {
+        let group = Group::init(CommBackend::Any, false).expect("singleton group");
+        let p = Parallel {
+            group,
+            rank,
+            size,
+            mode: ParallelMode::Pipeline,
+        };
+        Stage::new(&p, layers)
+    }
+
+    #[test]
+    fn layers_are_contiguous_ranges_low_ranks_taking_the_extra_ones() {
+        let ranges: Vec<(i32, i32)> = (0..4)
+            .map(|r| {
+                let l = stage(r, 4, 6).expect("fits").layers();
+                (l.start, l.len)
+            })
+            .collect();
+        assert_eq!(ranges, vec![(0, 2), (2, 2), (4, 1), (5, 1)]);
+        let err = stage(0, 4, 3).err().expect("too few layers").to_string();
+        assert!(
+            err.contains("the model has 3; use at most 3 ranks"),
+            "{err}"
+        );
+    }
+}
