@@ -131,6 +131,7 @@ fn py_ollama_client() {
             "format json enforced",
             "tags",
             "ps",
+            "show",
         ],
     );
 }

@@ -42,6 +42,27 @@ ok("format json enforced")
 
 client.list()
 ok("tags")
-running = [m.model for m in client.ps().models]
-assert running, running
+running = client.ps().models
+assert [m.model for m in running], running
+assert running[0].details and running[0].details.family == "qwen3", running
 ok("ps")
+
+# Issue #20: the client's ShowResponse requires `model_info`; its keys are GGUF's, from the
+# model's config.json (tiny Qwen3: 512-token context, make_tiny_qwen3.py's shape).
+shown = client.show(model)
+info = shown.modelinfo
+assert info is not None, shown
+arch = info["general.architecture"]
+assert arch == "qwen3", info
+assert info[f"{arch}.context_length"] == 512, info
+assert info["general.parameter_count"] > 0, info
+for key in ("embedding_length", "block_count", "attention.head_count", "attention.head_count_kv"):
+    assert isinstance(info[f"{arch}.{key}"], int) and info[f"{arch}.{key}"] > 0, (key, info)
+d = shown.details
+assert d.format == "safetensors" and d.family == "qwen3" and d.families == ["qwen3"], d
+assert d.parameter_size and d.parameter_size[-1] in "KMB", d
+assert d.quantization_level, d
+assert {"completion", "chat"} <= set(shown.capabilities), shown.capabilities
+assert shown.template and "<|im_start|>" in shown.template, shown.template
+assert shown.modified_at is not None and shown.parameters == "num_ctx 512", shown
+ok("show")

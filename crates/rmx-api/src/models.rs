@@ -43,6 +43,8 @@ pub struct RunningModel {
     /// What it answers: "chat" or "embedding"; absent while it loads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<ModelDetails>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -61,6 +63,9 @@ pub struct StoredModel {
     /// What it answers ("chat", "embedding"), where the daemon knows: while it is loaded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
+    /// Absent when its files cannot tell (a partial download).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<ModelDetails>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -68,17 +73,59 @@ pub struct ModelRequest {
     pub model: String,
 }
 
-/// `/api/show`: rmx-store's description of the model (`info`) plus what the daemon knows.
+/// What a model is, in Ollama's words (its `ModelDetails`): on `/api/show`, and on the entries
+/// of `/api/tags` and `/api/ps`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelDetails {
+    #[serde(default)]
+    pub parent_model: String,
+    /// How the weights are stored: "safetensors" (MLX's layout).
+    #[serde(default)]
+    pub format: String,
+    /// config.json's `model_type` ("qwen3", "llama").
+    #[serde(default)]
+    pub family: String,
+    #[serde(default)]
+    pub families: Vec<String>,
+    /// Ollama's spelling of the parameter count: "8.0B", "135.06M".
+    #[serde(default)]
+    pub parameter_size: String,
+    /// "Q4" (4-bit affine), "MXFP4", "BF16", ...
+    #[serde(default)]
+    pub quantization_level: String,
+}
+
+/// `/api/show`: Ollama's fields (`model_info`, `details`, `template`, `capabilities`, ...), which
+/// its clients require, plus rmx-store's description of the model (`info`) and whether the
+/// daemon has it loaded.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ShowResponse {
     pub model: String,
     #[serde(default)]
     pub info: Value,
+    /// The chat template (Jinja, as the model repo ships it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template: Option<String>,
     #[serde(default)]
     pub capabilities: Vec<String>,
     pub loaded: bool,
+    /// GGUF-style keys, as Ollama names them: `general.architecture`,
+    /// `general.parameter_count`, `<arch>.context_length`, `<arch>.embedding_length`,
+    /// `<arch>.block_count`, `<arch>.attention.head_count`, ... Always present (the `ollama`
+    /// Python client requires the key).
+    #[serde(default)]
+    pub model_info: serde_json::Map<String, Value>,
+    #[serde(default)]
+    pub details: ModelDetails,
+    /// RFC 3339.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modified_at: Option<String>,
+    /// The defaults a request gets, one `name value` per line as a Modelfile writes them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters: Option<String>,
+    /// The model folder's license file, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub license: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

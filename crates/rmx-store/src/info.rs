@@ -9,7 +9,7 @@ use crate::aliases::ModelHints;
 use crate::error::{IoContext, StoreError, Unsupported};
 use crate::list::{status, weight_files, ModelStatus};
 use crate::model_config::{ModelConfig, Quantization};
-use crate::params::{count_parameters, read_header};
+use crate::params::{count_parameters, read_header, TensorInfo};
 use crate::repo_id::RepoId;
 use crate::resolve::ModelRef;
 use crate::store::Store;
@@ -96,6 +96,7 @@ fn info(store: &Store, name: &str) -> Result<ModelInfo, StoreError> {
     let hints = alias_hints.unwrap_or_else(|| ModelHints::guess(model_type.as_deref()));
 
     let mut parameters = None;
+    let mut weights_dtype = None;
     let weights = weight_files(&path)?;
     if !weights.is_empty() && model_status == ModelStatus::Complete {
         let mut tensors = std::collections::BTreeMap::new();
@@ -103,6 +104,7 @@ fn info(store: &Store, name: &str) -> Result<ModelInfo, StoreError> {
             tensors.append(&mut read_header(file)?);
         }
         parameters = Some(count_parameters(&tensors, &config));
+        weights_dtype = float_dtype(&tensors);
     }
 
     let mut files = Vec::new();
@@ -127,7 +129,8 @@ fn info(store: &Store, name: &str) -> Result<ModelInfo, StoreError> {
         architecture: config.architecture(),
         context_length: config.context_length().or(hints.context_length),
         quantization: config.quantization(),
-        dtype: config.dtype(),
+        // mlx-lm's own writers leave `torch_dtype` out; the weights say it then.
+        dtype: config.dtype().or(weights_dtype),
         model_type,
         cannot_load,
         parameters,
@@ -141,6 +144,27 @@ fn info(store: &Store, name: &str) -> Result<ModelInfo, StoreError> {
         path,
         status: model_status,
     })
+}
+
+/// The float type most of the weights' elements have, in config.json's words (`bfloat16`);
+/// None when no float tensor is stored.
+fn float_dtype(tensors: &std::collections::BTreeMap<String, TensorInfo>) -> Option<String> {
+    let mut elements: std::collections::BTreeMap<&str, u64> = Default::default();
+    for t in tensors.values() {
+        *elements.entry(t.dtype.as_str()).or_default() += t.shape.iter().product::<u64>();
+    }
+    let (dtype, _) = elements
+        .into_iter()
+        .filter(|(d, _)| matches!(*d, "BF16" | "F16" | "F32"))
+        .max_by_key(|(_, n)| *n)?;
+    Some(
+        match dtype {
+            "BF16" => "bfloat16",
+            "F16" => "float16",
+            _ => "float32",
+        }
+        .to_string(),
+    )
 }
 
 /// A template in its own file (newer transformers) or inside tokenizer_config.json (older).

@@ -284,6 +284,14 @@ impl Tokenizer {
     }
 }
 
+/// The default chat template of a model folder, found where [`Tokenizer::from_dir`] finds it,
+/// without loading the tokenizer: what the daemon reports for a model it has not loaded.
+pub fn chat_template_in(dir: &Path) -> Result<Option<String>, TokenizerError> {
+    let config_path = dir.join("tokenizer_config.json");
+    let config = read_json_if_present(&config_path)?.unwrap_or(Value::Null);
+    Ok(load_chat_templates(dir, &config, &config_path)?.0)
+}
+
 /// transformers 5 does not run the SentencePiece normalizer that Llama-2-era `tokenizer.json`
 /// files carry (prepend "▁", spaces to "▁"): its `LlamaTokenizer` class swaps in a Metaspace
 /// pre-tokenizer, which adds no second "▁" before text that starts with a space, and with

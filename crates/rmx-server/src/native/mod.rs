@@ -8,6 +8,7 @@ mod generate;
 mod models;
 mod ndjson;
 pub(crate) mod pull;
+mod show;
 
 use std::sync::Arc;
 
@@ -29,7 +30,7 @@ pub fn routes() -> Router<Arc<Service>> {
         .route("/api/embeddings", post(embed::embeddings))
         .route("/api/ps", get(models::ps))
         .route("/api/tags", get(models::tags))
-        .route("/api/show", post(models::show))
+        .route("/api/show", post(show::show))
         .route("/api/delete", delete(models::delete))
         .route("/api/pull", post(pull::pull))
         .route("/api/version", get(models::version))

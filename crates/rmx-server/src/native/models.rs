@@ -1,4 +1,4 @@
-//! `/api/ps`, `/api/tags`, `/api/show`, `/api/delete`, `/api/version`.
+//! `/api/ps`, `/api/tags`, `/api/delete`, `/api/version` (`/api/show` is `show.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,11 +7,10 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::Json;
 use rmx_api::{
-    ModelRequest, PsResponse, RunningModel, ShowResponse, StoredModel, TagsResponse,
+    ModelDetails, ModelRequest, PsResponse, RunningModel, StoredModel, TagsResponse,
     VersionResponse,
 };
-use rmx_engine::ModelKind;
-use rmx_store::{StoreError, ToolParser};
+use rmx_store::StoreError;
 
 use super::{parse, NativeError};
 use crate::error::ServiceError;
@@ -24,6 +23,7 @@ pub async fn ps(State(svc): State<Arc<Service>>) -> Json<PsResponse> {
         .running()
         .into_iter()
         .map(|r| RunningModel {
+            details: stored_details(&svc, &r.name),
             model: r.name.clone(),
             name: r.name,
             path: r.path.display().to_string(),
@@ -70,6 +70,7 @@ pub async fn tags(State(svc): State<Arc<Service>>) -> Result<Json<TagsResponse>,
         .into_iter()
         .map(|m| StoredModel {
             kind: loaded_kind(&svc, &m.name),
+            details: stored_details(&svc, &m.name),
             name: m.name,
             model: m.repo.to_string(),
             modified_at: chrono::DateTime::<chrono::Utc>::from_timestamp(m.modified as i64, 0)
@@ -80,47 +81,6 @@ pub async fn tags(State(svc): State<Arc<Service>>) -> Result<Json<TagsResponse>,
         })
         .collect();
     Ok(Json(TagsResponse { models }))
-}
-
-pub async fn show(
-    State(svc): State<Arc<Service>>,
-    body: Bytes,
-) -> Result<Json<ShowResponse>, NativeError> {
-    let req: ModelRequest = parse(&body)?;
-    let resolved = svc.resolve(&req.model)?;
-    let info = svc.store().info(&req.model).map_err(store_error)?;
-    // A model that does not generate says what it does instead (Ollama's word for an
-    // embedding model is "embedding"): the loaded engine's word, else its files'.
-    let kind = svc
-        .models()
-        .kind(&resolved.path)
-        .or_else(|| rmx_engine::model_kind(&resolved.path));
-    let capabilities = match kind {
-        Some(k) if k != ModelKind::Chat => vec![k.name().to_string()],
-        _ => generative_capabilities(&info),
-    };
-    Ok(Json(ShowResponse {
-        model: req.model,
-        info: serde_json::to_value(&info).unwrap_or_default(),
-        template: None,
-        capabilities,
-        loaded: svc.models().is_loaded(&resolved.path),
-    }))
-}
-
-/// A language model's capabilities, as far as its files tell.
-fn generative_capabilities(info: &rmx_store::ModelInfo) -> Vec<String> {
-    let mut capabilities = vec!["completion".to_string()];
-    if info.chat_template {
-        capabilities.push("chat".into());
-    }
-    if info.hints.tool_parser != ToolParser::None {
-        capabilities.push("tools".into());
-    }
-    if info.hints.reasoning_parser != rmx_store::ReasoningParser::None {
-        capabilities.push("thinking".into());
-    }
-    capabilities
 }
 
 pub async fn delete(
@@ -153,7 +113,13 @@ pub(crate) fn loaded_kind(svc: &Service, name: &str) -> Option<String> {
         .map(|k| k.name().to_string())
 }
 
-fn store_error(e: StoreError) -> NativeError {
+/// Ollama's `details` of the model `name`, from its files; None when they cannot tell.
+fn stored_details(svc: &Service, name: &str) -> Option<ModelDetails> {
+    let info = svc.store().info(name).ok()?;
+    Some(super::show::details(&info))
+}
+
+pub(crate) fn store_error(e: StoreError) -> NativeError {
     let message = e.to_string();
     NativeError(match e {
         StoreError::UnknownModel { name, .. } => ServiceError::UnknownModel {
