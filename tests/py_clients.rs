@@ -50,13 +50,23 @@ impl Drop for Server {
 }
 
 fn run(script: &str) -> String {
+    run_with(script, &[])
+}
+
+/// `script BASE MODEL ALIAS...`, each alias a user alias (`rmx alias add`) naming the model's
+/// folder.
+fn run_with(script: &str, aliases: &[&str]) -> String {
     let python = python();
     let model = model_name();
     let server = Server::start();
+    for alias in aliases {
+        server.home.ok(&["alias", "add", alias, &model]);
+    }
     let out = Command::new(&python)
         .arg(py(script))
         .arg(&server.base)
         .arg(&model)
+        .args(aliases)
         .output()
         .unwrap_or_else(|e| panic!("running {python} {script}: {e}"));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -120,9 +130,11 @@ fn py_anthropic_client() {
     );
 }
 
+/// The tags check finds the tiny model under a user alias (what `rmx alias add` and
+/// `rmx import` register), with its details.
 #[test]
 fn py_ollama_client() {
-    let out = run("ollama_client.py");
+    let out = run_with("ollama_client.py", &["tiny-alias"]);
     assert_checks(
         &out,
         &[

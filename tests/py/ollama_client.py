@@ -1,6 +1,8 @@
 """The official `ollama` Python client against a running rmx daemon's native routes.
 
-usage: ollama_client.py BASE_URL MODEL
+usage: ollama_client.py BASE_URL MODEL [ALIAS]
+
+ALIAS: a user alias (`rmx alias add`) naming MODEL's folder, which `list()` must show.
 """
 import json
 import sys
@@ -8,6 +10,7 @@ import sys
 import ollama
 
 base, model = sys.argv[1], sys.argv[2]
+alias = sys.argv[3] if len(sys.argv) > 3 else None
 client = ollama.Client(host=base, timeout=120)
 opts = {"temperature": 0, "num_predict": 8, "seed": 1}
 
@@ -40,7 +43,14 @@ for fmt in ("json", {"type": "object", "properties": {"a": {"type": "string"}}})
     assert isinstance(json.loads(g.response), dict), g.response
 ok("format json enforced")
 
-client.list()
+listed = client.list().models
+if alias:
+    # Issue #20: a model a user alias names (as `rmx import` registers one) is listed, with
+    # Ollama's details.
+    entry = next((m for m in listed if m.model == alias), None)
+    assert entry is not None, listed
+    assert entry.details and entry.details.family == "qwen3" and entry.details.parameter_size, entry
+    assert entry.size and entry.modified_at, entry
 ok("tags")
 running = client.ps().models
 assert [m.model for m in running], running

@@ -8,7 +8,8 @@
 //!   the other way round ([`cache`]).
 //! - [`Store::pull`] downloads what the engine needs, in parallel, resumable, verified, and
 //!   reports [`PullEvent`]s to a [`Reporter`]; drawing them is the CLI's business.
-//! - [`Store::list`], [`Store::remove`], [`Store::info`] return plain serializable structs.
+//! - [`Store::list`], [`Store::remove`], [`Store::info`] return plain serializable structs;
+//!   [`Store::local_models`] lists the folders user aliases name (imported models among them).
 //! - [`Families`]: which model families the engine loads, handed in by the binary, so a pull
 //!   refuses and `info` / `list` mark what would not load.
 //!
@@ -23,6 +24,7 @@ mod families;
 mod hub_api;
 mod info;
 mod list;
+mod local;
 mod model_config;
 mod params;
 mod progress;
@@ -40,6 +42,7 @@ pub use error::{StoreError, Unsupported};
 pub use families::Families;
 pub use info::{FileEntry, ModelInfo};
 pub use list::{ModelEntry, ModelStatus, Removed};
+pub use local::folder_size;
 pub use model_config::Quantization;
 pub use progress::{NoProgress, PlannedFile, PullEvent, Reporter};
 pub use pull::Pulled;

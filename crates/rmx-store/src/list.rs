@@ -43,7 +43,11 @@ pub struct ModelEntry {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Removed {
-    pub repo: RepoId,
+    /// The repo of a model from the Hub; None for an imported model.
+    pub repo: Option<RepoId>,
+    /// What was deleted: the repo's folder in the cache (every snapshot), or the imported
+    /// model's folder.
+    pub path: PathBuf,
     pub freed: u64,
 }
 
@@ -199,9 +203,14 @@ fn disk_usage(repo_dir: &Path) -> Result<(u64, SystemTime), StoreError> {
     Ok((size, newest))
 }
 
+/// A model from the Hub leaves the cache; an imported one leaves `$RMX_HOME/models` with its
+/// alias (`crate::local`). Other folders are the user's own and are never deleted.
 fn remove(store: &Store, name: &str) -> Result<Removed, StoreError> {
     let repo = match store.resolve(name)? {
         ModelRef::Hub { repo, .. } => repo,
+        ModelRef::Local { path, .. } if store.is_imported(&path) => {
+            return crate::local::remove_imported(store, path)
+        }
         ModelRef::Local { path, .. } => return Err(StoreError::LocalModel { path }),
     };
     let cache = store.cache();
@@ -223,5 +232,9 @@ fn remove(store: &Store, name: &str) -> Result<Removed, StoreError> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(e).at("remove", locks),
     }
-    Ok(Removed { repo, freed })
+    Ok(Removed {
+        repo: Some(repo),
+        path: dir,
+        freed,
+    })
 }

@@ -2,20 +2,15 @@
 //! folder under `$RMX_HOME/models/<name>` and register `<name>` as a user alias, so every
 //! command that takes a model name finds it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
-use rmx_store::{aliases::validate_alias_name, human_bytes, ModelHints, Store};
+use rmx_store::{aliases::validate_alias_name, human_bytes, ModelHints};
 
 use crate::cli::ImportArgs;
 use crate::commands::pull::store;
 use crate::progress::ImportProgress;
-
-/// Where imported models live, beside the user's alias file.
-pub fn models_dir(store: &Store) -> PathBuf {
-    store.config().rmx_home.join("models")
-}
 
 pub fn run(args: ImportArgs) -> Result<ExitCode> {
     let store = store()?;
@@ -33,10 +28,10 @@ pub fn run(args: ImportArgs) -> Result<ExitCode> {
             );
         }
     }
-    let dir = models_dir(&store).join(&name);
+    let dir = store.imports_dir().join(&name);
     // Convert beside the final folder and rename at the end: an interrupted or failed import
     // never leaves a half-written model under a real name.
-    let partial = models_dir(&store).join(format!(".{name}.partial"));
+    let partial = store.imports_dir().join(format!(".{name}.partial"));
     if partial.exists() {
         std::fs::remove_dir_all(&partial)
             .with_context(|| format!("removing the leftover {}", partial.display()))?;

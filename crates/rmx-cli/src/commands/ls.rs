@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Result;
 use comfy_table::{presets, ContentArrangement, Table};
-use rmx_store::{human_bytes, AliasSource, ModelStatus, Quantization, Store, Unsupported};
+use rmx_store::{human_bytes, ModelStatus, Quantization, Store, Unsupported};
 use serde::Serialize;
 
 use crate::cli::LsArgs;
@@ -116,18 +116,10 @@ pub fn rows(store: &Store) -> Result<Vec<Row>> {
             cannot_load: entry.cannot_load,
         });
     }
-    for alias in store.list_aliases()? {
-        if alias.source != AliasSource::User || !Path::new(&alias.repo).is_absolute() {
-            continue;
-        }
-        // A user alias whose folder has gone is not a model on this machine; `rmx alias ls`
-        // still shows it.
-        let Ok(info) = store.info(&alias.name) else {
-            continue;
-        };
+    for info in store.local_models()? {
         rows.push(Row {
             kind: kind(Some(&info.path)),
-            name: alias.name,
+            name: info.name,
             repo: None,
             modified: modified(&info.path),
             size: info.size,

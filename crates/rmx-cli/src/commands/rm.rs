@@ -47,26 +47,15 @@ pub fn run(args: RmArgs) -> Result<ExitCode> {
             Target::Imported { path, .. } => path,
         };
         unload(name, dir)?;
-        match target {
-            Target::Hub { .. } => {
-                let removed = store.remove(name)?;
-                println!(
-                    "removed {name} ({}, freed {})",
-                    removed.repo,
-                    human_bytes(removed.freed)
-                );
-            }
-            Target::Imported { path, size } => {
-                std::fs::remove_dir_all(&path)
-                    .with_context(|| format!("removing {}", path.display()))?;
-                store.remove_alias(name)?;
-                println!(
-                    "removed {name} ({}, freed {})",
-                    path.display(),
-                    human_bytes(size)
-                );
-            }
-        }
+        let removed = store.remove(name)?;
+        let what = match &removed.repo {
+            Some(repo) => repo.to_string(),
+            None => removed.path.display().to_string(),
+        };
+        println!(
+            "removed {name} ({what}, freed {})",
+            human_bytes(removed.freed)
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -89,8 +78,8 @@ fn target(store: &Store, name: &str) -> Result<Target> {
                 .into()),
             }
         }
-        ModelRef::Local { path, .. } if is_imported(store, &path) => {
-            let size = dir_size(&path);
+        ModelRef::Local { path, .. } if store.is_imported(&path) => {
+            let size = rmx_store::folder_size(&path);
             Ok(Target::Imported { path, size })
         }
         ModelRef::Local { path, .. } => Err(StoreError::LocalModel { path }.into()),
@@ -120,24 +109,6 @@ fn unload(name: &str, dir: &Path) -> Result<()> {
         }
         Ok(())
     })
-}
-
-/// Folders `rmx import` made: rmx owns them, so rmx may delete them.
-pub fn is_imported(store: &Store, path: &Path) -> bool {
-    path.parent() == Some(crate::commands::import::models_dir(store).as_path())
-}
-
-fn dir_size(path: &Path) -> u64 {
-    std::fs::read_dir(path)
-        .map(|entries| {
-            entries
-                .flatten()
-                .filter_map(|e| e.metadata().ok())
-                .filter(|m| m.is_file())
-                .map(|m| m.len())
-                .sum()
-        })
-        .unwrap_or(0)
 }
 
 /// Ask, reading the answer from standard input (a terminal, or `yes |`); no answer at all

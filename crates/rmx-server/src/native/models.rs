@@ -64,9 +64,12 @@ fn from_now(d: Duration) -> String {
     format!("{n} {unit}{} from now", if n == 1 { "" } else { "s" })
 }
 
+/// The models in the Hugging Face cache, then the folders user aliases name (imported models
+/// among them): what `rmx ls` lists.
 pub async fn tags(State(svc): State<Arc<Service>>) -> Result<Json<TagsResponse>, NativeError> {
     let list = svc.store().list().map_err(store_error)?;
-    let models = list
+    let local = svc.store().local_models().map_err(store_error)?;
+    let mut models: Vec<StoredModel> = list
         .into_iter()
         .map(|m| StoredModel {
             kind: loaded_kind(&svc, &m.name),
@@ -80,6 +83,15 @@ pub async fn tags(State(svc): State<Arc<Service>>) -> Result<Json<TagsResponse>,
             complete: m.status == rmx_store::ModelStatus::Complete,
         })
         .collect();
+    models.extend(local.into_iter().map(|info| StoredModel {
+        kind: loaded_kind(&svc, &info.name),
+        details: Some(super::show::details(&info)),
+        model: info.name.clone(),
+        modified_at: super::show::modified_at(&info.path).unwrap_or_default(),
+        size: info.size,
+        complete: info.status == rmx_store::ModelStatus::Complete,
+        name: info.name,
+    }));
     Ok(Json(TagsResponse { models }))
 }
 
@@ -91,10 +103,13 @@ pub async fn delete(
     if let Ok(resolved) = svc.resolve(&req.model) {
         svc.models().unload(&resolved.path);
     }
+    // What `rmx rm` removes: a model from the Hub, or an imported one with its alias.
     let removed = svc.store().remove(&req.model).map_err(store_error)?;
-    Ok(Json(
-        serde_json::json!({"repo": removed.repo.to_string(), "freed": removed.freed}),
-    ))
+    Ok(Json(serde_json::json!({
+        "model": req.model,
+        "repo": removed.repo.map(|r| r.to_string()),
+        "freed": removed.freed,
+    })))
 }
 
 pub async fn version() -> Json<VersionResponse> {

@@ -36,6 +36,15 @@ pub fn list_models(service: &Service) -> Vec<Model> {
                 .collect()
         })
         .unwrap_or_default();
+    // The folders user aliases name, imported models among them, as `rmx ls` lists them.
+    for info in service.store().local_models().unwrap_or_default() {
+        let kind = loaded_kind(service, &info.name);
+        let modified = std::fs::metadata(&info.path)
+            .and_then(|m| m.modified())
+            .map(unix_time)
+            .unwrap_or(0);
+        data.push(model(info.name, modified, kind));
+    }
     let now = unix_time(std::time::SystemTime::now());
     for r in service.models().running() {
         if !data.iter().any(|m| m.id == r.name) {

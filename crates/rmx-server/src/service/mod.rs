@@ -174,13 +174,17 @@ impl Service {
         })
     }
 
-    /// Stored models' names and the names loaded models were asked by.
+    /// Stored models' names (the Hugging Face cache's, then the folders user aliases name) and
+    /// the names loaded models were asked by.
     pub fn available_names(&self) -> Vec<String> {
         let mut names: Vec<String> = self
             .store
             .list()
             .map(|l| l.into_iter().map(|m| m.name).collect())
             .unwrap_or_default();
+        if let Ok(local) = self.store.local_models() {
+            names.extend(local.into_iter().map(|m| m.name));
+        }
         names.extend(self.models.running().into_iter().map(|r| r.name));
         names.sort();
         names.dedup();

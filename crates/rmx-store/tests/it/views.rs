@@ -112,6 +112,53 @@ async fn remove_refuses_local_directories() -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Issue #20: an imported model (a folder under `$RMX_HOME/models` with a user alias) is listed
+/// by `local_models` and removed by `remove` with its alias, which `rmx rm` and `/api/delete`
+/// both go through; a folder a user alias names elsewhere is listed but never deleted.
+#[tokio::test]
+async fn imported_models_are_listed_and_removed_with_their_alias() -> Result<(), StoreError> {
+    let env = Env::new().await;
+    let store = env.store();
+    let imported = store.imports_dir().join("imp");
+    let own = env.dir.path().join("own");
+    for dir in [&imported, &own] {
+        std::fs::create_dir_all(dir).expect("mkdir");
+        std::fs::write(dir.join("config.json"), crate::fixtures::config_json()).expect("write");
+        std::fs::write(
+            dir.join("model.safetensors"),
+            crate::fixtures::tiny_safetensors(),
+        )
+        .expect("write");
+    }
+    store.add_alias(
+        "imp",
+        &imported.display().to_string(),
+        ModelHints::default(),
+    )?;
+    store.add_alias("own", &own.display().to_string(), ModelHints::default())?;
+    assert!(store.is_imported(&imported));
+    assert!(!store.is_imported(&own));
+    let names: Vec<String> = store.local_models()?.into_iter().map(|m| m.name).collect();
+    assert_eq!(names, ["imp", "own"]);
+
+    let err = store.remove("own");
+    assert!(matches!(err, Err(StoreError::LocalModel { .. })), "{err:?}");
+    assert!(own.join("config.json").exists());
+
+    let removed = store.remove("imp")?;
+    assert_eq!(removed.repo, None);
+    assert_eq!(removed.path, imported);
+    assert!(removed.freed > 0);
+    assert!(!imported.exists());
+    assert!(
+        store.aliases()?.get("imp").is_none(),
+        "the alias goes with it"
+    );
+    let names: Vec<String> = store.local_models()?.into_iter().map(|m| m.name).collect();
+    assert_eq!(names, ["own"]);
+    Ok(())
+}
+
 #[tokio::test]
 async fn sharded_snapshot_missing_a_shard_is_partial() -> Result<(), StoreError> {
     // A cache written by someone else: snapshot files present, but the index names a shard
