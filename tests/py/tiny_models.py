@@ -22,6 +22,8 @@ exactly what `mlx_lm convert` would produce and the outputs exactly what `mlx_lm
             tokens; score = P(yes) against no at the last position), one document at a time
   bench     --model DIR --prompt-len N --max-tokens M
   check     --model DIR [--max-tokens 64]   (self test: reference == mlx_lm.generate)
+  serve     the commands above from stdin, one JSON list of arguments a line; each answered by
+            `done {"ok", "stdout", "error"}` on stdout (after `ready` for reference --make)
 
 Families: llama llama_tied mistral qwen2 qwen3 qwen3_tied qwen3_yarn gemma3 qwen3_moe gpt_oss
           qwen3_next qwen3_5 qwen3_5_moe phi3 phi3_plain smollm3 mistral3 gemma3_vl gemma4
@@ -35,6 +37,7 @@ CPU (crates/rmx-models/src/moe.rs).
 
 import argparse
 import copy
+import hashlib
 import itertools
 import json
 import os
@@ -685,6 +688,10 @@ LOGIT_STD = 4.0
 
 def read_added_tokens(path):
     """The tokenizer.json's added_tokens, without parsing its (large) vocabulary."""
+    return copy.deepcopy(_cached(("added_tokens", _file_key(path)), lambda: _read_added_tokens(path)))
+
+
+def _read_added_tokens(path):
     text = Path(path).read_text(encoding="utf-8")
     at = text.index('"added_tokens"')
     at = text.index("[", at)
@@ -849,6 +856,11 @@ def two_shards(weights, max_file_size_gb=None):
 
 def write_renamed_tokens(src, dst, renames):
     """A copy of tokenizer.json with added tokens renamed (in the vocabulary too) and special."""
+    key = ("renamed", _file_key(src), json.dumps(renames, sort_keys=True))
+    Path(dst).write_bytes(_cached(key, lambda: _renamed_tokens(src, renames)))
+
+
+def _renamed_tokens(src, renames):
     tok = json.loads(Path(src).read_text(encoding="utf-8"))
     vocab = tok["model"]["vocab"]
     for t in tok["added_tokens"]:
@@ -856,7 +868,7 @@ def write_renamed_tokens(src, dst, renames):
         if new is not None:
             vocab[new] = vocab.pop(t["content"])
             t["content"], t["special"] = new, True
-    Path(dst).write_text(json.dumps(tok, ensure_ascii=False), encoding="utf-8")
+    return json.dumps(tok, ensure_ascii=False).encode("utf-8")
 
 
 def link_or_copy(src, dst):
@@ -1007,11 +1019,49 @@ def patch_cpu_gather_mm():
     sl.SwitchLinear._rmx_cpu_patch = True
 
 
+# A `serve` process answers many commands: what a command loads from files that did not change
+# is kept. Keys are the files' identities (device, inode, size, mtime) and the small files'
+# bytes, so a rewritten file is read again.
+_CACHE = {}
+
+
+def _file_key(path):
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _cached(key, make):
+    if key not in _CACHE:
+        _CACHE[key] = make()
+    return _CACHE[key]
+
+
 def load(path):
-    from mlx_lm import load as mlx_load
+    """mlx_lm.load, with the tokenizer kept across the models of a `serve` process that share
+    their tokenizer files (loading a 262K-token tokenizer through transformers takes seconds)."""
+    import mlx_lm.utils as mu
 
     patch_cpu_gather_mm()
-    return mlx_load(path)
+    path = Path(path)
+    model, config = mu.load_model(path)
+    small = sorted(
+        f
+        for f in path.iterdir()
+        if f.suffix in (".json", ".jinja", ".model", ".txt", ".tiktoken")
+        and f.name != "config.json"
+        and not f.name.endswith(".index.json")
+    )
+    key = (
+        "tokenizer",
+        tuple((f.name, hashlib.sha1(f.read_bytes()).hexdigest()) for f in small),
+        config.get("model_type"),
+        json.dumps(config.get("eos_token_id")),
+    )
+    tokenizer = _cached(key, lambda: mu.load_tokenizer(path, eos_token_ids=config.get("eos_token_id")))
+    return model, tokenizer
 
 
 def encode_prompt(tokenizer, prompt, chat):
@@ -1066,7 +1116,7 @@ def cmd_reference(args):
         if not (Path(args.model) / "config.json").exists():
             family, quant = args.make
             cmd_make(argparse.Namespace(family=family, quant=quant, out=args.model, script=None, scripts=None))
-        print("ready", flush=True)
+        signal_ready()
     model, tokenizer = load(args.model)
     if args.requests is not None:
         reqs = json.loads(Path(args.requests).read_text(encoding="utf-8"))
@@ -1175,7 +1225,55 @@ def cmd_check(args):
         sys.exit(1)
 
 
-def main():
+# Where `ready` goes: stdout, or in a `serve` process the real stdout while a command's own
+# output is collected for its `done` line.
+_READY_OUT = None
+
+
+def signal_ready():
+    """The model is on disk: the caller can load it while mlx-lm computes its answers."""
+    print("ready", file=_READY_OUT or sys.stdout, flush=True)
+
+
+def cmd_serve(args):
+    """Commands from stdin, each a JSON list of this script's arguments on one line, answered on
+    stdout by `ready` (reference --make) and then one line `done {"ok", "stdout", "error"}`.
+    One process pays python's start, mlx-lm's import and each tokenizer's load once (together
+    3-10 s, more than most commands take), so a test process keeps its workers."""
+    global _READY_OUT
+    import contextlib
+    import io
+    import traceback
+
+    import mlx.core as mx
+
+    real = sys.stdout
+    _READY_OUT = real
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        out, err = io.StringIO(), io.StringIO()
+        reply = {"ok": True}
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                run_command(parse_args(json.loads(line)))
+        except SystemExit as e:
+            if e.code not in (None, 0):
+                reply = {"ok": False, "error": f"exit {e.code}\n"}
+        except Exception:
+            reply = {"ok": False, "error": traceback.format_exc()}
+        if not reply["ok"]:
+            reply["error"] += err.getvalue()
+        reply["stdout"] = out.getvalue()
+        mx.clear_cache()
+        print("done " + json.dumps(reply), file=real, flush=True)
+    import resource
+
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    print(f"serve: cpu {use.ru_utime + use.ru_stime:.1f} s", file=sys.stderr)
+
+
+def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     m = sub.add_parser("make")
@@ -1205,14 +1303,23 @@ def main():
     c = sub.add_parser("check")
     c.add_argument("--model", required=True)
     c.add_argument("--max-tokens", type=int, default=64)
-    args = ap.parse_args()
+    sub.add_parser("serve")
+    return ap.parse_args(argv)
+
+
+def run_command(args):
     {
         "make": cmd_make,
         "reference": cmd_reference,
         "rerank": cmd_rerank,
         "bench": cmd_bench,
         "check": cmd_check,
+        "serve": cmd_serve,
     }[args.cmd](args)
+
+
+def main():
+    run_command(parse_args())
 
 
 if __name__ == "__main__":

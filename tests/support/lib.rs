@@ -3,7 +3,8 @@
 //!
 //! - [`rmx`]: the real `rmx` binary of this build, built on first use.
 //! - [`models`]: tiny random-weight models written by mlx-lm (`py/tiny_models.py`) and mlx-lm's
-//!   own outputs on them; [`api`]: the tiny Qwen3 the HTTP suites share.
+//!   own outputs on them, through long-lived reference workers ([`py_worker`]); [`api`]: the
+//!   tiny Qwen3 the HTTP suites share.
 //! - [`home`]: a throwaway rmx home (store, socket, TCP port) that stops its daemon when dropped.
 //! - [`fake_hub`], [`tiny_repo`] and [`hub_env`]: a local Hugging Face Hub, the tiny model repo it
 //!   serves, and a home pointed at it.
@@ -19,6 +20,7 @@ pub mod home;
 pub mod http;
 pub mod hub_env;
 pub mod models;
+pub mod py_worker;
 pub mod tiny_repo;
 
 use std::path::{Path, PathBuf};

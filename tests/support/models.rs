@@ -3,10 +3,9 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
-use crate::python;
+use crate::py_worker::Call;
 
 pub fn script() -> PathBuf {
     crate::py("tiny_models.py")
@@ -65,19 +64,10 @@ pub fn tiny_qwen3() -> PathBuf {
     model("qwen3", "bf16")
 }
 
-/// Runs tiny_models.py with `args`; its stdout.
+/// Runs tiny_models.py with `args` (on one of this process's workers); its stdout.
 pub fn run(args: &[&str]) -> String {
-    let out = Command::new(python())
-        .arg(script())
-        .args(args)
-        .output()
-        .expect("run the reference python");
-    assert!(
-        out.status.success(),
-        "tiny_models.py {args:?} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).to_string()
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    Call::start(&script(), &args).expect_ok()
 }
 
 pub struct Reference {
@@ -114,20 +104,16 @@ pub fn model_with_references(
     std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
     let mut pending =
         spawn_reference_process(&dir, prompts, max_tokens, &["--make", family, quant]);
-    let mut line = String::new();
-    let stdout = pending.child.stdout.as_mut().unwrap();
-    // Byte by byte, so nothing after the line is read away from wait()'s collection.
-    let mut byte = [0u8; 1];
-    while std::io::Read::read(stdout, &mut byte).unwrap_or(0) == 1 && byte[0] != b'\n' {
-        line.push(byte[0] as char);
-    }
-    if line != "ready" {
-        let out = pending.child.wait_with_output().unwrap();
-        panic!(
+    match pending.call.next_signal() {
+        Ok(line) if line == "ready" => {}
+        Ok(line) => panic!(
+            "tiny_models.py {:?}: said {line:?}, not ready",
+            pending.args
+        ),
+        Err(reply) => panic!(
             "tiny_models.py {:?} did not make {family}-{quant}:\n{}",
-            pending.args,
-            String::from_utf8_lossy(&out.stderr)
-        );
+            pending.args, reply.error
+        ),
     }
     (dir, pending)
 }
@@ -159,31 +145,19 @@ fn spawn_reference_process(
         dir.path().join("logits.f32").to_str().unwrap().into(),
     ];
     args.extend(extra.iter().map(|a| a.to_string()));
-    let child = Command::new(python())
-        .arg(script())
-        .args(&args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run the reference python");
-    PendingReferences { child, dir, args }
+    let call = Call::start(&script(), &args);
+    PendingReferences { call, dir, args }
 }
 
 pub struct PendingReferences {
-    child: Child,
+    call: Call,
     dir: tempfile::TempDir,
     args: Vec<String>,
 }
 
 impl PendingReferences {
     pub fn wait(self) -> Vec<Reference> {
-        let out = self.child.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "tiny_models.py {:?} failed:\n{}",
-            self.args,
-            String::from_utf8_lossy(&out.stderr)
-        );
+        self.call.expect_ok();
         let v: serde_json::Value = serde_json::from_str(
             &std::fs::read_to_string(self.dir.path().join("out.json")).unwrap(),
         )

@@ -2,8 +2,8 @@
 //! config shape in several weight formats, written by mlx-lm; the engine's greedy tokens must
 //! equal mlx-lm's on the same files, for a raw and a chat-templated prompt, and its top
 //! log-probabilities must agree with mlx-lm's. One test per model, so the harness spreads them
-//! over the cores; one python process writes the model, then mlx-lm answers the prompts while
-//! the engine generates. (The engine side of all of them takes turns: rmx-mlx evaluates under one
+//! over the cores; a reference worker (tests/support py_worker.rs, kept across the tests) writes
+//! the model, then mlx-lm answers the prompts while the engine generates. (The engine side of all of them takes turns: rmx-mlx evaluates under one
 //! process-wide lock, so the sum of the engine times is this suite's floor, whatever the cores.)
 #![allow(clippy::unwrap_used)]
 
@@ -12,17 +12,18 @@ use rmx_tests::models;
 use rmx_engine::{ChatPrompt, Engine, Event, FinishReason, GenerateRequest};
 use serde_json::json;
 
-/// Greedy tokens per prompt. The dense forms run 64: they carry the checks of the decode path
-/// itself (KV cache, positions, gemma3's sliding window wrapping round many times). The
-/// quantized forms differ from them only in how weights are stored and multiplied, which the
-/// prompt and every step exercise, so 16 steps test them as well; and on MLX's CPU backend a
-/// quantized matmul over the real vocabularies (128K-262K rows) costs ~0.1-0.17 s a token on
-/// each side, against ~0.015 s dense, which made these runs most of the suite's time.
+/// Greedy tokens per prompt. The f32 form runs 64: it carries the checks of the decode path
+/// itself (KV cache growth, positions, the 8-token sliding windows wrapping round many times),
+/// and f32 is where a wrong computation cannot hide behind rounding. The bf16 form differs from
+/// it only in the dtype every op runs in, which every step exercises: 32 steps still wrap each
+/// window four times. The quantized forms differ only in how weights are stored and multiplied:
+/// 16 steps; on MLX's CPU backend a quantized matmul over the real vocabularies (128K-262K rows)
+/// costs ~0.1-0.19 s a token on each side, against ~0.015-0.045 s dense.
 fn max_tokens(quant: &str) -> usize {
-    if quant == "f32" || quant == "bf16" {
-        64
-    } else {
-        16
+    match quant {
+        "f32" => 64,
+        "bf16" => 32,
+        _ => 16,
     }
 }
 const TOP: usize = 8;
