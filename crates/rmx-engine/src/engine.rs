@@ -19,6 +19,7 @@ use crate::batch::Batch;
 use crate::embed::{EmbedJob, Vectors};
 use crate::error::{EngineError, Result};
 use crate::load::Load;
+use crate::mirror::{Mirror, Role};
 use crate::prefix_cache::PrefixCache;
 use crate::prefix_disk::PrefixDisk;
 use crate::request::{Event, GenerateRequest};
@@ -147,19 +148,20 @@ impl Engine {
 
     /// [`Engine::load`] with these options.
     pub fn load_with(dir: &Path, options: EngineOptions) -> Result<Engine> {
-        Engine::start(dir, options, rmx_models::load_any)
+        Engine::start(dir, options, Role::Alone, rmx_models::load_any)
     }
 
     /// Loads this rank's share of the model in `dir`, split over `p`'s group (tensor or
-    /// pipeline parallel), on a new engine thread. Every rank of the group must run the same
-    /// engine steps in the same order (each forward pass sums, sends and gathers across the
-    /// ranks), so every rank must be given the same requests in the same order.
+    /// pipeline parallel), on a new engine thread. Every rank of the group runs this. Rank 0's
+    /// engine takes the requests and leads; the others' follow it turn by turn (mirror.rs),
+    /// so their handles take no requests: dropping one waits until rank 0's engine stops.
     pub fn load_parallel(
         dir: &Path,
         options: EngineOptions,
         p: rmx_models::Parallel,
     ) -> Result<Engine> {
-        Engine::start(dir, options, move |d: &Path| {
+        let role = Role::for_rank(p.group().clone());
+        Engine::start(dir, options, role, move |d: &Path| {
             rmx_models::load_parallel(d, p).map(Loaded::Causal)
         })
     }
@@ -168,6 +170,7 @@ impl Engine {
     fn start(
         dir: &Path,
         options: EngineOptions,
+        role: Role,
         load_model: impl FnOnce(&Path) -> rmx_models::Result<Loaded> + Send + 'static,
     ) -> Result<Engine> {
         let tokenizer =
@@ -208,6 +211,7 @@ impl Engine {
                         &thread_load,
                         options,
                         &thread_dir,
+                        role,
                     );
                 }
                 Ok(Loaded::Embedder(model)) => {
@@ -463,6 +467,7 @@ fn run(
     load: &Arc<Load>,
     options: EngineOptions,
     dir: &Path,
+    role: Role,
 ) {
     // Sequences that run alone: prefilling ones, and ones that never batch.
     let mut solo: Vec<Sequence> = Vec::new();
@@ -475,10 +480,15 @@ fn run(
     let mut vocab: Option<Arc<TokenBytes>> = None;
     let mut prefixes = PrefixCache::new(options.prefix_cache_bytes);
     let trimmable = model.make_cache().iter().all(LayerCache::is_trimmable);
-    let disk = match (&options.prefix_dir, prefixes.is_enabled()) {
+    // A group's ranks must find the same prefixes: each rank's disk is its own, so it is off.
+    let disk = match (
+        &options.prefix_dir,
+        prefixes.is_enabled() && !role.in_group(),
+    ) {
         (Some(root), true) => PrefixDisk::open(root, dir, options.prefix_disk_bytes),
         _ => None,
     };
+    let mut mirror = Mirror::new(role);
     let mut ctx = Admit {
         model,
         tokenizer,
@@ -494,19 +504,12 @@ fn run(
         if idle {
             ctx.save_hot();
         }
-        let next = if idle {
-            match rx.recv() {
-                Ok(c) => Some(c),
-                Err(_) => return,
-            }
-        } else {
-            rx.try_recv().ok()
+        // This turn's requests: the channel's, or in a group the lead's (mirror.rs).
+        let Some(commands) = mirror.turn(&rx, idle) else {
+            return;
         };
-        if let Some(cmd) = next {
+        for cmd in commands {
             ctx.admit(cmd, &mut solo);
-            while let Ok(cmd) = rx.try_recv() {
-                ctx.admit(cmd, &mut solo);
-            }
         }
         solo.retain(|s| !s.is_cancelled());
         ready.retain(|s| !s.is_cancelled());
@@ -571,6 +574,7 @@ fn run(
             }
         }
         load.set_waiting(ready.len());
+        mirror.relay();
         if solo.is_empty() && ready.is_empty() && batch.is_empty() {
             rmx_mlx::clear_cache();
         }

@@ -10,6 +10,7 @@ mod error;
 mod family;
 mod group_prefill;
 mod load;
+mod mirror;
 mod prefix_cache;
 mod prefix_disk;
 mod prompt;

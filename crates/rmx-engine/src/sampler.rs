@@ -33,11 +33,7 @@ pub struct Choice {
 
 impl Sampler {
     pub fn new(params: &SamplingParams, vocab: i32, prompt: &[u32]) -> Result<Sampler> {
-        let seed = params.seed.unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64)
-        });
+        let seed = params.seed.unwrap_or_else(clock_seed);
         let key = if params.is_greedy() {
             None
         } else {
@@ -190,4 +186,11 @@ impl Sampler {
             .chain(self.seen.iter())
             .collect()
     }
+}
+
+/// The seed of a request that names none: the clock's nanoseconds.
+pub(crate) fn clock_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }
