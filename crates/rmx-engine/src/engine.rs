@@ -18,6 +18,7 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use crate::batch::Batch;
 use crate::embed::{EmbedJob, Vectors};
 use crate::error::{EngineError, Result};
+use crate::group::Agreed;
 use crate::load::Load;
 use crate::mirror::{Mirror, Role};
 use crate::prefix_cache::PrefixCache;
@@ -160,10 +161,20 @@ impl Engine {
         options: EngineOptions,
         p: rmx_models::Parallel,
     ) -> Result<Engine> {
-        let role = Role::for_rank(p.group().clone());
-        Engine::start(dir, options, role, move |d: &Path| {
-            rmx_models::load_parallel(d, p).map(Loaded::Causal)
-        })
+        // Every rank compares its load with the others' before answering anything (group.rs),
+        // on the engine thread, or here when the load failed before that thread started.
+        let group = p.group().clone();
+        let role = Role::for_rank(group.clone());
+        let agreed = Agreed::default();
+        let (g, a, opts) = (group.clone(), agreed.clone(), options.clone());
+        let started = Engine::start(dir, options, role, move |d: &Path| {
+            let loaded = rmx_models::load_parallel(d, p).map(Loaded::Causal);
+            crate::group::agree(&g, loaded, d, &opts, &a)
+        });
+        if started.is_err() && !agreed.done() {
+            crate::group::agree_failed(&group);
+        }
+        started
     }
 
     /// Starts the engine thread, which loads the model with `load_model`.

@@ -8,6 +8,7 @@ pub mod embed;
 mod engine;
 mod error;
 mod family;
+pub mod group;
 mod group_prefill;
 mod load;
 mod mirror;

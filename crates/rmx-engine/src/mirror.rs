@@ -342,7 +342,7 @@ pub(crate) fn follow(group: &Group) -> Result<Turn> {
 }
 
 /// Rank 0's `bytes` on every rank (the others pass an empty slice).
-fn broadcast(group: &Group, bytes: &[u8]) -> Result<Vec<u8>> {
+pub(crate) fn broadcast(group: &Group, bytes: &[u8]) -> Result<Vec<u8>> {
     let len = i32::try_from(bytes.len()).map_err(failed)?;
     let n = group
         .all_sum(&Array::from_slice(&[len], &[1])?)?

@@ -310,9 +310,19 @@ fn split_matches_whole(test: &str, family: &str) {
         return rank_main(&PathBuf::from(dir));
     }
     let dir = models::model(family, "f32");
-    // Several tests' ranks at once would share the 2 cores of a CI machine with 9 processes.
+    static_turn(|| split_family(test, family, &dir));
+}
+
+/// Runs `f` while no other test of this file runs ranks: several tests' ranks at once would
+/// share the 2 cores of a CI machine with 9 processes.
+fn static_turn(f: impl FnOnce()) {
     static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    f()
+}
+
+fn split_family(test: &str, family: &str, dir: &Path) {
+    let dir = dir.to_path_buf();
     let label = format!("{family}-f32");
     let base = whole(&label, test, &dir);
     check(&label, test, &dir, &base, "tensor", 2);
@@ -341,4 +351,109 @@ fn qwen3_split_over_2_and_4_ranks_gives_the_whole_models_tokens() {
         "qwen3_split_over_2_and_4_ranks_gives_the_whole_models_tokens",
         "qwen3",
     );
+}
+
+/// Set in a rank's process of the group test: the two models it serves, `llama;qwen3`.
+const GROUP_MODELS: &str = "RMX_TEST_GROUP_MODELS";
+
+fn greedy(engine: &Engine) -> String {
+    let mut rx = request(engine, PROMPT);
+    let mut got = vec![];
+    while let Some(t) = next_token(&mut rx) {
+        got.push(t);
+    }
+    ids(&got)
+}
+
+/// A rank of the group test: a load whose settings differ between the ranks is refused on
+/// both; then rank 0 leads (group.rs) and rank 1 follows: Llama split by tensors, a folder that
+/// does not exist, Qwen3 split by layers, and the end of the group.
+fn group_rank(models: &str) {
+    let (llama, qwen3) = models.split_once(';').unwrap();
+    let (llama, qwen3) = (Path::new(llama), Path::new(qwen3));
+    let group = Group::init_within(CommBackend::Ring, Duration::from_secs(120)).unwrap();
+    let rank = group.rank();
+    let options = EngineOptions {
+        max_batch: if rank == 0 { 8 } else { 4 },
+        ..EngineOptions::from_env()
+    };
+    let p = Parallel::new(group.clone(), ParallelMode::Tensor);
+    let err = Engine::load_parallel(llama, options, p)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("rank(s) 1 have other model files or engine settings than rank 0"),
+        "{err}"
+    );
+    if rank != 0 {
+        rmx_engine::group::follow(group).unwrap();
+        println!("GROUP-REPORT follower done");
+        return;
+    }
+    let lead = rmx_engine::group::GroupLead::new(group).unwrap();
+    let options = EngineOptions::from_env;
+    let engine = lead.load(llama, ParallelMode::Tensor, options()).unwrap();
+    let llama_tokens = greedy(&engine);
+    drop(engine);
+    let missing = lead
+        .load(&llama.join("missing"), ParallelMode::Tensor, options())
+        .unwrap_err()
+        .to_string();
+    assert!(missing.contains("missing"), "{missing}");
+    let engine = lead.load(qwen3, ParallelMode::Pipeline, options()).unwrap();
+    let qwen3_tokens = greedy(&engine);
+    drop(engine);
+    lead.exit().unwrap();
+    println!("GROUP-REPORT llama={llama_tokens} qwen3={qwen3_tokens}");
+}
+
+#[test]
+fn a_group_serves_one_model_after_another_and_refuses_mismatched_ranks() {
+    if let Ok(models) = std::env::var(GROUP_MODELS) {
+        return group_rank(&models);
+    }
+    let (llama, qwen3) = (models::model("llama", "f32"), models::model("qwen3", "f32"));
+    let want = format!(
+        "llama={} qwen3={}",
+        greedy(&Engine::load(&llama).unwrap()),
+        greedy(&Engine::load(&qwen3).unwrap())
+    );
+    static_turn(|| {
+        let logs = tempfile::tempdir().unwrap();
+        let log = |r: usize| logs.path().join(format!("rank{r}.log"));
+        let test = "a_group_serves_one_model_after_another_and_refuses_mismatched_ranks";
+        let ring = LocalRing::spawn(2, logs.path(), |rank| {
+            let f = std::fs::File::create(log(rank)).unwrap();
+            let mut c = Command::new(std::env::current_exe().unwrap());
+            c.args([test, "--exact", "--nocapture", "--test-threads=1"])
+                .env(
+                    GROUP_MODELS,
+                    format!("{};{}", llama.display(), qwen3.display()),
+                )
+                .stdin(Stdio::null())
+                .stdout(f.try_clone().unwrap())
+                .stderr(f);
+            c
+        })
+        .unwrap();
+        let exits = ring.wait_within(DEADLINE).unwrap();
+        let text: Vec<String> = (0..2)
+            .map(|r| std::fs::read_to_string(log(r)).unwrap_or_default())
+            .collect();
+        for (r, exit) in exits.iter().enumerate() {
+            assert!(exit.success(), "rank {r} {exit:?}:\n{}", text[r]);
+        }
+        assert!(
+            text[1].contains("GROUP-REPORT follower done"),
+            "{}",
+            text[1]
+        );
+        // The follower says why it could not load the missing folder, and goes on.
+        assert!(text[1].contains("rank 1: loading"), "{}", text[1]);
+        let got = text[0]
+            .lines()
+            .find_map(|l| l.split_once("GROUP-REPORT ").map(|(_, r)| r.to_string()))
+            .unwrap_or_else(|| panic!("no report from rank 0:\n{}", text[0]));
+        assert_eq!(got, want, "rank 0's answers differ from the whole models'");
+    });
 }
