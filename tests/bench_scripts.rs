@@ -98,6 +98,8 @@ fn against_rmx_serve(
     let mut server = Command::new(rmx_tests::rmx())
         .args(["serve", "--port", &port.to_string()])
         .env("RMX_HOME", dir.join("home"))
+        // The script names the model by its folder: TCP clients may, under the model roots.
+        .env("RMX_MODEL_ROOTS", model.parent().expect("a parent"))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()

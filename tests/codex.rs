@@ -65,8 +65,11 @@ fn scripted_model(reply: &str) -> PathBuf {
 #[test]
 fn codex_exec_completes_a_turn_against_the_daemon() {
     let codex = codex();
-    let model = scripted_model(REPLY).display().to_string();
-    let home = TestHome::new();
+    let model = scripted_model(REPLY);
+    // Codex names the model by its folder, which TCP clients may under the model roots only.
+    let roots = model.parent().expect("a parent").display().to_string();
+    let model = model.display().to_string();
+    let home = TestHome::new().with_env("RMX_MODEL_ROOTS", &roots);
     let user = tempfile::tempdir().unwrap();
     let codex_home = user.path().join(".codex");
     let work = user.path().join("work");

@@ -8,8 +8,12 @@ use std::time::Duration;
 
 use rmx_tests::home::{alive, TestHome};
 
+/// Requests over TCP name the tiny model by its folder, which they may under the model roots
+/// only (the CLI, on the socket, may name any folder).
 fn home() -> TestHome {
-    TestHome::new()
+    let model = rmx_tests::models::tiny_qwen3();
+    let root = model.parent().expect("a parent").display().to_string();
+    TestHome::new().with_env("RMX_MODEL_ROOTS", &root)
 }
 
 fn model() -> String {

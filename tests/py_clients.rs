@@ -22,8 +22,11 @@ struct Server {
 }
 
 impl Server {
+    /// Its clients name the test models by their folders (all in target/tmp), which requests
+    /// over TCP may only under the daemon's model roots.
     fn start() -> Server {
-        let home = TestHome::new();
+        let roots = model_roots();
+        let home = TestHome::new().with_env("RMX_MODEL_ROOTS", &roots);
         let daemon = home
             .cmd(&["serve"])
             .stdout(Stdio::null())
@@ -40,6 +43,15 @@ impl Server {
             base: format!("http://{addr}"),
         }
     }
+}
+
+/// The folder the API suites' tiny models are built in.
+fn model_roots() -> String {
+    let model = rmx_tests::api::tiny_model();
+    let root = model
+        .parent()
+        .expect("the tiny model's folder has a parent");
+    root.to_string_lossy().into_owned()
 }
 
 impl Drop for Server {
@@ -144,6 +156,7 @@ fn py_ollama_client() {
             "tags",
             "ps",
             "show",
+            "folders outside the model roots",
         ],
     );
 }

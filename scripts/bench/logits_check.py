@@ -100,7 +100,9 @@ def main():
     model, _ = load_model(pathlib.Path(a.model))
     home = tempfile.mkdtemp()
     port = free_port()
-    env = dict(os.environ, RMX_HOME=home, XDG_RUNTIME_DIR=home)
+    # The requests name the model by its folder, which TCP clients may under the model roots.
+    env = dict(os.environ, RMX_HOME=home, XDG_RUNTIME_DIR=home,
+               RMX_MODEL_ROOTS=os.path.dirname(os.path.abspath(a.model)))
     srv = subprocess.Popen([a.rmx, "serve", "--port", str(port)], env=env,
                            stdout=subprocess.DEVNULL, stderr=open(os.path.join(home, "serve.log"), "w"))
     base = f"http://127.0.0.1:{port}"

@@ -36,8 +36,9 @@ side() {
 }
 BENCH=("$@")
 # shellcheck disable=SC2086
+# The clients name the model by its folder, which TCP clients may do under RMX_MODEL_ROOTS only.
 side rmx http://127.0.0.1:8100/v1 "$home/rmx.log" \
-  env RMX_HOME="$home" ${RMX_ENV:-} "$rmx" serve --port 8100
+  env RMX_HOME="$home" RMX_MODEL_ROOTS="$(dirname "$model")" ${RMX_ENV:-} "$rmx" serve --port 8100
 # shellcheck disable=SC2086
 side mlx_lm.server http://127.0.0.1:8101/v1 "$home/mlx.log" \
   python3 -m mlx_lm.server --model "$model" --port 8101 ${MLX_ARGS:-}

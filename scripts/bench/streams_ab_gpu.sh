@@ -15,7 +15,9 @@ model=$(scripts/bench/chat_model_gpu.sh)
 for envs in "$@"; do
   home=$(mktemp -d)
   # shellcheck disable=SC2086
-  env RMX_HOME="$home" $envs ${TRACE:+RMX_TRACE_STEPS=1} "$rmx" serve --port 8100 >"$home/log" 2>&1 &
+  # streams.py names the model by its folder: TCP clients may, under RMX_MODEL_ROOTS.
+  env RMX_HOME="$home" RMX_MODEL_ROOTS="$(dirname "$model")" $envs ${TRACE:+RMX_TRACE_STEPS=1} \
+    "$rmx" serve --port 8100 >"$home/log" 2>&1 &
   pid=$!
   for _ in $(seq 180); do curl -sf http://127.0.0.1:8100/v1/models >/dev/null 2>&1 && break; sleep 1; done
   echo "== $envs"

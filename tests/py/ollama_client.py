@@ -76,3 +76,21 @@ assert {"completion", "chat"} <= set(shown.capabilities), shown.capabilities
 assert shown.template and "<|im_start|>" in shown.template, shown.template
 assert shown.modified_at is not None and shown.parameters == "num_ctx 512", shown
 ok("show")
+
+# Issue #20: over TCP a folder outside the daemon's model roots is a 404 in the same words as a
+# path that does not exist, config.json or not (like ~/.docker).
+import tempfile
+
+answers = []
+with tempfile.TemporaryDirectory() as outside:
+    with open(f"{outside}/config.json", "w") as f:
+        f.write('{"auths": {}}')
+    for name in (outside, outside + "-missing"):
+        try:
+            client.show(name)
+            raise AssertionError(f"{name} was shown")
+        except ollama.ResponseError as e:
+            assert e.status_code == 404, e
+            answers.append(e.error.replace(name, "NAME"))
+assert answers[0] == answers[1] and "config.json" not in answers[0], answers
+ok("folders outside the model roots")

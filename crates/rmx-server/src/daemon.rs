@@ -165,8 +165,9 @@ pub async fn serve(
         axum::serve(unix, app.clone()).with_graceful_shutdown(stopped(stop_rx.clone()));
     let result = match tcp {
         Some(tcp) => {
-            let tcp_app =
-                wrap_tcp(app).into_make_service_with_connect_info::<std::net::SocketAddr>();
+            // Outermost, so that whatever the layers do, the handlers know it came over TCP.
+            let tcp_app = crate::listener::over_tcp(wrap_tcp(app))
+                .into_make_service_with_connect_info::<std::net::SocketAddr>();
             let tcp_server = axum::serve(tcp, tcp_app).with_graceful_shutdown(stopped(stop_rx));
             tokio::try_join!(async { unix_server.await }, async { tcp_server.await }).map(|_| ())
         }

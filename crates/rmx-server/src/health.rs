@@ -17,7 +17,6 @@ pub fn routes() -> Router<Arc<Service>> {
 
 async fn health(State(svc): State<Arc<Service>>) -> Json<Value> {
     let models: Vec<Value> = svc
-        .models()
         .running()
         .into_iter()
         .map(|r| {

@@ -11,6 +11,8 @@
 //! - `sampling`: the ranges sampling values are held to, on every surface.
 //! - [`security`]: API key, CORS and rate-limit layers for the TCP listener; `origin`: the
 //!   `Origin` and `Host` checks before them.
+//! - [`listener`]: whether a request came over the Unix socket or TCP, for what only the
+//!   socket may do (name any model folder).
 //! - [`share`]: `rmx share`'s front door, forwarding one model's routes to the daemon.
 //! - [`daemon`]: serving the router on TCP and on the Unix socket, the one-daemon lock, and
 //!   graceful shutdown.
@@ -22,6 +24,7 @@ pub mod daemon;
 pub mod error;
 mod health;
 mod lifecycle;
+pub mod listener;
 mod native;
 pub mod openai;
 pub mod openapi;

@@ -24,6 +24,7 @@ pub fn router(service: Arc<Service>) -> Router {
         .merge(crate::health::routes())
         .merge(crate::rerank::routes())
         .fallback(crate::path_errors::not_found)
+        .layer(middleware::from_fn(crate::listener::scope))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .with_state(service);
     // What no handler answers (a wrong method, a body axum refused) still gets a JSON error in

@@ -51,6 +51,7 @@ fn app(home: &std::path::Path, hub: &str, cors_origins: &[&str]) -> Router {
         default_keep_alive: KeepAlive::from_env(),
         max_loaded_models: 2,
         memory_budget: 8 << 30,
+        model_roots: Default::default(),
     });
     let config = SecurityConfig {
         cors_origins: cors_origins.iter().map(|s| s.to_string()).collect(),

@@ -54,6 +54,11 @@ env_vars! {
     RMX_CORS_ORIGINS in Daemon;
     /// Requests per minute per client on the TCP listener. Default: no limit (also `0`).
     RMX_RATE_LIMIT in Daemon;
+    /// Folders, separated by `:`, whose model folders requests over TCP may name by path.
+    /// Other programs may otherwise name only stored models, aliases (`rmx alias add` names a
+    /// folder) and imported models; the CLI, on the Unix socket, may name any folder. Default:
+    /// none.
+    RMX_MODEL_ROOTS in Daemon;
 
     /// The most sequences one decode step advances together; more wait for a row. Default: 32.
     RMX_MAX_BATCH in Engine;

@@ -19,7 +19,6 @@ use crate::service::Service;
 pub async fn ps(State(svc): State<Arc<Service>>) -> Json<PsResponse> {
     let processor = crate::processor();
     let models = svc
-        .models()
         .running()
         .into_iter()
         .map(|r| RunningModel {
@@ -100,9 +99,10 @@ pub async fn delete(
     body: Bytes,
 ) -> Result<Json<serde_json::Value>, NativeError> {
     let req: ModelRequest = parse(&body)?;
-    if let Ok(resolved) = svc.resolve(&req.model) {
-        svc.models().unload(&resolved.path);
-    }
+    // Through `resolve` first, so that over TCP a folder it may not name is a 404 like any
+    // other unknown name, rather than the store's words about what the folder holds.
+    let resolved = svc.resolve(&req.model)?;
+    svc.models().unload(&resolved.path);
     // What `rmx rm` removes: a model from the Hub, or an imported one with its alias.
     let removed = svc.store().remove(&req.model).map_err(store_error)?;
     Ok(Json(serde_json::json!({

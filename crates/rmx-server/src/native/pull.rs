@@ -43,9 +43,17 @@ pub async fn pull(State(svc): State<Arc<Service>>, body: Bytes) -> Response {
             "missing `model`: name the model to pull (an alias from `rmx models` or a Hugging Face repo id owner/name)".into(),
         );
     };
-    // Names that can never be pulled are refused with a status before anything streams.
+    // Names that can never be pulled are refused with a status before anything streams. Over
+    // TCP a folder gets one answer whatever it holds (`crate::listener`).
+    let tcp = crate::listener::current() == crate::listener::Listener::Tcp;
     let repo = match svc.store().resolve(&name) {
         Ok(ModelRef::Hub { repo, .. }) => repo.to_string(),
+        Ok(ModelRef::Local { alias: None, .. }) | Err(StoreError::NotAModelDir { .. }) if tcp => {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                format!("`{name}` is not a model that can be pulled: name an alias from `rmx models` or a Hugging Face repo id owner/name"),
+            );
+        }
         Ok(ModelRef::Local { path, .. }) => {
             let (status, message) = pull_error(StoreError::LocalModel { path });
             return refuse(status, message);

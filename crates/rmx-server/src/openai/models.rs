@@ -46,7 +46,7 @@ pub fn list_models(service: &Service) -> Vec<Model> {
         data.push(model(info.name, modified, kind));
     }
     let now = unix_time(std::time::SystemTime::now());
-    for r in service.models().running() {
+    for r in service.running() {
         if !data.iter().any(|m| m.id == r.name) {
             let kind = r.kind.map(|k| k.name().to_string());
             data.push(model(r.name, now, kind));

@@ -1,11 +1,12 @@
-//! How the daemon is set up: the store, the default keep-alive and the limits on loaded
-//! models, read once from the settings (rmx-settings) when the daemon starts.
+//! How the daemon is set up: the store, the default keep-alive, the limits on loaded models and
+//! the folders TCP clients may name, read once from the settings (rmx-settings) when the daemon
+//! starts.
 
 use rmx_api::KeepAlive;
 use rmx_settings::EnvVars;
 use rmx_store::Store;
 
-use super::ServiceError;
+use super::{ModelRoots, ServiceError};
 
 /// How the daemon is set up; [`ServiceConfig::from_env`] reads the `RMX_*` variables.
 #[derive(Debug, Clone)]
@@ -16,6 +17,8 @@ pub struct ServiceConfig {
     pub max_loaded_models: usize,
     /// Bytes of weights loaded models may take (`RMX_MAX_MEMORY`, default 75% of RAM).
     pub memory_budget: u64,
+    /// Where requests over TCP may name model folders by path (`RMX_MODEL_ROOTS`).
+    pub model_roots: ModelRoots,
 }
 
 impl ServiceConfig {
@@ -34,6 +37,7 @@ impl ServiceConfig {
             default_keep_alive: KeepAlive::from_env(),
             max_loaded_models,
             memory_budget,
+            model_roots: ModelRoots::from_env().map_err(ServiceError::BadRequest)?,
         })
     }
 }

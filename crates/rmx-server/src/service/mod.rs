@@ -52,6 +52,7 @@
 mod config;
 mod embed;
 mod events;
+mod folders;
 mod hold;
 mod message;
 mod prompt;
@@ -75,6 +76,7 @@ pub use embed::{normalize, EmbedInput, EmbedRequest, Embeddings, PromptChoice};
 pub use events::{
     CollectedCall, Completion, Final, FinishReason, ServiceEvent, ServiceStream, TokenLogprob,
 };
+pub use folders::ModelRoots;
 pub use message::{CalledFunction, Role, TemplateMessage, TemplateToolCall};
 pub(crate) use pull_locks::PullLocks;
 pub use request::{tool_names, InternalRequest, PromptInput, Shape, FORCED_TOOL_CALL};
@@ -90,6 +92,7 @@ pub struct Service {
     default_keep_alive: KeepAlive,
     shutdown: watch::Sender<bool>,
     pulls: PullLocks,
+    model_roots: ModelRoots,
 }
 
 impl Service {
@@ -109,6 +112,7 @@ impl Service {
             default_keep_alive: config.default_keep_alive,
             shutdown: watch::channel(false).0,
             pulls: Default::default(),
+            model_roots: config.model_roots,
         })
     }
 
@@ -144,18 +148,30 @@ impl Service {
         *self.shutdown.borrow()
     }
 
-    /// From a name to a model folder, with the errors a user can act on.
+    /// From a name to a model folder, with the errors a user can act on. Over TCP, a folder
+    /// named by path must be one the user registered or allowed (`folders.rs`); any other is
+    /// answered as a name that resolves to nothing, the same 404 in the same words.
     pub fn resolve(&self, name: &str) -> Result<Resolved, ServiceError> {
+        let unknown = |reason: String| ServiceError::UnknownModel {
+            name: name.to_string(),
+            available: self.available_names(),
+            reason,
+        };
         let model = self
             .store
             .resolve(name)
-            .map_err(|e| ServiceError::UnknownModel {
-                name: name.to_string(),
-                available: self.available_names(),
-                reason: e.to_string(),
-            })?;
+            .map_err(|e| unknown(e.to_string()))?;
         let hints = model.hints();
         let path = match model {
+            ModelRef::Local {
+                path, alias: None, ..
+            } if crate::listener::current() == crate::listener::Listener::Tcp => {
+                let path = std::fs::canonicalize(&path).unwrap_or(path);
+                if !self.model_roots.allow(&self.store, &path) {
+                    return Err(unknown("a folder TCP clients may not name".into()));
+                }
+                path
+            }
             ModelRef::Local { path, .. } => path,
             ModelRef::Hub { repo, .. } => match self.store.cache().current_snapshot(&repo) {
                 Ok(Some((_, dir))) => dir,
@@ -174,8 +190,9 @@ impl Service {
         })
     }
 
-    /// Stored models' names (the Hugging Face cache's, then the folders user aliases name) and
-    /// the names loaded models were asked by.
+    /// Stored models' names: the Hugging Face cache's, then the folders user aliases name. Not
+    /// the names loaded models were asked by: those may be folders other clients named, which
+    /// are nobody else's business.
     pub fn available_names(&self) -> Vec<String> {
         let mut names: Vec<String> = self
             .store
@@ -185,10 +202,21 @@ impl Service {
         if let Ok(local) = self.store.local_models() {
             names.extend(local.into_iter().map(|m| m.name));
         }
-        names.extend(self.models.running().into_iter().map(|r| r.name));
         names.sort();
         names.dedup();
         names
+    }
+
+    /// The loaded models this request may see (`/api/ps`, `/v1/models`, `/health`): over TCP,
+    /// those loaded under a name it could use itself, not a folder another client named.
+    pub(crate) fn running(&self) -> Vec<crate::lifecycle::RunningInfo> {
+        let all = self.models.running();
+        if crate::listener::current() == crate::listener::Listener::Socket {
+            return all;
+        }
+        all.into_iter()
+            .filter(|r| self.resolve(&r.name).is_ok())
+            .collect()
     }
 
     /// Loads a model without generating (keeps it per `keep_alive`).

@@ -27,6 +27,7 @@ pub fn service(home: &Path) -> Arc<Service> {
         default_keep_alive: KeepAlive::from_env(),
         max_loaded_models: 2,
         memory_budget: 8 << 30,
+        model_roots: Default::default(),
     })
 }
 
