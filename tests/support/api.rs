@@ -23,21 +23,10 @@ pub fn scripted_model(cell: &OnceLock<PathBuf>, name: &str, family: &str, args: 
         let dir = crate::target_tmp(name);
         let tmp = dir.with_extension("tmp");
         let _ = std::fs::remove_dir_all(&tmp);
-        let tiny_models = crate::models::script();
-        let out = Command::new(python())
-            .arg(tiny_models)
-            .args(["make", "--family", family, "--quant", "f32"])
-            .args(args)
-            .arg("--out")
-            .arg(&tmp)
-            .output()
-            .expect("run tiny_models.py");
-        assert!(
-            out.status.success(),
-            "tiny_models.py failed:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let mut make = vec!["make", "--family", family, "--quant", "f32"];
+        make.extend_from_slice(args);
+        make.extend_from_slice(&["--out", tmp.to_str().expect("a UTF-8 target folder")]);
+        crate::models::run(&make);
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::rename(&tmp, &dir).expect("move the model in place");
         dir
