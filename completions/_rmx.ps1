@@ -44,6 +44,8 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
             [CompletionResult]::new('agents', 'agents', [CompletionResultType]::ParameterValue, 'List coding agents (Codex, Claude Code, OpenCode, Aider, Goose, Continue, Hermes) and point one at the local daemon with --setup')
             [CompletionResult]::new('doctor', 'doctor', [CompletionResultType]::ParameterValue, 'Check the MLX runtime, memory, disk, the daemon, the model store and config files')
             [CompletionResult]::new('share', 'share', [CompletionResultType]::ParameterValue, 'Let others use a model: a key-protected, rate-limited address on the LAN, and a public URL through a tunnel when one is available')
+            [CompletionResult]::new('launch', 'launch', [CompletionResultType]::ParameterValue, 'Run an rmx command with its model split over several processes (ranks), joined by MLX''s ring backend: tensor parallel (every layer split) or pipeline parallel (each rank a range of layers)')
+            [CompletionResult]::new('worker', 'worker', [CompletionResultType]::ParameterValue, 'A rank other than 0 of `rmx launch` (started by it, not by hand)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -294,6 +296,25 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             break
         }
+        'rmx;launch' {
+            [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Ranks to start on this machine over loopback (without --hostfile)')
+            [CompletionResult]::new('--processes', '--processes', [CompletionResultType]::ParameterName, 'Ranks to start on this machine over loopback (without --hostfile)')
+            [CompletionResult]::new('--hostfile', '--hostfile', [CompletionResultType]::ParameterName, 'MLX''s ring hostfile: one entry per rank, each a list of "ip:port" it listens on')
+            [CompletionResult]::new('--rank', '--rank', [CompletionResultType]::ParameterName, 'The ranks of the hostfile to start on this machine [default: all]')
+            [CompletionResult]::new('--mode', '--mode', [CompletionResultType]::ParameterName, 'How to split the model: every layer over all ranks (tensor), or each rank a range of layers (pipeline; fewer messages, for slower links)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'rmx;worker' {
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
         'rmx;help' {
             [CompletionResult]::new('run', 'run', [CompletionResultType]::ParameterValue, 'Generate an answer to one prompt and exit; without a prompt on a terminal, chat')
             [CompletionResult]::new('chat', 'chat', [CompletionResultType]::ParameterValue, 'Chat with a model interactively (type /help for commands)')
@@ -313,6 +334,8 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
             [CompletionResult]::new('agents', 'agents', [CompletionResultType]::ParameterValue, 'List coding agents (Codex, Claude Code, OpenCode, Aider, Goose, Continue, Hermes) and point one at the local daemon with --setup')
             [CompletionResult]::new('doctor', 'doctor', [CompletionResultType]::ParameterValue, 'Check the MLX runtime, memory, disk, the daemon, the model store and config files')
             [CompletionResult]::new('share', 'share', [CompletionResultType]::ParameterValue, 'Let others use a model: a key-protected, rate-limited address on the LAN, and a public URL through a tunnel when one is available')
+            [CompletionResult]::new('launch', 'launch', [CompletionResultType]::ParameterValue, 'Run an rmx command with its model split over several processes (ranks), joined by MLX''s ring backend: tensor parallel (every layer split) or pipeline parallel (each rank a range of layers)')
+            [CompletionResult]::new('worker', 'worker', [CompletionResultType]::ParameterValue, 'A rank other than 0 of `rmx launch` (started by it, not by hand)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -380,6 +403,12 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
             break
         }
         'rmx;help;share' {
+            break
+        }
+        'rmx;help;launch' {
+            break
+        }
+        'rmx;help;worker' {
             break
         }
         'rmx;help;help' {

@@ -46,6 +46,9 @@ _rmx() {
             rmx,info)
                 cmd="rmx__subcmd__info"
                 ;;
+            rmx,launch)
+                cmd="rmx__subcmd__launch"
+                ;;
             rmx,list)
                 cmd="rmx__subcmd__ls"
                 ;;
@@ -75,6 +78,9 @@ _rmx() {
                 ;;
             rmx,stop)
                 cmd="rmx__subcmd__stop"
+                ;;
+            rmx,worker)
+                cmd="rmx__subcmd__worker"
                 ;;
             rmx__subcmd__alias,add)
                 cmd="rmx__subcmd__alias__subcmd__add"
@@ -130,6 +136,9 @@ _rmx() {
             rmx__subcmd__help,info)
                 cmd="rmx__subcmd__help__subcmd__info"
                 ;;
+            rmx__subcmd__help,launch)
+                cmd="rmx__subcmd__help__subcmd__launch"
+                ;;
             rmx__subcmd__help,ls)
                 cmd="rmx__subcmd__help__subcmd__ls"
                 ;;
@@ -157,6 +166,9 @@ _rmx() {
             rmx__subcmd__help,stop)
                 cmd="rmx__subcmd__help__subcmd__stop"
                 ;;
+            rmx__subcmd__help,worker)
+                cmd="rmx__subcmd__help__subcmd__worker"
+                ;;
             rmx__subcmd__help__subcmd__alias,add)
                 cmd="rmx__subcmd__help__subcmd__alias__subcmd__add"
                 ;;
@@ -173,7 +185,7 @@ _rmx() {
 
     case "${cmd}" in
         rmx)
-            opts="-h -V --help --version run chat embed serve ps stop completions pull ls list rm info models alias import bench agents doctor share help"
+            opts="-h -V --help --version run chat embed serve ps stop completions pull ls list rm info models alias import bench agents doctor share launch worker help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -469,7 +481,7 @@ _rmx() {
             return 0
             ;;
         rmx__subcmd__help)
-            opts="run chat embed serve ps stop completions pull ls rm info models alias import bench agents doctor share help"
+            opts="run chat embed serve ps stop completions pull ls rm info models alias import bench agents doctor share launch worker help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -664,6 +676,20 @@ _rmx() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        rmx__subcmd__help__subcmd__launch)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         rmx__subcmd__help__subcmd__ls)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -790,6 +816,20 @@ _rmx() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        rmx__subcmd__help__subcmd__worker)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         rmx__subcmd__import)
             opts="-h -V --name --quant --force --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -819,6 +859,40 @@ _rmx() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rmx__subcmd__launch)
+            opts="-n -h -V --processes --hostfile --rank --mode --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --processes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --hostfile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --rank)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --mode)
+                    COMPREPLY=($(compgen -W "tensor pipeline" -- "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -1000,6 +1074,20 @@ _rmx() {
             ;;
         rmx__subcmd__stop)
             opts="-h -V --json --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        rmx__subcmd__worker)
+            opts="-h -V --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

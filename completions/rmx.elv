@@ -41,6 +41,8 @@ set edit:completion:arg-completer[rmx] = {|@words|
             cand agents 'List coding agents (Codex, Claude Code, OpenCode, Aider, Goose, Continue, Hermes) and point one at the local daemon with --setup'
             cand doctor 'Check the MLX runtime, memory, disk, the daemon, the model store and config files'
             cand share 'Let others use a model: a key-protected, rate-limited address on the LAN, and a public URL through a tunnel when one is available'
+            cand launch 'Run an rmx command with its model split over several processes (ranks), joined by MLX''s ring backend: tensor parallel (every layer split) or pipeline parallel (each rank a range of layers)'
+            cand worker 'A rank other than 0 of `rmx launch` (started by it, not by hand)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'rmx;run'= {
@@ -263,6 +265,23 @@ set edit:completion:arg-completer[rmx] = {|@words|
             cand -V 'Print version'
             cand --version 'Print version'
         }
+        &'rmx;launch'= {
+            cand -n 'Ranks to start on this machine over loopback (without --hostfile)'
+            cand --processes 'Ranks to start on this machine over loopback (without --hostfile)'
+            cand --hostfile 'MLX''s ring hostfile: one entry per rank, each a list of "ip:port" it listens on'
+            cand --rank 'The ranks of the hostfile to start on this machine [default: all]'
+            cand --mode 'How to split the model: every layer over all ranks (tensor), or each rank a range of layers (pipeline; fewer messages, for slower links)'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'rmx;worker'= {
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
         &'rmx;help'= {
             cand run 'Generate an answer to one prompt and exit; without a prompt on a terminal, chat'
             cand chat 'Chat with a model interactively (type /help for commands)'
@@ -282,6 +301,8 @@ set edit:completion:arg-completer[rmx] = {|@words|
             cand agents 'List coding agents (Codex, Claude Code, OpenCode, Aider, Goose, Continue, Hermes) and point one at the local daemon with --setup'
             cand doctor 'Check the MLX runtime, memory, disk, the daemon, the model store and config files'
             cand share 'Let others use a model: a key-protected, rate-limited address on the LAN, and a public URL through a tunnel when one is available'
+            cand launch 'Run an rmx command with its model split over several processes (ranks), joined by MLX''s ring backend: tensor parallel (every layer split) or pipeline parallel (each rank a range of layers)'
+            cand worker 'A rank other than 0 of `rmx launch` (started by it, not by hand)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'rmx;help;run'= {
@@ -328,6 +349,10 @@ set edit:completion:arg-completer[rmx] = {|@words|
         &'rmx;help;doctor'= {
         }
         &'rmx;help;share'= {
+        }
+        &'rmx;help;launch'= {
+        }
+        &'rmx;help;worker'= {
         }
         &'rmx;help;help'= {
         }

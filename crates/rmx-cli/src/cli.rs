@@ -100,6 +100,50 @@ pub enum Command {
     /// one model. With cloudflared on PATH (or --tunnel) it also opens a tunnel and prints its
     /// public URL. Ctrl-C closes the port and the tunnel, and the key stops working.
     Share(ShareArgs),
+    /// Run an rmx command with its model split over several processes (ranks), joined by MLX's
+    /// ring backend: tensor parallel (every layer split) or pipeline parallel (each rank a
+    /// range of layers).
+    ///
+    /// Without --hostfile, N ranks start on this machine over loopback. With one (MLX's ring
+    /// hostfile: a JSON list with each rank's "ip:port" addresses), run `rmx launch` on every
+    /// machine with --rank naming the ranks it starts there. Rank 0 runs the command; the
+    /// others load their share of each model rank 0 loads and follow its engine. Every rank
+    /// reads the model from the same path. Only `rmx bench` runs this way so far; serving
+    /// (run, chat, serve) over ranks comes next (docs/distributed.md).
+    #[command(after_help = "Examples:\n  \
+        rmx launch -n 2 -- rmx bench ~/models/Qwen3-8B-4bit\n  \
+        rmx launch -n 4 --mode pipeline -- rmx bench ~/models/Llama-3-8B --gen-tokens 64\n  \
+        rmx launch --hostfile ring.json --rank 1 -- rmx bench ~/models/Qwen3-32B-4bit")]
+    Launch(LaunchArgs),
+    /// A rank other than 0 of `rmx launch` (started by it, not by hand).
+    #[command(hide = true)]
+    Worker,
+}
+
+#[derive(Debug, Args)]
+pub struct LaunchArgs {
+    /// Ranks to start on this machine over loopback (without --hostfile).
+    #[arg(short = 'n', long = "processes", value_name = "N", required_unless_present = "hostfile")]
+    pub processes: Option<usize>,
+    /// MLX's ring hostfile: one entry per rank, each a list of "ip:port" it listens on.
+    #[arg(long, value_name = "FILE", conflicts_with = "processes")]
+    pub hostfile: Option<PathBuf>,
+    /// The ranks of the hostfile to start on this machine [default: all].
+    #[arg(long, value_name = "R,..", value_delimiter = ',', requires = "hostfile")]
+    pub rank: Vec<usize>,
+    /// How to split the model: every layer over all ranks (tensor), or each rank a range of
+    /// layers (pipeline; fewer messages, for slower links).
+    #[arg(long, value_enum, default_value_t = LaunchMode::Tensor)]
+    pub mode: LaunchMode,
+    /// The command rank 0 runs: `rmx bench MODEL ...`.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LaunchMode {
+    Tensor,
+    Pipeline,
 }
 
 #[derive(Debug, Args)]

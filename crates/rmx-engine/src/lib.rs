@@ -28,6 +28,6 @@ pub use prompt::ChatPrompt;
 pub use request::{
     Event, FinishReason, GenerateRequest, SamplingParams, Timings, TokenLogprob, Usage,
 };
-pub use rmx_models::{ModelError, ModelKind};
+pub use rmx_models::{ModelError, ModelKind, Parallel, ParallelMode};
 pub use rmx_text::constrain::{Constraint, Output as ConstraintOutput, Think};
 pub use sequence::PREFILL_CHUNK;

@@ -70,6 +70,10 @@ env_vars! {
     RMX_PREFIX_DISK_MB in Engine;
     /// `1`: a line on stderr per batch step and per prefill unit, with where its host time went.
     RMX_TRACE_STEPS in Engine;
+    /// Set by `rmx launch` in the processes it starts: how the model is split over them,
+    /// `tensor` or `pipeline`. With MLX's `MLX_RANK` and `MLX_HOSTFILE` (the ring's settings),
+    /// a command that loads a model loads its share as one rank of the group.
+    RMX_PARALLEL in Engine;
 
     /// `0` turns off all of rmx's own CUDA kernels and fused weights, leaving mlx-lm's graph
     /// (for A/B measurements). Default: on with CUDA.

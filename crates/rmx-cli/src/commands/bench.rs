@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use rmx_engine::bench::{self, BenchCase, BenchConfig, EmbedCase};
-use rmx_engine::{Engine, ModelKind};
+use rmx_engine::{Engine, EngineOptions, ModelKind};
 use serde_json::json;
 
 use crate::bench_submit::{self, Submission};
@@ -40,8 +40,13 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     if cfg.rounds == 0 || cfg.cases.iter().any(|&(p, g)| p == 0 || g == 0) {
         bail!("--rounds, --prompt-tokens and --gen-tokens must be at least 1");
     }
-    let engine =
-        Engine::load(&args.model).with_context(|| format!("loading {}", args.model.display()))?;
+    // Under `rmx launch`, rank 0 of a group: the model is split over the ranks.
+    let group = crate::commands::launch::lead()?;
+    let engine = match &group {
+        Some((lead, mode)) => lead.load(&args.model, *mode, EngineOptions::from_env()),
+        None => Engine::load(&args.model),
+    }
+    .with_context(|| format!("loading {}", args.model.display()))?;
     let quiet = args.json || !std::io::stderr().is_terminal();
     match engine.kind() {
         ModelKind::Chat => {}

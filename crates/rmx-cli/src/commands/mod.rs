@@ -14,6 +14,7 @@ mod bench;
 mod doctor;
 mod import;
 mod info;
+pub mod launch;
 mod ls;
 mod models;
 mod pull;
@@ -44,6 +45,8 @@ pub fn dispatch(cli: Cli) -> ExitCode {
         Command::Agents(args) => agents::run(args),
         Command::Doctor(args) => doctor::run(args),
         Command::Share(args) => share::run(args),
+        Command::Launch(args) => launch::run(args),
+        Command::Worker => launch::worker(),
     };
     match result {
         Ok(code) => code,

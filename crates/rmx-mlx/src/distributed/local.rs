@@ -37,16 +37,35 @@ impl LocalRing {
     pub fn spawn(
         n: usize,
         dir: &Path,
-        mut command: impl FnMut(usize) -> Command,
+        command: impl FnMut(usize) -> Command,
     ) -> io::Result<LocalRing> {
         let hosts = RingHosts::loopback(n)?;
+        let ranks: Vec<usize> = (0..n).collect();
+        LocalRing::spawn_ranks(&hosts, &ranks, dir, command)
+    }
+
+    /// Starts `ranks` of the ring `hosts` describes (this machine's share of a ring over
+    /// several machines; the others start theirs), the hostfile written as
+    /// `dir/hostfile.json`. The ranks are held in the order given.
+    pub fn spawn_ranks(
+        hosts: &RingHosts,
+        ranks: &[usize],
+        dir: &Path,
+        mut command: impl FnMut(usize) -> Command,
+    ) -> io::Result<LocalRing> {
+        if let Some(bad) = ranks.iter().find(|&&r| r >= hosts.size()) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("rank {bad} is not in a ring of {}", hosts.size()),
+            ));
+        }
         let hostfile = dir.join("hostfile.json");
         hosts.write(&hostfile)?;
         let mut ring = LocalRing {
             hostfile,
-            children: Vec::with_capacity(n),
+            children: Vec::with_capacity(ranks.len()),
         };
-        for rank in 0..n {
+        for &rank in ranks {
             let mut c = command(rank);
             c.envs(RingHosts::env(rank, &ring.hostfile));
             // On failure `ring` drops here and stops the ranks already started.
@@ -93,6 +112,17 @@ impl LocalRing {
             .into_iter()
             .map(|e| e.unwrap_or(RankExit::Killed))
             .collect())
+    }
+
+    /// Waits for the first rank held (for as long as it runs: the one that does the work),
+    /// then gives the others `grace` to end, and kills those still running.
+    pub fn wait_first(mut self, grace: Duration) -> io::Result<Vec<RankExit>> {
+        let first = match self.children.first_mut().and_then(Option::take) {
+            Some(mut c) => Some(RankExit::Exited(c.wait()?)),
+            None => None,
+        };
+        let rest = self.wait_within(grace)?;
+        Ok(first.into_iter().chain(rest.into_iter().skip(1)).collect())
     }
 
     /// Kills every rank still running and reaps it.

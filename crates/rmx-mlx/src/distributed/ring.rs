@@ -28,18 +28,40 @@ impl RingHosts {
         Ok(RingHosts { ranks })
     }
 
+    /// A hostfile's text (as [`RingHosts::to_json`] writes it, or `mlx.launch` for the ring).
+    pub fn parse(text: &str) -> Result<RingHosts, String> {
+        let v: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+        let rank = |h: &serde_json::Value| -> Option<Vec<String>> {
+            h.as_array()?
+                .iter()
+                .map(|a| a.as_str().filter(|a| a.contains(':')).map(str::to_string))
+                .collect::<Option<Vec<_>>>()
+                .filter(|a| !a.is_empty())
+        };
+        let ranks = v
+            .as_array()
+            .ok_or("not a list of ranks")?
+            .iter()
+            .map(rank)
+            .collect::<Option<Vec<_>>>()
+            .ok_or("each rank must be a non-empty list of \"ip:port\" addresses")?;
+        if ranks.is_empty() {
+            return Err("no ranks".into());
+        }
+        Ok(RingHosts { ranks })
+    }
+
     pub fn size(&self) -> usize {
         self.ranks.len()
     }
 
     /// The hostfile's text.
     pub fn to_json(&self) -> String {
-        let rank = |addrs: &Vec<String>| {
-            let quoted: Vec<String> = addrs.iter().map(|a| json_string(a)).collect();
-            format!("[{}]", quoted.join(", "))
-        };
-        let ranks: Vec<String> = self.ranks.iter().map(rank).collect();
-        format!("[{}]\n", ranks.join(", "))
+        // A list of lists of strings always serializes.
+        let mut text = serde_json::to_string(&self.ranks).unwrap_or_default();
+        text.push('\n');
+        text
     }
 
     pub fn write(&self, path: &Path) -> io::Result<()> {
@@ -55,22 +77,6 @@ impl RingHosts {
     }
 }
 
-/// A JSON string literal (addresses are plain ASCII, but a stray quote must not break the file).
-fn json_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,7 +86,17 @@ mod tests {
         let h = RingHosts {
             ranks: vec![vec!["127.0.0.1:5000".into()], vec!["10.0.0.2:5001".into()]],
         };
-        assert_eq!(h.to_json(), "[[\"127.0.0.1:5000\"], [\"10.0.0.2:5001\"]]\n");
+        assert_eq!(h.to_json(), "[[\"127.0.0.1:5000\"],[\"10.0.0.2:5001\"]]\n");
+    }
+
+    #[test]
+    fn a_hostfile_reads_back_and_bad_ones_say_why() {
+        let h = RingHosts::loopback(3).expect("free ports");
+        assert_eq!(RingHosts::parse(&h.to_json()), Ok(h));
+        let err = RingHosts::parse("[[\"10.0.0.1\"]]").unwrap_err();
+        assert!(err.contains("\"ip:port\""), "{err}");
+        assert!(RingHosts::parse("{}").is_err());
+        assert!(RingHosts::parse("[]").is_err());
     }
 
     #[test]
