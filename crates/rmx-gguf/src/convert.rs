@@ -384,7 +384,7 @@ fn convert_tensor(
 
 /// Inverts llama.cpp's `permute(w, n_head)`: GGUF row `h*d + 2i + j` is HF row `h*d + j*d/2 + i`.
 fn unpermute_rows(values: &[f32], rows: usize, cols: usize, heads: usize) -> Option<Vec<f32>> {
-    if heads == 0 || rows % heads != 0 || (rows / heads) % 2 != 0 {
+    if heads == 0 || !rows.is_multiple_of(heads) || !(rows / heads).is_multiple_of(2) {
         return None;
     }
     let d = rows / heads;

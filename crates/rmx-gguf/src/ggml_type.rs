@@ -90,7 +90,7 @@ impl GgmlType {
     pub fn byte_size(self, n_elements: u64) -> Option<u64> {
         let (block, bytes) = self.block_layout()?;
         let block = block as u64;
-        if n_elements % block != 0 {
+        if !n_elements.is_multiple_of(block) {
             return None;
         }
         (n_elements / block).checked_mul(bytes as u64)

@@ -26,7 +26,7 @@ fn gguf_bytes(arch: &str, name: &str, ty: u32, n: u64, data: &[u8]) -> Vec<u8> {
     b.extend(n.to_le_bytes());
     b.extend(ty.to_le_bytes());
     b.extend(0u64.to_le_bytes());
-    while b.len() % 32 != 0 {
+    while !b.len().is_multiple_of(32) {
         b.push(0);
     }
     b.extend(data);
