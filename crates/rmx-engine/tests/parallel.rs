@@ -10,6 +10,8 @@
 //!
 //! The tiny models have 3 layers and a pipeline needs one per rank, so 4 pipeline ranks run a
 //! 5-layer copy of each model (layers 0 and 1 repeated as 3 and 4), against that copy whole.
+//! The 4-rank tests are `#[ignore]`d (run them with `--ignored`): on the 2-core CI machine
+//! they take minutes; the 2-rank ones run every time.
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
@@ -176,9 +178,16 @@ fn rank_main(dir: &Path) {
 
 fn this_test(test: &str, dir: &Path) -> Command {
     let mut c = Command::new(std::env::current_exe().unwrap());
-    c.args([test, "--exact", "--nocapture", "--test-threads=1"])
-        .env(MODEL_DIR, dir)
-        .stdin(Stdio::null());
+    // --include-ignored: the 4-rank tests are ignored by default, their ranks must run them.
+    c.args([
+        test,
+        "--exact",
+        "--include-ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(MODEL_DIR, dir)
+    .stdin(Stdio::null());
     c
 }
 
@@ -304,13 +313,13 @@ fn deeper(src: &Path, out: &Path) {
     rmx_mlx::io::save_safetensors(&out.join("model.safetensors"), &named, &meta).unwrap();
 }
 
-/// The whole model's tokens, then 2 and 4 ranks of each mode's, compared.
-fn split_matches_whole(test: &str, family: &str) {
+/// The whole model's tokens, then `n` ranks of each mode's, compared.
+fn split_matches_whole(test: &str, family: &str, n: usize) {
     if let Ok(dir) = std::env::var(MODEL_DIR) {
         return rank_main(&PathBuf::from(dir));
     }
     let dir = models::model(family, "f32");
-    static_turn(|| split_family(test, family, &dir));
+    static_turn(|| split_family(test, family, &dir, n));
 }
 
 /// Runs `f` while no other test of this file runs ranks: several tests' ranks at once would
@@ -321,35 +330,61 @@ fn static_turn(f: impl FnOnce()) {
     f()
 }
 
-fn split_family(test: &str, family: &str, dir: &Path) {
-    let dir = dir.to_path_buf();
+fn split_family(test: &str, family: &str, dir: &Path, n: usize) {
     let label = format!("{family}-f32");
-    let base = whole(&label, test, &dir);
-    check(&label, test, &dir, &base, "tensor", 2);
-    check(&label, test, &dir, &base, "tensor", 4);
-    check(&label, test, &dir, &base, "pipeline", 2);
-
+    let base = whole(&label, test, dir);
+    check(&label, test, dir, &base, "tensor", n);
+    if n <= 3 {
+        check(&label, test, dir, &base, "pipeline", n);
+        return;
+    }
+    // A pipeline needs a layer per rank.
     let tmp = tempfile::tempdir().unwrap();
     let five = tmp.path().join(format!("{family}-f32-5-layers"));
-    deeper(&dir, &five);
+    deeper(dir, &five);
     let label = format!("{family}-f32 (5 layers)");
     let base = whole(&label, test, &five);
-    check(&label, test, &five, &base, "pipeline", 4);
+    check(&label, test, &five, &base, "pipeline", n);
 }
 
 #[test]
-fn llama_split_over_2_and_4_ranks_gives_the_whole_models_tokens() {
+fn llama_split_over_2_ranks_gives_the_whole_models_tokens() {
     split_matches_whole(
-        "llama_split_over_2_and_4_ranks_gives_the_whole_models_tokens",
+        "llama_split_over_2_ranks_gives_the_whole_models_tokens",
         "llama",
+        2,
     );
 }
 
 #[test]
-fn qwen3_split_over_2_and_4_ranks_gives_the_whole_models_tokens() {
+fn qwen3_split_over_2_ranks_gives_the_whole_models_tokens() {
     split_matches_whole(
-        "qwen3_split_over_2_and_4_ranks_gives_the_whole_models_tokens",
+        "qwen3_split_over_2_ranks_gives_the_whole_models_tokens",
         "qwen3",
+        2,
+    );
+}
+
+// Four ranks and the lead's test process on a 2-core CI machine take ~100 s a family (each
+// waiting rank spins on its collective); the 2-rank tests above run every time, these on
+// demand: `cargo test -p rmx-engine --test parallel -- --ignored`.
+#[test]
+#[ignore = "4 ranks: run with --ignored (about 100 s a family on 2 cores)"]
+fn llama_split_over_4_ranks_gives_the_whole_models_tokens() {
+    split_matches_whole(
+        "llama_split_over_4_ranks_gives_the_whole_models_tokens",
+        "llama",
+        4,
+    );
+}
+
+#[test]
+#[ignore = "4 ranks: run with --ignored (about 100 s a family on 2 cores)"]
+fn qwen3_split_over_4_ranks_gives_the_whole_models_tokens() {
+    split_matches_whole(
+        "qwen3_split_over_4_ranks_gives_the_whole_models_tokens",
+        "qwen3",
+        4,
     );
 }
 
@@ -425,14 +460,21 @@ fn a_group_serves_one_model_after_another_and_refuses_mismatched_ranks() {
         let ring = LocalRing::spawn(2, logs.path(), |rank| {
             let f = std::fs::File::create(log(rank)).unwrap();
             let mut c = Command::new(std::env::current_exe().unwrap());
-            c.args([test, "--exact", "--nocapture", "--test-threads=1"])
-                .env(
-                    GROUP_MODELS,
-                    format!("{};{}", llama.display(), qwen3.display()),
-                )
-                .stdin(Stdio::null())
-                .stdout(f.try_clone().unwrap())
-                .stderr(f);
+            // --include-ignored: the 4-rank tests are ignored by default, their ranks must run them.
+            c.args([
+                test,
+                "--exact",
+                "--include-ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(
+                GROUP_MODELS,
+                format!("{};{}", llama.display(), qwen3.display()),
+            )
+            .stdin(Stdio::null())
+            .stdout(f.try_clone().unwrap())
+            .stderr(f);
             c
         })
         .unwrap();
