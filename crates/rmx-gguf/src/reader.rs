@@ -245,7 +245,10 @@ impl GgufFile {
             .block_layout()
             .ok_or_else(|| self.unsupported(info))?;
         let block = block as u64;
-        if !start.is_multiple_of(block) || !len.is_multiple_of(block) || start + len > info.n_elements() {
+        if !start.is_multiple_of(block)
+            || !len.is_multiple_of(block)
+            || start + len > info.n_elements()
+        {
             return Err(bad(format!(
                 "range {start}+{len} is not whole blocks of the tensor"
             )));
