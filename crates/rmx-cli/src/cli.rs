@@ -123,13 +123,23 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct LaunchArgs {
     /// Ranks to start on this machine over loopback (without --hostfile).
-    #[arg(short = 'n', long = "processes", value_name = "N", required_unless_present = "hostfile")]
+    #[arg(
+        short = 'n',
+        long = "processes",
+        value_name = "N",
+        required_unless_present = "hostfile"
+    )]
     pub processes: Option<usize>,
     /// MLX's ring hostfile: one entry per rank, each a list of "ip:port" it listens on.
     #[arg(long, value_name = "FILE", conflicts_with = "processes")]
     pub hostfile: Option<PathBuf>,
     /// The ranks of the hostfile to start on this machine [default: all].
-    #[arg(long, value_name = "R,..", value_delimiter = ',', requires = "hostfile")]
+    #[arg(
+        long,
+        value_name = "R,..",
+        value_delimiter = ',',
+        requires = "hostfile"
+    )]
     pub rank: Vec<usize>,
     /// How to split the model: every layer over all ranks (tensor), or each rank a range of
     /// layers (pipeline; fewer messages, for slower links).
