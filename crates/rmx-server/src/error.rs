@@ -21,8 +21,13 @@ pub enum ServiceError {
     NotDownloaded { name: String },
     #[error("{0}")]
     BadRequest(String),
-    #[error("the prompt has {prompt} tokens but the model's context is {context}")]
-    PromptTooLong { prompt: usize, context: usize },
+    /// `prompt`: its tokens, or None when it was counted only until it clearly passed the
+    /// context (`rmx_text::prompt_limit`).
+    #[error("{}", prompt_text(*prompt, *context))]
+    PromptTooLong {
+        prompt: Option<usize>,
+        context: usize,
+    },
     /// The model does the other kind of work: an embedding model asked to chat or complete, a
     /// language model asked for embeddings. `kind` is what the model is; `name` may be empty
     /// when the engine refused before the service knew better.
@@ -106,6 +111,19 @@ fn kind_text(name: &str, kind: ModelKind) -> String {
     }
 }
 
+fn prompt_text(prompt: Option<usize>, context: usize) -> String {
+    match prompt {
+        Some(n) => format!(
+            "the prompt has {n} tokens, longer than the model's context of {context} tokens; \
+             shorten it"
+        ),
+        None => format!(
+            "the prompt is longer than the model's context of {context} tokens (it was counted \
+             only until it passed that); shorten it"
+        ),
+    }
+}
+
 fn dimensions_text(asked: usize, size: Option<usize>) -> String {
     match size {
         Some(size) => format!(
@@ -180,7 +198,10 @@ impl From<rmx_engine::EngineError> for ServiceError {
     fn from(e: rmx_engine::EngineError) -> Self {
         use rmx_engine::EngineError as E;
         match e {
-            E::PromptTooLong { prompt, context } => ServiceError::PromptTooLong { prompt, context },
+            E::PromptTooLong { prompt, context } => ServiceError::PromptTooLong {
+                prompt: Some(prompt),
+                context,
+            },
             E::EmptyPrompt | E::Invalid(_) | E::NoTemplate(_) | E::Template(_) | E::Encode(_) => {
                 ServiceError::BadRequest(e.to_string())
             }

@@ -6,6 +6,7 @@
 pub mod constrain;
 pub mod detok;
 pub mod harmony;
+pub mod prompt_limit;
 pub mod reasoning;
 pub mod stop;
 pub mod template;

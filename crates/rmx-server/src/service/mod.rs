@@ -56,6 +56,7 @@ mod folders;
 mod hold;
 mod message;
 mod prompt;
+mod prompt_tokens;
 mod pull_locks;
 mod pump;
 mod request;

@@ -9,10 +9,11 @@ use rmx_engine::{ChatPrompt, Constraint, Engine, Think};
 use rmx_store::{ModelHints, ToolParser};
 use rmx_text::harmony::HarmonyParser;
 use rmx_text::reasoning::{ReasoningConfig, ReasoningParser};
-use rmx_text::template::TemplateError;
+use rmx_text::template::{Limit, TemplateError};
 use rmx_text::toolcall::{ToolCallFormat, ToolCallParser};
 use serde_json::Value;
 
+use super::prompt_tokens::prompt_tokens;
 use super::{InternalRequest, PromptInput, ServiceError, Shape, FORCED_TOOL_CALL};
 
 /// How long a render may take before the request is answered with
@@ -73,7 +74,7 @@ fn build_prompt(
         .to_string();
     match &req.prompt {
         PromptInput::Raw(text) => Ok(BuiltPrompt {
-            tokens: engine.raw_tokens(text)?,
+            tokens: prompt_tokens(engine, text, true)?,
             reasoning: ReasoningParser::disabled(),
             tools: None,
             harmony: None,
@@ -89,7 +90,7 @@ fn build_prompt(
                 // A base model has no chat format: complete the messages' text as it stands.
                 let text: Vec<&str> = messages.iter().map(|m| m.content.as_str()).collect();
                 return Ok(BuiltPrompt {
-                    tokens: engine.raw_tokens(&text.join("\n\n"))?,
+                    tokens: prompt_tokens(engine, &text.join("\n\n"), true)?,
                     reasoning: ReasoningParser::disabled(),
                     tools: None,
                     harmony: None,
@@ -114,19 +115,26 @@ fn build_prompt(
                 add_generation_prompt: true,
                 kwargs,
             };
-            let rendered = engine.render_chat(&chat).map_err(|e| match e {
-                rmx_engine::EngineError::Template(TemplateError::Limit(limit)) => {
+            let context = engine.info().context_length.map(|c| c as usize);
+            let rendered = engine.render_chat(&chat).map_err(|e| match (e, context) {
+                // Past 16 MiB of output, some 4M tokens of real text: it is the prompt, not
+                // the template, that is too long for the model's context.
+                (
+                    rmx_engine::EngineError::Template(TemplateError::Limit(Limit::Output)),
+                    Some(context),
+                ) => ServiceError::PromptTooLong {
+                    prompt: None,
+                    context,
+                },
+                (rmx_engine::EngineError::Template(TemplateError::Limit(limit)), _) => {
                     ServiceError::TemplateLimit {
                         name: req.model.clone(),
                         limit: limit.to_string(),
                     }
                 }
-                other => other.into(),
+                (other, _) => other.into(),
             })?;
-            let tokens = engine
-                .tokenizer()
-                .encode(&rendered, false)
-                .map_err(|e| ServiceError::BadRequest(format!("tokenizing the prompt: {e}")))?;
+            let tokens = prompt_tokens(engine, &rendered, false)?;
             let harmony = template.contains("<|channel|>")
                 || hints.is_some_and(|h| {
                     h.tool_parser == ToolParser::Harmony
