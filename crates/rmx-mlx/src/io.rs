@@ -41,7 +41,25 @@ fn read_named(op: &'static str, n: &bridge::NamedArrays) -> Result<Tensors> {
     Ok(Tensors { tensors, metadata })
 }
 
+/// MLX opens the file itself, and an `open` of a FIFO waits for a writer for ever: the load
+/// would hang, and the daemon's shutdown with it. Only a regular file (or a link to one, as the
+/// Hugging Face cache's snapshots are) is handed to MLX; what cannot be read is left to MLX to
+/// report.
+fn regular_file(op: &'static str, path: &Path) -> Result<()> {
+    match std::fs::metadata(path) {
+        Ok(meta) if !meta.is_file() => invalid(
+            op,
+            format!(
+                "{} is not a regular file (a FIFO, socket, device or folder); weights must be files",
+                path.display()
+            ),
+        ),
+        _ => Ok(()),
+    }
+}
+
 pub fn load_safetensors(path: &Path) -> Result<Tensors> {
+    regular_file("load_safetensors", path)?;
     let p = path_str("load_safetensors", path)?;
     let n = check("load_safetensors", bridge::load_safetensors(&p))?;
     read_named("load_safetensors", n.as_ref().expect("non-null"))
@@ -50,6 +68,7 @@ pub fn load_safetensors(path: &Path) -> Result<Tensors> {
 /// Loads a GGUF file with MLX's reader (Q4_0/Q4_1/Q8_0 and float types; K-quants are rejected
 /// by MLX and handled by rmx-gguf). Only string metadata is returned.
 pub fn load_gguf(path: &Path) -> Result<Tensors> {
+    regular_file("load_gguf", path)?;
     let p = path_str("load_gguf", path)?;
     let n = check("load_gguf", bridge::load_gguf(&p))?;
     read_named("load_gguf", n.as_ref().expect("non-null"))

@@ -93,3 +93,43 @@ async fn issue_20_a_model_whose_files_do_not_load_is_a_400_naming_it() {
     let (status, body) = call(&app, "/v1/chat/completions", req).await;
     assert_eq!(status, StatusCode::OK, "{body}");
 }
+
+/// Issue #20: a FIFO where a weight file should be made the load wait in `open` for a writer
+/// that never comes, and the daemon's shutdown with it. It is refused at once, naming the file.
+#[tokio::test]
+async fn issue_20_a_fifo_for_weights_is_refused_not_waited_on() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let app = app(common_api::service(home.path()));
+    let fifo_weights = |dir: &Path| {
+        let path = dir.join("model.safetensors");
+        std::fs::remove_file(&path).expect("remove the weights");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .expect("run mkfifo");
+        assert!(made.success(), "mkfifo failed");
+    };
+    let dir = broken_copy(home.path(), "fifo", fifo_weights);
+    let model = dir.to_string_lossy().into_owned();
+    let req = json!({"model": model, "messages": [{"role": "user", "content": "hi"}],
+                     "max_tokens": 2});
+    let answer = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        call(&app, "/v1/chat/completions", req),
+    )
+    .await;
+    let Ok((status, body)) = answer else {
+        // Let the waiting load go (it reads an empty file) before failing.
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join("model.safetensors"));
+        panic!("the load waited on the FIFO");
+    };
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["code"], "model_load_failed", "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&model) && message.contains("is not a regular file"),
+        "{body}"
+    );
+}
