@@ -175,9 +175,18 @@ fn build_prompt(
             } else {
                 (ReasoningParser::disabled(), Think::No)
             };
+            // The alias's format, else the one the template shows, else (no alias) the one
+            // the model's family writes: many templates render tool calls without markers
+            // (Llama 3.1's bare JSON) or show none at all.
             let format = hints
                 .and_then(|h| tool_format(h.tool_parser))
-                .or_else(|| ToolCallFormat::detect_from_template(&template));
+                .or_else(|| ToolCallFormat::detect_from_template(&template))
+                .or_else(|| match hints {
+                    Some(_) => None,
+                    None => tool_format(
+                        ModelHints::guess(Some(&engine.info().model_type)).tool_parser,
+                    ),
+                });
             let tools = tools.and_then(|t| {
                 let list = t.as_array().cloned().unwrap_or_default();
                 Some(ToolCallParser::new(format?).with_tools(&list))
