@@ -178,15 +178,14 @@ fn build_prompt(
             // The alias's format, else the one the template shows, else (no alias) the one
             // the model's family writes: many templates render tool calls without markers
             // (Llama 3.1's bare JSON) or show none at all.
+            let family = || {
+                let guess = ModelHints::guess(Some(&engine.info().model_type));
+                tool_format(guess.tool_parser).filter(|_| hints.is_none())
+            };
             let format = hints
                 .and_then(|h| tool_format(h.tool_parser))
                 .or_else(|| ToolCallFormat::detect_from_template(&template))
-                .or_else(|| match hints {
-                    Some(_) => None,
-                    None => tool_format(
-                        ModelHints::guess(Some(&engine.info().model_type)).tool_parser,
-                    ),
-                });
+                .or_else(family);
             let tools = tools.and_then(|t| {
                 let list = t.as_array().cloned().unwrap_or_default();
                 Some(ToolCallParser::new(format?).with_tools(&list))
