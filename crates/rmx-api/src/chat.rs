@@ -23,8 +23,8 @@ pub struct ChatRequest {
     pub keep_alive: Option<KeepAlive>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub options: Option<Options>,
-    /// `"json"`: the answer is constrained to one JSON object; a JSON schema: to its
-    /// properties and types (the subset `docs/api.md` lists).
+    /// `"json"`: the answer is constrained to one JSON object; a JSON schema: to a value valid
+    /// against it (`docs/api.md` lists what is enforced).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<Value>,
 }

@@ -5,12 +5,12 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use rmx_models::{CausalLm, LayerCache, Loaded, ModelInfo, ModelKind};
 use rmx_settings::EnvVars;
-use rmx_text::constrain::TokenBytes;
+use rmx_text::constrain::{Compiled, Compiler, Constraint, ConstraintError, Vocabulary};
 use rmx_text::template::ChatTemplate;
 use rmx_text::tokenizer::Tokenizer;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
@@ -51,6 +51,9 @@ pub struct Engine {
     info: ModelInfo,
     load: Arc<Load>,
     sentence: SentenceConfig,
+    /// Compiles constrained requests' grammars; built on the first one (most engines never
+    /// need it, and it indexes the whole vocabulary).
+    compiler: OnceLock<std::result::Result<Arc<Compiler>, ConstraintError>>,
 }
 
 /// How a sentence-transformers model prepares inputs: `sentence_bert_config.json` (its input
@@ -254,6 +257,7 @@ impl Engine {
             info,
             load,
             sentence: SentenceConfig::read(dir),
+            compiler: OnceLock::new(),
         })
     }
 
@@ -425,6 +429,21 @@ impl Engine {
         &self.dir
     }
 
+    /// Compiles `c` for this model's vocabulary, on the caller's thread: a large schema takes
+    /// milliseconds that the engine thread would take from every running sequence, and a bad
+    /// one is refused here ([`ConstraintError::is_invalid_request`]) before anything runs.
+    pub fn constrain(&self, c: &Constraint) -> Result<Compiled> {
+        let compiler = self.compiler.get_or_init(|| {
+            let width = (self.info.vocab_size.max(0) as usize).max(self.tokenizer.vocab_size());
+            let vocab = Vocabulary::from_tokenizer(&self.tokenizer, width);
+            Compiler::new(vocab).map(Arc::new)
+        });
+        let compiler = compiler
+            .as_ref()
+            .map_err(|e| EngineError::Constraint(e.clone()))?;
+        Ok(compiler.compile(c)?)
+    }
+
     /// Starts a generation; its events arrive on the returned receiver. Dropping the receiver
     /// cancels the generation and frees its cache.
     pub fn generate(&self, req: GenerateRequest) -> Result<UnboundedReceiver<Event>> {
@@ -487,8 +506,6 @@ fn run(
     let mut batch = Batch::default();
     let max_rows = options.max_batch.max(1);
     let batching = model.batches() && max_rows > 1;
-    // Built on the first constrained request: most engines never need it.
-    let mut vocab: Option<Arc<TokenBytes>> = None;
     let mut prefixes = PrefixCache::new(options.prefix_cache_bytes);
     let trimmable = model.make_cache().iter().all(LayerCache::is_trimmable);
     // A group's ranks must find the same prefixes: each rank's disk is its own, so it is off.
@@ -503,7 +520,6 @@ fn run(
     let mut ctx = Admit {
         model,
         tokenizer,
-        vocab: &mut vocab,
         prefixes: &mut prefixes,
         disk,
         to_save: Vec::new(),
@@ -631,7 +647,6 @@ fn group_prefill(model: &dyn CausalLm, solo: &mut Vec<Sequence>, ready: &mut Vec
 struct Admit<'a> {
     model: &'a dyn CausalLm,
     tokenizer: &'a Arc<Tokenizer>,
-    vocab: &'a mut Option<Arc<TokenBytes>>,
     prefixes: &'a mut PrefixCache,
     /// Hot prefixes on disk, for a restarted daemon.
     disk: Option<PrefixDisk>,
@@ -700,11 +715,6 @@ impl Admit<'_> {
                 return;
             }
         };
-        let bytes = req.constraint.as_ref().map(|_| {
-            self.vocab
-                .get_or_insert_with(|| Arc::new(TokenBytes::from_tokenizer(self.tokenizer)))
-                .clone()
-        });
         let enabled = self.prefixes.is_enabled();
         // A stored cache that cannot be copied only costs the prefill it would have saved.
         let prefix = if enabled && !req.no_prefix_cache {
@@ -718,7 +728,7 @@ impl Admit<'_> {
             snapshot_prefill: enabled && self.snapshot_prefill,
             busy: self.load.busy(),
         };
-        match Sequence::new(req, tx.clone(), self.model, self.tokenizer, bytes, start) {
+        match Sequence::new(req, tx.clone(), self.model, self.tokenizer, start) {
             Ok(s) => active.push(s),
             Err(e) => {
                 let _ = tx.send(Event::Error(e.to_string()));

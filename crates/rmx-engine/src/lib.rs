@@ -29,5 +29,7 @@ pub use request::{
     Event, FinishReason, GenerateRequest, SamplingParams, Timings, TokenLogprob, Usage,
 };
 pub use rmx_models::{ModelError, ModelKind, Parallel, ParallelMode};
-pub use rmx_text::constrain::{Constraint, Output as ConstraintOutput, Think};
+pub use rmx_text::constrain::{
+    Compiled, Constraint, ConstraintError, Output as ConstraintOutput, Think, Tool, ToolMode,
+};
 pub use sequence::PREFILL_CHUNK;

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use rmx_text::constrain::Constraint;
+use rmx_text::constrain::Compiled;
 use serde::{Deserialize, Serialize};
 
 /// How to pick each next token. `temperature == 0` is greedy, exactly as mlx-lm.
@@ -73,9 +73,9 @@ pub struct GenerateRequest {
     pub keep_special_tokens: bool,
     /// Generate through EOS tokens (benchmarks and reference comparisons).
     pub ignore_eos: bool,
-    /// Keep the output in this shape (JSON object, forced tool call); the generation ends
-    /// with [`FinishReason::Stop`] as soon as the shape is complete.
-    pub constraint: Option<Constraint>,
+    /// Keep the output in this shape (a grammar from [`crate::Engine::constrain`]); the
+    /// generation ends with [`FinishReason::Stop`] as soon as the shape is complete.
+    pub constraint: Option<Compiled>,
     /// Prefill the whole prompt even when the prefix cache holds part of it (benchmarks of
     /// prefill, comparisons with a reference that has no cache).
     pub no_prefix_cache: bool,

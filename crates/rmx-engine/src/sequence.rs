@@ -4,6 +4,11 @@
 //! The step order is mlx-lm's `generate_step`: prefill `prompt[:-1]` in chunks, run the last
 //! prompt token as the first decode step, and always queue step n+1 (async) before reading
 //! token n, so the device never waits for the host.
+//!
+//! A constrained sequence cannot sample step n+1 before it has read token n (the grammar's
+//! next mask depends on it), but it still queues step n+1's forward pass first: the host
+//! then reads token n, advances the grammar and computes the mask while the device runs the
+//! forward, and only the sampling waits for the mask.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -11,7 +16,7 @@ use std::time::Instant;
 
 use rmx_mlx::Array;
 use rmx_models::{CausalLm, LayerCache};
-use rmx_text::constrain::{ConstraintState, TokenBytes};
+use rmx_text::constrain::ConstraintState;
 use rmx_text::detok::Detokenizer;
 use rmx_text::stop::StopMatcher;
 use rmx_text::tokenizer::Tokenizer;
@@ -103,28 +108,19 @@ pub struct Prefix {
     pub cache: Vec<LayerCache>,
 }
 
-/// A sequence's constraint, with the vocabulary's bytes and the model's vocabulary size (the
-/// logits can be wider than the tokenizer).
+/// A sequence's constraint, and the host row its mask is written into (the model's
+/// vocabulary size wide: the logits can be wider than the tokenizer).
 struct Constrained {
     state: ConstraintState,
-    vocab: Arc<TokenBytes>,
-    logits_width: i32,
+    row: Vec<bool>,
 }
 
 impl Constrained {
-    /// `[1, width]` bool: the ids allowed next.
+    /// `[1, width]` bool: the ids allowed next, with `left` tokens left counting this one.
     fn mask(&mut self, left: usize) -> Result<Array> {
-        let allowed = self.state.allowed_mask(&self.vocab, left)?;
-        let width = self.logits_width as usize;
-        if allowed.len() == width {
-            return Ok(Array::from_slice(allowed, &[1, self.logits_width])?);
-        }
-        // The logits are wider than the tokenizer (padded vocabularies): the padding is never
-        // allowed.
-        let mut mask = vec![false; width];
-        let n = allowed.len().min(width);
-        mask[..n].copy_from_slice(&allowed[..n]);
-        Ok(Array::from_slice(&mask, &[1, self.logits_width])?)
+        let mask = self.state.mask(left)?;
+        mask.fill(&mut self.row);
+        Ok(Array::from_slice(&self.row, &[1, self.row.len() as i32])?)
     }
 }
 
@@ -134,7 +130,6 @@ impl Sequence {
         tx: UnboundedSender<Event>,
         model: &dyn CausalLm,
         tokenizer: &Arc<Tokenizer>,
-        vocab: Option<Arc<TokenBytes>>,
         start: Start,
     ) -> Result<Sequence> {
         let Start {
@@ -143,14 +138,10 @@ impl Sequence {
             snapshot_prefill,
             busy,
         } = start;
-        let constraint = match (&req.constraint, vocab) {
-            (Some(c), Some(vocab)) => Some(Constrained {
-                state: ConstraintState::new(c, &vocab)?,
-                vocab,
-                logits_width: model.info().vocab_size,
-            }),
-            _ => None,
-        };
+        let constraint = req.constraint.as_ref().map(|c| Constrained {
+            state: ConstraintState::new(c),
+            row: vec![false; model.info().vocab_size.max(0) as usize],
+        });
         let sampler = Sampler::new(&req.sampling, model.info().vocab_size, &req.prompt)?;
         let mut stop_ids: HashSet<u32> = if req.ignore_eos {
             HashSet::new()
@@ -312,12 +303,20 @@ impl Sequence {
             return Ok(Progress::Working);
         };
         if self.constraint.is_some() {
-            // The next step's allowed ids depend on this token: read it first.
+            // The next step's mask depends on this token, so it is sampled after this token
+            // is read; its forward pass is queued first, to run while the mask is computed.
+            let logits = if self.generated + 1 < self.req.max_tokens {
+                let t = current.choice.token.reshape(&[1, 1])?;
+                Some(self.forward(model, &t)?)
+            } else {
+                None
+            };
             if self.emit(&current)? {
                 return Ok(Progress::Finished);
             }
-            let t = current.choice.token.reshape(&[1, 1])?;
-            self.pending = Some(self.step(model, &t)?);
+            if let Some(logits) = logits {
+                self.pending = Some(self.sample_queued(&logits)?);
+            }
             return Ok(Progress::Working);
         }
         // Queue the next step before reading this one, unless this is the last token.
@@ -350,11 +349,28 @@ impl Sequence {
     }
 
     fn step(&mut self, model: &dyn CausalLm, tokens: &Array) -> Result<Pending> {
+        let logits = self.logits(model, tokens)?;
+        self.sample_queued(&logits)
+    }
+
+    /// The last position's `[1, vocab]` logits for `tokens`, lazily.
+    fn logits(&mut self, model: &dyn CausalLm, tokens: &Array) -> Result<Array> {
         let hidden = model.forward_hidden(tokens, &mut self.cache)?;
         let logits = model.lm_head(&hidden)?;
         let l = logits.dim(1);
-        let logits = logits.slice_axis(1, l - 1, l)?.squeeze(&[1])?;
-        let pending = self.sample(&logits)?;
+        Ok(logits.slice_axis(1, l - 1, l)?.squeeze(&[1])?)
+    }
+
+    /// [`Sequence::logits`], queued on the device at once.
+    fn forward(&mut self, model: &dyn CausalLm, tokens: &Array) -> Result<Array> {
+        let logits = self.logits(model, tokens)?;
+        rmx_mlx::async_eval(&[&logits])?;
+        Ok(logits)
+    }
+
+    /// Samples from `logits` and queues the choice (and what carries over) on the device.
+    fn sample_queued(&mut self, logits: &Array) -> Result<Pending> {
+        let pending = self.sample(logits)?;
         let mut outs: Vec<&Array> = vec![&pending.choice.token, &pending.choice.logprobs];
         outs.extend(pending.outputs());
         outs.extend(self.sampler.state());
@@ -438,7 +454,7 @@ impl Sequence {
         }
         self.generated += 1;
         if let Some(c) = self.constraint.as_mut() {
-            c.state.accept(&c.vocab, id)?;
+            c.state.accept(id)?;
         }
         if self.stop_ids.contains(&id) {
             self.finish(FinishReason::Stop, None, String::new());

@@ -7,7 +7,7 @@ use rmx_tests::models;
 
 use std::time::Instant;
 
-use rmx_engine::{Constraint, Engine, Event, FinishReason, GenerateRequest, Think};
+use rmx_engine::{Constraint, Engine, Event, FinishReason, GenerateRequest, Think, Tool};
 use rmx_text::toolcall::{parse_complete, ToolCallFormat};
 
 fn engine() -> Engine {
@@ -57,7 +57,7 @@ fn json_mode_output_is_one_json_object_and_ends_there() {
     eprintln!("free t=0: {} tokens, {free_ms:.1} ms/token", free_ids.len());
     for (temperature, seed) in [(0.0, 0), (1.0, 1), (1.0, 2), (0.7, 3)] {
         let mut req = request(&e, 60, temperature, seed);
-        req.constraint = Some(Constraint::json_object());
+        req.constraint = Some(e.constrain(&Constraint::json_object()).unwrap());
         let t = Instant::now();
         let (ids, text, finish) = collect(&e, req);
         let per_token = t.elapsed().as_secs_f64() * 1e3 / ids.len() as f64;
@@ -76,19 +76,36 @@ fn json_mode_output_is_one_json_object_and_ends_there() {
 #[test]
 fn a_forced_hermes_call_names_an_allowed_tool_with_json_arguments() {
     let e = engine();
-    let names = vec!["get_weather".to_string(), "get_time".to_string()];
+    let names = ["get_weather", "get_time"];
+    let tools = vec![
+        Tool::new(
+            "get_weather",
+            Some(
+                serde_json::json!({"type": "object", "properties": {"city": {"type": "string"}},
+                                    "required": ["city"]}),
+            ),
+        ),
+        Tool::new("get_time", None),
+    ];
+    let call = e
+        .constrain(&Constraint::tool_call(ToolCallFormat::Hermes, tools))
+        .unwrap();
     for seed in 0..3 {
         let mut req = request(&e, 80, 1.0, seed);
-        req.constraint =
-            Some(Constraint::tool_call(ToolCallFormat::Hermes, names.clone()).unwrap());
+        req.constraint = Some(call.clone());
         let (_, text, finish) = collect(&e, req);
         assert_eq!(finish, FinishReason::Stop, "{text}");
         let (content, calls) = parse_complete(ToolCallFormat::Hermes, &text);
         assert_eq!(calls.len(), 1, "{text}");
         assert_eq!(content.trim(), "", "{text}");
-        assert!(names.contains(&calls[0].name), "{text}");
+        assert!(names.contains(&calls[0].name.as_str()), "{text}");
         let args: serde_json::Value = serde_json::from_str(&calls[0].arguments).unwrap();
-        assert!(args.is_object(), "{text}");
+        // The arguments follow the tool's schema: only its parameters, the required one there.
+        let args = args.as_object().unwrap();
+        if calls[0].name == "get_weather" {
+            assert!(args["city"].is_string(), "{text}");
+            assert_eq!(args.len(), 1, "{text}");
+        }
     }
 }
 
@@ -96,7 +113,8 @@ fn a_forced_hermes_call_names_an_allowed_tool_with_json_arguments() {
 fn a_thought_is_closed_in_time_for_the_object() {
     let e = engine();
     let mut req = request(&e, 30, 1.0, 7);
-    req.constraint = Some(Constraint::json_object().with_think(Think::Inside));
+    let c = Constraint::json_object().with_think(Think::Inside);
+    req.constraint = Some(e.constrain(&c).unwrap());
     let (_, text, finish) = collect(&e, req);
     assert_eq!(finish, FinishReason::Stop, "{text}");
     let (_, json) = text.split_once("</think>").unwrap();
@@ -143,8 +161,11 @@ fn mask_cost_per_step_is_printed() {
 fn a_forced_llama3_call_parses_on_the_llama_vocabulary() {
     let e = Engine::load(&models::model("llama", "bf16")).unwrap();
     let mut req = request(&e, 60, 1.0, 11);
-    req.constraint =
-        Some(Constraint::tool_call(ToolCallFormat::Llama3Json, vec!["get_time".into()]).unwrap());
+    let c = Constraint::tool_call(
+        ToolCallFormat::Llama3Json,
+        vec![Tool::new("get_time", None)],
+    );
+    req.constraint = Some(e.constrain(&c).unwrap());
     let (_, text, finish) = collect(&e, req);
     assert_eq!(finish, FinishReason::Stop, "{text}");
     let (_, calls) = parse_complete(ToolCallFormat::Llama3Json, &text);
@@ -152,4 +173,31 @@ fn a_forced_llama3_call_parses_on_the_llama_vocabulary() {
     assert_eq!(calls[0].name, "get_time");
     let args: serde_json::Value = serde_json::from_str(&calls[0].arguments).unwrap();
     assert!(args.is_object(), "{text}");
+}
+
+#[test]
+fn a_forced_call_after_a_thought_ends_in_time() {
+    // The model may think first (open `<think>` itself, or start inside one): the thought is
+    // closed and the call written before `max_tokens`, whatever the sampled text.
+    let e = engine();
+    let tools = vec![Tool::new(
+        "get_weather",
+        Some(serde_json::json!({"type": "object", "properties": {"city": {"type": "string"}}})),
+    )];
+    for think in [Think::MayOpen, Think::Inside] {
+        let c = Constraint::tool_call(ToolCallFormat::Hermes, tools.clone()).with_think(think);
+        let call = e.constrain(&c).unwrap();
+        for seed in 0..6 {
+            let mut req = request(&e, 60, 0.8, seed);
+            req.constraint = Some(call.clone());
+            let (_, text, finish) = collect(&e, req);
+            assert_eq!(finish, FinishReason::Stop, "{think:?} seed {seed}: {text}");
+            // A thought ends at its first `</think>`; the arguments may hold the text too.
+            let answer = text
+                .split_once("</think>")
+                .map_or(text.as_str(), |(_, a)| a);
+            let (_, calls) = parse_complete(ToolCallFormat::Hermes, answer.trim_start());
+            assert_eq!(calls.len(), 1, "{think:?} seed {seed}: {text}");
+        }
+    }
 }

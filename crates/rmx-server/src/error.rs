@@ -213,6 +213,9 @@ impl From<rmx_engine::EngineError> for ServiceError {
                 name: String::new(),
                 kind: ModelKind::Chat,
             },
+            E::Constraint(ref c) if c.is_invalid_request() => {
+                ServiceError::BadRequest(e.to_string())
+            }
             E::Stopped => ServiceError::Internal("the model's engine thread stopped".into()),
             other => ServiceError::Internal(other.to_string()),
         }

@@ -363,9 +363,9 @@ fn schemas() -> Value {
                 "max_completion_tokens": {"type": "integer", "minimum": 1},
                 "tools": {"type": "array", "items": {"type": "object"}},
                 "tool_choice": {"oneOf": [{"enum": ["auto", "none", "required"]}, {"type": "object"}],
-                    "description": "`required` or a named function is enforced by constrained decoding: the reply is one call of an allowed tool with a JSON object of arguments, finish_reason `tool_calls`. Enforced for models whose tool-call format is Hermes (Qwen) or Llama 3 JSON; other formats answer 400."},
+                    "description": "`required` or a named function is enforced by constrained decoding: the reply is one call of an allowed tool with arguments valid against its `parameters` schema, finish_reason `tool_calls`. Enforced for models whose tool-call format is Hermes (Qwen) or Llama 3 JSON; other formats answer 400."},
                 "response_format": {"type": "object", "properties": {"type": {"enum": ["text", "json_object", "json_schema"]}},
-                    "description": "`json_object` is enforced by constrained decoding as one JSON object; `json_schema` as an object with every schema property in order and their types (string, number, integer, boolean, null, object, array; enum, const). anyOf, $ref, type lists, items, formats and ranges are not enforced (docs/api.md)."},
+                    "description": "`json_object` is enforced by constrained decoding as one JSON object; `json_schema` as one JSON value valid against the schema (JSON Schema as llguidance enforces it: anyOf, $ref to local $defs, items, prefixItems, additionalProperties, enum, const, pattern, format, lengths, ranges). A schema with a keyword that cannot be enforced answers 400 (docs/api.md)."},
                 "logprobs": {"type": "boolean"},
                 "top_logprobs": {"type": "integer", "minimum": 0, "maximum": 20},
                 "chat_template_kwargs": {"type": "object"},
@@ -391,7 +391,7 @@ fn schemas() -> Value {
                 "instructions": {"type": "string"},
                 "tools": {"type": "array", "items": {"type": "object"}},
                 "tool_choice": {"description": "`required` or a named function is enforced (one constrained call), as for chat completions."},
-                "text": {"type": "object", "description": "`format.type` `json_object` is enforced as one JSON object, `json_schema` as its properties and types (the subset chat completions enforce)."},
+                "text": {"type": "object", "description": "`format.type` `json_object` is enforced as one JSON object, `json_schema` as one JSON value valid against the schema (as for chat completions)."},
                 "stream": {"type": "boolean"},
                 "max_output_tokens": {"type": "integer", "minimum": 1},
                 "temperature": {"type": "number"},
@@ -422,7 +422,7 @@ fn schemas() -> Value {
                 "top_p": {"type": "number"},
                 "top_k": {"type": "integer"},
                 "tools": {"type": "array", "items": {"type": "object"}},
-                "tool_choice": {"type": "object", "description": "`any` or a named `tool` is enforced by constrained decoding: the reply is one `tool_use` block (Hermes and Llama 3 JSON tool-call formats; others answer 400)."},
+                "tool_choice": {"type": "object", "description": "`any` or a named `tool` is enforced by constrained decoding: the reply is one `tool_use` block whose input is valid against the tool's `input_schema` (Hermes and Llama 3 JSON tool-call formats; others answer 400)."},
                 "thinking": {"type": "object"}
             }
         },
@@ -512,7 +512,7 @@ fn schemas() -> Value {
             "type": "object", "description": "Ollama's request body for this route.",
             "properties": {
                 "model": {"type": "string"},
-                "format": {"description": "`chat` and `generate`: `\"json\"` is enforced as one JSON object, a JSON schema as its properties and types (the subset chat completions enforce)."}
+                "format": {"description": "`chat` and `generate`: `\"json\"` is enforced as one JSON object, a JSON schema as one JSON value valid against it (as for chat completions; a schema that cannot be enforced answers 400)."}
             }
         }
     })

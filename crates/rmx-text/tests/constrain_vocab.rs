@@ -1,6 +1,6 @@
-//! The constraint on real vocabularies: the bytes it reads for each token are the bytes the
-//! tokenizer decodes, walks over a 150K vocabulary give valid JSON, and how long one step's
-//! allowed set takes (printed; run with `--nocapture` to see it).
+//! The constraint on real vocabularies: the bytes llguidance reads for each token are the
+//! bytes the tokenizer decodes, walks over a 150K vocabulary give valid JSON, and how long one
+//! step's mask takes (printed; run with `--nocapture` to see it).
 
 #![allow(clippy::unwrap_used)]
 
@@ -8,62 +8,39 @@ mod common;
 
 use std::time::Instant;
 
-use rmx_text::constrain::{Constraint, ConstraintState, TokenBytes};
+use llguidance::api::TopLevelGrammar;
+use llguidance::toktrie::TokenizerEnv;
+use llguidance::ParserFactory;
+use rmx_text::constrain::{Compiler, Constraint, ConstraintState, Tool, Vocabulary};
 use rmx_text::tokenizer::Tokenizer;
 use rmx_text::toolcall::{parse_complete, ToolCallFormat};
 
-fn load(name: &str) -> (Tokenizer, TokenBytes) {
-    let tok = Tokenizer::from_dir(common::tokenizer_dir(name)).unwrap();
-    let bytes = TokenBytes::from_tokenizer(&tok);
-    (tok, bytes)
-}
-
-#[test]
-fn token_bytes_are_what_the_tokenizer_decodes() {
-    // llama2's decoder strips the first token's leading space, so one id alone decodes short.
-    for name in ["qwen3", "llama3_1", "gemma3", "deepseek_v3"] {
-        let (tok, bytes) = load(name);
-        let mut checked = 0;
-        for id in 0..bytes.len() as u32 {
-            let Some(b) = bytes.get(id) else { continue };
-            let Ok(text) = std::str::from_utf8(b) else {
-                continue;
-            };
-            let decoded = tok.decode(&[id], false).unwrap();
-            assert_eq!(text, decoded, "{name}: id {id}");
-            checked += 1;
-        }
-        assert!(checked > bytes.len() / 2, "{name}: only {checked} checked");
-        // Byte pieces that are half a character are there, not lost to U+FFFD.
-        let partial = (0..bytes.len() as u32)
-            .filter_map(|id| bytes.get(id))
-            .filter(|b| std::str::from_utf8(b).is_err())
-            .count();
-        assert!(partial > 0, "{name}: no partial UTF-8 pieces found");
-    }
-}
-
-/// Follows the most likely token by a fixed preference: the longest allowed piece, then the
-/// lowest id (long pieces are where the automaton's walk costs most).
-fn longest_walk(c: &Constraint, bytes: &TokenBytes, max_tokens: usize) -> (String, Vec<f64>) {
-    let mut state = ConstraintState::new(c, bytes).unwrap();
+/// Follows a fixed preference among the allowed ids: the longest piece, then the lowest id
+/// (long pieces are where the lexer's walk costs most). Returns the text and each step's mask
+/// time in microseconds.
+fn longest_walk(
+    compiler: &Compiler,
+    vocab: &Vocabulary,
+    c: &Constraint,
+    max_tokens: usize,
+) -> (String, Vec<f64>) {
+    let mut state = ConstraintState::new(&compiler.compile(c).unwrap());
     let mut out = Vec::new();
     let mut micros = Vec::new();
     for step in 0..max_tokens {
         if state.is_complete() {
             break;
         }
-        // What the engine asks for each step: the mask.
         let t = Instant::now();
-        state.allowed_mask(bytes, max_tokens - step).unwrap();
+        let mask = state.mask(max_tokens - step).unwrap();
         micros.push(t.elapsed().as_secs_f64() * 1e6);
-        let ids = state.allowed(bytes, max_tokens - step).unwrap();
-        let id = *ids
-            .iter()
-            .max_by_key(|&&id| (bytes.get(id).map_or(0, <[u8]>::len), std::cmp::Reverse(id)))
+        let id = mask
+            .ids()
+            .into_iter()
+            .max_by_key(|&id| (vocab.bytes(id).len(), std::cmp::Reverse(id)))
             .unwrap();
-        state.accept(bytes, id).unwrap();
-        out.extend_from_slice(bytes.get(id).unwrap());
+        state.accept(id).unwrap();
+        out.extend_from_slice(vocab.bytes(id));
     }
     assert!(state.is_complete(), "{}", String::from_utf8_lossy(&out));
     (String::from_utf8(out).unwrap(), micros)
@@ -73,47 +50,31 @@ fn longest_walk(c: &Constraint, bytes: &TokenBytes, max_tokens: usize) -> (Strin
 fn walks_over_the_qwen3_vocabulary_are_valid_and_timed() {
     let tok = Tokenizer::from_dir(common::tokenizer_dir("qwen3")).unwrap();
     let t = Instant::now();
-    let bytes = TokenBytes::from_tokenizer(&tok);
-    let build_ms = t.elapsed().as_secs_f64() * 1e3;
-    assert!(bytes.len() > 150_000);
-    let (text, micros) = longest_walk(&Constraint::json_object(), &bytes, 64);
+    let vocab = Vocabulary::from_tokenizer(&tok, tok.vocab_size());
+    let compiler = Compiler::new(Vocabulary::from_tokenizer(&tok, tok.vocab_size())).unwrap();
+    let build_ms = t.elapsed().as_secs_f64() * 1e3 / 2.0;
+    let (text, micros) = longest_walk(&compiler, &vocab, &Constraint::json_object(), 64);
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert!(v.is_object(), "{text}");
-    let names = vec!["get_weather".to_string(), "get_time".to_string()];
-    let call = Constraint::tool_call(ToolCallFormat::Hermes, names.clone()).unwrap();
-    let (text, more) = longest_walk(&call, &bytes, 64);
+    let tools = vec![
+        Tool::new(
+            "get_weather",
+            Some(serde_json::json!({"type": "object",
+            "properties": {"city": {"type": "string"}}, "required": ["city"]})),
+        ),
+        Tool::new("get_time", None),
+    ];
+    let call = Constraint::tool_call(ToolCallFormat::Hermes, tools);
+    let (text, more) = longest_walk(&compiler, &vocab, &call, 64);
     let (_, calls) = parse_complete(ToolCallFormat::Hermes, &text);
     assert_eq!(calls.len(), 1, "{text}");
-    assert!(names.contains(&calls[0].name));
+    assert!(["get_weather", "get_time"].contains(&calls[0].name.as_str()));
     let mut all: Vec<f64> = micros.into_iter().chain(more).collect();
     all.sort_by(f64::total_cmp);
-    // A step in a phase not seen before walks the whole vocabulary trie: time one inside a
-    // string (where nearly every token fits) and one between values (where few do).
-    let cold = |prefix: &str| {
-        let mut state = ConstraintState::new(&Constraint::json_object(), &bytes).unwrap();
-        for id in Tokenizer::from_dir(common::tokenizer_dir("qwen3"))
-            .unwrap()
-            .encode(prefix, false)
-            .unwrap()
-        {
-            state.accept(&bytes, id).unwrap();
-        }
-        let t = Instant::now();
-        let n = state
-            .allowed_mask(&bytes, 1000)
-            .unwrap()
-            .iter()
-            .filter(|&&a| a)
-            .count();
-        (t.elapsed().as_secs_f64() * 1e6, n)
-    };
-    let (in_string, n_string) = cold("{\"a\": \"hello");
-    let (between, n_between) = cold("{\"a\": 1");
     eprintln!(
-        "qwen3 ({} ids), this build: table and trie built in {build_ms:.0} ms; allowed_mask() over {} walk steps: median {:.0} us, p90 {:.0} us, \
-         max {:.0} us; a first step inside a string {in_string:.0} us ({n_string} allowed), \
-         after a number {between:.0} us ({n_between} allowed)",
-        bytes.len(),
+        "qwen3 ({} ids), this build: vocabulary and compiler built in {build_ms:.0} ms; mask over \
+         {} walk steps: median {:.0} us, p90 {:.0} us, max {:.0} us",
+        vocab.len(),
         all.len(),
         all[all.len() / 2],
         all[all.len() * 9 / 10],
@@ -123,11 +84,6 @@ fn walks_over_the_qwen3_vocabulary_are_valid_and_timed() {
 
 // The vocabulary llguidance reads (`Vocabulary`): the same bytes, specials kept apart, and
 // forced text spelled the way the tokenizer spells it in the middle of an answer.
-
-use llguidance::api::TopLevelGrammar;
-use llguidance::toktrie::TokenizerEnv;
-use llguidance::ParserFactory;
-use rmx_text::constrain::Vocabulary;
 
 fn vocabulary(name: &str) -> (Tokenizer, Vocabulary) {
     let tok = Tokenizer::from_dir(common::tokenizer_dir(name)).unwrap();

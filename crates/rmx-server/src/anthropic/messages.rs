@@ -18,7 +18,7 @@ use super::error::AnthropicError;
 use super::stream::MessageStream;
 use super::{stop_reason, usage};
 use crate::service::{
-    self, tool_names, Completion, InternalRequest, PromptInput, SamplingParams, Service, Shape,
+    self, tool_specs, Completion, InternalRequest, PromptInput, SamplingParams, Service, Shape,
     TemplateMessage, TemplateToolCall,
 };
 use crate::wire::body::{parse, BodyError};
@@ -133,7 +133,7 @@ pub fn to_internal(req: &MessagesRequest) -> Result<InternalRequest, AnthropicEr
             ))
         }
         Some(ToolChoice::Any { .. } | ToolChoice::Tool { .. }) => Some(Shape::ToolCall {
-            names: tool_names(&tools),
+            tools: tool_specs(&tools),
         }),
         _ => None,
     };

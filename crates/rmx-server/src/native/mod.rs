@@ -50,8 +50,8 @@ fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, NativeError> {
 const NO_IMAGES: &str =
     "images are not supported by this server yet (text only); send the request without them";
 
-/// Ollama's `format`: `"json"` constrains the answer to one JSON object, a JSON schema to its
-/// properties and types; `""` or none leaves it free.
+/// Ollama's `format`: `"json"` constrains the answer to one JSON object, a JSON schema to a
+/// value valid against it; `""` or none leaves it free.
 fn shape(format: Option<&serde_json::Value>) -> Result<Option<Shape>, NativeError> {
     use serde_json::Value;
     match format {

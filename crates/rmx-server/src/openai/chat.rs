@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use super::error::OpenAiError;
 use super::{json_instruction, new_id, template_kwargs, unix_time, usage, Knobs};
 use crate::service::{
-    self, tool_names, Completion, FinishReason, InternalRequest, PromptInput, Service,
+    self, tool_specs, Completion, FinishReason, InternalRequest, PromptInput, Service,
     ServiceEvent, Shape, TemplateMessage, TemplateToolCall, TokenLogprob,
 };
 use crate::wire::arguments_value;
@@ -166,7 +166,7 @@ pub fn to_internal(req: &ChatCompletionRequest) -> Result<InternalRequest, OpenA
     let shape = match (&req.tool_choice, &tools) {
         (Some(ToolChoice::Named(_) | ToolChoice::Mode(ToolChoiceMode::Required)), Some(t)) => {
             Some(Shape::ToolCall {
-                names: tool_names(t.as_array().map_or(&[][..], Vec::as_slice)),
+                tools: tool_specs(t.as_array().map_or(&[][..], Vec::as_slice)),
             })
         }
         _ => match &req.response_format {

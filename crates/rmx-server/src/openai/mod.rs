@@ -140,8 +140,7 @@ pub fn template_kwargs(
 }
 
 /// The instruction that goes with `response_format`: constrained decoding enforces the shape,
-/// but a model that is told writes better content, and the parts of a schema the constraint
-/// does not enforce (`anyOf`, formats, ranges) are only asked for here.
+/// but a model that is told what is wanted writes better content into it.
 pub fn json_instruction(schema: Option<&Value>) -> String {
     match schema {
         Some(s) => format!(

@@ -7,6 +7,7 @@ use rmx_api::openai::{
     ChatCompletionChunk, ChatCompletionRequest, ChatMessage, OutputContent, OutputItem,
     ResponseStreamEvent as E, ResponsesRequest, Role,
 };
+use rmx_engine::Tool;
 use serde_json::{json, Value};
 
 use super::chat::{self, ChatStream};
@@ -317,15 +318,18 @@ fn tool_choice_modes() {
         );
         chat::to_internal(&req).expect("valid").shape
     };
-    let call = |names: &[&str]| {
+    // Each tool goes with its parameters schema (none: any object of arguments).
+    let a = Tool::new("a", Some(json!({"type": "object"})));
+    let b = Tool::new("b", None);
+    let call = |tools: &[&Tool]| {
         Some(Shape::ToolCall {
-            names: names.iter().map(|n| n.to_string()).collect(),
+            tools: tools.iter().map(|&t| t.clone()).collect(),
         })
     };
-    assert_eq!(shape_of(json!("required")), call(&["a", "b"]));
+    assert_eq!(shape_of(json!("required")), call(&[&a, &b]));
     assert_eq!(
         shape_of(json!({"type": "function", "function": {"name": "b"}})),
-        call(&["b"])
+        call(&[&b])
     );
     assert_eq!(shape_of(json!("auto")), Some(Shape::JsonObject));
     assert_eq!(shape_of(json!("none")), Some(Shape::JsonObject));

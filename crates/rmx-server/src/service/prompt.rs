@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmx_engine::{ChatPrompt, Constraint, Engine, Think};
+use rmx_engine::{ChatPrompt, Compiled, Constraint, ConstraintError, Engine, EngineError, Think};
 use rmx_store::{ModelHints, ToolParser};
 use rmx_text::harmony::HarmonyParser;
 use rmx_text::reasoning::{ReasoningConfig, ReasoningParser};
@@ -54,7 +54,7 @@ pub(super) struct BuiltPrompt {
     /// The engine emits special tokens' text: the markers the parsers read are special tokens
     /// in some tokenizers (harmony's, Gemma 4's `<|tool_call>` and `<|channel>`).
     pub(super) keep_special: bool,
-    pub(super) constraint: Option<Constraint>,
+    pub(super) constraint: Option<Compiled>,
 }
 
 /// Gemma 4's channel markers.
@@ -79,7 +79,7 @@ fn build_prompt(
             tools: None,
             harmony: None,
             keep_special: false,
-            constraint: constraint(req.shape.as_ref(), None, Think::No)?,
+            constraint: constraint(engine, req.shape.as_ref(), None, Think::No)?,
         }),
         PromptInput::Chat {
             messages,
@@ -95,7 +95,7 @@ fn build_prompt(
                     tools: None,
                     harmony: None,
                     keep_special: false,
-                    constraint: constraint(req.shape.as_ref(), None, Think::No)?,
+                    constraint: constraint(engine, req.shape.as_ref(), None, Think::No)?,
                 });
             }
             let mut kwargs = template_kwargs.clone();
@@ -147,7 +147,7 @@ fn build_prompt(
                     tools: None,
                     harmony: Some(HarmonyParser::new()),
                     keep_special: true,
-                    constraint: constraint(req.shape.as_ref(), None, Think::No)?,
+                    constraint: constraint(engine, req.shape.as_ref(), None, Think::No)?,
                 });
             }
             let thinks = template.contains("<think>")
@@ -196,38 +196,51 @@ fn build_prompt(
                 keep_special: channel || format == Some(ToolCallFormat::Gemma4),
                 tools,
                 harmony: None,
-                constraint: constraint(req.shape.as_ref(), format, think)?,
+                constraint: constraint(engine, req.shape.as_ref(), format, think)?,
             })
         }
     }
 }
 
-/// The engine's constraint for a requested shape; a tool call needs a format that can be
-/// forced, else the request is refused rather than answered unconstrained.
+/// The engine's constraint for a requested shape, compiled; a tool call needs a format that
+/// can be forced, else the request is refused rather than answered unconstrained, and so is a
+/// schema llguidance cannot enforce.
 fn constraint(
+    engine: &Engine,
     shape: Option<&Shape>,
     format: Option<ToolCallFormat>,
     think: Think,
-) -> Result<Option<Constraint>, ServiceError> {
+) -> Result<Option<Compiled>, ServiceError> {
     let c = match shape {
         None => return Ok(None),
         Some(Shape::JsonObject) => Constraint::json_object(),
         Some(Shape::JsonSchema(s)) => Constraint::json_schema(s.clone()),
-        Some(Shape::ToolCall { names }) => {
+        Some(Shape::ToolCall { tools }) => {
             let format = format.ok_or_else(|| {
                 ServiceError::BadRequest(format!(
                     "{FORCED_TOOL_CALL} is not supported for this model: its chat template shows \
                      no tool-call format; use `tool_choice` `auto`"
                 ))
             })?;
-            Constraint::tool_call(format, names.clone()).map_err(|e| {
-                ServiceError::BadRequest(format!(
-                    "{FORCED_TOOL_CALL} cannot be enforced for this model: {e}; use `tool_choice` `auto`"
-                ))
-            })?
+            Constraint::tool_call(format, tools.clone())
         }
     };
-    Ok(Some(c.with_think(think)))
+    let what = match shape {
+        Some(Shape::ToolCall { .. }) => FORCED_TOOL_CALL,
+        _ => "the response format",
+    };
+    match engine.constrain(&c.with_think(think)) {
+        Ok(compiled) => Ok(Some(compiled)),
+        Err(EngineError::Constraint(e @ ConstraintError::UnsupportedFormat(_))) => {
+            Err(ServiceError::BadRequest(format!(
+                "{what} cannot be enforced for this model: {e}; use `tool_choice` `auto`"
+            )))
+        }
+        Err(EngineError::Constraint(e)) if e.is_invalid_request() => Err(ServiceError::BadRequest(
+            format!("{what} cannot be enforced: {e}"),
+        )),
+        Err(e) => Err(e.into()),
+    }
 }
 
 fn tool_format(p: ToolParser) -> Option<ToolCallFormat> {

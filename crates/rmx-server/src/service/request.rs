@@ -1,6 +1,7 @@
 //! What a surface asks of the service core: one [`InternalRequest`], whatever API it came from.
 
 use rmx_api::KeepAlive;
+use rmx_engine::Tool;
 use serde_json::{Map, Value};
 
 use super::{SamplingParams, TemplateMessage};
@@ -49,23 +50,30 @@ pub struct InternalRequest {
 
 /// What constrained decoding enforces on an answer. The answer may still start with a
 /// thought (`<think>...</think>`) where the model's template thinks; the shape follows it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Shape {
     /// One JSON object (JSON mode).
     JsonObject,
-    /// One JSON object with the schema's properties, in order, and their types (the subset
-    /// `rmx_text::constrain` enforces; `docs/api.md` lists it).
+    /// One JSON value valid against this JSON Schema (what llguidance enforces: `docs/api.md`).
     JsonSchema(Value),
-    /// One call, in the model's tool-call markup, of one of these tools (`tool_choice`
-    /// `required` or a named tool).
-    ToolCall { names: Vec<String> },
+    /// One call, in the model's tool-call markup, of one of these tools with arguments valid
+    /// against its parameters schema (`tool_choice` `required` or a named tool).
+    ToolCall { tools: Vec<Tool> },
 }
 
-/// The names of OpenAI-shaped tool definitions, for [`Shape::ToolCall`].
-pub fn tool_names(tools: &[Value]) -> Vec<String> {
+/// The tools of OpenAI-shaped tool definitions (`[{"type": "function", "function": {...}}]`),
+/// with their parameters schemas, for [`Shape::ToolCall`].
+pub fn tool_specs(tools: &[Value]) -> Vec<Tool> {
     tools
         .iter()
-        .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
+        .filter_map(|t| {
+            let f = &t["function"];
+            let name = f["name"].as_str()?;
+            Some(Tool::new(
+                name,
+                f.get("parameters").filter(|p| !p.is_null()).cloned(),
+            ))
+        })
         .collect()
 }
 

@@ -1,43 +1,93 @@
+use serde_json::{json, Value};
+
+use super::state::Mask;
 use super::*;
 use crate::toolcall::parse_complete;
 
 /// Every printable ASCII byte alone, some multi-byte pieces that cross JSON's structure, half
-/// a UTF-8 character, and a `<think>` token, as byte-level vocabularies have them.
-fn toy_vocab() -> TokenBytes {
-    let mut pieces: Vec<Option<Box<[u8]>>> = (0x20u8..0x7F)
-        .chain([b'\n'])
-        .map(|b| Some(vec![b].into_boxed_slice()))
-        .collect();
+/// a UTF-8 character, `<think>` pieces, and an EOS (the last id), as byte-level vocabularies
+/// have them.
+fn toy_compiler() -> Compiler {
+    let mut pieces: Vec<Vec<u8>> = (0x20u8..0x7F).chain([b'\n']).map(|b| vec![b]).collect();
     for p in [
-        "{\"", "\":", "\": \"", "\"}", "\", \"", "true", "false", "null", "123", "-0.5", "e+3",
-        "},", "]}", "  ", "\n}", "hello", " world", "\\n", "\\u00", "e9", "<think>", "</think>",
-        "get_", "weather", "time", "\"name\"",
+        "{\"",
+        "\":",
+        "\": \"",
+        "\"}",
+        "\", \"",
+        "true",
+        "false",
+        "null",
+        "123",
+        "-0.5",
+        "e+3",
+        "},",
+        "]}",
+        "  ",
+        "\n}",
+        "hello",
+        " world",
+        "\\n",
+        "\\u00",
+        "e9",
+        "<think>",
+        "</think>",
+        "get_",
+        "weather",
+        "time",
+        "\"name\"",
+        "<tool_call>",
+        "</tool_call>",
     ] {
-        pieces.push(Some(p.as_bytes().to_vec().into_boxed_slice()));
+        pieces.push(p.as_bytes().to_vec());
     }
-    pieces.push(Some(b"\xE4\xB8".to_vec().into_boxed_slice()));
-    pieces.push(Some(b"\xAD".to_vec().into_boxed_slice()));
-    // A special token: no bytes.
-    pieces.push(None);
-    TokenBytes::from_pieces(pieces)
+    pieces.push(b"\xE4\xB8".to_vec());
+    pieces.push(b"\xAD".to_vec());
+    let eos = pieces.len() as u32;
+    let mut all: Vec<Option<&[u8]>> = pieces.iter().map(|p| Some(p.as_slice())).collect();
+    all.push(None);
+    Compiler::new(Vocabulary::from_pieces(&all, &[eos])).unwrap()
 }
 
-/// A reproducible walk that picks among the allowed ids with a xorshift generator.
-fn walk(c: &Constraint, vocab: &TokenBytes, max_tokens: usize, seed: u64) -> (String, bool) {
-    let mut state = ConstraintState::new(c, vocab).unwrap();
+const EOS_FREE: bool = false;
+
+/// Whether `text` is one JSON object. Numbers of any size are JSON (`1e99999` is, and
+/// Python reads it as inf), though serde_json's `Value` refuses them: its `IgnoredAny` does not.
+fn is_json_object(text: &str) -> bool {
+    text.starts_with('{') && serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok()
+}
+
+/// A reproducible walk that picks among the allowed ids with a xorshift generator; an EOS
+/// ends it like the engine's stop ids do (unless `ignore_eos`).
+fn walk(
+    compiler: &Compiler,
+    c: &Constraint,
+    max_tokens: usize,
+    seed: u64,
+    ignore_eos: bool,
+) -> (String, bool) {
+    let compiled = compiler.compile(c).unwrap();
+    let mut state = ConstraintState::new(&compiled);
+    let trie = compiler.factory.tok_env().tok_trie();
+    let eos = trie.eos_token();
     let mut rng = seed | 1;
     let mut out = Vec::new();
     for step in 0..max_tokens {
         if state.is_complete() {
             break;
         }
-        let ids = state.allowed(vocab, max_tokens - step).unwrap();
+        let ids = state.mask(max_tokens - step).unwrap().ids();
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
         let id = ids[(rng % ids.len() as u64) as usize];
-        state.accept(vocab, id).unwrap();
-        out.extend_from_slice(vocab.get(id).unwrap());
+        state.accept(id).unwrap();
+        if id == eos && !ignore_eos {
+            return (String::from_utf8_lossy(&out).into_owned(), true);
+        }
+        if id != eos {
+            out.extend_from_slice(trie.token(id));
+        }
     }
     // Thoughts are free text, so only the shape's part is sure to be UTF-8.
     (
@@ -48,198 +98,324 @@ fn walk(c: &Constraint, vocab: &TokenBytes, max_tokens: usize, seed: u64) -> (St
 
 #[test]
 fn random_walks_under_json_mode_are_json_objects_within_max_tokens() {
-    let vocab = toy_vocab();
-    for seed in 0..200 {
+    let compiler = toy_compiler();
+    for seed in 0..60 {
         for max_tokens in [2, 3, 8, 40] {
-            let (text, done) = walk(&Constraint::json_object(), &vocab, max_tokens, seed);
+            let (text, done) = walk(
+                &compiler,
+                &Constraint::json_object(),
+                max_tokens,
+                seed,
+                EOS_FREE,
+            );
             assert!(
                 done,
                 "seed {seed}, max {max_tokens}: not complete: {text:?}"
             );
-            let v: serde_json::Value = serde_json::from_str(&text)
-                .unwrap_or_else(|e| panic!("seed {seed}: {text:?}: {e}"));
-            assert!(v.is_object(), "{text:?}");
+            assert!(is_json_object(&text), "seed {seed}: {text:?}");
         }
     }
 }
 
+fn weather_tools() -> Vec<Tool> {
+    vec![
+        Tool::new(
+            "get_weather",
+            Some(json!({"type": "object", "properties": {
+                "city": {"type": "string", "maxLength": 12},
+                "unit": {"enum": ["c", "f"]}}, "required": ["city"]})),
+        ),
+        Tool::new(
+            "get_time",
+            Some(json!({"type": "object", "properties": {}})),
+        ),
+    ]
+}
+
 #[test]
-fn forced_hermes_calls_parse_into_one_call_of_an_allowed_tool() {
-    let vocab = toy_vocab();
-    let names = vec!["get_weather".to_string(), "get_time".to_string()];
-    let c = Constraint::tool_call(ToolCallFormat::Hermes, names.clone()).unwrap();
-    for seed in 0..100 {
-        let (text, done) = walk(&c, &vocab, 80, seed);
+fn forced_hermes_calls_are_one_call_of_an_allowed_tool_with_valid_arguments() {
+    let compiler = toy_compiler();
+    let c = Constraint::tool_call(ToolCallFormat::Hermes, weather_tools());
+    for seed in 0..40 {
+        let (text, done) = walk(&compiler, &c, 80, seed, EOS_FREE);
         assert!(done, "{text:?}");
         assert!(text.starts_with("<tool_call>\n{\"name\": \""), "{text:?}");
         let (content, calls) = parse_complete(ToolCallFormat::Hermes, &text);
         assert_eq!(content.trim(), "", "{text:?}");
         assert_eq!(calls.len(), 1, "{text:?}");
-        assert!(names.contains(&calls[0].name), "{text:?}");
-        let args: serde_json::Value = serde_json::from_str(&calls[0].arguments).unwrap();
-        assert!(args.is_object());
+        let args: Value = serde_json::from_str(&calls[0].arguments).unwrap();
+        let args = args.as_object().unwrap();
+        match calls[0].name.as_str() {
+            // Only the declared parameters, the required one there, each of its type.
+            "get_weather" => {
+                assert!(args["city"]
+                    .as_str()
+                    .is_some_and(|c| c.chars().count() <= 12));
+                assert!(args.keys().all(|k| k == "city" || k == "unit"), "{text:?}");
+                assert!(args.get("unit").is_none_or(|u| u == "c" || u == "f"));
+            }
+            "get_time" => assert!(args.is_empty(), "{text:?}"),
+            other => panic!("{other}: {text:?}"),
+        }
     }
 }
 
 #[test]
-fn forced_llama3_calls_parse_into_one_call_of_an_allowed_tool() {
-    let vocab = toy_vocab();
-    let c = Constraint::tool_call(ToolCallFormat::Llama3Json, vec!["get_time".into()]).unwrap();
-    for seed in 0..50 {
-        let (text, done) = walk(&c, &vocab, 60, seed);
+fn forced_llama3_calls_use_the_parameters_key() {
+    let compiler = toy_compiler();
+    let c = Constraint::tool_call(ToolCallFormat::Llama3Json, weather_tools());
+    for seed in 0..10 {
+        let (text, done) = walk(&compiler, &c, 60, seed, EOS_FREE);
         assert!(done, "{text:?}");
-        let (_, calls) = parse_complete(ToolCallFormat::Llama3Json, &text);
-        assert_eq!(calls.len(), 1, "{text:?}");
-        assert_eq!(calls[0].name, "get_time");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert!(v["parameters"].is_object(), "{text:?}");
     }
 }
 
 #[test]
-fn formats_that_cannot_be_forced_are_refused_by_name() {
-    for f in [
-        ToolCallFormat::Mistral,
-        ToolCallFormat::Gemma,
-        ToolCallFormat::Gemma4,
-        ToolCallFormat::Qwen3Coder,
-    ] {
-        let e = Constraint::tool_call(f, vec!["f".into()]).unwrap_err();
-        assert_eq!(e, ConstraintError::UnsupportedFormat(f));
-        assert!(e.to_string().contains(f.name()), "{e}");
+fn tool_calls_need_a_format_that_can_be_forced_and_a_tool() {
+    let compiler = toy_compiler();
+    let c = Constraint::tool_call(ToolCallFormat::Mistral, weather_tools());
+    assert!(matches!(
+        compiler.compile(&c),
+        Err(ConstraintError::UnsupportedFormat(ToolCallFormat::Mistral))
+    ));
+    let c = Constraint::tool_call(ToolCallFormat::Hermes, vec![]);
+    assert_eq!(compiler.compile(&c).unwrap_err(), ConstraintError::NoTools);
+}
+
+#[test]
+fn a_bad_parameters_schema_names_its_tool() {
+    let compiler = toy_compiler();
+    let mut tools = weather_tools();
+    tools.push(Tool::new(
+        "broken",
+        Some(json!({"type": "object", "properties": {"x": {"type": "string", "pattern": "(("}}})),
+    ));
+    let err = compiler
+        .compile(&Constraint::tool_call(ToolCallFormat::Hermes, tools))
+        .unwrap_err();
+    assert!(err.is_invalid_request());
+    assert!(err.to_string().contains("tool `broken`"), "{err}");
+}
+
+#[test]
+fn a_thought_is_closed_in_time_for_the_object() {
+    let compiler = toy_compiler();
+    let c = Constraint::json_object().with_think(Think::Inside);
+    for seed in 0..40 {
+        for max_tokens in [6, 12, 30] {
+            let (text, done) = walk(&compiler, &c, max_tokens, seed, EOS_FREE);
+            assert!(done, "seed {seed}: {text:?}");
+            let (_, json) = text.split_once("</think>").unwrap();
+            assert!(is_json_object(json.trim_start()), "{text:?}");
+        }
     }
-    assert_eq!(
-        Constraint::tool_call(ToolCallFormat::Hermes, vec![]).unwrap_err(),
-        ConstraintError::NoNames
+}
+
+#[test]
+fn a_thought_may_open_only_at_the_start() {
+    let compiler = toy_compiler();
+    let c = Constraint::json_object().with_think(Think::MayOpen);
+    let (mut thought, mut plain) = (0, 0);
+    for seed in 0..60 {
+        let (text, done) = walk(&compiler, &c, 30, seed, EOS_FREE);
+        assert!(done, "{text:?}");
+        let json = match text.strip_prefix("<think>") {
+            Some(rest) => {
+                thought += 1;
+                rest.split_once("</think>").unwrap().1.trim_start()
+            }
+            None => {
+                plain += 1;
+                text.as_str()
+            }
+        };
+        assert!(is_json_object(json), "{text:?}");
+    }
+    assert!(
+        thought > 0 && plain > 0,
+        "{thought} thoughts, {plain} plain"
     );
 }
 
 #[test]
-fn a_thought_runs_free_until_think_closes_then_the_shape_holds() {
-    let vocab = toy_vocab();
-    let c = Constraint::json_object().with_think(Think::Inside);
-    let mut state = ConstraintState::new(&c, &vocab).unwrap();
-    // While thinking, text that is no JSON at all is allowed.
-    let hello = vocab.find("hello").unwrap();
-    assert!(state.allowed(&vocab, 100).unwrap().contains(&hello));
-    state.accept(&vocab, hello).unwrap();
-    state
-        .accept(&vocab, vocab.find("</think>").unwrap())
-        .unwrap();
-    assert!(!state.allowed(&vocab, 100).unwrap().contains(&hello));
-    // Budget: with few tokens left, the thought is closed by force.
-    for seed in 0..50 {
-        let (text, done) = walk(&c, &vocab, 12, seed);
-        assert!(done, "{text:?}");
-        let json = text.split("</think>").nth(1).unwrap();
-        assert!(serde_json::from_str::<serde_json::Value>(json)
-            .unwrap()
-            .is_object());
-    }
-}
-
-#[test]
-fn may_open_allows_the_think_token_only_first() {
-    let vocab = toy_vocab();
-    let open = vocab.find("<think>").unwrap();
-    let c = Constraint::json_object().with_think(Think::MayOpen);
-    let mut state = ConstraintState::new(&c, &vocab).unwrap();
-    assert!(state.allowed(&vocab, 100).unwrap().contains(&open));
-    state.accept(&vocab, vocab.find(" ").unwrap()).unwrap();
-    assert!(!state.allowed(&vocab, 100).unwrap().contains(&open));
-    let mut no = ConstraintState::new(&Constraint::json_object(), &vocab).unwrap();
-    assert!(!no.allowed(&vocab, 100).unwrap().contains(&open));
-}
-
-#[test]
-fn special_tokens_are_never_allowed_and_partial_utf8_pieces_are() {
-    let vocab = toy_vocab();
-    let special = (vocab.len() - 1) as u32;
-    let half = vocab
-        .find("\u{4E2D}")
-        .map_or((vocab.len() - 3) as u32, |i| i);
-    let mut state = ConstraintState::new(&Constraint::json_object(), &vocab).unwrap();
-    for t in ["{\"", "hello", "\":", " ", "\""] {
-        state.accept(&vocab, vocab.find(t).unwrap()).unwrap();
-    }
-    let ids = state.allowed(&vocab, 100).unwrap();
-    assert!(!ids.contains(&special));
-    assert!(ids.contains(&half), "the first half of 中 may start");
-    // The lone continuation byte may not.
-    assert!(!ids.contains(&(vocab.len() as u32 - 2)));
-}
-
-#[test]
-fn after_a_thought_the_think_token_is_not_allowed_again() {
-    let vocab = toy_vocab();
-    let open = vocab.find("<think>").unwrap();
-    let c = Constraint::json_object().with_think(Think::MayOpen);
-    let mut state = ConstraintState::new(&c, &vocab).unwrap();
-    assert!(state.allowed(&vocab, 100).unwrap().contains(&open));
-    state.accept(&vocab, open).unwrap();
-    state
-        .accept(&vocab, vocab.find("</think>").unwrap())
-        .unwrap();
-    let ids = state.allowed(&vocab, 100).unwrap();
-    assert!(!ids.contains(&open));
-    assert!(ids.contains(&vocab.find("{\"").unwrap()));
-}
-
-#[test]
-fn random_walks_under_a_schema_have_its_keys_and_types() {
-    let vocab = toy_vocab();
-    let schema = serde_json::json!({
+fn schemas_enforce_refs_any_of_items_and_closed_objects() {
+    let compiler = toy_compiler();
+    let schema = json!({
+        "$defs": {"point": {"type": "object", "properties": {
+            "x": {"type": "integer", "minimum": -5, "maximum": 5}, "y": {"type": "integer"}},
+            "required": ["x", "y"], "additionalProperties": false}},
         "type": "object",
         "properties": {
-            "name": {"type": "string"},
-            "age": {"type": "integer"},
-            "score": {"type": "number"},
-            "ok": {"type": "boolean"},
-            "kind": {"enum": ["cat", "dog"]},
-            "tags": {"type": "array", "items": {"type": "string"}},
-            "none": {"type": "null"},
-            "home": {"type": "object", "properties": {"city": {"type": "string"}}},
-            "any": {}
+            "points": {"type": "array", "items": {"$ref": "#/$defs/point"}, "maxItems": 3},
+            "label": {"anyOf": [{"type": "null"}, {"type": "string", "pattern": "^[a-c]{1,3}$"}]},
         },
-        "required": ["name", "age"]
+        "required": ["points", "label"],
+        "additionalProperties": false,
     });
-    let c = Constraint::json_schema(schema);
-    for seed in 0..100 {
-        let (text, done) = walk(&c, &vocab, 120, seed);
-        assert!(done, "seed {seed}: {text:?}");
-        let v: serde_json::Value =
-            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
-        let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
-        assert_eq!(
-            keys,
-            ["name", "age", "score", "ok", "kind", "tags", "none", "home", "any"],
-            "{text}"
+    for seed in 0..30 {
+        let (text, done) = walk(
+            &compiler,
+            &Constraint::json_schema(schema.clone()),
+            120,
+            seed,
+            EOS_FREE,
         );
-        assert!(v["name"].is_string(), "{text}");
-        // An integer: serde reads `-0` as a float, so check the value, not the kind.
+        assert!(done, "{text:?}");
+        let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+        let o = v.as_object().unwrap();
+        assert_eq!(o.keys().collect::<Vec<_>>(), ["points", "label"], "{text}");
+        for p in o["points"].as_array().unwrap() {
+            let p = p.as_object().unwrap();
+            assert_eq!(p.keys().collect::<Vec<_>>(), ["x", "y"], "{text}");
+            assert!((-5..=5).contains(&p["x"].as_i64().unwrap()), "{text}");
+        }
+        let label = &o["label"];
         assert!(
-            v["age"].as_f64().is_some_and(|f| f.fract() == 0.0),
+            label.is_null()
+                || label
+                    .as_str()
+                    .is_some_and(|s| (1..=3).contains(&s.len())
+                        && s.bytes().all(|b| (b'a'..=b'c').contains(&b))),
             "{text}"
         );
-        assert!(v["score"].is_number(), "{text}");
-        assert!(v["ok"].is_boolean(), "{text}");
-        assert!(v["kind"] == "cat" || v["kind"] == "dog", "{text}");
-        assert!(v["tags"].is_array(), "{text}");
-        assert!(v["none"].is_null(), "{text}");
-        assert!(v["home"]["city"].is_string(), "{text}");
     }
 }
 
 #[test]
-fn schemas_that_say_nothing_enforceable_are_any_object() {
-    let vocab = toy_vocab();
-    for schema in [
-        serde_json::json!({"type": "object"}),
-        serde_json::json!({"anyOf": [{"type": "string"}]}),
-        serde_json::json!(true),
-    ] {
-        let (text, done) = walk(&Constraint::json_schema(schema), &vocab, 30, 1);
+fn regexes_choices_and_lark_grammars_are_whole_matches() {
+    let compiler = toy_compiler();
+    for seed in 0..20 {
+        let (text, done) = walk(
+            &compiler,
+            &Constraint::regex("[a-f]{2}-[0-9]{3}"),
+            20,
+            seed,
+            EOS_FREE,
+        );
         assert!(done, "{text:?}");
-        assert!(serde_json::from_str::<serde_json::Value>(&text)
-            .unwrap()
-            .is_object());
+        assert_eq!(text.len(), 6, "{text:?}");
+        assert_eq!(&text[2..3], "-");
+        let choices = vec![
+            "yes".to_string(),
+            "no".to_string(),
+            "yes, later".to_string(),
+        ];
+        let (text, _) = walk(
+            &compiler,
+            &Constraint::choice(choices.clone()),
+            20,
+            seed,
+            EOS_FREE,
+        );
+        assert!(choices.contains(&text), "{text:?}");
+        let lark = "start: \"(\" NUM (\",\" NUM)* \")\"\nNUM: /[0-9]{1,2}/";
+        let (text, done) = walk(&compiler, &Constraint::lark(lark), 30, seed, EOS_FREE);
+        assert!(done, "{text:?}");
+        assert!(text.starts_with('(') && text.ends_with(')'), "{text:?}");
     }
+}
+
+#[test]
+fn an_accepting_grammar_that_could_go_on_ends_on_eos() {
+    // "yes" and "yes, later": after "yes" the output may end (EOS) or go on.
+    let compiler = toy_compiler();
+    let c = Constraint::choice(vec!["yes".into(), "yes, later".into()]);
+    let compiled = compiler.compile(&c).unwrap();
+    let mut state = ConstraintState::new(&compiled);
+    let trie = compiler.factory.tok_env().tok_trie();
+    for b in b"yes" {
+        state.accept(trie.token_id(&[*b]).unwrap()).unwrap();
+    }
+    assert!(!state.is_complete());
+    let mask = state.mask(100).unwrap();
+    assert!(mask.allows(trie.eos_token()));
+    assert!(mask.allows(trie.token_id(b",").unwrap()));
+    state.accept(trie.eos_token()).unwrap();
+    assert!(state.is_complete());
+}
+
+#[test]
+fn invalid_schemas_and_grammars_are_refused_with_the_reason() {
+    let compiler = toy_compiler();
+    for (c, want) in [
+        (
+            Constraint::json_schema(json!({"type": "object", "uniqueItems": true})),
+            "uniqueItems",
+        ),
+        (Constraint::json_schema(json!({"type": "strnig"})), "strnig"),
+        (Constraint::json_schema(json!(false)), "false"),
+        (
+            Constraint::json_schema(json!({"$ref": "#/$defs/missing"})),
+            "missing",
+        ),
+        (Constraint::regex("(unclosed"), "unclosed"),
+        (Constraint::lark("start: undefined_rule"), "undefined_rule"),
+        (Constraint::choice(vec![]), "at least one"),
+    ] {
+        let err = compiler.compile(&c).unwrap_err();
+        assert!(err.is_invalid_request(), "{c:?}: {err}");
+        assert!(err.to_string().contains(want), "{c:?}: {err}");
+    }
+}
+
+#[test]
+fn masks_fill_bool_rows_of_any_width() {
+    let mut set = llguidance::toktrie::SimpleVob::alloc(70);
+    set.allow_token(3);
+    set.allow_token(64);
+    set.allow_token(69);
+    let mut row = vec![true; 66];
+    Mask::Set(set).fill(&mut row);
+    let on: Vec<usize> = (0..row.len()).filter(|&i| row[i]).collect();
+    assert_eq!(on, [3, 64]);
+    let mut row = vec![true; 10];
+    Mask::One(7).fill(&mut row);
+    assert_eq!(row.iter().filter(|&&b| b).count(), 1);
+    assert!(row[7]);
+}
+
+#[test]
+fn a_single_forced_tool_after_a_thought_ends_in_time() {
+    // One tool: the call's markup up to the arguments is all forced, a long stretch with no
+    // choice in it, which the completion must still reach the end of.
+    let compiler = toy_compiler();
+    let tools = vec![Tool::new(
+        "get_weather",
+        Some(json!({"type": "object", "properties": {"city": {"type": "string"}}})),
+    )];
+    for think in [Think::No, Think::Inside] {
+        let c = Constraint::tool_call(ToolCallFormat::Hermes, tools.clone()).with_think(think);
+        for seed in 0..40 {
+            let (text, done) = walk(&compiler, &c, 80, seed, EOS_FREE);
+            assert!(done, "{think:?} seed {seed}: {text:?}");
+            let call = match think {
+                Think::Inside => text.split_once("</think>").unwrap().1,
+                _ => text.as_str(),
+            };
+            let (_, calls) = parse_complete(ToolCallFormat::Hermes, call.trim_start());
+            assert_eq!(calls.len(), 1, "{text:?}");
+            assert_eq!(calls[0].name, "get_weather");
+        }
+    }
+}
+
+#[test]
+fn half_a_character_in_a_thought_is_finished_before_the_close() {
+    let compiler = toy_compiler();
+    let trie = compiler.factory.tok_env().tok_trie();
+    let c = Constraint::json_object().with_think(Think::Inside);
+    let mut state = ConstraintState::new(&compiler.compile(&c).unwrap());
+    let mut out = b"\xE4\xB8".to_vec();
+    state.accept(trie.token_id(&out).unwrap()).unwrap();
+    // Four tokens left: the character's last byte, `</think>`, `{`, `}` (the toy vocabulary
+    // has no `{}` piece).
+    for left in (1..=4).rev() {
+        let id = state.mask(left).unwrap().ids()[0];
+        state.accept(id).unwrap();
+        out.extend_from_slice(trie.token(id));
+    }
+    assert!(state.is_complete(), "{}", String::from_utf8_lossy(&out));
+    assert_eq!(String::from_utf8(out).unwrap(), "中</think>{}");
 }

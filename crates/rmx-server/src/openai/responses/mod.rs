@@ -23,7 +23,7 @@ use super::chat::add_system;
 use super::error::OpenAiError;
 use super::{json_instruction, template_kwargs, unix_time, Knobs};
 use crate::service::{
-    self, tool_names, InternalRequest, PromptInput, Service, ServiceEvent, Shape, TemplateMessage,
+    self, tool_specs, InternalRequest, PromptInput, Service, ServiceEvent, Shape, TemplateMessage,
     TemplateToolCall,
 };
 use crate::wire::arguments_value;
@@ -139,7 +139,7 @@ pub fn to_internal(req: &ResponsesRequest) -> Result<InternalRequest, OpenAiErro
             ));
         }
         Some(Shape::ToolCall {
-            names: tool_names(&tools),
+            tools: tool_specs(&tools),
         })
     } else {
         let format = req.text.as_ref().and_then(|t| t.get("format"));

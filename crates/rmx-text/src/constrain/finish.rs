@@ -1,0 +1,185 @@
+//! A way to finish the output from where the parser stands: bytes the grammar accepts after
+//! which it may end, found by a depth-first search that tries closing bytes first.
+//!
+//! Where a closing byte would end the lexeme the output is in (`"` in a string, `}` right
+//! after `{`), it goes first: the same bytes elsewhere open things.
+//!
+//! The engine forces these bytes when the tokens left would not hold them otherwise, so an
+//! answer under `max_tokens` ends as a whole JSON value (or a whole tool call) rather than cut
+//! mid-string. For JSON, closing first (`"`, `}`, `]`) then the smallest values (`0`, `""`)
+//! finds a short completion at once; a pattern-constrained string costs a few steps more. A
+//! grammar the order does not suit (a Lark grammar whose shortest end is far down the byte
+//! order) may exhaust the search's budget: then nothing is forced and the answer ends at
+//! `max_tokens` as it would on any other server.
+
+use llguidance::earley::Parser;
+use llguidance::toktrie::{Recognizer, TokTrie, INVALID_TOKEN};
+
+/// Bytes that close what is open, where they end a lexeme.
+const CLOSERS: &[u8] = b"\"}])";
+
+/// The order bytes are tried in: what closes, then the shortest values, then the rest.
+const FIRST: &[u8] = b"\"}]):,0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-._";
+/// Whitespace goes last: where it is optional it never helps to end, and it can always go on.
+/// So does `<`, which opens markup (`<think>`) where it is optional and closes nothing.
+const LAST: &[u8] = b"< \t\r\n";
+
+/// The longest completion looked for, in bytes.
+const MAX_BYTES: usize = 2048;
+/// Parser states looked at before the search gives up (each costs tens of microseconds, a few
+/// hundred in a lexeme as wide as "any text").
+const MAX_NODES: usize = 1024;
+/// How many real choices (states with more than one byte allowed) a completion may take: a
+/// short limit first, so a depth-first walk down a long wrong branch does not spend the whole
+/// budget there, then a long one where the short one ran out of depth rather than budget.
+/// Bytes the grammar forces (a key's name, a tool call's markup) are not choices.
+const CHOICE_LIMITS: [usize; 2] = [32, 256];
+
+/// Bytes after which the grammar may end, from `parser`'s state (which is left as it was);
+/// None where the search finds none within its budget.
+pub(crate) fn completion(parser: &Parser, trie: &TokTrie) -> Option<Vec<u8>> {
+    let order = byte_order();
+    let single: Vec<u32> = (0..=255u8)
+        .map(|b| trie.token_id(&[b]).unwrap_or(INVALID_TOKEN))
+        .collect();
+    let mut search = Search {
+        order: &order,
+        single: &single,
+        nodes: 0,
+        too_deep: false,
+        path: Vec::new(),
+    };
+    for limit in CHOICE_LIMITS {
+        search.nodes = 0;
+        search.too_deep = false;
+        search.path.clear();
+        if search.walk(parser.clone(), limit) {
+            return Some(search.path);
+        }
+        if !search.too_deep {
+            break;
+        }
+    }
+    None
+}
+
+struct Search<'a> {
+    order: &'a [u8],
+    /// By byte: the token that is that byte alone (INVALID_TOKEN where none is).
+    single: &'a [u32],
+    nodes: usize,
+    /// The walk stopped somewhere for want of choices rather than budget.
+    too_deep: bool,
+    path: Vec<u8>,
+}
+
+impl Search<'_> {
+    fn walk(&mut self, mut p: Parser, choices: usize) -> bool {
+        let at = self.path.len();
+        let found = self.walk_from(&mut p, choices);
+        if !found {
+            self.path.truncate(at);
+        }
+        found
+    }
+
+    fn walk_from(&mut self, p: &mut Parser, choices: usize) -> bool {
+        loop {
+            // Bytes the parser already holds as forced (a mask computed them) come first:
+            // the lexer stands after them, and applying anything else would contradict them.
+            let forced = p.currently_forced_bytes().to_vec();
+            if !forced.is_empty() {
+                if p.apply_token(&forced, INVALID_TOKEN).is_err() {
+                    return false;
+                }
+                self.path.extend_from_slice(&forced);
+                continue;
+            }
+            if p.is_accepting() {
+                return true;
+            }
+            if self.path.len() >= MAX_BYTES || self.nodes >= MAX_NODES {
+                return false;
+            }
+            self.nodes += 1;
+            let allowed = allowed_bytes(p);
+            let mut only = (0..=255u8).filter(|&b| allowed[b as usize]);
+            match (only.next(), only.next()) {
+                (None, _) => return false,
+                // One way on: take it in place (nothing to come back to), and it is no choice.
+                (Some(b), None) => {
+                    if p.apply_token(&[b], self.single[b as usize]).is_err() {
+                        return false;
+                    }
+                    self.path.push(b);
+                }
+                _ => return self.choose(p, &allowed, choices),
+            }
+        }
+    }
+
+    /// Tries the allowed bytes in order from a state with several.
+    fn choose(&mut self, p: &Parser, allowed: &[bool; 256], choices: usize) -> bool {
+        if choices == 0 {
+            self.too_deep = true;
+            return false;
+        }
+        // A closing byte that ends a lexeme goes first: `"` inside a string, `}` after `{`,
+        // `]` after `[`. The same byte elsewhere opens something (`"` after `{` starts a key),
+        // which is why no fixed order is right everywhere.
+        let closing = CLOSERS.iter().copied().find(|&b| {
+            allowed[b as usize] && {
+                let mut next = p.clone();
+                next.apply_token(&[b], self.single[b as usize]).is_ok()
+                    && !next.has_pending_lexeme_bytes()
+            }
+        });
+        let order = closing
+            .into_iter()
+            .chain(self.order.iter().copied().filter(|&b| Some(b) != closing));
+        for b in order {
+            if !allowed[b as usize] {
+                continue;
+            }
+            let mut next = p.clone();
+            if next.apply_token(&[b], self.single[b as usize]).is_err() {
+                continue;
+            }
+            self.path.push(b);
+            if self.walk(next, choices - 1) {
+                return true;
+            }
+            self.path.pop();
+            if self.nodes >= MAX_NODES {
+                return false;
+            }
+        }
+        false
+    }
+}
+
+/// Which bytes may come next, from one speculative pass over all of them.
+fn allowed_bytes(p: &mut Parser) -> [bool; 256] {
+    let mut allowed = [false; 256];
+    p.with_recognizer(|r| {
+        r.trie_started("completion");
+        for b in 0..=255u8 {
+            // The marker byte starts a special token, never text.
+            if b != TokTrie::SPECIAL_TOKEN_MARKER && r.try_push_byte(b) {
+                allowed[b as usize] = true;
+                r.pop_bytes(1);
+            }
+        }
+        r.trie_finished();
+    });
+    allowed
+}
+
+fn byte_order() -> Vec<u8> {
+    let mut order = FIRST.to_vec();
+    order.extend((0..=255u8).filter(|b| {
+        !FIRST.contains(b) && !LAST.contains(b) && *b != TokTrie::SPECIAL_TOKEN_MARKER
+    }));
+    order.extend_from_slice(LAST);
+    order
+}
