@@ -116,3 +116,96 @@ fn issue_22_agents_setup_does_not_make_codex_installed() {
     std::fs::write(codex_home.join("auth.json"), "{}").unwrap();
     assert!(agents(&["codex"]).contains("installed: yes"));
 }
+
+/// The tiny qwen3 GGUF rmx-gguf's tests make (llama.cpp's layout, the real Qwen3 tokenizer),
+/// written into `dir`.
+fn tiny_gguf(dir: &std::path::Path) -> std::path::PathBuf {
+    let fixtures =
+        std::env::var("RMX_TEST_FIXTURES").expect("RMX_TEST_FIXTURES (scripts/test-env.sh)");
+    let script = rmx_tests::repo_root().join("crates/rmx-gguf/tests/py/make_tiny_gguf.py");
+    let out = Command::new(rmx_tests::python())
+        .arg(script)
+        .arg("qwen3")
+        .arg(std::path::Path::new(&fixtures).join("npm/tokenizer-qwen3/models"))
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "make_tiny_gguf.py: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir.join("model.gguf")
+}
+
+/// The folders `rmx import` left in the home's `models/`.
+fn imported(home: &TestHome) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(home.home().join("models"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// Issue #20: `rmx import` left its converted model (269 MB for SmolLM2) in `$RMX_HOME/models`
+/// when the alias file could not be written: a folder no command could name or remove. And it
+/// imported GGUF metadata of 0xFFFFFFFF, which then failed to load. Both now fail the import
+/// with a message that says why, and nothing left behind; a model an import was to replace
+/// (`--force`) is kept.
+#[test]
+fn issue_20_a_failed_import_leaves_nothing_behind() {
+    let home = TestHome::new();
+    let work = tempfile::tempdir().unwrap();
+    let gguf = tiny_gguf(work.path());
+    let gguf = gguf.to_str().unwrap();
+    // The alias file cannot be written: a folder stands where it is written first.
+    let obstacle = home.home().join("aliases.toml.tmp");
+    std::fs::create_dir_all(&obstacle).unwrap();
+    let out = home.run(&["import", gguf, "--name", "tiny"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("the converted model was removed"),
+        "{stderr}"
+    );
+    assert_eq!(imported(&home), Vec::<String>::new(), "{stderr}");
+
+    std::fs::remove_dir(&obstacle).unwrap();
+    home.ok(&["import", gguf, "--name", "tiny"]);
+    std::fs::create_dir_all(&obstacle).unwrap();
+    let out = home.run(&["import", gguf, "--name", "tiny", "--force"]);
+    assert!(!out.status.success());
+    assert_eq!(imported(&home), vec!["tiny".to_string()]);
+    assert!(home.home().join("models/tiny/model.safetensors").is_file());
+    std::fs::remove_dir(&obstacle).unwrap();
+    assert!(home.ok(&["ls"]).contains("tiny"));
+
+    // A layer count of 0xFFFFFFFF: GGUF stores the key (u64 length, bytes), the value's type
+    // (u32 4, UINT32), the value.
+    let mut bytes = std::fs::read(gguf).unwrap();
+    let key = "qwen3.block_count";
+    let mut needle = (key.len() as u64).to_le_bytes().to_vec();
+    needle.extend(key.as_bytes());
+    let at = bytes
+        .windows(needle.len())
+        .position(|w| w == needle.as_slice())
+        .unwrap()
+        + needle.len();
+    assert_eq!(bytes[at..at + 4], 4u32.to_le_bytes());
+    bytes[at + 4..at + 8].copy_from_slice(&u32::MAX.to_le_bytes());
+    let broken = work.path().join("broken.gguf");
+    std::fs::write(&broken, bytes).unwrap();
+    let out = home.run(&["import", broken.to_str().unwrap(), "--name", "broken"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("qwen3.block_count") && stderr.contains("4294967295"),
+        "{stderr}"
+    );
+    assert_eq!(imported(&home), vec!["tiny".to_string()], "{stderr}");
+}

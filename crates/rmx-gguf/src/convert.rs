@@ -131,6 +131,7 @@ pub fn convert(
         path: gguf_path.to_path_buf(),
         arch: arch_name.clone(),
     })?;
+    crate::plausible::check(&gguf, arch)?;
     let jobs = plan(&gguf, arch, quant)?;
     let total_bytes = jobs.iter().filter_map(|j| j.info.byte_size()).sum();
     reporter.report(Progress::Started {

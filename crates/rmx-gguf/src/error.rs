@@ -38,6 +38,17 @@ pub enum GgufError {
         key: String,
         want: &'static str,
     },
+    /// A size or id in the metadata that contradicts the tensors or no model could have.
+    #[error(
+        "{path}: metadata `{key}` = {value} cannot be right ({why}); the file is damaged or was \
+         written wrong, so the model would not load"
+    )]
+    Implausible {
+        path: PathBuf,
+        key: String,
+        value: u64,
+        why: String,
+    },
     #[error("{path}: architecture `{arch}` is not supported (llama, qwen2, qwen3, gemma3 are)")]
     UnsupportedArchitecture { path: PathBuf, arch: String },
     #[error("{path}: tokenizer model `{model}` is not supported (gpt2 and llama are)")]

@@ -20,6 +20,7 @@ mod error;
 mod ggml_type;
 mod metadata;
 mod names;
+mod plausible;
 mod quantize;
 mod reader;
 mod safetensors_writer;

@@ -56,20 +56,50 @@ pub fn run(args: ImportArgs) -> Result<ExitCode> {
             );
         }
     };
-    if dir.exists() {
-        std::fs::remove_dir_all(&dir).with_context(|| format!("replacing {}", dir.display()))?;
+    // In place, then named. A folder without its alias is a model nobody can name or remove
+    // (`rmx rm` goes by name): when the alias cannot be written, the import is undone, and a
+    // model it replaces (--force) waits aside until then and comes back.
+    let context_length = context_length(&partial);
+    let aside = store.imports_dir().join(format!(".{name}.replaced"));
+    let replaces = dir.exists();
+    if replaces {
+        if aside.exists() {
+            std::fs::remove_dir_all(&aside)
+                .with_context(|| format!("removing the leftover {}", aside.display()))?;
+        }
+        std::fs::rename(&dir, &aside)
+            .with_context(|| format!("moving {} aside to replace it", dir.display()))?;
     }
-    std::fs::rename(&partial, &dir)
-        .with_context(|| format!("moving the converted model to {}", dir.display()))?;
-    let context_length = context_length(&dir);
-    store.add_alias(
-        &name,
-        &dir.display().to_string(),
-        ModelHints {
-            context_length,
-            ..ModelHints::guess(Some(summary.model_type))
-        },
-    )?;
+    let registered = std::fs::rename(&partial, &dir)
+        .with_context(|| format!("moving the converted model to {}", dir.display()))
+        .and_then(|()| {
+            let hints = ModelHints {
+                context_length,
+                ..ModelHints::guess(Some(summary.model_type))
+            };
+            store
+                .add_alias(&name, &dir.display().to_string(), hints)
+                .with_context(|| format!("registering the name `{name}`"))
+        });
+    if let Err(e) = registered {
+        let _ = std::fs::remove_dir_all(&partial);
+        let _ = std::fs::remove_dir_all(&dir);
+        if replaces {
+            let _ = std::fs::rename(&aside, &dir);
+        }
+        return Err(e.context(format!(
+            "importing {} failed; the converted model was removed",
+            args.file.display()
+        )));
+    }
+    if replaces {
+        if let Err(e) = std::fs::remove_dir_all(&aside) {
+            eprintln!(
+                "rmx: warning: could not remove the replaced model at {}: {e}",
+                aside.display()
+            );
+        }
+    }
     println!(
         "imported {name}: {} ({}), {} in {}",
         summary.architecture,
