@@ -6,7 +6,8 @@
 //!   transport.
 //! * How a rank finds its peers is the backend's business and comes from the environment, as
 //!   `mlx.launch` sets it: the ring reads `MLX_RANK` and `MLX_HOSTFILE` (a JSON list, one entry
-//!   per rank, each a list of `"ip:port"` the rank listens on). rmx never sets these in its own
+//!   per rank, each a list of `"ip:port"` the rank listens on); nccl reads `MLX_RANK`,
+//!   `MLX_WORLD_SIZE`, `NCCL_HOST_IP` and `NCCL_PORT` (rank 0's). rmx never sets these in its own
 //!   process (setting the environment races with other threads reading it); a launcher sets
 //!   them on the processes it starts.
 //! * MLX's ring `init` waits for ever in `accept` when the rank on its left never comes (only the
@@ -16,9 +17,11 @@
 //!   build and evaluate the same collectives in the same order, or they wait on each other.
 
 mod local;
+mod nccl;
 mod ring;
 
 pub use local::{LocalRing, RankExit};
+pub use nccl::NcclHosts;
 pub use ring::RingHosts;
 
 use std::fmt;
@@ -147,9 +150,10 @@ impl Group {
                 message: format!(
                     "the {backend} backend's peers did not all connect within {} s ({}): start \
                      every rank (`rmx launch` starts them all), and check that each rank's \
-                     address in the hostfile is reachable and its port free",
+                     address (the ring's hostfile; nccl's NCCL_HOST_IP:NCCL_PORT) is reachable \
+                     and its port free",
                     timeout.as_secs_f32(),
-                    launch_env()
+                    launch_env(backend)
                 ),
             }),
             Err(mpsc::RecvTimeoutError::Disconnected) => Err(Error::Distributed {
@@ -246,17 +250,27 @@ fn init_error(
         message: format!(
             "the {backend} backend did not start: {} ({})",
             e.what(),
-            launch_env()
+            launch_env(backend)
         ),
     })
 }
 
-/// The ring's launch settings as this process sees them, for error messages.
-fn launch_env() -> String {
+/// The backend's launch settings as this process sees them, for error messages.
+fn launch_env(backend: CommBackend) -> String {
+    let names: &[&str] = match backend {
+        CommBackend::Nccl => &[
+            "MLX_RANK",
+            "MLX_WORLD_SIZE",
+            "NCCL_HOST_IP",
+            "NCCL_PORT",
+            "CUDA_VISIBLE_DEVICES",
+        ],
+        _ => &["MLX_RANK", "MLX_HOSTFILE"],
+    };
     let var = |k: &str| std::env::var(k).unwrap_or_else(|_| "unset".into());
-    format!(
-        "MLX_RANK={}, MLX_HOSTFILE={}",
-        var("MLX_RANK"),
-        var("MLX_HOSTFILE")
-    )
+    names
+        .iter()
+        .map(|k| format!("{k}={}", var(k)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -1,19 +1,21 @@
-//! Several ranks as processes of this machine, joined by the ring backend over loopback: what
-//! `rmx launch -n N` does without a hostfile, and how the tests run 2 and 4 ranks on one CPU
-//! machine. The caller builds each rank's command (program, arguments, where its output
-//! goes); this adds the ring's environment, and stops every rank that outlives a deadline or
-//! the `LocalRing` itself, so a rank waiting on a dead peer cannot hang its launcher.
+//! Several ranks as processes of this machine, joined by the ring backend over loopback (or by
+//! nccl, one GPU each): what `rmx launch -n N` does without a hostfile, and how the tests run 2
+//! and 4 ranks on one CPU machine. The caller builds each rank's command (program, arguments,
+//! where its output goes); this adds the backend's environment, and stops every rank that
+//! outlives a deadline or the `LocalRing` itself, so a rank waiting on a dead peer cannot hang
+//! its launcher.
 
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
-use super::RingHosts;
+use super::{NcclHosts, RingHosts};
 
 /// Running ranks; dropping it kills those still running.
 pub struct LocalRing {
-    hostfile: PathBuf,
+    /// The ring's hostfile; `None` for nccl ranks, which need none.
+    hostfile: Option<PathBuf>,
     children: Vec<Option<Child>>,
 }
 
@@ -51,7 +53,7 @@ impl LocalRing {
         hosts: &RingHosts,
         ranks: &[usize],
         dir: &Path,
-        mut command: impl FnMut(usize) -> Command,
+        command: impl FnMut(usize) -> Command,
     ) -> io::Result<LocalRing> {
         if let Some(bad) = ranks.iter().find(|&&r| r >= hosts.size()) {
             return Err(io::Error::new(
@@ -61,21 +63,41 @@ impl LocalRing {
         }
         let hostfile = dir.join("hostfile.json");
         hosts.write(&hostfile)?;
+        let env = |rank| RingHosts::env(rank, &hostfile);
+        LocalRing::start(Some(hostfile.clone()), ranks, env, command)
+    }
+
+    /// Starts every rank `hosts` describes with the nccl backend's environment, one GPU each.
+    pub fn spawn_nccl(
+        hosts: &NcclHosts,
+        command: impl FnMut(usize) -> Command,
+    ) -> io::Result<LocalRing> {
+        let ranks: Vec<usize> = (0..hosts.size).collect();
+        LocalRing::start(None, &ranks, |rank| hosts.env(rank), command)
+    }
+
+    fn start<E: IntoIterator<Item = (&'static str, String)>>(
+        hostfile: Option<PathBuf>,
+        ranks: &[usize],
+        env: impl Fn(usize) -> E,
+        mut command: impl FnMut(usize) -> Command,
+    ) -> io::Result<LocalRing> {
         let mut ring = LocalRing {
             hostfile,
             children: Vec::with_capacity(ranks.len()),
         };
         for &rank in ranks {
             let mut c = command(rank);
-            c.envs(RingHosts::env(rank, &ring.hostfile));
+            c.envs(env(rank));
             // On failure `ring` drops here and stops the ranks already started.
             ring.children.push(Some(c.spawn()?));
         }
         Ok(ring)
     }
 
-    pub fn hostfile(&self) -> &Path {
-        &self.hostfile
+    /// The ring's hostfile (`None` for nccl ranks).
+    pub fn hostfile(&self) -> Option<&Path> {
+        self.hostfile.as_deref()
     }
 
     /// Process ids of the ranks still held, in rank order.
