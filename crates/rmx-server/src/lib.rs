@@ -11,6 +11,7 @@
 //! - `sampling`: the ranges sampling values are held to, on every surface.
 //! - [`security`]: API key, CORS and rate-limit layers for the TCP listener; `origin`: the
 //!   `Origin` and `Host` checks before them.
+//! - [`metrics`]: `GET /metrics` for Prometheus.
 //! - [`listener`]: whether a request came over the Unix socket or TCP, for what only the
 //!   socket may do (name any model folder).
 //! - [`share`]: `rmx share`'s front door, forwarding one model's routes to the daemon.
@@ -25,6 +26,7 @@ pub mod error;
 mod health;
 mod lifecycle;
 pub mod listener;
+pub mod metrics;
 mod native;
 pub mod openai;
 pub mod openapi;

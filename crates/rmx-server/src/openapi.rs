@@ -208,6 +208,14 @@ const ROUTES: &[RouteDoc] = &[
     ),
     (
         "get",
+        "/metrics",
+        "meta",
+        "Counters for Prometheus (OpenMetrics text): requests, tokens, time to first token, decode time, queue, loaded models, memory",
+        None,
+        false,
+    ),
+    (
+        "get",
         "/openapi.json",
         "meta",
         "This description",
@@ -230,10 +238,14 @@ pub fn spec() -> Value {
             _ => "#/components/schemas/OpenAIError",
         };
         let mut ok_content = Map::new();
-        ok_content.insert(
-            "application/json".into(),
-            json!({"schema": {"type": "object"}}),
-        );
+        let (media, schema) = match path {
+            "/metrics" => (
+                "application/openmetrics-text",
+                json!({"schema": {"type": "string"}}),
+            ),
+            _ => ("application/json", json!({"schema": {"type": "object"}})),
+        };
+        ok_content.insert(media.into(), schema);
         if streams {
             let media = if tag == "native" {
                 "application/x-ndjson"

@@ -23,6 +23,12 @@ pub fn router(service: Arc<Service>) -> Router {
         .merge(crate::openapi::routes())
         .merge(crate::health::routes())
         .merge(crate::rerank::routes())
+        .merge(crate::metrics::routes())
+        // Counts every request a route takes (the fallback's are not counted).
+        .route_layer(middleware::from_fn_with_state(
+            service.clone(),
+            crate::metrics::count,
+        ))
         .fallback(crate::path_errors::not_found)
         .layer(middleware::from_fn(crate::listener::scope))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))

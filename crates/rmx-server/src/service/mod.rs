@@ -94,6 +94,7 @@ pub struct Service {
     shutdown: watch::Sender<bool>,
     pulls: PullLocks,
     model_roots: ModelRoots,
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl Service {
@@ -114,6 +115,7 @@ impl Service {
             shutdown: watch::channel(false).0,
             pulls: Default::default(),
             model_roots: config.model_roots,
+            metrics: Default::default(),
         })
     }
 
@@ -123,6 +125,10 @@ impl Service {
 
     pub(crate) fn models(&self) -> &Arc<Models> {
         &self.models
+    }
+
+    pub(crate) fn metrics(&self) -> &Arc<crate::metrics::Metrics> {
+        &self.metrics
     }
 
     pub fn default_keep_alive(&self) -> KeepAlive {
@@ -300,6 +306,8 @@ impl Service {
             reasoning_tokens: 0,
             load_duration,
             started,
+            first_token: None,
+            metrics: self.metrics.clone(),
             lease,
         };
         tokio::spawn(pump.run(engine_rx, self.shutdown.subscribe()));

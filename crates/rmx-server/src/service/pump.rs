@@ -1,6 +1,7 @@
 //! Engine events to the surface: each token's text through the reasoning, tool-call or harmony
 //! parser into [`ServiceEvent`]s, and one final event.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rmx_engine::Event;
@@ -11,6 +12,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::{Final, FinishReason, ServiceEvent, Timings, TokenLogprob, Usage};
 use crate::lifecycle::Lease;
+use crate::metrics::Metrics;
 
 /// Carries engine events to the client through the parsers; holds the model's lease until the
 /// answer ends, so keep-alive counts from the end of the reply.
@@ -24,6 +26,9 @@ pub(super) struct Pump {
     pub(super) reasoning_tokens: usize,
     pub(super) load_duration: Duration,
     pub(super) started: Instant,
+    /// From `started` to the first generated token, once it came.
+    pub(super) first_token: Option<Duration>,
+    pub(super) metrics: Arc<Metrics>,
     pub(super) lease: Lease,
 }
 
@@ -47,6 +52,8 @@ impl Pump {
             };
             match event {
                 Some(Event::Token { id, text, logprob }) => {
+                    self.first_token
+                        .get_or_insert_with(|| self.started.elapsed());
                     if let Some(lp) = logprob {
                         let tok = self
                             .lease
@@ -186,6 +193,12 @@ impl Pump {
             let evs = p.finish();
             self.tool_events(evs);
         }
+        self.metrics.answer(
+            usage.prompt_tokens,
+            usage.completion_tokens,
+            self.first_token,
+            timings.decode,
+        );
         let finish = if self.calls > 0 && finish == FinishReason::Stop {
             FinishReason::ToolCalls
         } else {
