@@ -33,7 +33,11 @@ fn with_max_u32(gguf: &Path, key: &str, out: &Path) {
         .position(|w| w == needle.as_slice())
         .unwrap_or_else(|| panic!("no key {key}"))
         + needle.len();
-    assert_eq!(bytes[at..at + 4], 4u32.to_le_bytes(), "{key} is not a UINT32");
+    assert_eq!(
+        bytes[at..at + 4],
+        4u32.to_le_bytes(),
+        "{key} is not a UINT32"
+    );
     bytes[at + 4..at + 8].copy_from_slice(&u32::MAX.to_le_bytes());
     std::fs::write(out, bytes).unwrap();
 }

@@ -43,11 +43,20 @@ fn message(path: &str, body: &str) -> String {
         text(&v["error"])
     } else if path == "/v1/messages" {
         assert_eq!(v["type"], "error", "{path}: {body}");
-        assert_eq!(v["error"]["type"], "invalid_request_error", "{path}: {body}");
+        assert_eq!(
+            v["error"]["type"], "invalid_request_error",
+            "{path}: {body}"
+        );
         text(&v["error"]["message"])
     } else {
-        assert_eq!(v["error"]["type"], "invalid_request_error", "{path}: {body}");
-        assert_eq!(v["error"]["code"], "context_length_exceeded", "{path}: {body}");
+        assert_eq!(
+            v["error"]["type"], "invalid_request_error",
+            "{path}: {body}"
+        );
+        assert_eq!(
+            v["error"]["code"], "context_length_exceeded",
+            "{path}: {body}"
+        );
         text(&v["error"]["message"])
     };
     said.unwrap_or_else(|| panic!("{path}: no message: {body}"))
@@ -109,8 +118,7 @@ async fn issue_20_a_huge_prompt_is_refused_early_and_the_daemon_keeps_serving() 
         assert_eq!(status, 400, "{path}: {}", &answer[..answer.len().min(500)]);
         let said = message(path, &answer);
         assert!(
-            said.contains("longer than the model's context")
-                && said.contains(&CONTEXT.to_string()),
+            said.contains("longer than the model's context") && said.contains(&CONTEXT.to_string()),
             "{path}: {said}"
         );
     }

@@ -56,7 +56,10 @@ async fn tool_calls_are_parsed_in_the_familys_format_when_the_template_shows_non
         serde_json::from_slice(&std::fs::read(model.join("tokenizer_config.json")).unwrap())
             .unwrap();
     let template = config["chat_template"].as_str().unwrap();
-    assert!(!template.contains("tool"), "the template must show no tool markup");
+    assert!(
+        !template.contains("tool"),
+        "the template must show no tool markup"
+    );
     let app = app(service(home.path()));
     let body = json!({
         "model": model.to_string_lossy(),
