@@ -12,6 +12,7 @@
 //! order) may exhaust the search's budget: then nothing is forced and the answer ends at
 //! `max_tokens` as it would on any other server.
 
+use llguidance::derivre::StateID;
 use llguidance::earley::Parser;
 use llguidance::toktrie::{Recognizer, TokTrie, INVALID_TOKEN};
 
@@ -48,11 +49,13 @@ pub(crate) fn completion(parser: &Parser, trie: &TokTrie) -> Option<Vec<u8>> {
         nodes: 0,
         too_deep: false,
         path: Vec::new(),
+        seen: Vec::new(),
     };
     for limit in CHOICE_LIMITS {
         search.nodes = 0;
         search.too_deep = false;
         search.path.clear();
+        search.seen.clear();
         if search.walk(parser.clone(), limit) {
             return Some(search.path);
         }
@@ -71,14 +74,17 @@ struct Search<'a> {
     /// The walk stopped somewhere for want of choices rather than budget.
     too_deep: bool,
     path: Vec<u8>,
+    /// The lexer states the path has passed through, to prefer bytes that go somewhere new.
+    seen: Vec<StateID>,
 }
 
 impl Search<'_> {
     fn walk(&mut self, mut p: Parser, choices: usize) -> bool {
-        let at = self.path.len();
+        let (at, seen) = (self.path.len(), self.seen.len());
         let found = self.walk_from(&mut p, choices);
         if !found {
             self.path.truncate(at);
+            self.seen.truncate(seen);
         }
         found
     }
@@ -102,9 +108,10 @@ impl Search<'_> {
                 return false;
             }
             self.nodes += 1;
-            let allowed = allowed_bytes(p);
-            let mut only = (0..=255u8).filter(|&b| allowed[b as usize]);
-            match (only.next(), only.next()) {
+            let next = next_bytes(p);
+            self.seen.push(next.here);
+            let mut allowed = (0..=255u8).filter(|&b| next.to[b as usize].is_some());
+            match (allowed.next(), allowed.next()) {
                 (None, _) => return false,
                 // One way on: take it in place (nothing to come back to), and it is no choice.
                 (Some(b), None) => {
@@ -113,40 +120,49 @@ impl Search<'_> {
                     }
                     self.path.push(b);
                 }
-                _ => return self.choose(p, &allowed, choices),
+                _ => return self.choose(p, &next, choices),
             }
         }
     }
 
-    /// Tries the allowed bytes in order from a state with several.
-    fn choose(&mut self, p: &Parser, allowed: &[bool; 256], choices: usize) -> bool {
+    /// Tries the allowed bytes from a state with several: a closing byte that ends the lexeme
+    /// first (`"` inside a string, `}` after `{`, `]` after `[`: the same bytes elsewhere open
+    /// something, which is why no fixed order is right everywhere); then, in the byte order,
+    /// those that take the lexer somewhere the path has not been (out of a loop such as an
+    /// email's local part, `a*`, towards its `@`); then the rest.
+    fn choose(&mut self, p: &Parser, next: &Next, choices: usize) -> bool {
         if choices == 0 {
             self.too_deep = true;
             return false;
         }
-        // A closing byte that ends a lexeme goes first: `"` inside a string, `}` after `{`,
-        // `]` after `[`. The same byte elsewhere opens something (`"` after `{` starts a key),
-        // which is why no fixed order is right everywhere.
+        let allowed = |b: u8| next.to[b as usize].is_some();
         let closing = CLOSERS.iter().copied().find(|&b| {
-            allowed[b as usize] && {
-                let mut next = p.clone();
-                next.apply_token(&[b], self.single[b as usize]).is_ok()
-                    && !next.has_pending_lexeme_bytes()
+            allowed(b) && {
+                let mut after = p.clone();
+                after.apply_token(&[b], self.single[b as usize]).is_ok()
+                    && !after.has_pending_lexeme_bytes()
             }
         });
-        let order = closing
-            .into_iter()
-            .chain(self.order.iter().copied().filter(|&b| Some(b) != closing));
+        let new = |b: u8| next.to[b as usize].is_some_and(|s| !self.seen.contains(&s));
+        let fresh: Vec<u8> = self.order.iter().copied().filter(|&b| new(b)).collect();
+        let stale = self
+            .order
+            .iter()
+            .copied()
+            .filter(|&b| allowed(b) && !new(b));
+        let order: Vec<u8> = closing.into_iter().chain(fresh).chain(stale).collect();
+        let mut tried = [false; 256];
         for b in order {
-            if !allowed[b as usize] {
+            if tried[b as usize] {
                 continue;
             }
-            let mut next = p.clone();
-            if next.apply_token(&[b], self.single[b as usize]).is_err() {
+            tried[b as usize] = true;
+            let mut after = p.clone();
+            if after.apply_token(&[b], self.single[b as usize]).is_err() {
                 continue;
             }
             self.path.push(b);
-            if self.walk(next, choices - 1) {
+            if self.walk(after, choices - 1) {
                 return true;
             }
             self.path.pop();
@@ -158,21 +174,27 @@ impl Search<'_> {
     }
 }
 
-/// Which bytes may come next, from one speculative pass over all of them.
-fn allowed_bytes(p: &mut Parser) -> [bool; 256] {
-    let mut allowed = [false; 256];
+/// Which bytes may come next, and the lexer state each leads to, from one speculative pass.
+struct Next {
+    here: StateID,
+    to: [Option<StateID>; 256],
+}
+
+fn next_bytes(p: &mut Parser) -> Next {
     p.with_recognizer(|r| {
         r.trie_started("completion");
+        let here = r.lexer_state();
+        let mut to = [None; 256];
         for b in 0..=255u8 {
             // The marker byte starts a special token, never text.
             if b != TokTrie::SPECIAL_TOKEN_MARKER && r.try_push_byte(b) {
-                allowed[b as usize] = true;
+                to[b as usize] = Some(r.lexer_state());
                 r.pop_bytes(1);
             }
         }
         r.trie_finished();
-    });
-    allowed
+        Next { here, to }
+    })
 }
 
 fn byte_order() -> Vec<u8> {
