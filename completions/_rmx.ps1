@@ -44,7 +44,7 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
             [CompletionResult]::new('agents', 'agents', [CompletionResultType]::ParameterValue, 'List coding agents (Codex, Claude Code, OpenCode, Aider, Goose, Continue, Hermes) and point one at the local daemon with --setup')
             [CompletionResult]::new('doctor', 'doctor', [CompletionResultType]::ParameterValue, 'Check the MLX runtime, memory, disk, the daemon, the model store and config files')
             [CompletionResult]::new('share', 'share', [CompletionResultType]::ParameterValue, 'Let others use a model: a key-protected, rate-limited address on the LAN, and a public URL through a tunnel when one is available')
-            [CompletionResult]::new('launch', 'launch', [CompletionResultType]::ParameterValue, 'Run an rmx command with its model split over several processes (ranks), joined by MLX''s ring backend: tensor parallel (every layer split) or pipeline parallel (each rank a range of layers)')
+            [CompletionResult]::new('launch', 'launch', [CompletionResultType]::ParameterValue, 'Run an rmx command with its model split over several processes (ranks), joined by MLX''s ring backend (or nccl, one NVIDIA GPU a rank): tensor parallel (every layer split) or pipeline parallel (each rank a range of layers)')
             [CompletionResult]::new('worker', 'worker', [CompletionResultType]::ParameterValue, 'A rank other than 0 of `rmx launch` (started by it, not by hand)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
@@ -302,6 +302,7 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
             [CompletionResult]::new('--hostfile', '--hostfile', [CompletionResultType]::ParameterName, 'MLX''s ring hostfile: one entry per rank, each a list of "ip:port" it listens on')
             [CompletionResult]::new('--rank', '--rank', [CompletionResultType]::ParameterName, 'The ranks of the hostfile to start on this machine [default: all]')
             [CompletionResult]::new('--mode', '--mode', [CompletionResultType]::ParameterName, 'How to split the model: every layer over all ranks (tensor), or each rank a range of layers (pipeline; fewer messages, for slower links)')
+            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'MLX''s backend between the ranks: ring (TCP; CPUs, Macs, any link) or nccl (one NVIDIA GPU per rank, this machine''s ranks only, tensor mode only; needs an MLX built with CUDA)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
@@ -334,7 +335,7 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
             [CompletionResult]::new('agents', 'agents', [CompletionResultType]::ParameterValue, 'List coding agents (Codex, Claude Code, OpenCode, Aider, Goose, Continue, Hermes) and point one at the local daemon with --setup')
             [CompletionResult]::new('doctor', 'doctor', [CompletionResultType]::ParameterValue, 'Check the MLX runtime, memory, disk, the daemon, the model store and config files')
             [CompletionResult]::new('share', 'share', [CompletionResultType]::ParameterValue, 'Let others use a model: a key-protected, rate-limited address on the LAN, and a public URL through a tunnel when one is available')
-            [CompletionResult]::new('launch', 'launch', [CompletionResultType]::ParameterValue, 'Run an rmx command with its model split over several processes (ranks), joined by MLX''s ring backend: tensor parallel (every layer split) or pipeline parallel (each rank a range of layers)')
+            [CompletionResult]::new('launch', 'launch', [CompletionResultType]::ParameterValue, 'Run an rmx command with its model split over several processes (ranks), joined by MLX''s ring backend (or nccl, one NVIDIA GPU a rank): tensor parallel (every layer split) or pipeline parallel (each rank a range of layers)')
             [CompletionResult]::new('worker', 'worker', [CompletionResultType]::ParameterValue, 'A rank other than 0 of `rmx launch` (started by it, not by hand)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break

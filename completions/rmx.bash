@@ -867,7 +867,7 @@ _rmx() {
             return 0
             ;;
         rmx__subcmd__launch)
-            opts="-n -h -V --processes --hostfile --rank --mode --help --version"
+            opts="-n -h -V --processes --hostfile --rank --mode --backend --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -891,6 +891,10 @@ _rmx() {
                     ;;
                 --mode)
                     COMPREPLY=($(compgen -W "tensor pipeline" -- "${cur}"))
+                    return 0
+                    ;;
+                --backend)
+                    COMPREPLY=($(compgen -W "ring nccl" -- "${cur}"))
                     return 0
                     ;;
                 *)

@@ -41,7 +41,7 @@ set edit:completion:arg-completer[rmx] = {|@words|
             cand agents 'List coding agents (Codex, Claude Code, OpenCode, Aider, Goose, Continue, Hermes) and point one at the local daemon with --setup'
             cand doctor 'Check the MLX runtime, memory, disk, the daemon, the model store and config files'
             cand share 'Let others use a model: a key-protected, rate-limited address on the LAN, and a public URL through a tunnel when one is available'
-            cand launch 'Run an rmx command with its model split over several processes (ranks), joined by MLX''s ring backend: tensor parallel (every layer split) or pipeline parallel (each rank a range of layers)'
+            cand launch 'Run an rmx command with its model split over several processes (ranks), joined by MLX''s ring backend (or nccl, one NVIDIA GPU a rank): tensor parallel (every layer split) or pipeline parallel (each rank a range of layers)'
             cand worker 'A rank other than 0 of `rmx launch` (started by it, not by hand)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -271,6 +271,7 @@ set edit:completion:arg-completer[rmx] = {|@words|
             cand --hostfile 'MLX''s ring hostfile: one entry per rank, each a list of "ip:port" it listens on'
             cand --rank 'The ranks of the hostfile to start on this machine [default: all]'
             cand --mode 'How to split the model: every layer over all ranks (tensor), or each rank a range of layers (pipeline; fewer messages, for slower links)'
+            cand --backend 'MLX''s backend between the ranks: ring (TCP; CPUs, Macs, any link) or nccl (one NVIDIA GPU per rank, this machine''s ranks only, tensor mode only; needs an MLX built with CUDA)'
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'
             cand -V 'Print version'
@@ -301,7 +302,7 @@ set edit:completion:arg-completer[rmx] = {|@words|
             cand agents 'List coding agents (Codex, Claude Code, OpenCode, Aider, Goose, Continue, Hermes) and point one at the local daemon with --setup'
             cand doctor 'Check the MLX runtime, memory, disk, the daemon, the model store and config files'
             cand share 'Let others use a model: a key-protected, rate-limited address on the LAN, and a public URL through a tunnel when one is available'
-            cand launch 'Run an rmx command with its model split over several processes (ranks), joined by MLX''s ring backend: tensor parallel (every layer split) or pipeline parallel (each rank a range of layers)'
+            cand launch 'Run an rmx command with its model split over several processes (ranks), joined by MLX''s ring backend (or nccl, one NVIDIA GPU a rank): tensor parallel (every layer split) or pipeline parallel (each rank a range of layers)'
             cand worker 'A rank other than 0 of `rmx launch` (started by it, not by hand)'
             cand help 'Print this message or the help of the given subcommand(s)'
         }

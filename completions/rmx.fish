@@ -45,7 +45,7 @@ complete -c rmx -n "__fish_rmx_needs_command" -f -a "bench" -d 'Measure prefill 
 complete -c rmx -n "__fish_rmx_needs_command" -f -a "agents" -d 'List coding agents (Codex, Claude Code, OpenCode, Aider, Goose, Continue, Hermes) and point one at the local daemon with --setup'
 complete -c rmx -n "__fish_rmx_needs_command" -f -a "doctor" -d 'Check the MLX runtime, memory, disk, the daemon, the model store and config files'
 complete -c rmx -n "__fish_rmx_needs_command" -f -a "share" -d 'Let others use a model: a key-protected, rate-limited address on the LAN, and a public URL through a tunnel when one is available'
-complete -c rmx -n "__fish_rmx_needs_command" -f -a "launch" -d 'Run an rmx command with its model split over several processes (ranks), joined by MLX\'s ring backend: tensor parallel (every layer split) or pipeline parallel (each rank a range of layers)'
+complete -c rmx -n "__fish_rmx_needs_command" -f -a "launch" -d 'Run an rmx command with its model split over several processes (ranks), joined by MLX\'s ring backend (or nccl, one NVIDIA GPU a rank): tensor parallel (every layer split) or pipeline parallel (each rank a range of layers)'
 complete -c rmx -n "__fish_rmx_needs_command" -f -a "worker" -d 'A rank other than 0 of `rmx launch` (started by it, not by hand)'
 complete -c rmx -n "__fish_rmx_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c rmx -n "__fish_rmx_using_subcommand run" -l max-tokens -d 'Stop after this many generated tokens' -r
@@ -173,6 +173,8 @@ complete -c rmx -n "__fish_rmx_using_subcommand launch" -l hostfile -d 'MLX\'s r
 complete -c rmx -n "__fish_rmx_using_subcommand launch" -l rank -d 'The ranks of the hostfile to start on this machine [default: all]' -r
 complete -c rmx -n "__fish_rmx_using_subcommand launch" -l mode -d 'How to split the model: every layer over all ranks (tensor), or each rank a range of layers (pipeline; fewer messages, for slower links)' -r -f -a "tensor\t''
 pipeline\t''"
+complete -c rmx -n "__fish_rmx_using_subcommand launch" -l backend -d 'MLX\'s backend between the ranks: ring (TCP; CPUs, Macs, any link) or nccl (one NVIDIA GPU per rank, this machine\'s ranks only, tensor mode only; needs an MLX built with CUDA)' -r -f -a "ring\t''
+nccl\t''"
 complete -c rmx -n "__fish_rmx_using_subcommand launch" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rmx -n "__fish_rmx_using_subcommand launch" -s V -l version -d 'Print version'
 complete -c rmx -n "__fish_rmx_using_subcommand worker" -s h -l help -d 'Print help'
@@ -195,7 +197,7 @@ complete -c rmx -n "__fish_rmx_using_subcommand help; and not __fish_seen_subcom
 complete -c rmx -n "__fish_rmx_using_subcommand help; and not __fish_seen_subcommand_from run chat embed serve ps stop completions pull ls rm info models alias import bench agents doctor share launch worker help" -f -a "agents" -d 'List coding agents (Codex, Claude Code, OpenCode, Aider, Goose, Continue, Hermes) and point one at the local daemon with --setup'
 complete -c rmx -n "__fish_rmx_using_subcommand help; and not __fish_seen_subcommand_from run chat embed serve ps stop completions pull ls rm info models alias import bench agents doctor share launch worker help" -f -a "doctor" -d 'Check the MLX runtime, memory, disk, the daemon, the model store and config files'
 complete -c rmx -n "__fish_rmx_using_subcommand help; and not __fish_seen_subcommand_from run chat embed serve ps stop completions pull ls rm info models alias import bench agents doctor share launch worker help" -f -a "share" -d 'Let others use a model: a key-protected, rate-limited address on the LAN, and a public URL through a tunnel when one is available'
-complete -c rmx -n "__fish_rmx_using_subcommand help; and not __fish_seen_subcommand_from run chat embed serve ps stop completions pull ls rm info models alias import bench agents doctor share launch worker help" -f -a "launch" -d 'Run an rmx command with its model split over several processes (ranks), joined by MLX\'s ring backend: tensor parallel (every layer split) or pipeline parallel (each rank a range of layers)'
+complete -c rmx -n "__fish_rmx_using_subcommand help; and not __fish_seen_subcommand_from run chat embed serve ps stop completions pull ls rm info models alias import bench agents doctor share launch worker help" -f -a "launch" -d 'Run an rmx command with its model split over several processes (ranks), joined by MLX\'s ring backend (or nccl, one NVIDIA GPU a rank): tensor parallel (every layer split) or pipeline parallel (each rank a range of layers)'
 complete -c rmx -n "__fish_rmx_using_subcommand help; and not __fish_seen_subcommand_from run chat embed serve ps stop completions pull ls rm info models alias import bench agents doctor share launch worker help" -f -a "worker" -d 'A rank other than 0 of `rmx launch` (started by it, not by hand)'
 complete -c rmx -n "__fish_rmx_using_subcommand help; and not __fish_seen_subcommand_from run chat embed serve ps stop completions pull ls rm info models alias import bench agents doctor share launch worker help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c rmx -n "__fish_rmx_using_subcommand help; and __fish_seen_subcommand_from alias" -f -a "add" -d 'Add (or replace) an alias for a repo id or a model folder'

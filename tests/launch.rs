@@ -74,3 +74,45 @@ fn launch_refuses_what_cannot_run_over_ranks_yet() {
     let out = Command::new(rmx()).arg("worker").output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("started by rmx launch"));
 }
+
+/// Issue #26: `--backend nccl` is refused before any rank starts where it cannot run: pipeline
+/// mode (MLX's nccl has no send/recv), a hostfile (nccl ranks are this machine's), and an MLX
+/// without the nccl backend (a CPU build, as on CI).
+#[test]
+fn launch_refuses_nccl_where_it_cannot_run() {
+    let launch = |args: &[&str]| {
+        let out = Command::new(rmx())
+            .args(["launch", "--backend", "nccl"])
+            .args(args)
+            .args(["--", "rmx", "bench", "m"])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?} succeeded");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = launch(&["-n", "2", "--mode", "pipeline"]);
+    assert!(err.contains("nccl backend does not have"), "{err}");
+    assert!(err.contains("--mode tensor"), "{err}");
+    let err = launch(&["--hostfile", "ring.json"]);
+    assert!(err.contains("this machine's ranks only"), "{err}");
+
+    // The rmx binary links the reference Python's libmlx here; ask it whether nccl is built in.
+    let probe = Command::new(rmx_tests::python())
+        .args([
+            "-c",
+            "import mlx.core as mx; print(mx.distributed.is_available('nccl'))",
+        ])
+        .output()
+        .unwrap();
+    let has_nccl = String::from_utf8_lossy(&probe.stdout).trim() == "True";
+    if has_nccl {
+        println!("this MLX has nccl: the CPU-build refusal is not checked here");
+        return;
+    }
+    let err = launch(&["-n", "2"]);
+    assert!(
+        err.contains("this MLX has no nccl backend (CPU build"),
+        "{err}"
+    );
+    assert!(err.contains("--backend ring"), "{err}");
+}

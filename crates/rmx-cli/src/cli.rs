@@ -101,8 +101,8 @@ pub enum Command {
     /// public URL. Ctrl-C closes the port and the tunnel, and the key stops working.
     Share(ShareArgs),
     /// Run an rmx command with its model split over several processes (ranks), joined by MLX's
-    /// ring backend: tensor parallel (every layer split) or pipeline parallel (each rank a
-    /// range of layers).
+    /// ring backend (or nccl, one NVIDIA GPU a rank): tensor parallel (every layer split) or
+    /// pipeline parallel (each rank a range of layers).
     ///
     /// Without --hostfile, N ranks start on this machine over loopback. With one (MLX's ring
     /// hostfile: a JSON list with each rank's "ip:port" addresses), run `rmx launch` on every
@@ -113,7 +113,8 @@ pub enum Command {
     #[command(after_help = "Examples:\n  \
         rmx launch -n 2 -- rmx bench ~/models/Qwen3-8B-4bit\n  \
         rmx launch -n 4 --mode pipeline -- rmx bench ~/models/Llama-3-8B --gen-tokens 64\n  \
-        rmx launch --hostfile ring.json --rank 1 -- rmx bench ~/models/Qwen3-32B-4bit")]
+        rmx launch --hostfile ring.json --rank 1 -- rmx bench ~/models/Qwen3-32B-4bit\n  \
+        rmx launch -n 2 --backend nccl -- rmx bench ~/models/Llama-3-8B-4bit")]
     Launch(LaunchArgs),
     /// A rank other than 0 of `rmx launch` (started by it, not by hand).
     #[command(hide = true)]
@@ -145,6 +146,10 @@ pub struct LaunchArgs {
     /// layers (pipeline; fewer messages, for slower links).
     #[arg(long, value_enum, default_value_t = LaunchMode::Tensor)]
     pub mode: LaunchMode,
+    /// MLX's backend between the ranks: ring (TCP; CPUs, Macs, any link) or nccl (one NVIDIA
+    /// GPU per rank, this machine's ranks only, tensor mode only; needs an MLX built with CUDA).
+    #[arg(long, value_enum, default_value_t = LaunchBackend::Ring)]
+    pub backend: LaunchBackend,
     /// The command rank 0 runs: `rmx bench MODEL ...`.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -154,6 +159,12 @@ pub struct LaunchArgs {
 pub enum LaunchMode {
     Tensor,
     Pipeline,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LaunchBackend {
+    Ring,
+    Nccl,
 }
 
 #[derive(Debug, Args)]

@@ -74,6 +74,10 @@ env_vars! {
     /// `tensor` or `pipeline`. With MLX's `MLX_RANK` and `MLX_HOSTFILE` (the ring's settings),
     /// a command that loads a model loads its share as one rank of the group.
     RMX_PARALLEL in Engine;
+    /// Set by `rmx launch` in the processes it starts: the MLX backend they join by, `ring`
+    /// (reading `MLX_RANK`, `MLX_HOSTFILE`) or `nccl` (one GPU each; reading `MLX_RANK`,
+    /// `MLX_WORLD_SIZE`, `NCCL_HOST_IP`, `NCCL_PORT`). Default: `ring`.
+    RMX_COMM_BACKEND in Engine;
 
     /// `0` turns off all of rmx's own CUDA kernels and fused weights, leaving mlx-lm's graph
     /// (for A/B measurements). Default: on with CUDA.

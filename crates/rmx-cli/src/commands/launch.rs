@@ -1,7 +1,8 @@
 //! `rmx launch`: starts the ranks of a model split over processes — rank 0 runs the user's
-//! command, every other rank `rmx worker` — with MLX's ring settings (`MLX_RANK`,
-//! `MLX_HOSTFILE`) and the split (`RMX_PARALLEL`) in their environment, and waits for rank 0.
-//! Commands that load a model ask [`lead`] whether they are rank 0 of such a group.
+//! command, every other rank `rmx worker` — with the MLX backend's settings (the ring's
+//! `MLX_RANK`, `MLX_HOSTFILE`; or nccl's, one GPU a rank), the backend (`RMX_COMM_BACKEND`)
+//! and the split (`RMX_PARALLEL`) in their environment, and waits for rank 0. Commands that
+//! load a model ask [`lead`] whether they are rank 0 of such a group.
 
 use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
@@ -10,10 +11,10 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use rmx_engine::group::GroupLead;
 use rmx_engine::ParallelMode;
-use rmx_mlx::distributed::{CommBackend, Group, LocalRing, RankExit, RingHosts};
+use rmx_mlx::distributed::{CommBackend, Group, LocalRing, NcclHosts, RankExit, RingHosts};
 use rmx_settings::EnvVars;
 
-use crate::cli::{LaunchArgs, LaunchMode};
+use crate::cli::{LaunchArgs, LaunchBackend, LaunchMode};
 
 /// How long ranks wait for each other to start: long enough to start `rmx launch` on a second
 /// machine by hand.
@@ -40,6 +41,13 @@ pub fn run(args: LaunchArgs) -> Result<ExitCode> {
             LAUNCHABLE.join(", "),
             other.map_or("nothing".into(), |s| format!("`{s}`"))
         ),
+    }
+    let backend = match args.backend {
+        LaunchBackend::Ring => CommBackend::Ring,
+        LaunchBackend::Nccl => CommBackend::Nccl,
+    };
+    if backend == CommBackend::Nccl {
+        nccl_can_run(&args)?;
     }
     let (hosts, ranks) = match &args.hostfile {
         Some(file) => {
@@ -69,9 +77,10 @@ pub fn run(args: LaunchArgs) -> Result<ExitCode> {
         LaunchMode::Tensor => "tensor",
         LaunchMode::Pipeline => "pipeline",
     };
-    let ring = LocalRing::spawn_ranks(&hosts, &ranks, &dir, |rank| {
+    let command = |rank| {
         let mut c = Command::new(&exe);
-        c.env(EnvVars::RMX_PARALLEL, mode);
+        c.env(EnvVars::RMX_PARALLEL, mode)
+            .env(EnvVars::RMX_COMM_BACKEND, backend.name());
         if rank == 0 {
             c.args(rest);
         } else {
@@ -79,7 +88,15 @@ pub fn run(args: LaunchArgs) -> Result<ExitCode> {
             c.arg("worker").stdin(Stdio::null()).stdout(Stdio::null());
         }
         c
-    })
+    };
+    let ring = if backend == CommBackend::Nccl {
+        // The ring's loopback hosts above only counted the ranks; nccl meets at rank 0's port.
+        let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+        let nccl = NcclHosts::loopback(ranks.len(), visible.as_deref())?;
+        LocalRing::spawn_nccl(&nccl, command)
+    } else {
+        LocalRing::spawn_ranks(&hosts, &ranks, &dir, command)
+    }
     .context("starting the ranks")?;
     // The first rank started here (rank 0 when it is one of them) runs for as long as the
     // work does; the others end with it (a follower when rank 0 says so or is gone).
@@ -94,6 +111,30 @@ pub fn run(args: LaunchArgs) -> Result<ExitCode> {
         Some(RankExit::Exited(s)) if s.success() => ExitCode::SUCCESS,
         _ => ExitCode::FAILURE,
     })
+}
+
+/// Refuses, before any rank starts, what the nccl backend cannot do here.
+fn nccl_can_run(args: &LaunchArgs) -> Result<()> {
+    if args.mode == LaunchMode::Pipeline {
+        bail!(
+            "--mode pipeline needs point-to-point messages, which MLX's nccl backend does not \
+             have (\"Send not supported in NCCL backend\"): use --mode tensor with nccl, or \
+             --backend ring for pipeline"
+        );
+    }
+    if args.hostfile.is_some() {
+        bail!(
+            "--backend nccl starts this machine's ranks only (-n N, one GPU each); ranks on \
+             several machines use --backend ring with --hostfile"
+        );
+    }
+    if !CommBackend::Nccl.is_available() {
+        bail!(
+            "this MLX has no nccl backend (CPU build, or CUDA without NCCL): run with \
+             --backend ring, or on a machine whose MLX is built with CUDA (docs/distributed.md)"
+        );
+    }
+    Ok(())
 }
 
 fn describe(exit: &RankExit) -> String {
@@ -116,8 +157,26 @@ fn launched_mode() -> Result<Option<ParallelMode>> {
     }
 }
 
-fn join_group() -> Result<Group> {
-    Group::init_within(CommBackend::Ring, START_TIMEOUT).context("joining the launched ranks")
+/// The backend `rmx launch` chose for this rank.
+fn launched_backend() -> Result<CommBackend> {
+    match rmx_settings::var(EnvVars::RMX_COMM_BACKEND).as_deref() {
+        None | Some("ring") => Ok(CommBackend::Ring),
+        Some("nccl") => Ok(CommBackend::Nccl),
+        Some(other) => bail!(
+            "{} is {other:?}: use ring or nccl",
+            EnvVars::RMX_COMM_BACKEND
+        ),
+    }
+}
+
+fn join_group(mode: ParallelMode) -> Result<Group> {
+    let backend = launched_backend()?;
+    // `rmx launch` refuses this pair; a rank started by hand with it would fail only at its
+    // first pipeline hand-over, so it is refused here as well.
+    if backend == CommBackend::Nccl && mode == ParallelMode::Pipeline {
+        bail!("pipeline mode needs send/recv, which MLX's nccl backend does not have: use tensor");
+    }
+    Group::init_within(backend, START_TIMEOUT).context("joining the launched ranks")
 }
 
 /// Rank 0's lead of its group and the split, when `rmx launch` started this process.
@@ -125,7 +184,7 @@ pub fn lead() -> Result<Option<(GroupLead, ParallelMode)>> {
     let Some(mode) = launched_mode()? else {
         return Ok(None);
     };
-    let group = join_group()?;
+    let group = join_group(mode)?;
     let lead = GroupLead::new(group)?;
     eprintln!("rmx: split over {} ranks ({})", lead.size(), mode.name());
     Ok(Some((lead, mode)))
@@ -133,10 +192,10 @@ pub fn lead() -> Result<Option<(GroupLead, ParallelMode)>> {
 
 /// `rmx worker`: a rank other than 0, following rank 0 until it is done.
 pub fn worker() -> Result<ExitCode> {
-    if launched_mode()?.is_none() {
+    let Some(mode) = launched_mode()? else {
         bail!("rmx worker is started by rmx launch, not by hand");
-    }
-    let group = join_group()?;
+    };
+    let group = join_group(mode)?;
     let rank = group.rank();
     rmx_engine::group::follow(group).with_context(|| format!("rank {rank}"))?;
     Ok(ExitCode::SUCCESS)
