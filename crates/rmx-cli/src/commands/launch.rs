@@ -70,6 +70,15 @@ pub fn run(args: LaunchArgs) -> Result<ExitCode> {
             (RingHosts::loopback(n)?, (0..n).collect())
         }
     };
+    // nccl's ranks meet at rank 0's port instead of the ring's hostfile; the loopback ring
+    // above only counted them.
+    let nccl = match backend {
+        CommBackend::Nccl => {
+            let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+            Some(NcclHosts::loopback(ranks.len(), visible.as_deref())?)
+        }
+        _ => None,
+    };
     let exe = std::env::current_exe().context("finding the rmx executable")?;
     let dir = std::env::temp_dir().join(format!("rmx-launch-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -89,13 +98,9 @@ pub fn run(args: LaunchArgs) -> Result<ExitCode> {
         }
         c
     };
-    let ring = if backend == CommBackend::Nccl {
-        // The ring's loopback hosts above only counted the ranks; nccl meets at rank 0's port.
-        let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
-        let nccl = NcclHosts::loopback(ranks.len(), visible.as_deref())?;
-        LocalRing::spawn_nccl(&nccl, command)
-    } else {
-        LocalRing::spawn_ranks(&hosts, &ranks, &dir, command)
+    let ring = match &nccl {
+        Some(nccl) => LocalRing::spawn_nccl(nccl, command),
+        None => LocalRing::spawn_ranks(&hosts, &ranks, &dir, command),
     }
     .context("starting the ranks")?;
     // The first rank started here (rank 0 when it is one of them) runs for as long as the
