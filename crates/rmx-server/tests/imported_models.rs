@@ -5,24 +5,12 @@
 
 mod common_api;
 
-use std::path::{Path, PathBuf};
-
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use common_api::{app, call, get, json, service, tiny_model};
+use common_api::{app, call, get, json, linked_model, service};
 use rmx_store::ModelHints;
 use serde_json::{json, Value};
 use tower::ServiceExt;
-
-/// A model folder at `dir` whose files link to the tiny model's.
-fn linked_model(dir: &Path) -> PathBuf {
-    std::fs::create_dir_all(dir).expect("mkdir");
-    for entry in std::fs::read_dir(tiny_model()).expect("read the tiny model") {
-        let entry = entry.expect("entry");
-        std::os::unix::fs::symlink(entry.path(), dir.join(entry.file_name())).expect("link");
-    }
-    dir.to_path_buf()
-}
 
 async fn send(app: &axum::Router, req: Request<Body>) -> (StatusCode, Value) {
     json(app.clone().oneshot(req).await.expect("response")).await

@@ -8,45 +8,14 @@
 
 mod common_api;
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use axum::Router;
-use common_api::{app, call, get, json, tiny_model};
-use rmx_api::KeepAlive;
+use common_api::{app, call, get, json, linked_model, service_with_roots};
 use rmx_server::listener::over_tcp;
-use rmx_server::service::ModelRoots;
-use rmx_server::{Service, ServiceConfig};
-use rmx_store::{ModelHints, Store, StoreConfig};
+use rmx_store::ModelHints;
 use serde_json::{json, Value};
 use tower::ServiceExt;
-
-/// A model folder at `dir` whose files link to the tiny model's.
-fn linked_model(dir: &Path) -> PathBuf {
-    std::fs::create_dir_all(dir).expect("mkdir");
-    for entry in std::fs::read_dir(tiny_model()).expect("read the tiny model") {
-        let entry = entry.expect("entry");
-        std::os::unix::fs::symlink(entry.path(), dir.join(entry.file_name())).expect("link");
-    }
-    dir.to_path_buf()
-}
-
-fn service(home: &Path, roots: Vec<PathBuf>) -> Arc<Service> {
-    let store = Store::new(StoreConfig::new(
-        home.join("hub"),
-        home.join("rmx"),
-        "http://127.0.0.1:9",
-    ));
-    Service::new(ServiceConfig {
-        store,
-        default_keep_alive: KeepAlive::from_env(),
-        max_loaded_models: 2,
-        memory_budget: 8 << 30,
-        model_roots: ModelRoots::new(roots),
-    })
-}
 
 /// Every route that takes a model name, asked for `model`: (what, status, body with the name
 /// replaced by `NAME`).
@@ -113,7 +82,7 @@ async fn issue_20_over_tcp_only_registered_or_rooted_folders_are_served() {
     let outside = linked_model(&h.join("outside/tiny"));
     let rooted = linked_model(&h.join("roots/models/tiny"));
     let aliased = linked_model(&h.join("aliased/tiny"));
-    let svc = service(h, vec![h.join("roots")]);
+    let svc = service_with_roots(h, vec![h.join("roots")]);
     svc.store()
         .add_alias(
             "mine",

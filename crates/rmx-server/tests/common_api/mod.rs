@@ -4,11 +4,12 @@
 // Each suite uses its own part of this module and of the re-exports.
 #![allow(dead_code, unused_imports)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use axum::Router;
 use rmx_api::KeepAlive;
+use rmx_server::service::ModelRoots;
 use rmx_server::{Service, ServiceConfig};
 use rmx_store::{Store, StoreConfig};
 
@@ -17,6 +18,11 @@ pub use rmx_tests::http::*;
 
 /// A service over an empty store in `home` (models are asked for by folder).
 pub fn service(home: &Path) -> Arc<Service> {
+    service_with_roots(home, Vec::new())
+}
+
+/// [`service`] whose TCP requests may name folders under `roots` (RMX_MODEL_ROOTS).
+pub fn service_with_roots(home: &Path, roots: Vec<PathBuf>) -> Arc<Service> {
     let store = Store::new(StoreConfig::new(
         home.join("hub"),
         home.join("rmx"),
@@ -27,8 +33,18 @@ pub fn service(home: &Path) -> Arc<Service> {
         default_keep_alive: KeepAlive::from_env(),
         max_loaded_models: 2,
         memory_budget: 8 << 30,
-        model_roots: Default::default(),
+        model_roots: ModelRoots::new(roots),
     })
+}
+
+/// A model folder at `dir` whose files link to the tiny model's.
+pub fn linked_model(dir: &Path) -> PathBuf {
+    std::fs::create_dir_all(dir).expect("mkdir");
+    for entry in std::fs::read_dir(tiny_model()).expect("read the tiny model") {
+        let entry = entry.expect("entry");
+        std::os::unix::fs::symlink(entry.path(), dir.join(entry.file_name())).expect("link");
+    }
+    dir.to_path_buf()
 }
 
 pub fn app(service: Arc<Service>) -> Router {
