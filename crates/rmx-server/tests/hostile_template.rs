@@ -7,31 +7,8 @@ mod common_api;
 
 use std::time::{Duration, Instant};
 
-use common_api::{app, model_name, serve, service, with_template};
+use common_api::{app, model_name, raw_request, serve, service, with_template};
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-
-/// (status, body) of one request.
-async fn request(base: &str, method: &str, path: &str, body: &str) -> (u16, String) {
-    let addr = base.trim_start_matches("http://");
-    let mut s = TcpStream::connect(addr).await.expect("connect");
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).await.expect("write");
-    let mut out = Vec::new();
-    s.read_to_end(&mut out).await.expect("read");
-    let text = String::from_utf8_lossy(&out).into_owned();
-    let status = text
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    (status, body.to_string())
-}
 
 fn chat(model: &str) -> String {
     json!({"model": model, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2})
@@ -63,7 +40,7 @@ async fn issue_20_a_hostile_chat_template_is_a_400_and_the_daemon_keeps_serving(
     let base = serve(app(service(home.path())));
     for model in &models {
         let body = json!({"model": model, "keep_alive": "5m"}).to_string();
-        let (status, body) = request(&base, "POST", "/api/generate", &body).await;
+        let (status, body) = raw_request(&base, "POST", "/api/generate", &body).await;
         assert_eq!(status, 200, "{body}");
     }
 
@@ -73,13 +50,15 @@ async fn issue_20_a_hostile_chat_template_is_a_400_and_the_daemon_keeps_serving(
         .iter()
         .map(|model| {
             let (base, body) = (base.clone(), chat(model));
-            tokio::spawn(async move { request(&base, "POST", "/v1/chat/completions", &body).await })
+            tokio::spawn(
+                async move { raw_request(&base, "POST", "/v1/chat/completions", &body).await },
+            )
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(200)).await;
     let version = tokio::time::timeout(
         Duration::from_secs(1),
-        request(&base, "GET", "/api/version", ""),
+        raw_request(&base, "GET", "/api/version", ""),
     )
     .await
     .expect("/api/version answers within 1 s while the templates render");
@@ -104,7 +83,8 @@ async fn issue_20_a_hostile_chat_template_is_a_400_and_the_daemon_keeps_serving(
     }
     assert!(started.elapsed() < Duration::from_secs(10));
 
-    let (status, body) = request(&base, "POST", "/v1/chat/completions", &chat(&model_name())).await;
+    let (status, body) =
+        raw_request(&base, "POST", "/v1/chat/completions", &chat(&model_name())).await;
     assert_eq!(
         status, 200,
         "a model with a sound template still answers: {body}"

@@ -8,32 +8,8 @@ mod common_api;
 
 use std::time::Duration;
 
-use common_api::{app, model_name, serve, service, CONTEXT};
+use common_api::{app, model_name, raw_request, serve, service, CONTEXT};
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-
-/// (status, body) of one request.
-async fn request(base: &str, method: &str, path: &str, body: &str) -> (u16, String) {
-    let addr = base.trim_start_matches("http://");
-    let mut s = TcpStream::connect(addr).await.expect("connect");
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).await.expect("write");
-    s.write_all(body.as_bytes()).await.expect("write");
-    let mut out = Vec::new();
-    s.read_to_end(&mut out).await.expect("read");
-    let text = String::from_utf8_lossy(&out).into_owned();
-    let status = text
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    (status, body.to_string())
-}
 
 /// What each API says: its error message, checked to be in that API's shape.
 fn message(path: &str, body: &str) -> String {
@@ -68,7 +44,7 @@ async fn issue_20_a_huge_prompt_is_refused_early_and_the_daemon_keeps_serving() 
     let model = model_name();
     let base = serve(app(service(home.path())));
     let load = json!({"model": model, "keep_alive": "5m"}).to_string();
-    let (status, body) = request(&base, "POST", "/api/generate", &load).await;
+    let (status, body) = raw_request(&base, "POST", "/api/generate", &load).await;
     assert_eq!(status, 200, "{body}");
 
     // About 30 MiB of words: under the body limit, some 6M tokens.
@@ -101,12 +77,12 @@ async fn issue_20_a_huge_prompt_is_refused_early_and_the_daemon_keeps_serving() 
         assert!(body.len() < 32 << 20, "{path}: {} bytes", body.len());
         let call = {
             let base = base.clone();
-            tokio::spawn(async move { request(&base, "POST", path, &body).await })
+            tokio::spawn(async move { raw_request(&base, "POST", path, &body).await })
         };
         tokio::time::sleep(Duration::from_millis(300)).await;
         let version = tokio::time::timeout(
             Duration::from_secs(1),
-            request(&base, "GET", "/api/version", ""),
+            raw_request(&base, "GET", "/api/version", ""),
         )
         .await
         .unwrap_or_else(|_| panic!("/api/version answers within 1 s while {path} is read"));
@@ -127,6 +103,6 @@ async fn issue_20_a_huge_prompt_is_refused_early_and_the_daemon_keeps_serving() 
     let chat = json!({"model": model, "messages": [{"role": "user", "content": "Hi"}],
                       "max_tokens": 2})
     .to_string();
-    let (status, body) = request(&base, "POST", "/v1/chat/completions", &chat).await;
+    let (status, body) = raw_request(&base, "POST", "/v1/chat/completions", &chat).await;
     assert_eq!(status, 200, "{body}");
 }
