@@ -375,9 +375,11 @@ fn schemas() -> Value {
                 "max_completion_tokens": {"type": "integer", "minimum": 1},
                 "tools": {"type": "array", "items": {"type": "object"}},
                 "tool_choice": {"oneOf": [{"enum": ["auto", "none", "required"]}, {"type": "object"}],
-                    "description": "`required` or a named function is enforced by constrained decoding: the reply is one call of an allowed tool with arguments valid against its `parameters` schema, finish_reason `tool_calls`. Enforced for models whose tool-call format is Hermes (Qwen) or Llama 3 JSON; other formats answer 400."},
+                    "description": "`required` or a named function is enforced by constrained decoding: the reply is one call of an allowed tool with arguments valid against its `parameters` schema, finish_reason `tool_calls`. Enforced for models whose tool-call format is Hermes (Qwen) or Llama 3 JSON; other formats answer 400. With `auto`, the calls of tools marked `strict` are enforced the same way where the format is Hermes (the answer may still be text)."},
                 "response_format": {"type": "object", "properties": {"type": {"enum": ["text", "json_object", "json_schema"]}},
                     "description": "`json_object` is enforced by constrained decoding as one JSON object; `json_schema` as one JSON value valid against the schema (JSON Schema as llguidance enforces it: anyOf, $ref to local $defs, items, prefixItems, additionalProperties, enum, const, pattern, format, lengths, ranges). A schema with a keyword that cannot be enforced answers 400 (docs/api.md)."},
+                "structured_outputs": {"type": "object", "properties": {"json": {}, "regex": {"type": "string"}, "choice": {"type": "array", "items": {"type": "string"}}, "grammar": {"type": "string"}, "json_object": {"type": "boolean"}},
+                    "description": "vLLM's extension, enforced by constrained decoding: exactly one of a JSON schema (`json`, an object or JSON text), a regular expression the whole answer matches (`regex`), one of a list of strings (`choice`), a Lark grammar in llguidance's dialect (`grammar`), or `json_object`. An invalid one answers 400 naming what is wrong; it wins over `response_format`."},
                 "logprobs": {"type": "boolean"},
                 "top_logprobs": {"type": "integer", "minimum": 0, "maximum": 20},
                 "chat_template_kwargs": {"type": "object"},
@@ -392,6 +394,7 @@ fn schemas() -> Value {
                 "prompt": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "maxItems": 1}]},
                 "max_tokens": {"type": "integer", "minimum": 1},
                 "logprobs": {"type": "integer", "minimum": 0, "maximum": 5},
+                "structured_outputs": {"type": "object", "description": "As for chat completions: a JSON schema, a regex, a choice of strings, a Lark grammar or JSON mode, enforced."},
                 "echo": {"type": "boolean"}
             }))
         },

@@ -328,3 +328,135 @@ async fn reasoning_tokens_are_counted_and_json_follows_the_thought() {
     // The whole answer stayed inside the open thought: every token is reasoning.
     assert_eq!(details, &body["usage"]["output_tokens"], "{body}");
 }
+
+/// The text of a chat completion, or of a completion.
+fn answer(body: &Value) -> &str {
+    let c = &body["choices"][0];
+    c["message"]["content"]
+        .as_str()
+        .or_else(|| c["text"].as_str())
+        .unwrap_or_else(|| panic!("no text: {body}"))
+}
+
+#[tokio::test]
+async fn structured_outputs_constrain_to_a_regex_a_choice_a_grammar_or_a_schema() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let app = app(service(home.path()));
+    let messages = json!([{"role": "user", "content": "Pick one"}]);
+    let chat = |so: Value, seed: u64| {
+        json!({"model": model_name(), "messages": messages, "temperature": 1.0, "seed": seed,
+               "max_tokens": 40, "structured_outputs": so})
+    };
+    let (status, body) = call(
+        &app,
+        "/v1/chat/completions",
+        chat(json!({"regex": "[a-f]{3}-[0-9]{2}"}), 1),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let text = answer(&body);
+    let b = text.as_bytes();
+    assert!(
+        b.len() == 6
+            && b[..3].iter().all(|c| (b'a'..=b'f').contains(c))
+            && b[3] == b'-'
+            && b[4..].iter().all(u8::is_ascii_digit),
+        "{body}"
+    );
+    assert_eq!(body["choices"][0]["finish_reason"], "stop", "{body}");
+    let choices = ["positive", "negative", "neutral"];
+    let (status, body) = call(
+        &app,
+        "/v1/chat/completions",
+        chat(json!({"choice": choices}), 2),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(choices.contains(&answer(&body)), "{body}");
+    let lark = "start: \"[\" NUM (\", \" NUM)* \"]\"\nNUM: /[1-9][0-9]?/";
+    let (status, body) = call(
+        &app,
+        "/v1/chat/completions",
+        chat(json!({"grammar": lark}), 3),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let v: Value = serde_json::from_str(answer(&body)).expect("a JSON list of numbers");
+    assert!(
+        v.as_array().is_some_and(|a| a.iter().all(Value::is_u64)),
+        "{body}"
+    );
+    // The schema may come as an object or as JSON text, as vLLM takes it.
+    let schema = json!({"type": "object", "properties": {"ok": {"type": "boolean"}},
+                        "required": ["ok"], "additionalProperties": false});
+    for so in [json!({"json": schema}), json!({"json": schema.to_string()})] {
+        let (status, body) = call(&app, "/v1/chat/completions", chat(so, 4)).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let o = object(answer(&body));
+        assert!(o["ok"].is_boolean() && o.len() == 1, "{body}");
+    }
+    // `/v1/completions` takes it too.
+    let (status, body) = call(
+        &app,
+        "/v1/completions",
+        json!({"model": model_name(), "prompt": "The answer is", "max_tokens": 20, "seed": 5,
+               "temperature": 1.0, "structured_outputs": {"choice": ["yes", "no"]}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(["yes", "no"].contains(&answer(&body)), "{body}");
+}
+
+#[tokio::test]
+async fn bad_structured_outputs_are_a_400_naming_the_field_and_the_reason() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let app = app(service(home.path()));
+    for (so, says) in [
+        (json!({"regex": "a", "choice": ["a"]}), "exactly one"),
+        (json!({}), "exactly one"),
+        (json!({"regex": "(unclosed"}), "unclosed"),
+        (json!({"grammar": "start: missing_rule"}), "missing_rule"),
+        (json!({"json": "{not json"}), "not JSON"),
+        (
+            json!({"json": {"type": "array", "uniqueItems": true}}),
+            "uniqueItems",
+        ),
+    ] {
+        let (status, body) = call(
+            &app,
+            "/v1/chat/completions",
+            json!({"model": model_name(), "messages": [{"role": "user", "content": "x"}],
+                   "max_tokens": 5, "structured_outputs": so}),
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{so}: {body}");
+        let message = body["error"]["message"].as_str().unwrap_or("");
+        assert!(message.contains(says), "{so}: {body}");
+    }
+}
+
+#[tokio::test]
+async fn strict_tools_under_auto_still_answer() {
+    // Whether the random model calls a tool is up to it; the grammar that holds its calls to
+    // the schemas (unit-tested in rmx-text) must not stop it from answering either way.
+    let home = tempfile::tempdir().expect("tempdir");
+    let app = app(service(home.path()));
+    let tools = json!([{"type": "function", "function": {"name": "get_weather", "strict": true,
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                       "required": ["city"], "additionalProperties": false}}}]);
+    for seed in 0..3 {
+        let (status, body) = call(
+            &app,
+            "/v1/chat/completions",
+            json!({"model": model_name(), "messages": [{"role": "user", "content": "Weather?"}],
+                   "tools": tools, "temperature": 1.0, "seed": seed, "max_tokens": 30}),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let message = &body["choices"][0]["message"];
+        for call in message["tool_calls"].as_array().into_iter().flatten() {
+            let args = object(call["function"]["arguments"].as_str().expect("arguments"));
+            assert!(args["city"].is_string() && args.len() == 1, "{body}");
+        }
+    }
+}

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{StopSequences, StreamOptions, Usage};
+use super::{StopSequences, StreamOptions, StructuredOutputs, Usage};
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 pub struct ChatCompletionRequest {
@@ -57,6 +57,9 @@ pub struct ChatCompletionRequest {
     /// `none`/`minimal` turn thinking off; anything else leaves it on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_effort: Option<String>,
+    /// vLLM's constraint on the answer: a JSON schema, a regex, a choice or a Lark grammar.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured_outputs: Option<StructuredOutputs>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
 }

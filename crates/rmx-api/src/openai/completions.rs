@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{StopSequences, StreamOptions, Usage};
+use super::{StopSequences, StreamOptions, StructuredOutputs, Usage};
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(untagged)]
@@ -50,6 +50,9 @@ pub struct CompletionRequest {
     pub n: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suffix: Option<String>,
+    /// vLLM's constraint on the answer: a JSON schema, a regex, a choice or a Lark grammar.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured_outputs: Option<StructuredOutputs>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
 }

@@ -39,6 +39,27 @@ impl StopSequences {
     }
 }
 
+/// vLLM's `structured_outputs` (chat and completions): the answer is constrained to exactly
+/// one of these. Not OpenAI's; vLLM's clients and SGLang-style tools send it.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+pub struct StructuredOutputs {
+    /// A JSON schema (an object, or a string holding one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json: Option<serde_json::Value>,
+    /// A regular expression the whole answer matches (Rust `regex` syntax).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regex: Option<String>,
+    /// The answer is exactly one of these strings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub choice: Option<Vec<String>>,
+    /// A grammar in llguidance's Lark dialect (`%json {...}` embeds a schema).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grammar: Option<String>,
+    /// `true`: one JSON object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub json_object: Option<bool>,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 pub struct StreamOptions {
     #[serde(default)]

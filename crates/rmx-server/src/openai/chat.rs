@@ -17,10 +17,10 @@ use rmx_api::openai::{
 use serde_json::{json, Value};
 
 use super::error::OpenAiError;
-use super::{json_instruction, new_id, template_kwargs, unix_time, usage, Knobs};
+use super::{json_instruction, new_id, structured, template_kwargs, unix_time, usage, Knobs};
 use crate::service::{
-    self, tool_specs, Completion, FinishReason, InternalRequest, PromptInput, Service,
-    ServiceEvent, Shape, TemplateMessage, TemplateToolCall, TokenLogprob,
+    self, strict_tool_specs, tool_specs, Completion, FinishReason, InternalRequest, PromptInput,
+    Service, ServiceEvent, Shape, TemplateMessage, TemplateToolCall, TokenLogprob,
 };
 use crate::wire::arguments_value;
 use crate::wire::body::{parse, BodyError};
@@ -162,19 +162,25 @@ pub fn to_internal(req: &ChatCompletionRequest) -> Result<InternalRequest, OpenA
         req.chat_template_kwargs.as_ref(),
         req.reasoning_effort.as_deref(),
     );
-    // A forced call wins over JSON mode: the call's arguments are a JSON object anyway.
-    let shape = match (&req.tool_choice, &tools) {
+    // A forced call wins over JSON mode: the call's arguments are a JSON object anyway. Then
+    // vLLM's `structured_outputs`, then `response_format`; with neither, `strict` tools under
+    // `tool_choice` `auto` have their calls' arguments enforced.
+    let listed = tools.as_ref().and_then(Value::as_array).map(Vec::as_slice);
+    let shape = match (&req.tool_choice, listed) {
         (Some(ToolChoice::Named(_) | ToolChoice::Mode(ToolChoiceMode::Required)), Some(t)) => {
             Some(Shape::ToolCall {
-                tools: tool_specs(t.as_array().map_or(&[][..], Vec::as_slice)),
+                tools: tool_specs(t),
             })
         }
-        _ => match &req.response_format {
-            Some(ResponseFormat::JsonObject) => Some(Shape::JsonObject),
-            Some(ResponseFormat::JsonSchema { json_schema }) => Some(Shape::JsonSchema(
+        _ => match (&req.structured_outputs, &req.response_format) {
+            (Some(so), _) => Some(structured::shape(so)?),
+            (None, Some(ResponseFormat::JsonObject)) => Some(Shape::JsonObject),
+            (None, Some(ResponseFormat::JsonSchema { json_schema })) => Some(Shape::JsonSchema(
                 json_schema.get("schema").unwrap_or(json_schema).clone(),
             )),
-            Some(ResponseFormat::Text) | None => None,
+            (None, Some(ResponseFormat::Text) | None) => listed
+                .and_then(strict_tool_specs)
+                .map(|tools| Shape::ToolCallsInText { tools }),
         },
     };
     Ok(InternalRequest {

@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 
 use super::chat::finish_reason;
 use super::error::OpenAiError;
-use super::{new_id, unix_time, usage, Knobs};
+use super::{new_id, structured, unix_time, usage, Knobs};
 use crate::service::{InternalRequest, PromptInput, Service, ServiceEvent, TokenLogprob};
 use crate::wire::body::{parse, BodyError};
 use crate::wire::sse::{self, data_event, Translator};
@@ -165,7 +165,11 @@ pub fn to_internal(req: &CompletionRequest) -> Result<(InternalRequest, String),
             logprobs: req.logprobs.map(|n| n as usize),
             keep_alive: None,
             think: None,
-            shape: None,
+            shape: req
+                .structured_outputs
+                .as_ref()
+                .map(structured::shape)
+                .transpose()?,
         },
         prompt,
     ))

@@ -11,6 +11,7 @@ pub mod embeddings;
 pub mod error;
 pub mod models;
 pub mod responses;
+mod structured;
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};

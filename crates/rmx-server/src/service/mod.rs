@@ -80,7 +80,9 @@ pub use events::{
 pub use folders::ModelRoots;
 pub use message::{CalledFunction, Role, TemplateMessage, TemplateToolCall};
 pub(crate) use pull_locks::PullLocks;
-pub use request::{tool_specs, InternalRequest, PromptInput, Shape, FORCED_TOOL_CALL};
+pub use request::{
+    strict_tool_specs, tool_specs, InternalRequest, PromptInput, Shape, FORCED_TOOL_CALL,
+};
 pub use rerank::{RerankRequest, Reranked};
 pub use rmx_engine::{SamplingParams, Timings, Usage};
 

@@ -224,9 +224,20 @@ fn constraint(
             })?;
             Constraint::tool_call(format, tools.clone())
         }
+        Some(Shape::ToolCallsInText { tools }) => match format {
+            Some(f @ ToolCallFormat::Hermes) => Constraint::tool_calls_in_text(f, tools.clone()),
+            // `strict` is a promise only where a call opens with a marker the grammar can
+            // wait for; elsewhere the answer is free, as without `strict`.
+            _ => return Ok(None),
+        },
+        Some(Shape::Regex(rx)) => Constraint::regex(rx.clone()),
+        Some(Shape::Choice(choices)) => Constraint::choice(choices.clone()),
+        Some(Shape::Grammar(lark)) => Constraint::lark(lark.clone()),
     };
     let what = match shape {
         Some(Shape::ToolCall { .. }) => FORCED_TOOL_CALL,
+        Some(Shape::ToolCallsInText { .. }) => "the strict tools' arguments",
+        Some(Shape::Regex(_) | Shape::Choice(_) | Shape::Grammar(_)) => "`structured_outputs`",
         _ => "the response format",
     };
     match engine.constrain(&c.with_think(think)) {

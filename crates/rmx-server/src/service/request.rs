@@ -59,6 +59,16 @@ pub enum Shape {
     /// One call, in the model's tool-call markup, of one of these tools with arguments valid
     /// against its parameters schema (`tool_choice` `required` or a named tool).
     ToolCall { tools: Vec<Tool> },
+    /// Free text in which every call the model writes is a whole call of one of these tools
+    /// with valid arguments (`tool_choice` `auto` with `strict` tools; a tool with no schema
+    /// takes any object).
+    ToolCallsInText { tools: Vec<Tool> },
+    /// Text matched whole by this regular expression (vLLM's `structured_outputs.regex`).
+    Regex(String),
+    /// Exactly one of these strings (`structured_outputs.choice`).
+    Choice(Vec<String>),
+    /// Text in this Lark grammar, llguidance's dialect (`structured_outputs.grammar`).
+    Grammar(String),
 }
 
 /// The tools of OpenAI-shaped tool definitions (`[{"type": "function", "function": {...}}]`),
@@ -75,6 +85,25 @@ pub fn tool_specs(tools: &[Value]) -> Vec<Tool> {
             ))
         })
         .collect()
+}
+
+/// [`tool_specs`] for `tool_choice` `auto`: the tools marked `strict` keep their schemas, the
+/// others take any object; None when no tool is strict (nothing to enforce).
+pub fn strict_tool_specs(tools: &[Value]) -> Option<Vec<Tool>> {
+    let strict = |t: &Value| t["function"]["strict"] == Value::Bool(true);
+    if !tools.iter().any(strict) {
+        return None;
+    }
+    let mut specs = tool_specs(tools);
+    for (spec, t) in specs
+        .iter_mut()
+        .zip(tools.iter().filter(|t| t["function"]["name"].is_string()))
+    {
+        if !strict(t) {
+            spec.parameters = None;
+        }
+    }
+    Some(specs)
 }
 
 /// Names the `tool_choice` value a surface sent, for the error when it cannot be forced.

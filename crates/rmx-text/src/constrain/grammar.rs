@@ -157,15 +157,21 @@ fn tool_calls(
         ToolMode::Forced if open.is_empty() => Ok((rest, String::new())),
         ToolMode::Forced => Ok((format!("{} {rest}", lark_string(open)), String::new())),
         // Text, or text with calls in it: a call starts where the text first writes the
-        // call's opening (a lazy match), and from there it must be a whole call of an allowed
-        // tool. The format's opening marker is what the tool-call parser reads a call by.
-        ToolMode::Auto if !open.is_empty() => Ok((
-            "(call_head call)* /(?s:.*)/".to_string(),
-            format!(
-                "call_head[lazy]: /(?s:.*){}/\ncall: {rest}",
-                regex_literal(open)
-            ),
-        )),
+        // opening marker (`<tool_call>`, a lazy match), and from there it must be a whole call
+        // of an allowed tool; the text after the last call never writes the marker. The
+        // marker is what the tool-call parser reads a call by.
+        ToolMode::Auto if !open.is_empty() => {
+            let marker = open.trim_end();
+            let after = lark_string(&open[marker.len()..]);
+            let rx = regex_literal(marker);
+            Ok((
+                "(call_head call)* tail".to_string(),
+                format!(
+                    "call_head[lazy]: /(?s:.*){rx}/\ncall: {after} {rest}\ntail: TAIL\n\
+                     TAIL: /(?s:.*)/ & ~/(?s:.*){rx}(?s:.*)/"
+                ),
+            ))
+        }
         ToolMode::Auto => Err(ConstraintError::Invalid(format!(
             "strict tool arguments with `tool_choice` `auto` need a tool-call format that opens \
              each call with a marker (hermes); `{}` does not",

@@ -419,3 +419,44 @@ fn half_a_character_in_a_thought_is_finished_before_the_close() {
     assert!(state.is_complete(), "{}", String::from_utf8_lossy(&out));
     assert_eq!(String::from_utf8(out).unwrap(), "中</think>{}");
 }
+
+#[test]
+fn strict_tools_in_text_make_every_call_whole_and_valid() {
+    let compiler = toy_compiler();
+    let c = Constraint::tool_calls_in_text(ToolCallFormat::Hermes, weather_tools());
+    let compiled = compiler.compile(&c).unwrap();
+    let trie = compiler.factory.tok_env().tok_trie();
+    let feed = |text: &str| {
+        let mut state = ConstraintState::new(&compiled);
+        for b in text.bytes() {
+            let id = trie.token_id(&[b]).unwrap();
+            if !state.mask(1000).unwrap().allows(id) {
+                return false;
+            }
+            state.accept(id).unwrap();
+        }
+        true
+    };
+    // Text alone, and text with a valid call, go through.
+    assert!(feed("Let me check."));
+    assert!(feed(
+        "Checking.<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>ok"
+    ));
+    // A call of an unknown tool, arguments outside the schema, or a broken opening do not.
+    assert!(!feed("x<tool_call>\n{\"name\": \"delete_all\""));
+    assert!(!feed(
+        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"}ood went dog\""
+    ));
+    assert!(!feed("<tool_call>{"));
+    // Random walks: wherever a call opens, it is a whole call of an allowed tool.
+    for seed in 0..30 {
+        let (text, _) = walk(&compiler, &c, 60, seed, EOS_FREE);
+        for part in text.split("<tool_call>").skip(1) {
+            let call = format!("<tool_call>{part}");
+            if let Some(end) = call.find("</tool_call>") {
+                let (_, calls) = parse_complete(ToolCallFormat::Hermes, &call[..end + 12]);
+                assert_eq!(calls.len(), 1, "{text:?}");
+            }
+        }
+    }
+}

@@ -23,8 +23,8 @@ use super::chat::add_system;
 use super::error::OpenAiError;
 use super::{json_instruction, template_kwargs, unix_time, Knobs};
 use crate::service::{
-    self, tool_specs, InternalRequest, PromptInput, Service, ServiceEvent, Shape, TemplateMessage,
-    TemplateToolCall,
+    self, strict_tool_specs, tool_specs, InternalRequest, PromptInput, Service, ServiceEvent,
+    Shape, TemplateMessage, TemplateToolCall,
 };
 use crate::wire::arguments_value;
 use crate::wire::body::{parse, BodyError};
@@ -112,12 +112,18 @@ pub fn to_internal(req: &ResponsesRequest) -> Result<InternalRequest, OpenAiErro
                     name,
                     description,
                     parameters,
-                    ..
-                } if named.is_none_or(|n| n == name.as_str()) => Some(json!({"type": "function", "function": {
-                    "name": name,
-                    "description": description.clone().unwrap_or_default(),
-                    "parameters": parameters.clone().unwrap_or_else(|| json!({"type": "object", "properties": {}})),
-                }})),
+                    strict,
+                } if named.is_none_or(|n| n == name.as_str()) => {
+                    let mut function = json!({
+                        "name": name,
+                        "description": description.clone().unwrap_or_default(),
+                        "parameters": parameters.clone().unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+                    });
+                    if let Some(strict) = strict {
+                        function["strict"] = Value::Bool(*strict);
+                    }
+                    Some(json!({"type": "function", "function": function}))
+                }
                 _ => None,
             })
             .collect(),
@@ -151,7 +157,8 @@ pub fn to_internal(req: &ResponsesRequest) -> Result<InternalRequest, OpenAiErro
                     .cloned()
                     .unwrap_or(Value::Null),
             )),
-            _ => None,
+            // `strict` tools under `tool_choice` `auto`: their calls' arguments are enforced.
+            _ => strict_tool_specs(&tools).map(|tools| Shape::ToolCallsInText { tools }),
         }
     };
     let effort = req.reasoning.as_ref().and_then(|r| r.effort.as_deref());
