@@ -273,7 +273,9 @@ async fn forcing_a_call_in_a_format_that_cannot_be_forced_is_a_400() {
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let content = body["choices"][0]["message"]["content"].as_str().unwrap_or("");
+    let content = body["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap_or("");
     assert!(content.starts_with("<tool_call>"), "{body}");
 }
 
