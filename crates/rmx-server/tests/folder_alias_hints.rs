@@ -3,9 +3,9 @@
 //! a loaded model kept the hints of whichever name loaded it first; now they travel with each
 //! request.
 //!
-//! The tiny model here has a chat template with no tool-call markup, so nothing but the hint
-//! tells the daemon its tool-call format: a forced tool call is refused by its path (a 400) and
-//! answered, as a parsed call, through the alias.
+//! The tiny model here has a chat template with no tool-call markup. By its path the daemon
+//! takes the format its family writes (Qwen3: Hermes) and answers a forced call; through an
+//! alias whose hint says it has none, the same loaded model refuses it (a 400).
 
 mod common_api;
 
@@ -31,26 +31,16 @@ async fn issue_21_a_folder_aliases_tool_parser_is_honoured() {
     let path = folder.to_string_lossy().into_owned();
     let svc = service(home.path());
     let hints = ModelHints {
-        tool_parser: ToolParser::Hermes,
+        tool_parser: ToolParser::None,
         ..ModelHints::default()
     };
     svc.store()
-        .add_alias("plain-hermes", &path, hints)
+        .add_alias("plain-none", &path, hints)
         .expect("add the alias");
     let app = app(svc);
 
-    // By its path first: this loads the model, with no hints.
+    // By its path first: this loads the model; no alias, so the family's format.
     let (status, body) = call(&app, "/v1/chat/completions", request(&path)).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
-    assert!(
-        body["error"]["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("no tool-call format")),
-        "{body}"
-    );
-
-    // Through the alias, on the same loaded model: the hint picks the format.
-    let (status, body) = call(&app, "/v1/chat/completions", request("plain-hermes")).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let choice = &body["choices"][0];
     assert_eq!(choice["finish_reason"], "tool_calls", "{body}");
@@ -67,22 +57,32 @@ async fn issue_21_a_folder_aliases_tool_parser_is_honoured() {
     .expect("arguments are JSON");
     assert!(args.is_object(), "{body}");
 
+    // Through the alias, on the same loaded model: its hint (no format) wins.
+    let (status, body) = call(&app, "/v1/chat/completions", request("plain-none")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no tool-call format")),
+        "{body}"
+    );
+
     // And by the path again: the alias's hints stayed with the alias's request.
     let (status, _) = call(&app, "/v1/chat/completions", request(&path)).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(status, StatusCode::OK);
 
     // `/api/show` reports the alias's hints too, not those guessed from the qwen3 config
     // (which would think).
-    let (status, body) = call(&app, "/api/show", json!({"model": "plain-hermes"})).await;
+    let (status, body) = call(&app, "/api/show", json!({"model": "plain-none"})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(
         body["info"]["hints"],
-        json!({"tool_parser": "hermes", "reasoning_parser": "none"}),
+        json!({"tool_parser": "none", "reasoning_parser": "none"}),
         "{body}"
     );
     assert_eq!(
         body["capabilities"],
-        json!(["completion", "chat", "tools"]),
+        json!(["completion", "chat"]),
         "{body}"
     );
 }
