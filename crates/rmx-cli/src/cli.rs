@@ -474,6 +474,10 @@ pub struct BenchArgs {
     /// Print a JSON record (hardware, versions, model, every case) instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Also decode every round constrained to the JSON schema in FILE (as `response_format`
+    /// would), and show its decode tok/s beside the free run's: what structured output costs.
+    #[arg(long, value_name = "FILE")]
+    pub json_schema: Option<PathBuf>,
     /// Offer the JSON record to the community benchmarks repository [env: RMX_BENCH_REPO,
     /// default rmx-project/benchmarks]: shows it, asks, keeps a copy under the rmx home
     /// (benchmarks/), and opens a pull request through gh when it is installed.

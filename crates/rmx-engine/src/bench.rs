@@ -1,7 +1,13 @@
 //! The standardized single-user benchmark behind `rmx bench`: greedy generation from
 //! deterministic pseudo-random prompts of fixed lengths, warm-up rounds discarded, the median
 //! and spread of the measured rounds reported. The library measures; the CLI draws.
+//!
+//! With a constraint (`rmx bench --json-schema`), every round also decodes the same prompt
+//! constrained, right before or after the free run (alternating, so neither is always the
+//! one on a warmer machine), and the case reports both decode speeds: what structured output
+//! costs per token.
 
+use rmx_text::constrain::{Compiled, Constraint};
 use serde::Serialize;
 
 use crate::engine::Engine;
@@ -14,6 +20,8 @@ pub struct BenchConfig {
     pub cases: Vec<(usize, usize)>,
     pub rounds: usize,
     pub warmup: usize,
+    /// Also decode every round under this constraint.
+    pub constraint: Option<Constraint>,
 }
 
 impl Default for BenchConfig {
@@ -23,6 +31,7 @@ impl Default for BenchConfig {
             cases: vec![(128, 128), (128, 512), (512, 128), (512, 512)],
             rounds: 5,
             warmup: 1,
+            constraint: None,
         }
     }
 }
@@ -71,6 +80,19 @@ pub struct BenchCase {
     pub decode_tps: Stat,
     pub ttft_ms: Stat,
     pub peak_memory_bytes: usize,
+    /// The same rounds decoded under the constraint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub constrained: Option<ConstrainedCase>,
+}
+
+/// A case's rounds under the constraint.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConstrainedCase {
+    pub decode_tps: Stat,
+    /// Tokens written per round: up to the case's, fewer where the shape was whole first.
+    pub gen_tokens: Stat,
+    /// Median constrained decode tok/s over the free one's.
+    pub decode_ratio: f64,
 }
 
 /// A deterministic prompt of `n` ids spread over the vocabulary (no two rounds alike, so no
@@ -88,23 +110,38 @@ pub fn synthetic_prompt(n: usize, vocab: u32, round: u64) -> Vec<u32> {
         .collect()
 }
 
-/// Runs one generation to the end and returns (prefill tok/s, decode tok/s, ttft ms).
-fn one(engine: &Engine, prompt: Vec<u32>, gen: usize) -> Result<(f64, f64, f64)> {
+/// One round's measures.
+struct Round {
+    prefill_tps: f64,
+    decode_tps: f64,
+    ttft_ms: f64,
+    tokens: usize,
+}
+
+/// Runs one generation to the end.
+fn one(
+    engine: &Engine,
+    prompt: Vec<u32>,
+    gen: usize,
+    constraint: Option<&Compiled>,
+) -> Result<Round> {
     let n = prompt.len();
     let mut req = GenerateRequest::new(prompt, gen);
     req.ignore_eos = true;
     // Each round reads the same prompt: measure its prefill, not the prefix cache.
     req.no_prefix_cache = true;
+    req.constraint = constraint.cloned();
     let mut rx = engine.generate(req)?;
     while let Some(ev) = rx.blocking_recv() {
         match ev {
             Event::Token { .. } => {}
             Event::Done { usage, timings, .. } => {
-                return Ok((
-                    timings.prefill_tps(n),
-                    timings.decode_tps(usage.completion_tokens),
-                    timings.time_to_first_token.as_secs_f64() * 1e3,
-                ))
+                return Ok(Round {
+                    prefill_tps: timings.prefill_tps(n),
+                    decode_tps: timings.decode_tps(usage.completion_tokens),
+                    ttft_ms: timings.time_to_first_token.as_secs_f64() * 1e3,
+                    tokens: usage.completion_tokens,
+                })
             }
             Event::Error(e) => return Err(EngineError::Invalid(e)),
         }
@@ -119,32 +156,74 @@ pub fn run(
     mut progress: impl FnMut(&str),
 ) -> Result<Vec<BenchCase>> {
     let vocab = engine.info().vocab_size as u32;
+    // Compiled once: what is measured is decoding, not compiling.
+    let compiled = cfg
+        .constraint
+        .as_ref()
+        .map(|c| engine.constrain(c))
+        .transpose()?;
     let mut out = Vec::new();
     for (ci, &(p, g)) in cfg.cases.iter().enumerate() {
         let (mut pre, mut dec, mut ttft) = (vec![], vec![], vec![]);
+        let (mut c_dec, mut c_tokens) = (vec![], vec![]);
         rmx_mlx::reset_peak_memory();
         for r in 0..cfg.warmup + cfg.rounds {
             let prompt = synthetic_prompt(p, vocab, (ci * 1000 + r) as u64);
-            let (a, b, c) = one(engine, prompt, g)?;
+            let constrained_first = r % 2 == 1;
+            let mut under = None;
+            if let (Some(c), true) = (&compiled, constrained_first) {
+                under = Some(one(engine, prompt.clone(), g, Some(c))?);
+            }
+            let free = one(engine, prompt.clone(), g, None)?;
+            if let (Some(c), false) = (&compiled, constrained_first) {
+                under = Some(one(engine, prompt, g, Some(c))?);
+            }
             let warm = r < cfg.warmup;
-            progress(&format!(
-                "prompt {p} / gen {g}: {} {}: prefill {a:.1} tok/s, decode {b:.1} tok/s",
+            let mut line = format!(
+                "prompt {p} / gen {g}: {} {}: prefill {:.1} tok/s, decode {:.1} tok/s",
                 if warm { "warm-up" } else { "round" },
-                if warm { r + 1 } else { r + 1 - cfg.warmup }
-            ));
+                if warm { r + 1 } else { r + 1 - cfg.warmup },
+                free.prefill_tps,
+                free.decode_tps
+            );
+            if let Some(u) = &under {
+                line.push_str(&format!(
+                    "; constrained decode {:.1} tok/s ({} tokens)",
+                    u.decode_tps, u.tokens
+                ));
+            }
+            progress(&line);
             if !warm {
-                pre.push(a);
-                dec.push(b);
-                ttft.push(c);
+                pre.push(free.prefill_tps);
+                dec.push(free.decode_tps);
+                ttft.push(free.ttft_ms);
+                if let Some(u) = under {
+                    c_dec.push(u.decode_tps);
+                    c_tokens.push(u.tokens as f64);
+                }
             }
         }
+        let decode_tps = Stat::of(dec);
+        let constrained = compiled.as_ref().map(|_| {
+            let c_decode = Stat::of(c_dec);
+            ConstrainedCase {
+                decode_ratio: if decode_tps.median > 0.0 {
+                    c_decode.median / decode_tps.median
+                } else {
+                    0.0
+                },
+                decode_tps: c_decode,
+                gen_tokens: Stat::of(c_tokens),
+            }
+        });
         out.push(BenchCase {
             prompt_tokens: p,
             gen_tokens: g,
             prefill_tps: Stat::of(pre),
-            decode_tps: Stat::of(dec),
+            decode_tps,
             ttft_ms: Stat::of(ttft),
             peak_memory_bytes: rmx_mlx::peak_memory(),
+            constrained,
         });
     }
     Ok(out)

@@ -113,14 +113,19 @@ pub struct Prefix {
 struct Constrained {
     state: ConstraintState,
     row: Vec<bool>,
+    /// Host time the last mask took, grammar to device array (for `RMX_TRACE_STEPS`).
+    last_mask_ms: f64,
 }
 
 impl Constrained {
     /// `[1, width]` bool: the ids allowed next, with `left` tokens left counting this one.
     fn mask(&mut self, left: usize) -> Result<Array> {
+        let t = Instant::now();
         let mask = self.state.mask(left)?;
         mask.fill(&mut self.row);
-        Ok(Array::from_slice(&self.row, &[1, self.row.len() as i32])?)
+        let array = Array::from_slice(&self.row, &[1, self.row.len() as i32])?;
+        self.last_mask_ms = t.elapsed().as_secs_f64() * 1e3;
+        Ok(array)
     }
 }
 
@@ -141,6 +146,7 @@ impl Sequence {
         let constraint = req.constraint.as_ref().map(|c| Constrained {
             state: ConstraintState::new(c),
             row: vec![false; model.info().vocab_size.max(0) as usize],
+            last_mask_ms: 0.0,
         });
         let sampler = Sampler::new(&req.sampling, model.info().vocab_size, &req.prompt)?;
         let mut stop_ids: HashSet<u32> = if req.ignore_eos {
@@ -305,17 +311,31 @@ impl Sequence {
         if self.constraint.is_some() {
             // The next step's mask depends on this token, so it is sampled after this token
             // is read; its forward pass is queued first, to run while the mask is computed.
+            let t0 = Instant::now();
             let logits = if self.generated + 1 < self.req.max_tokens {
                 let t = current.choice.token.reshape(&[1, 1])?;
                 Some(self.forward(model, &t)?)
             } else {
                 None
             };
+            let t1 = Instant::now();
             if self.emit(&current)? {
                 return Ok(Progress::Finished);
             }
+            let t2 = Instant::now();
             if let Some(logits) = logits {
                 self.pending = Some(self.sample_queued(&logits)?);
+            }
+            if crate::trace::on() {
+                let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e3;
+                let mask = self.constraint.as_ref().map_or(0.0, |c| c.last_mask_ms);
+                eprintln!(
+                    "rmx-trace: constrained step queue={:.2}ms read+emit={:.2}ms mask={mask:.2}ms \
+                     sample={:.2}ms",
+                    ms(t0, t1),
+                    ms(t1, t2),
+                    ms(t2, Instant::now()) - mask
+                );
             }
             return Ok(Progress::Working);
         }

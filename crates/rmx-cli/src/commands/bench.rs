@@ -2,6 +2,7 @@
 //! with the hardware and versions, so numbers from different machines can be compared;
 //! `--submit` offers that record to the community repository (see `bench_submit`). An embedding
 //! model gets the embedding benchmark instead: inputs/s and tokens/s at batch 1 and 32.
+//! `--json-schema FILE` adds constrained decoding's tok/s beside the free run's.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -9,7 +10,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use rmx_engine::bench::{self, BenchCase, BenchConfig, EmbedCase};
-use rmx_engine::{Engine, EngineOptions, ModelKind};
+use rmx_engine::{Constraint, Engine, EngineOptions, ModelKind};
 use serde_json::json;
 
 use crate::bench_submit::{self, Submission};
@@ -39,6 +40,16 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     }
     if cfg.rounds == 0 || cfg.cases.iter().any(|&(p, g)| p == 0 || g == 0) {
         bail!("--rounds, --prompt-tokens and --gen-tokens must be at least 1");
+    }
+    if let Some(path) = &args.json_schema {
+        if args.submit {
+            bail!("--submit takes the standard benchmark only; leave out --json-schema");
+        }
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading the JSON schema {}", path.display()))?;
+        let schema = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not JSON", path.display()))?;
+        cfg.constraint = Some(Constraint::json_schema(schema));
     }
     // Under `rmx launch`, rank 0 of a group: the model is split over the ranks.
     let group = crate::commands::launch::lead()?;
@@ -217,6 +228,7 @@ fn record(
         },
         "rounds": cfg.rounds,
         "warmup": cfg.warmup,
+        "json_schema": args.json_schema.as_ref().map(|p| p.display().to_string()),
         "cases": cases,
     })
 }
@@ -235,16 +247,21 @@ fn print_table(engine: &Engine, cases: &[BenchCase]) {
     );
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_header([
+    let constrained = cases.iter().any(|c| c.constrained.is_some());
+    let mut header = vec![
         "PROMPT",
         "GEN",
         "PREFILL tok/s",
         "DECODE tok/s",
         "TTFT ms",
         "PEAK MEM",
-    ]);
+    ];
+    if constrained {
+        header.extend(["DECODE w/ SCHEMA", "RATIO"]);
+    }
+    t.set_header(header);
     for c in cases {
-        t.add_row([
+        let mut row = vec![
             c.prompt_tokens.to_string(),
             c.gen_tokens.to_string(),
             format!(
@@ -259,7 +276,17 @@ fn print_table(engine: &Engine, cases: &[BenchCase]) {
             ),
             format!("{:.1}", c.ttft_ms.median),
             format!("{:.1} MB", c.peak_memory_bytes as f64 / 1e6),
-        ]);
+        ];
+        if let Some(s) = &c.constrained {
+            row.push(format!(
+                "{:.1} ±{:.0}% ({:.0} tok)",
+                s.decode_tps.median,
+                s.decode_tps.spread_pct(),
+                s.gen_tokens.median
+            ));
+            row.push(format!("{:.3}", s.decode_ratio));
+        }
+        t.add_row(row);
     }
     println!("{t}");
 }

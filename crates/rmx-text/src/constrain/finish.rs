@@ -36,18 +36,34 @@ const MAX_NODES: usize = 1024;
 /// Bytes the grammar forces (a key's name, a tool call's markup) are not choices.
 const CHOICE_LIMITS: [usize; 2] = [32, 256];
 
+/// What a search needs of the vocabulary, worked out once per grammar.
+#[derive(Debug)]
+pub(crate) struct Tables {
+    order: Vec<u8>,
+    /// By byte: the token that is that byte alone (INVALID_TOKEN where none is).
+    single: Vec<u32>,
+}
+
+impl Tables {
+    pub(crate) fn new(trie: &TokTrie) -> Tables {
+        Tables {
+            order: byte_order(),
+            single: (0..=255u8)
+                .map(|b| trie.token_id(&[b]).unwrap_or(INVALID_TOKEN))
+                .collect(),
+        }
+    }
+}
+
 /// Bytes after which the grammar may end, from `parser`'s state (which is left as it was);
 /// None where the search finds none within its budget.
-pub(crate) fn completion(parser: &Parser, trie: &TokTrie) -> Option<Vec<u8>> {
-    let order = byte_order();
-    let single: Vec<u32> = (0..=255u8)
-        .map(|b| trie.token_id(&[b]).unwrap_or(INVALID_TOKEN))
-        .collect();
+pub(crate) fn completion(parser: &Parser, tables: &Tables) -> Option<Vec<u8>> {
     let mut search = Search {
-        order: &order,
-        single: &single,
+        order: &tables.order,
+        single: &tables.single,
         nodes: 0,
         too_deep: false,
+        broken: false,
         path: Vec::new(),
         seen: Vec::new(),
     };
@@ -56,10 +72,12 @@ pub(crate) fn completion(parser: &Parser, trie: &TokTrie) -> Option<Vec<u8>> {
         search.too_deep = false;
         search.path.clear();
         search.seen.clear();
-        if search.walk(parser.clone(), limit) {
+        // One copy per search: the walk applies bytes to it and takes them back.
+        let mut p = parser.clone();
+        if search.walk(&mut p, limit) {
             return Some(search.path);
         }
-        if !search.too_deep {
+        if !search.too_deep || search.broken {
             break;
         }
     }
@@ -68,34 +86,44 @@ pub(crate) fn completion(parser: &Parser, trie: &TokTrie) -> Option<Vec<u8>> {
 
 struct Search<'a> {
     order: &'a [u8],
-    /// By byte: the token that is that byte alone (INVALID_TOKEN where none is).
     single: &'a [u32],
     nodes: usize,
     /// The walk stopped somewhere for want of choices rather than budget.
     too_deep: bool,
+    /// Taking bytes back failed (a grammar with `stop=` lexemes cannot): the copy is spent.
+    broken: bool,
     path: Vec<u8>,
     /// The lexer states the path has passed through, to prefer bytes that go somewhere new.
     seen: Vec<StateID>,
 }
 
 impl Search<'_> {
-    fn walk(&mut self, mut p: Parser, choices: usize) -> bool {
+    /// Walks on from `p`; where that fails, `p` is back where it was.
+    fn walk(&mut self, p: &mut Parser, choices: usize) -> bool {
         let (at, seen) = (self.path.len(), self.seen.len());
-        let found = self.walk_from(&mut p, choices);
-        if !found {
-            self.path.truncate(at);
-            self.seen.truncate(seen);
+        if self.walk_from(p, choices) {
+            return true;
         }
-        found
+        self.seen.truncate(seen);
+        let applied = self.path.len() - at;
+        self.path.truncate(at);
+        if applied > 0 && p.rollback(applied).is_err() {
+            self.broken = true;
+        }
+        false
     }
 
     fn walk_from(&mut self, p: &mut Parser, choices: usize) -> bool {
         loop {
+            if self.broken {
+                return false;
+            }
             // Bytes the parser already holds as forced (a mask computed them) come first:
             // the lexer stands after them, and applying anything else would contradict them.
             let forced = p.currently_forced_bytes().to_vec();
             if !forced.is_empty() {
                 if p.apply_token(&forced, INVALID_TOKEN).is_err() {
+                    self.broken = true;
                     return false;
                 }
                 self.path.extend_from_slice(&forced);
@@ -113,16 +141,25 @@ impl Search<'_> {
             let mut allowed = (0..=255u8).filter(|&b| next.to[b as usize].is_some());
             match (allowed.next(), allowed.next()) {
                 (None, _) => return false,
-                // One way on: take it in place (nothing to come back to), and it is no choice.
+                // One way on: no choice, and no need to keep a way back here.
                 (Some(b), None) => {
-                    if p.apply_token(&[b], self.single[b as usize]).is_err() {
+                    if !self.apply(p, b) {
                         return false;
                     }
-                    self.path.push(b);
                 }
                 _ => return self.choose(p, &next, choices),
             }
         }
+    }
+
+    /// Applies byte `b` (one `next_bytes` allowed) and records it.
+    fn apply(&mut self, p: &mut Parser, b: u8) -> bool {
+        if p.apply_token(&[b], self.single[b as usize]).is_err() {
+            self.broken = true;
+            return false;
+        }
+        self.path.push(b);
+        true
     }
 
     /// Tries the allowed bytes from a state with several: a closing byte that ends the lexeme
@@ -130,19 +167,28 @@ impl Search<'_> {
     /// something, which is why no fixed order is right everywhere); then, in the byte order,
     /// those that take the lexer somewhere the path has not been (out of a loop such as an
     /// email's local part, `a*`, towards its `@`); then the rest.
-    fn choose(&mut self, p: &Parser, next: &Next, choices: usize) -> bool {
+    fn choose(&mut self, p: &mut Parser, next: &Next, choices: usize) -> bool {
         if choices == 0 {
             self.too_deep = true;
             return false;
         }
         let allowed = |b: u8| next.to[b as usize].is_some();
-        let closing = CLOSERS.iter().copied().find(|&b| {
-            allowed(b) && {
-                let mut after = p.clone();
-                after.apply_token(&[b], self.single[b as usize]).is_ok()
-                    && !after.has_pending_lexeme_bytes()
+        let mut closing = None;
+        for &b in CLOSERS.iter().filter(|&&b| allowed(b)) {
+            if !self.apply(p, b) {
+                return false;
             }
-        });
+            let ends = !p.has_pending_lexeme_bytes();
+            self.path.pop();
+            if p.rollback(1).is_err() {
+                self.broken = true;
+                return false;
+            }
+            if ends {
+                closing = Some(b);
+                break;
+            }
+        }
         let new = |b: u8| next.to[b as usize].is_some_and(|s| !self.seen.contains(&s));
         let fresh: Vec<u8> = self.order.iter().copied().filter(|&b| new(b)).collect();
         let stale = self
@@ -153,19 +199,20 @@ impl Search<'_> {
         let order: Vec<u8> = closing.into_iter().chain(fresh).chain(stale).collect();
         let mut tried = [false; 256];
         for b in order {
-            if tried[b as usize] {
+            if std::mem::replace(&mut tried[b as usize], true) {
                 continue;
             }
-            tried[b as usize] = true;
-            let mut after = p.clone();
-            if after.apply_token(&[b], self.single[b as usize]).is_err() {
-                continue;
+            if !self.apply(p, b) {
+                return false;
             }
-            self.path.push(b);
-            if self.walk(after, choices - 1) {
+            if self.walk(p, choices - 1) {
                 return true;
             }
             self.path.pop();
+            if self.broken || p.rollback(1).is_err() {
+                self.broken = true;
+                return false;
+            }
             if self.nodes >= MAX_NODES {
                 return false;
             }

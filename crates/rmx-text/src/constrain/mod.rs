@@ -19,6 +19,7 @@ mod state;
 mod vocabulary;
 
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 
 use llguidance::api::ParserLimits;
 use llguidance::{ParserFactory, TokenParser};
@@ -175,6 +176,7 @@ impl Tool {
 /// that needs it, and shares it across threads.
 pub struct Compiler {
     factory: ParserFactory,
+    tables: Arc<finish::Tables>,
 }
 
 impl std::fmt::Debug for Compiler {
@@ -195,7 +197,8 @@ impl Compiler {
             verbose_errors: false,
             ..ParserLimits::default()
         };
-        Ok(Compiler { factory })
+        let tables = Arc::new(finish::Tables::new(factory.tok_env().tok_trie()));
+        Ok(Compiler { factory, tables })
     }
 
     /// How many ids a mask covers.
@@ -232,6 +235,7 @@ impl Compiler {
         Ok(Compiled {
             parser,
             shape_only,
+            tables: self.tables.clone(),
             think: c.think,
         })
     }
@@ -265,6 +269,7 @@ impl Compiler {
 #[derive(Clone)]
 pub struct Compiled {
     parser: TokenParser,
+    tables: Arc<finish::Tables>,
     /// For [`Think::MayOpen`]: the grammar of the shape with no thought before it.
     shape_only: Option<TokenParser>,
     think: Think,

@@ -6,6 +6,8 @@ use std::collections::VecDeque;
 use llguidance::toktrie::SimpleVob;
 use llguidance::TokenParser;
 
+use std::sync::Arc;
+
 use super::{finish, guarded, Compiled, ConstraintError, Think};
 
 /// Free tokens stop this many tokens before the completion would no longer fit: one free token
@@ -22,6 +24,7 @@ const MAX_MISSES: u8 = 2;
 /// One sequence's constraint.
 pub struct ConstraintState {
     parser: TokenParser,
+    tables: Arc<finish::Tables>,
     /// Where a thought may open: the shape alone, followed while the output can still be the
     /// shape with no thought (the completion is looked for there, not in a thought).
     shape_only: Option<TokenParser>,
@@ -62,6 +65,7 @@ impl ConstraintState {
     pub fn new(c: &Compiled) -> ConstraintState {
         ConstraintState {
             parser: c.parser.clone(),
+            tables: c.tables.clone(),
             shape_only: c.shape_only.clone(),
             think: c.think,
             out: Vec::new(),
@@ -131,10 +135,10 @@ impl ConstraintState {
         if self.misses >= MAX_MISSES {
             return false;
         }
-        match self.need {
-            None => true,
-            Some(need) => self.since >= left.saturating_sub(need + self.margin) / 4,
-        }
+        // Before the first look the completion is taken to be short: an answer with many
+        // tokens left is first looked at a quarter of the way in (each look costs a search).
+        let need = self.need.unwrap_or(0);
+        self.since >= left.saturating_sub(need + self.margin) / 4
     }
 
     /// Finds a completion and forces it if it only just fits in `left`.
@@ -185,7 +189,8 @@ impl ConstraintState {
             tokens.extend(close_ids);
         }
         let parser = &from.parser;
-        let bytes = guarded(|| Ok(finish::completion(parser, trie)))
+        let tables = &self.tables;
+        let bytes = guarded(|| Ok(finish::completion(parser, tables)))
             .ok()
             .flatten()
             .ok_or(Miss::NotFound)?;
