@@ -217,11 +217,17 @@ fn bench_reports_constrained_decode_beside_the_free_one() {
     };
     let mut lines = Vec::new();
     let cases = bench::run(&e, &cfg, |l| lines.push(l.to_string())).unwrap();
-    let c = cases[0].constrained.as_ref().expect("the constrained rounds");
+    let c = cases[0]
+        .constrained
+        .as_ref()
+        .expect("the constrained rounds");
     assert!(c.decode_tps.median > 0.0 && c.decode_ratio > 0.0, "{c:?}");
     // The answer ends where the object closes, at the latest at the case's length.
     assert!((1.0..=24.0).contains(&c.gen_tokens.median), "{c:?}");
-    assert!(lines.iter().all(|l| l.contains("constrained decode")), "{lines:?}");
+    assert!(
+        lines.iter().all(|l| l.contains("constrained decode")),
+        "{lines:?}"
+    );
     let json = serde_json::to_value(&cases[0]).unwrap();
     assert!(json["constrained"]["decode_ratio"].is_number(), "{json}");
 }
