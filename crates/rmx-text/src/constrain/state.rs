@@ -281,6 +281,24 @@ impl Mask {
         }
     }
 
+    /// Writes the mask over `out` as bits, 32 ids a word (id `i` is bit `i % 32` of word
+    /// `i / 32`), as llguidance keeps it; ids past `out` are never allowed.
+    pub fn fill_words(&self, out: &mut [u32]) {
+        out.fill(0);
+        match self {
+            Mask::One(id) => {
+                if let Some(w) = out.get_mut(*id as usize / 32) {
+                    *w = 1 << (id % 32);
+                }
+            }
+            Mask::Set(set) => {
+                let words = set.as_slice();
+                let n = words.len().min(out.len());
+                out[..n].copy_from_slice(&words[..n]);
+            }
+        }
+    }
+
     /// Whether `id` is allowed.
     pub fn allows(&self, id: u32) -> bool {
         match self {
