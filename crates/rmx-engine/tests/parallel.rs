@@ -176,7 +176,8 @@ fn rank_main(dir: &Path) {
     }
 }
 
-fn this_test(test: &str, dir: &Path) -> Command {
+/// This test binary running only `test`, as a rank or the single process.
+fn rerun(test: &str) -> Command {
     let mut c = Command::new(std::env::current_exe().unwrap());
     // --include-ignored: the 4-rank tests are ignored by default, their ranks must run them.
     c.args([
@@ -186,8 +187,13 @@ fn this_test(test: &str, dir: &Path) -> Command {
         "--nocapture",
         "--test-threads=1",
     ])
-    .env(MODEL_DIR, dir)
     .stdin(Stdio::null());
+    c
+}
+
+fn this_test(test: &str, dir: &Path) -> Command {
+    let mut c = rerun(test);
+    c.env(MODEL_DIR, dir);
     c
 }
 
@@ -459,20 +465,11 @@ fn a_group_serves_one_model_after_another_and_refuses_mismatched_ranks() {
         let test = "a_group_serves_one_model_after_another_and_refuses_mismatched_ranks";
         let ring = LocalRing::spawn(2, logs.path(), |rank| {
             let f = std::fs::File::create(log(rank)).unwrap();
-            let mut c = Command::new(std::env::current_exe().unwrap());
-            // --include-ignored: the 4-rank tests are ignored by default, their ranks must run them.
-            c.args([
-                test,
-                "--exact",
-                "--include-ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(
+            let mut c = rerun(test);
+            c.env(
                 GROUP_MODELS,
                 format!("{};{}", llama.display(), qwen3.display()),
             )
-            .stdin(Stdio::null())
             .stdout(f.try_clone().unwrap())
             .stderr(f);
             c
