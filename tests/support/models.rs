@@ -77,21 +77,21 @@ pub struct Reference {
     pub logprobs: Vec<Vec<f32>>,
 }
 
-/// mlx-lm's greedy outputs for some prompts (`true`: through the chat template), computed by
-/// one python process in the background: starting python with mlx-lm and loading a model take
-/// seconds, and the caller can run its own side meanwhile. [`PendingReferences::wait`] collects.
+/// mlx-lm's greedy outputs for some prompts (`true`: through the chat template), computed on a
+/// reference worker ([`crate::py_worker`]) in the background: loading a model and generating
+/// take seconds, and the caller can run its own side meanwhile. [`PendingReferences::wait`]
+/// collects.
 pub fn spawn_references(
     model: &Path,
     prompts: &[(&str, bool)],
     max_tokens: usize,
 ) -> PendingReferences {
-    spawn_reference_process(model, prompts, max_tokens, &[])
+    start_references(model, prompts, max_tokens, &[])
 }
 
-/// [`model`] and [`spawn_references`] in one python process: it writes the model if it is not
-/// there yet, and returns once the model is on disk, while mlx-lm goes on computing. (Python's
-/// start and mlx-lm's import cost ~2.5 s a process on the 2-core CI machine; the parity suite
-/// starts one per model instead of two.)
+/// [`model`] and [`spawn_references`] as one command of a reference worker: it writes the model
+/// if it is not there yet, and returns once the model is on disk, while mlx-lm goes on
+/// computing.
 pub fn model_with_references(
     family: &str,
     quant: &str,
@@ -102,8 +102,7 @@ pub fn model_with_references(
     let lock = building(&dir);
     let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
     std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
-    let mut pending =
-        spawn_reference_process(&dir, prompts, max_tokens, &["--make", family, quant]);
+    let mut pending = start_references(&dir, prompts, max_tokens, &["--make", family, quant]);
     match pending.call.next_signal() {
         Ok(line) if line == "ready" => {}
         Ok(line) => panic!(
@@ -118,7 +117,7 @@ pub fn model_with_references(
     (dir, pending)
 }
 
-fn spawn_reference_process(
+fn start_references(
     model: &Path,
     prompts: &[(&str, bool)],
     max_tokens: usize,
