@@ -119,6 +119,8 @@ pub(crate) struct Variant {
     pub sinks: bool,
     /// The feed-forward of each layer; `None`: the dense SwiGLU MLP of the config's sizes.
     pub ffn: Option<FfnLoader>,
+    /// `ffn` splits its layers over a tensor-parallel group itself (Qwen3-MoE's experts).
+    pub ffn_splits: bool,
     /// Layers whose mixer is not the attention (Gated DeltaNet); `None`: all attention.
     pub mixer: Option<MixerLoader>,
     /// q_proj also gives a sigmoid gate on attention's output (Qwen3-Next, Qwen3.5).
@@ -147,6 +149,7 @@ impl Variant {
             rope,
             sinks: false,
             ffn: None,
+            ffn_splits: false,
             mixer: None,
             output_gate: false,
             root: "model".into(),
@@ -180,7 +183,8 @@ pub(crate) fn load_decoder(
         w.discard(|k| k.starts_with(&head));
     }
     if let Some(tp) = w.tensor_parallel() {
-        if v.ffn.is_some() || v.mixer.is_some() || v.sinks || v.output_gate {
+        let ffn = v.ffn.is_some() && !v.ffn_splits;
+        if ffn || v.mixer.is_some() || v.sinks || v.output_gate {
             return Err(ModelError::Parallel {
                 ranks: tp.size(),
                 message: format!(

@@ -3,6 +3,7 @@
 //! experts multiplied through MLX's `gather_mm` / `gather_qmm`, and the two routers that the
 //! families here use (Qwen3-MoE's softmax-then-top-k, GPT-OSS's top-k-then-softmax).
 
+use rmx_mlx::distributed::Group;
 use rmx_mlx::quant::{self, QuantSpec, Quantized};
 use rmx_mlx::{gather_mm, Array, Backend, Dtype};
 
@@ -10,6 +11,7 @@ use crate::attention::Mlp;
 use crate::config::QuantConfig;
 use crate::error::{ModelError, Result};
 use crate::layers::{swiglu, Linear};
+use crate::parallel::{Parallel, Part};
 use crate::weights::Weights;
 
 /// mlx-lm sorts the (token, expert) pairs by expert from this many pairs on, so each expert's
@@ -29,9 +31,24 @@ enum SwitchWeight {
     Quant(Quantized, QuantSpec),
 }
 
+/// How one rank of a tensor-parallel group holds the experts' projections (mlx-lm's
+/// `shard_inplace` of a `SwitchLinear`): every expert, each one's share of the rows or columns.
+#[derive(Clone, Copy)]
+pub(crate) enum ExpertSplit {
+    /// Each expert's output rows `Part` (gate and up: "all-to-sharded").
+    Rows(Part),
+    /// Each expert's input columns `Part` (down: "sharded-to-all"); the block's output is summed
+    /// over the ranks after the experts are combined. `bias`: this rank adds the experts' biases
+    /// (one rank does, so the sum has them once).
+    Cols { part: Part, bias: bool },
+}
+
 impl SwitchLinear {
-    /// Loads `path.weight` as `[experts, out, in]` (quantized when `path.scales` exists).
-    pub fn load(
+    /// Loads `path.weight` as `[experts, out, in]` (quantized when `path.scales` exists), whole
+    /// or this rank's `split` of it (read from the file in part: only its slices of every
+    /// expert).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn load(
         w: &mut Weights,
         q: &QuantConfig,
         path: &str,
@@ -39,19 +56,42 @@ impl SwitchLinear {
         inp: i32,
         out: i32,
         bias: bool,
+        split: Option<ExpertSplit>,
     ) -> Result<SwitchLinear> {
-        let bias = if bias {
-            Some(w.take(&format!("{path}.bias"), &[experts, out])?)
-        } else {
-            None
+        let bias_name = format!("{path}.bias");
+        let bias = match (bias, split) {
+            (false, _) => None,
+            (true, None) => Some(w.take(&bias_name, &[experts, out])?),
+            (true, Some(ExpertSplit::Rows(p))) => {
+                Some(w.take_part(&bias_name, &[experts, out], 1, p)?)
+            }
+            (true, Some(ExpertSplit::Cols { bias: mine, .. })) => {
+                // Taken either way (never read where unused), so no tensor is left over.
+                let b = w.take(&bias_name, &[experts, out])?;
+                mine.then_some(b)
+            }
+        };
+        let (axis, part) = match split {
+            None => (1, Part { start: 0, len: out }),
+            Some(ExpertSplit::Rows(p)) => (1, p),
+            Some(ExpertSplit::Cols { part, .. }) => (2, part),
         };
         let weight = match crate::layers::spec_for(w, q, path)? {
             Some(spec) => SwitchWeight::Quant(
-                crate::layers::quantized_parts(w, path, &[experts, out], inp, spec)?,
+                crate::tensor_parallel::quantized_part(
+                    w,
+                    path,
+                    &[experts],
+                    inp,
+                    out,
+                    spec,
+                    axis,
+                    part,
+                )?,
                 spec,
             ),
             None => SwitchWeight::Dense(
-                w.take(&format!("{path}.weight"), &[experts, out, inp])?
+                w.take_part(&format!("{path}.weight"), &[experts, out, inp], axis, part)?
                     .swapaxes(-1, -2)?,
             ),
         };
@@ -247,33 +287,84 @@ impl SwitchGlu {
         bias: bool,
         act: ExpertActivation,
     ) -> Result<SwitchGlu> {
+        SwitchGlu::load_split(w, q, path, experts, dim, hidden, bias, act, None)
+    }
+
+    /// [`SwitchGlu::load`], or on rank `tp.rank()` of a tensor-parallel group its share of
+    /// every expert, as mlx-lm's `shard()` splits them: gate and up by output rows (each rank
+    /// its slice of every expert's `hidden` units), down by the matching input columns. The
+    /// experts' output is then a partial sum, which [`SparseMoe`] sums over the ranks after
+    /// combining the experts. Per-expert checkpoints are stacked whole first, then sliced
+    /// (read whole once; mlx-lm's conversions are stacked).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn load_split(
+        w: &mut Weights,
+        q: &QuantConfig,
+        path: &str,
+        experts: i32,
+        dim: i32,
+        hidden: i32,
+        bias: bool,
+        act: ExpertActivation,
+        tp: Option<&Parallel>,
+    ) -> Result<SwitchGlu> {
         let experts_dir = path.rsplit_once('.').map_or(path, |(p, _)| p);
         for name in ["gate_proj", "up_proj", "down_proj"] {
             stack_per_expert(w, experts_dir, path, name, experts)?;
         }
-        let gate = SwitchLinear::load(
-            w,
-            q,
-            &format!("{path}.gate_proj"),
-            experts,
-            dim,
-            hidden,
-            bias,
-        )?;
-        let up = SwitchLinear::load(w, q, &format!("{path}.up_proj"), experts, dim, hidden, bias)?;
-        Ok(SwitchGlu {
-            gate_up: GateUp::new(gate, up, hidden, dim, act)?,
-            down: SwitchLinear::load(
+        let part = match tp {
+            Some(tp) => Some(tp.share(hidden, "the experts' hidden units")?),
+            None => None,
+        };
+        let rows = part.map(ExpertSplit::Rows);
+        let cols = match (tp, part) {
+            (Some(tp), Some(part)) => Some(ExpertSplit::Cols {
+                part,
+                bias: tp.rank == 0,
+            }),
+            _ => None,
+        };
+        let proj = |w: &mut Weights, name: &str, inp, out, split| {
+            SwitchLinear::load(
                 w,
                 q,
-                &format!("{path}.down_proj"),
+                &format!("{path}.{name}"),
                 experts,
-                hidden,
-                dim,
+                inp,
+                out,
                 bias,
-            )?,
+                split,
+            )
+        };
+        let gate = proj(w, "gate_proj", dim, hidden, rows)?;
+        let up = proj(w, "up_proj", dim, hidden, rows)?;
+        let local = part.map_or(hidden, |p| p.len);
+        Ok(SwitchGlu {
+            gate_up: GateUp::new(gate, up, local, dim, act)?,
+            down: proj(w, "down_proj", hidden, dim, cols)?,
             act,
         })
+    }
+
+    /// The bytes of its weights (gate, up and down, with scales and biases).
+    #[cfg(test)]
+    pub(crate) fn nbytes(&self) -> usize {
+        let one = |l: &SwitchLinear| {
+            let w = match &l.weight {
+                SwitchWeight::Dense(a) => a.nbytes(),
+                SwitchWeight::Quant(q, _) => {
+                    q.weight.nbytes()
+                        + q.scales.nbytes()
+                        + q.biases.as_ref().map_or(0, Array::nbytes)
+                }
+            };
+            w + l.bias.as_ref().map_or(0, Array::nbytes)
+        };
+        let gate_up = match &self.gate_up {
+            GateUp::Separate { gate, up } => one(gate) + one(up),
+            GateUp::Fused { both, .. } => one(both),
+        };
+        gate_up + one(&self.down)
     }
 
     /// `x` `[..., dim]`, expert ids `[..., k]` -> each chosen expert's output `[..., k, dim]`.
@@ -403,6 +494,9 @@ pub struct SparseMoe {
     top_k: i32,
     routing: Routing,
     shared: Option<SharedExpert>,
+    /// On a rank of a tensor-parallel group: the group its experts are split over
+    /// ([`SwitchGlu::load_split`]); the combined experts' output is summed over it.
+    group: Option<Group>,
 }
 
 impl SparseMoe {
@@ -428,11 +522,14 @@ impl SparseMoe {
             top_k,
             routing,
             shared: None,
+            group: None,
         })
     }
 
     /// Qwen's layout under `path`: a bias-free router `gate` and SwiGLU experts `switch_mlp`
-    /// of `hidden` each, softmax-then-top-k routing (Qwen3-MoE, Qwen3-Next, Qwen3.5-MoE).
+    /// of `hidden` each, softmax-then-top-k routing (Qwen3-MoE, Qwen3-Next, Qwen3.5-MoE). On a
+    /// rank of a tensor-parallel group the experts are split and the router kept whole, as
+    /// mlx-lm's `qwen3_moe.shard()` does.
     #[allow(clippy::too_many_arguments)]
     pub fn load_qwen(
         w: &mut Weights,
@@ -444,8 +541,9 @@ impl SparseMoe {
         hidden: i32,
         normalize: bool,
     ) -> Result<SparseMoe> {
+        let tp = w.tensor_parallel().cloned();
         let router = Linear::load(w, q, &format!("{path}.gate"), dim, experts, false)?;
-        let switch = SwitchGlu::load(
+        let switch = SwitchGlu::load_split(
             w,
             q,
             &format!("{path}.switch_mlp"),
@@ -454,14 +552,26 @@ impl SparseMoe {
             hidden,
             false,
             ExpertActivation::SwiGlu,
+            tp.as_ref(),
         )?;
-        SparseMoe::new(
+        let moe = SparseMoe::new(
             router,
             switch,
             experts,
             top_k,
             Routing::SoftmaxTopK { normalize },
-        )
+        )?;
+        Ok(match tp {
+            Some(tp) => moe.split_over(tp.group().clone()),
+            None => moe,
+        })
+    }
+
+    /// Marks the experts as split over `group` ([`SwitchGlu::load_split`]): each rank's
+    /// combined experts are a partial sum, summed over the ranks.
+    pub(crate) fn split_over(mut self, group: Group) -> SparseMoe {
+        self.group = Some(group);
+        self
     }
 
     /// Whether a decode step runs rmx's expert kernels (the gate/up fused at load for them).
@@ -485,6 +595,12 @@ impl SparseMoe {
 
     pub fn forward(&self, x: &Array) -> Result<Array> {
         let y = self.routed(x)?;
+        // One sum per block, after the experts are weighted and combined (either path of
+        // `routed`, the CUDA kernels' included: they combine this rank's slices only).
+        let y = match &self.group {
+            Some(g) => g.all_sum(&y)?,
+            None => y,
+        };
         let Some(s) = &self.shared else {
             return Ok(y);
         };

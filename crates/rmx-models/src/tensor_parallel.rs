@@ -19,7 +19,7 @@
 //! heads read it, as vLLM does, instead of refusing.
 
 use rmx_mlx::distributed::Group;
-use rmx_mlx::quant::Quantized;
+use rmx_mlx::quant::{QuantSpec, Quantized};
 use rmx_mlx::{r#where, Array};
 
 use crate::config::QuantConfig;
@@ -91,45 +91,7 @@ pub(crate) fn linear(
     };
     let local = match spec_for(w, q, path)? {
         Some(spec) => {
-            let (gs, bits) = (spec.group_size, spec.bits);
-            if inp % gs != 0 || (inp * bits) % 32 != 0 {
-                return Err(ModelError::Config {
-                    path: path.into(),
-                    message: format!("{inp} columns do not fit {bits}-bit groups of {gs}"),
-                });
-            }
-            // A column split takes whole quantization groups and whole 32-bit words.
-            let (packed, groups) = match axis {
-                0 => (part, part),
-                _ if part.start % gs == 0 && part.len % gs == 0 => (
-                    Part {
-                        start: part.start * bits / 32,
-                        len: part.len * bits / 32,
-                    },
-                    Part {
-                        start: part.start / gs,
-                        len: part.len / gs,
-                    },
-                ),
-                _ => {
-                    return Err(ModelError::Config {
-                        path: path.into(),
-                        message: format!(
-                            "a rank's share of the {inp} input columns ({}) is not whole \
-                             quantization groups of {gs}; use fewer ranks",
-                            part.len
-                        ),
-                    })
-                }
-            };
-            let qp = Quantized {
-                weight: w.take_part(&name("weight"), &[out, inp * bits / 32], axis, packed)?,
-                scales: w.take_part(&name("scales"), &[out, inp / gs], axis, groups)?,
-                biases: match w.has(&name("biases")) {
-                    true => Some(w.take_part(&name("biases"), &[out, inp / gs], axis, groups)?),
-                    false => None,
-                },
-            };
+            let qp = quantized_part(w, path, &[], inp, out, spec, axis, part)?;
             let bias = if axis == 0 { bias.clone() } else { None };
             Linear::Quant { q: qp, spec, bias }
         }
@@ -146,6 +108,62 @@ pub(crate) fn linear(
             part: Box::new(local),
             group: group.clone(),
             bias,
+        },
+    })
+}
+
+/// This rank's part of the quantized weight `path` (`[lead.., out, inp]` as stored, with its
+/// scales and biases): output rows `part` when `axis` is `lead.len()`, input columns when it is
+/// the last. A column split takes whole quantization groups, and so whole 32-bit words.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn quantized_part(
+    w: &mut Weights,
+    path: &str,
+    lead: &[i32],
+    inp: i32,
+    out: i32,
+    spec: QuantSpec,
+    axis: usize,
+    part: Part,
+) -> Result<Quantized> {
+    let name = |t: &str| format!("{path}.{t}");
+    let (gs, bits) = (spec.group_size, spec.bits);
+    if inp % gs != 0 || (inp * bits) % 32 != 0 {
+        return Err(ModelError::Config {
+            path: path.into(),
+            message: format!("{inp} columns do not fit {bits}-bit groups of {gs}"),
+        });
+    }
+    let (packed, groups) = if axis == lead.len() {
+        (part, part)
+    } else if part.start % gs == 0 && part.len % gs == 0 {
+        (
+            Part {
+                start: part.start * bits / 32,
+                len: part.len * bits / 32,
+            },
+            Part {
+                start: part.start / gs,
+                len: part.len / gs,
+            },
+        )
+    } else {
+        return Err(ModelError::Config {
+            path: path.into(),
+            message: format!(
+                "a rank's share of the {inp} input columns ({}) is not whole quantization \
+                 groups of {gs}; use fewer ranks",
+                part.len
+            ),
+        });
+    };
+    let shape = |last: i32| [lead, &[out, last]].concat();
+    Ok(Quantized {
+        weight: w.take_part(&name("weight"), &shape(inp * bits / 32), axis, packed)?,
+        scales: w.take_part(&name("scales"), &shape(inp / gs), axis, groups)?,
+        biases: match w.has(&name("biases")) {
+            true => Some(w.take_part(&name("biases"), &shape(inp / gs), axis, groups)?),
+            false => None,
         },
     })
 }
@@ -307,6 +325,76 @@ mod tests {
             size,
             mode: ParallelMode::Tensor,
         }
+    }
+
+    /// Each rank's share of a layer's experts, read from the file (gate and up by rows, down by
+    /// columns): the ranks' outputs add up to the whole experts' output, for one token (the
+    /// unsorted path) and a prompt (sorted by expert), dense and quantized; each share holds
+    /// 1/N of the experts' bytes.
+    #[test]
+    fn split_experts_add_up_to_the_whole_experts() {
+        use crate::moe::{ExpertActivation, SwitchGlu};
+        let dir = std::env::temp_dir().join(format!("rmx-tp-experts-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let (e, d, f) = (4, 64, 128);
+        let spec = QuantSpec::affine(32, 4);
+        let mut arrays = vec![];
+        for (i, (name, shape)) in [("gate", [e, f, d]), ("up", [e, f, d]), ("down", [e, d, f])]
+            .into_iter()
+            .enumerate()
+        {
+            let n = shape.iter().product::<i32>() as usize;
+            let w = Array::from_slice(&values(n, i + 4), &shape).expect("weight");
+            let q = quant::quantize(&w, spec).expect("quantize");
+            let b = q.biases.clone().expect("affine has biases");
+            let p = |m: &str, t: &str| format!("{m}.switch_mlp.{name}_proj.{t}");
+            arrays.push((p("d", "weight"), w));
+            arrays.push((p("q", "weight"), q.weight));
+            arrays.push((p("q", "scales"), q.scales));
+            arrays.push((p("q", "biases"), b));
+        }
+        let named: Vec<(&str, &Array)> = arrays.iter().map(|(k, a)| (k.as_str(), a)).collect();
+        rmx_mlx::io::save_safetensors(&dir.join("model.safetensors"), &named, &[]).expect("save");
+        let mut qc = QuantConfig::default();
+        qc.default = Some(spec);
+        let load = |m: &str, tp: Option<&Parallel>| {
+            let mut w = Weights::load(&dir).expect("weights");
+            let path = format!("{m}.switch_mlp");
+            let act = ExpertActivation::SwiGlu;
+            SwitchGlu::load_split(&mut w, &qc, &path, e, d, f, false, act, tp).expect("experts")
+        };
+        for m in ["d", "q"] {
+            let whole = load(m, None);
+            let n = 2;
+            let parts: Vec<SwitchGlu> = (0..n).map(|r| load(m, Some(&plan(r, n)))).collect();
+            for p in &parts {
+                assert_eq!(
+                    p.nbytes() * n as usize,
+                    whole.nbytes(),
+                    "{m}: 1/{n} of the bytes"
+                );
+            }
+            // 1 token x 2 experts: unsorted; 40 x 2 = 80 pairs: sorted by expert.
+            for tokens in [1usize, 40] {
+                let x = Array::from_slice(&values(tokens * d as usize, 9), &[tokens as i32, d])
+                    .expect("x");
+                let ids: Vec<u32> = (0..2 * tokens as u32)
+                    .map(|i| (i * 7 + i / 3) % 4)
+                    .collect();
+                let idx = Array::from_slice(&ids, &[tokens as i32, 2]).expect("ids");
+                let want = whole.forward(&x, &idx).expect("whole");
+                let mut sum: Option<Array> = None;
+                for p in &parts {
+                    let y = p.forward(&x, &idx).expect("part");
+                    sum = Some(match sum {
+                        Some(s) => s.add(&y).expect("add"),
+                        None => y,
+                    });
+                }
+                close(&sum.expect("parts"), &want);
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
