@@ -121,7 +121,13 @@ impl LocalRing {
                     }
                 }
             }
-            if exits.iter().all(Option::is_some) {
+            // A slot no longer held (wait_first's rank, taken before) has nothing to wait for;
+            // counting it as running made every launch sit out the whole grace.
+            let running = exits
+                .iter()
+                .zip(&self.children)
+                .any(|(e, c)| e.is_none() && c.is_some());
+            if !running {
                 break;
             }
             if Instant::now() >= deadline {
