@@ -253,6 +253,7 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
             [CompletionResult]::new('--gen-tokens', '--gen-tokens', [CompletionResultType]::ParameterName, 'Generation lengths to measure (default 128 and 512)')
             [CompletionResult]::new('--rounds', '--rounds', [CompletionResultType]::ParameterName, 'Measured rounds per case')
             [CompletionResult]::new('--warmup', '--warmup', [CompletionResultType]::ParameterName, 'Rounds run first and discarded')
+            [CompletionResult]::new('--streams', '--streams', [CompletionResultType]::ParameterName, 'Also run every case as N sequences at once (each its own prompt), e.g. `--streams 8,32`: aggregate tok/s and time to first token across the streams, as a server''s users see them')
             [CompletionResult]::new('--json-schema', '--json-schema', [CompletionResultType]::ParameterName, 'Also decode every round constrained to the JSON schema in FILE (as `response_format` would), and show its decode tok/s beside the free run''s: what structured output costs')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print a JSON record (hardware, versions, model, every case) instead of a table')
             [CompletionResult]::new('--submit', '--submit', [CompletionResultType]::ParameterName, 'Offer the JSON record to the community benchmarks repository [env: RMX_BENCH_REPO, default rmx-project/benchmarks]: shows it, asks, keeps a copy under the rmx home (benchmarks/), and opens a pull request through gh when it is installed')

@@ -355,7 +355,7 @@ _rmx() {
             return 0
             ;;
         rmx__subcmd__bench)
-            opts="-h -V --prompt-tokens --gen-tokens --rounds --warmup --json --json-schema --submit --yes --help --version"
+            opts="-h -V --prompt-tokens --gen-tokens --rounds --warmup --streams --json --json-schema --submit --yes --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -374,6 +374,10 @@ _rmx() {
                     return 0
                     ;;
                 --warmup)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --streams)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

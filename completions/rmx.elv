@@ -226,6 +226,7 @@ set edit:completion:arg-completer[rmx] = {|@words|
             cand --gen-tokens 'Generation lengths to measure (default 128 and 512)'
             cand --rounds 'Measured rounds per case'
             cand --warmup 'Rounds run first and discarded'
+            cand --streams 'Also run every case as N sequences at once (each its own prompt), e.g. `--streams 8,32`: aggregate tok/s and time to first token across the streams, as a server''s users see them'
             cand --json-schema 'Also decode every round constrained to the JSON schema in FILE (as `response_format` would), and show its decode tok/s beside the free run''s: what structured output costs'
             cand --json 'Print a JSON record (hardware, versions, model, every case) instead of a table'
             cand --submit 'Offer the JSON record to the community benchmarks repository [env: RMX_BENCH_REPO, default rmx-project/benchmarks]: shows it, asks, keeps a copy under the rmx home (benchmarks/), and opens a pull request through gh when it is installed'

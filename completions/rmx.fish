@@ -145,6 +145,7 @@ complete -c rmx -n "__fish_rmx_using_subcommand bench" -l prompt-tokens -d 'Prom
 complete -c rmx -n "__fish_rmx_using_subcommand bench" -l gen-tokens -d 'Generation lengths to measure (default 128 and 512)' -r
 complete -c rmx -n "__fish_rmx_using_subcommand bench" -l rounds -d 'Measured rounds per case' -r
 complete -c rmx -n "__fish_rmx_using_subcommand bench" -l warmup -d 'Rounds run first and discarded' -r
+complete -c rmx -n "__fish_rmx_using_subcommand bench" -l streams -d 'Also run every case as N sequences at once (each its own prompt), e.g. `--streams 8,32`: aggregate tok/s and time to first token across the streams, as a server\'s users see them' -r
 complete -c rmx -n "__fish_rmx_using_subcommand bench" -l json-schema -d 'Also decode every round constrained to the JSON schema in FILE (as `response_format` would), and show its decode tok/s beside the free run\'s: what structured output costs' -r -F
 complete -c rmx -n "__fish_rmx_using_subcommand bench" -l json -d 'Print a JSON record (hardware, versions, model, every case) instead of a table'
 complete -c rmx -n "__fish_rmx_using_subcommand bench" -l submit -d 'Offer the JSON record to the community benchmarks repository [env: RMX_BENCH_REPO, default rmx-project/benchmarks]: shows it, asks, keeps a copy under the rmx home (benchmarks/), and opens a pull request through gh when it is installed'

@@ -1,6 +1,7 @@
 //! `rmx launch`: the real binary starts 2 ranks over loopback (MLX's ring), rank 0 runs `rmx
 //! bench` on a model split over them, in both modes; rank 0's peak memory is about half the
-//! whole model's. Commands that cannot run over ranks yet are refused with what to do.
+//! whole model's, and its greedy tokens are the whole model's (the record's `tokens`); `--streams
+//! 2` runs too. Commands that cannot run over ranks yet are refused with what to do.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
@@ -16,7 +17,7 @@ fn bench(launch: &[&str], model: &Path) -> serde_json::Value {
     }
     let model = model.to_str().unwrap();
     args.extend(["bench", model, "--prompt-tokens", "8", "--gen-tokens", "4"]);
-    args.extend(["--rounds", "1", "--warmup", "0", "--json"]);
+    args.extend(["--rounds", "1", "--warmup", "0", "--streams", "2", "--json"]);
     let out = Command::new(rmx()).args(&args).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "rmx {args:?}:\n{err}");
@@ -31,9 +32,19 @@ fn peak(record: &serde_json::Value) -> f64 {
 #[test]
 fn bench_runs_on_a_model_split_over_two_ranks_in_both_modes() {
     let model = models::model("llama", "f32");
-    let whole = peak(&bench(&[], &model));
+    let whole_record = bench(&[], &model);
+    let whole = peak(&whole_record);
+    let tokens = &whole_record["cases"][0]["tokens"];
+    assert_eq!(tokens.as_array().map(Vec::len), Some(4), "{whole_record}");
     for mode in ["tensor", "pipeline"] {
-        let split = peak(&bench(&["launch", "-n", "2", "--mode", mode], &model));
+        let record = bench(&["launch", "-n", "2", "--mode", mode], &model);
+        assert_eq!(record["parallel"]["ranks"], 2, "{record}");
+        // f32: the split model's greedy tokens are the whole one's.
+        assert_eq!(&record["cases"][0]["tokens"], tokens, "{mode}");
+        let streams = &record["cases"][0]["concurrent"][0];
+        assert_eq!(streams["streams"], 2, "{record}");
+        assert!(streams["aggregate_tps"]["median"].as_f64().unwrap() > 0.0);
+        let split = peak(&record);
         println!(
             "{mode}: rank 0's peak {:.1} MiB, the whole model's {:.1} MiB ({:.2})",
             split / 1048576.0,

@@ -471,6 +471,10 @@ pub struct BenchArgs {
     /// Rounds run first and discarded.
     #[arg(long, default_value_t = 1)]
     pub warmup: usize,
+    /// Also run every case as N sequences at once (each its own prompt), e.g. `--streams 8,32`:
+    /// aggregate tok/s and time to first token across the streams, as a server's users see them.
+    #[arg(long, value_delimiter = ',', value_name = "N,..")]
+    pub streams: Vec<usize>,
     /// Print a JSON record (hardware, versions, model, every case) instead of a table.
     #[arg(long)]
     pub json: bool,

@@ -6,13 +6,20 @@
 //! constrained, right before or after the free run (alternating, so neither is always the
 //! one on a warmer machine), and the case reports both decode speeds: what structured output
 //! costs per token.
+//!
+//! With stream counts (`rmx bench --streams 8,32`), every case also runs that many sequences at
+//! once, each its own prompt, and reports what serving many users gets: the aggregate tok/s and
+//! the time to the first token across the streams (as scripts/bench/streams.py measures a
+//! server, without HTTP in the way).
+
+use std::time::Instant;
 
 use rmx_text::constrain::{Compiled, Constraint};
 use serde::Serialize;
 
 use crate::engine::Engine;
 use crate::error::{EngineError, Result};
-use crate::request::{Event, GenerateRequest};
+use crate::request::{Event, GenerateRequest, Timings};
 
 #[derive(Debug, Clone)]
 pub struct BenchConfig {
@@ -22,6 +29,8 @@ pub struct BenchConfig {
     pub warmup: usize,
     /// Also decode every round under this constraint.
     pub constraint: Option<Constraint>,
+    /// Also run every case with this many sequences at once (each count above 1).
+    pub streams: Vec<usize>,
 }
 
 impl Default for BenchConfig {
@@ -32,6 +41,7 @@ impl Default for BenchConfig {
             rounds: 5,
             warmup: 1,
             constraint: None,
+            streams: Vec::new(),
         }
     }
 }
@@ -83,6 +93,26 @@ pub struct BenchCase {
     /// The same rounds decoded under the constraint.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub constrained: Option<ConstrainedCase>,
+    /// The greedy tokens of the first measured round: two runs of the same model (one device
+    /// against several, one build against another) can be compared token for token.
+    pub tokens: Vec<u32>,
+    /// The case with several sequences at once, one entry per stream count.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub concurrent: Vec<StreamsCase>,
+}
+
+/// A case run as `streams` sequences at once, each with its own prompt.
+#[derive(Debug, Clone, Serialize)]
+pub struct StreamsCase {
+    pub streams: usize,
+    /// Every token generated over the round's wall time (prefills included).
+    pub aggregate_tps: Stat,
+    /// The tokens after each stream's first over the span in which all streams decode.
+    pub aggregate_decode_tps: Stat,
+    pub ttft_median_ms: Stat,
+    pub ttft_p95_ms: Stat,
+    /// One stream's decode tok/s (median over the streams).
+    pub per_stream_decode_tps: Stat,
 }
 
 /// A case's rounds under the constraint.
@@ -116,6 +146,7 @@ struct Round {
     decode_tps: f64,
     ttft_ms: f64,
     tokens: usize,
+    ids: Vec<u32>,
 }
 
 /// Runs one generation to the end.
@@ -131,22 +162,121 @@ fn one(
     // Each round reads the same prompt: measure its prefill, not the prefix cache.
     req.no_prefix_cache = true;
     req.constraint = constraint.cloned();
-    let mut rx = engine.generate(req)?;
+    let rx = engine.generate(req)?;
+    finish(rx, n).map(|(round, _)| round)
+}
+
+/// Reads one generation's events to the end: its measures, and its decode time.
+fn finish(
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<Event>,
+    prompt_tokens: usize,
+) -> Result<(Round, Timings)> {
+    let mut ids = Vec::new();
     while let Some(ev) = rx.blocking_recv() {
         match ev {
-            Event::Token { .. } => {}
+            Event::Token { id, .. } => ids.push(id),
             Event::Done { usage, timings, .. } => {
-                return Ok(Round {
-                    prefill_tps: timings.prefill_tps(n),
+                let round = Round {
+                    prefill_tps: timings.prefill_tps(prompt_tokens),
                     decode_tps: timings.decode_tps(usage.completion_tokens),
                     ttft_ms: timings.time_to_first_token.as_secs_f64() * 1e3,
                     tokens: usage.completion_tokens,
-                })
+                    ids,
+                };
+                return Ok((round, timings));
             }
             Event::Error(e) => return Err(EngineError::Invalid(e)),
         }
     }
     Err(EngineError::Stopped)
+}
+
+/// One round of `prompts.len()` sequences submitted together.
+struct StreamsRound {
+    aggregate_tps: f64,
+    aggregate_decode_tps: f64,
+    ttft_median_ms: f64,
+    ttft_p95_ms: f64,
+    per_stream_decode_tps: f64,
+}
+
+fn together(engine: &Engine, prompts: Vec<Vec<u32>>, gen: usize) -> Result<StreamsRound> {
+    let start = Instant::now();
+    let mut waiting = Vec::with_capacity(prompts.len());
+    for prompt in prompts {
+        let n = prompt.len();
+        let mut req = GenerateRequest::new(prompt, gen);
+        req.ignore_eos = true;
+        req.no_prefix_cache = true;
+        waiting.push((engine.generate(req)?, n));
+    }
+    // Events wait in their channels, so reading the streams one after another loses nothing;
+    // the engine's own timings say when each stream's first and last tokens came.
+    let mut done = Vec::with_capacity(waiting.len());
+    for (rx, n) in waiting {
+        done.push(finish(rx, n)?);
+    }
+    let wall = start.elapsed().as_secs_f64();
+    let first = |t: &Timings| t.time_to_first_token.as_secs_f64();
+    let last = |t: &Timings| first(t) + t.decode.as_secs_f64();
+    let tokens: usize = done.iter().map(|(r, _)| r.tokens).sum();
+    let decoded: usize = done.iter().map(|(r, _)| r.tokens.saturating_sub(1)).sum();
+    let span = done.iter().map(|(_, t)| last(t)).fold(0.0, f64::max)
+        - done.iter().map(|(_, t)| first(t)).fold(0.0, f64::max);
+    let mut ttfts: Vec<f64> = done.iter().map(|(r, _)| r.ttft_ms).collect();
+    ttfts.sort_by(|a, b| a.total_cmp(b));
+    Ok(StreamsRound {
+        aggregate_tps: tokens as f64 / wall.max(1e-9),
+        aggregate_decode_tps: if span > 0.0 {
+            decoded as f64 / span
+        } else {
+            0.0
+        },
+        ttft_median_ms: Stat::of(ttfts.clone()).median,
+        // The nearest rank, as streams.py takes it.
+        ttft_p95_ms: ttfts[((ttfts.len() - 1) as f64 * 0.95).round() as usize],
+        per_stream_decode_tps: Stat::of(done.iter().map(|(r, _)| r.decode_tps).collect()).median,
+    })
+}
+
+/// Runs case (`p`, `g`) as `streams` sequences at once, warm-up rounds first.
+fn run_streams(
+    engine: &Engine,
+    cfg: &BenchConfig,
+    case: usize,
+    (p, g): (usize, usize),
+    streams: usize,
+    progress: &mut impl FnMut(&str),
+) -> Result<StreamsCase> {
+    let vocab = engine.info().vocab_size as u32;
+    let mut rounds = Vec::new();
+    for r in 0..cfg.warmup + cfg.rounds {
+        let prompts = (0..streams)
+            .map(|s| synthetic_prompt(p, vocab, ((case * 1000 + r) * 1000 + s) as u64 + 1))
+            .collect();
+        let round = together(engine, prompts, g)?;
+        let warm = r < cfg.warmup;
+        progress(&format!(
+            "prompt {p} / gen {g} x {streams} streams: {} {}: {:.1} tok/s aggregate, TTFT p95 \
+             {:.0} ms",
+            if warm { "warm-up" } else { "round" },
+            if warm { r + 1 } else { r + 1 - cfg.warmup },
+            round.aggregate_tps,
+            round.ttft_p95_ms
+        ));
+        if !warm {
+            rounds.push(round);
+        }
+    }
+    let stat = |f: fn(&StreamsRound) -> f64| Stat::of(rounds.iter().map(f).collect());
+    Ok(StreamsCase {
+        streams,
+        aggregate_tps: stat(|r| r.aggregate_tps),
+        aggregate_decode_tps: stat(|r| r.aggregate_decode_tps),
+        ttft_median_ms: stat(|r| r.ttft_median_ms),
+        ttft_p95_ms: stat(|r| r.ttft_p95_ms),
+        per_stream_decode_tps: stat(|r| r.per_stream_decode_tps),
+    })
 }
 
 /// Runs every case; `progress` hears a line per round.
@@ -166,6 +296,7 @@ pub fn run(
     for (ci, &(p, g)) in cfg.cases.iter().enumerate() {
         let (mut pre, mut dec, mut ttft) = (vec![], vec![], vec![]);
         let (mut c_dec, mut c_tokens) = (vec![], vec![]);
+        let mut tokens = Vec::new();
         rmx_mlx::reset_peak_memory();
         for r in 0..cfg.warmup + cfg.rounds {
             let prompt = synthetic_prompt(p, vocab, (ci * 1000 + r) as u64);
@@ -193,6 +324,9 @@ pub fn run(
                 ));
             }
             progress(&line);
+            if r == cfg.warmup {
+                tokens = free.ids.clone();
+            }
             if !warm {
                 pre.push(free.prefill_tps);
                 dec.push(free.decode_tps);
@@ -216,14 +350,21 @@ pub fn run(
                 gen_tokens: Stat::of(c_tokens),
             }
         });
+        let peak_memory_bytes = rmx_mlx::peak_memory();
+        let mut concurrent = Vec::new();
+        for &s in cfg.streams.iter().filter(|&&s| s > 1) {
+            concurrent.push(run_streams(engine, cfg, ci, (p, g), s, &mut progress)?);
+        }
         out.push(BenchCase {
             prompt_tokens: p,
             gen_tokens: g,
             prefill_tps: Stat::of(pre),
             decode_tps,
             ttft_ms: Stat::of(ttft),
-            peak_memory_bytes: rmx_mlx::peak_memory(),
+            peak_memory_bytes,
             constrained,
+            tokens,
+            concurrent,
         });
     }
     Ok(out)

@@ -2,7 +2,8 @@
 //! with the hardware and versions, so numbers from different machines can be compared;
 //! `--submit` offers that record to the community repository (see `bench_submit`). An embedding
 //! model gets the embedding benchmark instead: inputs/s and tokens/s at batch 1 and 32.
-//! `--json-schema FILE` adds constrained decoding's tok/s beside the free run's.
+//! `--json-schema FILE` adds constrained decoding's tok/s beside the free run's; `--streams N,..`
+//! adds each case run as N sequences at once (aggregate tok/s, TTFT across the streams).
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -11,6 +12,7 @@ use anyhow::{bail, Context, Result};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
 use rmx_engine::bench::{self, BenchCase, BenchConfig, EmbedCase};
 use rmx_engine::{Constraint, Engine, EngineOptions, ModelKind};
+use rmx_settings::EnvVars;
 use serde_json::json;
 
 use crate::bench_submit::{self, Submission};
@@ -20,6 +22,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let mut cfg = BenchConfig {
         rounds: args.rounds,
         warmup: args.warmup,
+        streams: args.streams.clone(),
         ..BenchConfig::default()
     };
     if !args.prompt_tokens.is_empty() || !args.gen_tokens.is_empty() {
@@ -38,8 +41,14 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             .flat_map(|&p| gens.iter().map(move |&g| (p, g)))
             .collect();
     }
-    if cfg.rounds == 0 || cfg.cases.iter().any(|&(p, g)| p == 0 || g == 0) {
-        bail!("--rounds, --prompt-tokens and --gen-tokens must be at least 1");
+    if cfg.rounds == 0
+        || cfg.cases.iter().any(|&(p, g)| p == 0 || g == 0)
+        || cfg.streams.contains(&0)
+    {
+        bail!("--rounds, --prompt-tokens, --gen-tokens and --streams must be at least 1");
+    }
+    if !cfg.streams.is_empty() && args.json_schema.is_some() {
+        bail!("--streams measures free decoding only; leave out --json-schema");
     }
     if let Some(path) = &args.json_schema {
         if args.submit {
@@ -72,11 +81,14 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             eprintln!("  {line}");
         }
     })?;
-    let record = record(&engine, &args, &cfg, &cases);
+    let ranks = group
+        .as_ref()
+        .map(|(lead, mode)| (lead.size(), mode.name()));
+    let record = record(&engine, &args, &cfg, &cases, ranks);
     if args.submit {
         // The record is shown once, as the exact text that would be sent.
         if !args.json {
-            print_table(&engine, &cases);
+            print_table(&engine, &cases, ranks);
         }
         let model = record["model"]["name"].as_str().unwrap_or("model");
         let sub = Submission::new(&record, &device_name(), model)?;
@@ -85,7 +97,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&record)?);
     } else {
-        print_table(&engine, &cases);
+        print_table(&engine, &cases, ranks);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -95,6 +107,11 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
 const EMBED_BATCHES: [usize; 2] = [1, 32];
 
 fn run_embed(engine: &Engine, args: &BenchArgs, quiet: bool) -> Result<ExitCode> {
+    if !args.streams.is_empty() {
+        bail!(
+            "--streams measures chat models; an embedding model's batch sizes are fixed (1 and 32)"
+        );
+    }
     if args.submit {
         bail!("--submit takes chat-model benchmarks only");
     }
@@ -207,6 +224,7 @@ fn record(
     args: &crate::cli::BenchArgs,
     cfg: &BenchConfig,
     cases: &[BenchCase],
+    ranks: Option<(i32, &str)>,
 ) -> serde_json::Value {
     let info = engine.info();
     json!({
@@ -226,6 +244,12 @@ fn record(
             "layers": info.num_layers,
             "hidden_size": info.hidden_size,
         },
+        // Under `rmx launch`: the model split over this many ranks, and how.
+        "parallel": ranks.map(|(n, mode)| json!({
+            "ranks": n,
+            "mode": mode,
+            "backend": rmx_settings::var(EnvVars::RMX_COMM_BACKEND).unwrap_or_else(|| "ring".into()),
+        })),
         "rounds": cfg.rounds,
         "warmup": cfg.warmup,
         "json_schema": args.json_schema.as_ref().map(|p| p.display().to_string()),
@@ -233,17 +257,20 @@ fn record(
     })
 }
 
-fn print_table(engine: &Engine, cases: &[BenchCase]) {
+fn print_table(engine: &Engine, cases: &[BenchCase], ranks: Option<(i32, &str)>) {
     let info = engine.info();
     println!(
-        "{} ({}, {}) on {} [{}], MLX {}",
+        "{} ({}, {}) on {} [{}], MLX {}{}",
         engine.dir().display(),
         info.model_type,
         info.quant_bits
             .map_or("unquantized".to_string(), |b| format!("{b}-bit")),
         device_name(),
         rmx_mlx::backend().name(),
-        rmx_mlx::mlx_version()
+        rmx_mlx::mlx_version(),
+        ranks.map_or(String::new(), |(n, mode)| format!(
+            ", split over {n} ranks ({mode})"
+        ))
     );
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
@@ -287,6 +314,44 @@ fn print_table(engine: &Engine, cases: &[BenchCase]) {
             row.push(format!("{:.3}", s.decode_ratio));
         }
         t.add_row(row);
+    }
+    println!("{t}");
+    if cases.iter().any(|c| !c.concurrent.is_empty()) {
+        print_streams_table(cases);
+    }
+}
+
+fn print_streams_table(cases: &[BenchCase]) {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header([
+        "PROMPT",
+        "GEN",
+        "STREAMS",
+        "AGGREGATE tok/s",
+        "AGG. DECODE tok/s",
+        "TTFT ms median / p95",
+        "PER STREAM tok/s",
+    ]);
+    for c in cases {
+        for s in &c.concurrent {
+            t.add_row([
+                c.prompt_tokens.to_string(),
+                c.gen_tokens.to_string(),
+                s.streams.to_string(),
+                format!(
+                    "{:.1} ±{:.0}%",
+                    s.aggregate_tps.median,
+                    s.aggregate_tps.spread_pct()
+                ),
+                format!("{:.1}", s.aggregate_decode_tps.median),
+                format!(
+                    "{:.0} / {:.0}",
+                    s.ttft_median_ms.median, s.ttft_p95_ms.median
+                ),
+                format!("{:.1}", s.per_stream_decode_tps.median),
+            ]);
+        }
     }
     println!("{t}");
 }
