@@ -143,12 +143,15 @@ fn rank_main(dir: &Path) {
     let sync = PathBuf::from(std::env::var(SYNC).unwrap());
     let group = Group::init_within(CommBackend::Ring, Duration::from_secs(120)).unwrap();
     let size = group.size();
-    let mode = match std::env::var(MODE).unwrap().as_str() {
-        "tensor" => ParallelMode::Tensor,
-        _ => ParallelMode::Pipeline,
+    let parallel = match std::env::var(MODE).unwrap().as_str() {
+        "tensor" => Parallel::new(group, ParallelMode::Tensor),
+        // The hand-over nccl needs (no send/recv there), run over the ring.
+        "pipeline-collective" => {
+            Parallel::new(group, ParallelMode::Pipeline).with_collective_handoff()
+        }
+        _ => Parallel::new(group, ParallelMode::Pipeline),
     };
-    let engine =
-        Engine::load_parallel(dir, EngineOptions::from_env(), Parallel::new(group, mode)).unwrap();
+    let engine = Engine::load_parallel(dir, EngineOptions::from_env(), parallel).unwrap();
     if rank == "0" {
         let tokens = scenario(&engine);
         rmx_mlx::clear_cache();
@@ -398,6 +401,21 @@ fn qwen3_split_over_4_ranks_gives_the_whole_models_tokens() {
         "qwen3",
         4,
     );
+}
+
+/// A pipeline whose stages hand over by `all_sum` (as on nccl, which has no send/recv): 3
+/// ranks, so one of them both waits for a sum and adds zeros to a later one.
+#[test]
+fn llama_pipeline_handing_over_by_collectives_gives_the_whole_models_tokens() {
+    let test = "llama_pipeline_handing_over_by_collectives_gives_the_whole_models_tokens";
+    if let Ok(dir) = std::env::var(MODEL_DIR) {
+        return rank_main(&PathBuf::from(dir));
+    }
+    let dir = models::model("llama", "f32");
+    static_turn(|| {
+        let base = whole("llama-f32", test, &dir);
+        check("llama-f32", test, &dir, &base, "pipeline-collective", 3);
+    });
 }
 
 #[test]

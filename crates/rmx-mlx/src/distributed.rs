@@ -100,6 +100,8 @@ impl FromStr for CommBackend {
 /// A group of ranks that communicate. Cheap to clone (a shared handle).
 pub struct Group {
     raw: UniquePtr<bridge::Group>,
+    /// The backend asked for at init: MLX does not say which one a group runs on.
+    backend: CommBackend,
 }
 
 // SAFETY: the C++ `Group` holds only a `shared_ptr` to the backend's group state, which MLX
@@ -174,7 +176,21 @@ impl Group {
     /// The ranks that pass the same `color` form a new group, ordered by `key` (`-1`: by rank
     /// in this group). The ring backend does not support it.
     pub fn split(&self, color: i32, key: i32) -> Result<Group> {
-        check("group split", bridge::group_split(self.inner(), color, key)).map(|raw| Group { raw })
+        check("group split", bridge::group_split(self.inner(), color, key)).map(|raw| Group {
+            raw,
+            backend: self.backend,
+        })
+    }
+
+    /// The backend this group was started with ([`CommBackend::Any`]: whichever started).
+    pub fn backend(&self) -> CommBackend {
+        self.backend
+    }
+
+    /// Whether [`send`](Group::send) and [`recv`](Group::recv) work on this group: MLX's nccl
+    /// backend has only collectives ("Send not supported in NCCL backend").
+    pub fn has_send_recv(&self) -> bool {
+        self.backend != CommBackend::Nccl
     }
 
     /// The element-wise sum of `x` over every rank (same shape and dtype on each).
@@ -219,6 +235,7 @@ impl Clone for Group {
     fn clone(&self) -> Group {
         Group {
             raw: bridge::group_clone(self.inner()),
+            backend: self.backend,
         }
     }
 }
@@ -245,14 +262,15 @@ fn init_error(
     backend: CommBackend,
     r: std::result::Result<UniquePtr<bridge::Group>, cxx::Exception>,
 ) -> Result<Group> {
-    r.map(|raw| Group { raw }).map_err(|e| Error::Distributed {
-        op: "distributed init",
-        message: format!(
-            "the {backend} backend did not start: {} ({})",
-            e.what(),
-            launch_env(backend)
-        ),
-    })
+    r.map(|raw| Group { raw, backend })
+        .map_err(|e| Error::Distributed {
+            op: "distributed init",
+            message: format!(
+                "the {backend} backend did not start: {} ({})",
+                e.what(),
+                launch_env(backend)
+            ),
+        })
 }
 
 /// The backend's launch settings as this process sees them, for error messages.

@@ -37,6 +37,8 @@ pub struct Parallel {
     pub(crate) rank: i32,
     pub(crate) size: i32,
     pub(crate) mode: ParallelMode,
+    /// Pipeline stages hand activations over by collectives instead of send/recv (pipeline.rs).
+    pub(crate) collective_handoff: bool,
 }
 
 /// `start..start + len` of one axis (or of the layers).
@@ -63,11 +65,20 @@ impl Parallel {
     pub fn new(group: Group, mode: ParallelMode) -> Parallel {
         let (rank, size) = (group.rank(), group.size());
         Parallel {
+            collective_handoff: !group.has_send_recv(),
             group,
             rank,
             size,
             mode,
         }
+    }
+
+    /// Pipeline stages hand their activations over by `all_sum` (pipeline.rs), as they must on
+    /// a backend without send/recv (nccl) — here on any group, so that path runs where nccl
+    /// cannot (the ring on a CPU machine, in tests). Every rank must choose the same.
+    pub fn with_collective_handoff(mut self) -> Parallel {
+        self.collective_handoff = true;
+        self
     }
 
     pub fn rank(&self) -> i32 {

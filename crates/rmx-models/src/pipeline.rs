@@ -5,6 +5,13 @@
 //! rank (the ring's `send`/`recv` reach the next rank), and the last rank's output is gathered
 //! to every rank so each computes the same logits, as mlx-lm's pipeline does.
 //!
+//! MLX's nccl backend has no send/recv, only collectives. There the hand-overs are `all_sum`s
+//! instead: the k-th of a step's N sums carries rank k's output (every other rank adds zeros,
+//! which changes no bit), so rank k + 1 reads its input from the k-th and every rank the last
+//! rank's output from the N-th. Each rank issues all N in the same order — the zeros of the
+//! k-th made to depend on the (k-1)-th's result, or a rank could reach a later sum first and
+//! wait for ever. Over NVLink that costs a few microseconds more per step than a send would.
+//!
 //! Every rank must evaluate every collective of a step, or the others wait for ever. A prompt
 //! chunk evaluates only the caches, which on the first ranks do not need the hand-over; so
 //! each rank's last cache is made to depend on the gathered output (mlx-lm does the same with
@@ -23,6 +30,8 @@ pub(crate) struct Stage {
     rank: i32,
     size: i32,
     layers: Part,
+    /// Hand-overs by `all_sum` (no send/recv on this backend).
+    by_collectives: bool,
 }
 
 impl Stage {
@@ -43,6 +52,7 @@ impl Stage {
                 start: (0..p.rank).map(len).sum(),
                 len: len(p.rank),
             },
+            by_collectives: p.collective_handoff,
         })
     }
 
@@ -58,13 +68,40 @@ impl Stage {
         if self.rank == 0 {
             return Ok(embedded.clone());
         }
+        if self.by_collectives {
+            // The sums of the ranks before this one; the last of them carries its input.
+            let mut got = self.zeros_after(embedded, embedded)?;
+            for _ in 1..self.rank {
+                got = self.zeros_after(&got, &got)?;
+            }
+            return Ok(got);
+        }
         let got = self.group.recv_like(embedded, self.rank - 1)?;
         Ok(depends(&[&got], &[embedded])?.remove(0))
+    }
+
+    /// One hand-over sum to which this rank adds zeros shaped like `like`, issued after
+    /// `after` (the previous sum, or this rank's embedding for its first).
+    fn zeros_after(&self, like: &Array, after: &Array) -> Result<Array> {
+        let zeros = Array::zeros(&like.shape(), like.dtype())?;
+        let zeros = depends(&[&zeros], &[after])?.remove(0);
+        Ok(self.group.all_sum(&zeros)?)
     }
 
     /// Hands this stage's output to the next rank and returns the last rank's output, on every
     /// rank; `caches` (this rank's) then depend on it, so evaluating them runs the hand-over.
     pub fn output(&self, h: &Array, caches: &mut [LayerCache]) -> Result<Array> {
+        if self.by_collectives {
+            // This rank's sum carries its output; then the sums of the ranks after it.
+            let mut out = self.group.all_sum(h)?;
+            for _ in self.rank + 1..self.size {
+                out = self.zeros_after(&out, &out)?;
+            }
+            if let Some(c) = caches.last_mut() {
+                c.depend_on(&out)?;
+            }
+            return Ok(out);
+        }
         let h = if self.rank + 1 < self.size {
             let sent = self.group.send(h, self.rank + 1)?;
             depends(&[h], &[&sent])?.remove(0)
@@ -97,6 +134,7 @@ mod tests {
             rank,
             size,
             mode: ParallelMode::Pipeline,
+            collective_handoff: false,
         };
         Stage::new(&p, layers)
     }

@@ -324,6 +324,7 @@ mod tests {
             rank,
             size,
             mode: ParallelMode::Tensor,
+            collective_handoff: false,
         }
     }
 

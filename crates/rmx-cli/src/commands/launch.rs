@@ -120,13 +120,6 @@ pub fn run(args: LaunchArgs) -> Result<ExitCode> {
 
 /// Refuses, before any rank starts, what the nccl backend cannot do here.
 fn nccl_can_run(args: &LaunchArgs) -> Result<()> {
-    if args.mode == LaunchMode::Pipeline {
-        bail!(
-            "--mode pipeline needs point-to-point messages, which MLX's nccl backend does not \
-             have (\"Send not supported in NCCL backend\"): use --mode tensor with nccl, or \
-             --backend ring for pipeline"
-        );
-    }
     if args.hostfile.is_some() {
         bail!(
             "--backend nccl starts this machine's ranks only (-n N, one GPU each); ranks on \
@@ -174,13 +167,10 @@ fn launched_backend() -> Result<CommBackend> {
     }
 }
 
-fn join_group(mode: ParallelMode) -> Result<Group> {
+/// Joins the ranks `rmx launch` started (either mode on either backend: a pipeline over nccl,
+/// which has no send/recv, hands over by all_sum; pipeline.rs).
+fn join_group() -> Result<Group> {
     let backend = launched_backend()?;
-    // `rmx launch` refuses this pair; a rank started by hand with it would fail only at its
-    // first pipeline hand-over, so it is refused here as well.
-    if backend == CommBackend::Nccl && mode == ParallelMode::Pipeline {
-        bail!("pipeline mode needs send/recv, which MLX's nccl backend does not have: use tensor");
-    }
     Group::init_within(backend, START_TIMEOUT).context("joining the launched ranks")
 }
 
@@ -189,7 +179,7 @@ pub fn lead() -> Result<Option<(GroupLead, ParallelMode)>> {
     let Some(mode) = launched_mode()? else {
         return Ok(None);
     };
-    let group = join_group(mode)?;
+    let group = join_group()?;
     let lead = GroupLead::new(group)?;
     eprintln!("rmx: split over {} ranks ({})", lead.size(), mode.name());
     Ok(Some((lead, mode)))
@@ -197,10 +187,11 @@ pub fn lead() -> Result<Option<(GroupLead, ParallelMode)>> {
 
 /// `rmx worker`: a rank other than 0, following rank 0 until it is done.
 pub fn worker() -> Result<ExitCode> {
-    let Some(mode) = launched_mode()? else {
+    // A worker learns the mode of each model from rank 0's load word (group.rs).
+    if launched_mode()?.is_none() {
         bail!("rmx worker is started by rmx launch, not by hand");
-    };
-    let group = join_group(mode)?;
+    }
+    let group = join_group()?;
     let rank = group.rank();
     rmx_engine::group::follow(group).with_context(|| format!("rank {rank}"))?;
     Ok(ExitCode::SUCCESS)
