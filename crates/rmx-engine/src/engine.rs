@@ -542,7 +542,7 @@ fn run(
         ready.retain(|s| !s.is_cancelled());
         load.set_waiting(ready.len());
         if batching && trimmable {
-            group_prefill(model, &mut solo, &mut ready);
+            group_prefill(model, &mut solo, &mut ready, &mirror);
         }
         let mut budget = PREFILL_CHUNK;
         let mut i = 0;
@@ -573,7 +573,7 @@ fn run(
                     }
                     Ok(Prep::Finished) => ctx.retire(solo.swap_remove(i)),
                     Err(e) => {
-                        solo[i].fail(e.to_string());
+                        solo[i].fail(mirror.step_failure(&e));
                         solo.swap_remove(i);
                     }
                 }
@@ -588,7 +588,7 @@ fn run(
                 }
                 Ok(Progress::Finished) => ctx.retire(solo.swap_remove(i)),
                 Err(e) => {
-                    solo[i].fail(e.to_string());
+                    solo[i].fail(mirror.step_failure(&e));
                     solo.swap_remove(i);
                 }
             }
@@ -597,7 +597,7 @@ fn run(
             let room = max_rows.saturating_sub(batch.live()).min(ready.len());
             let joiners: Vec<Sequence> = ready.drain(..room).collect();
             if let Err(e) = batch.step(model, joiners, ctx.prefixes) {
-                batch.fail_all(&e.to_string());
+                batch.fail_all(&mirror.step_failure(&e));
             }
         }
         load.set_waiting(ready.len());
@@ -610,7 +610,12 @@ fn run(
 
 /// New prompts that can be prefilled together (group_prefill.rs) leave `solo` for `ready` in
 /// one forward; a failed group fails its sequences.
-fn group_prefill(model: &dyn CausalLm, solo: &mut Vec<Sequence>, ready: &mut Vec<Sequence>) {
+fn group_prefill(
+    model: &dyn CausalLm,
+    solo: &mut Vec<Sequence>,
+    ready: &mut Vec<Sequence>,
+    mirror: &Mirror,
+) {
     let fresh: Vec<usize> = (0..solo.len())
         .filter(|&i| solo[i].batches() && solo[i].prefills_fresh())
         .collect();
@@ -636,8 +641,9 @@ fn group_prefill(model: &dyn CausalLm, solo: &mut Vec<Sequence>, ready: &mut Vec
             ready.extend(group);
         }
         Err(e) => {
+            let message = mirror.step_failure(&e);
             for s in group {
-                s.fail(e.to_string());
+                s.fail(message.clone());
             }
         }
     }

@@ -13,7 +13,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use rmx_mlx::distributed::Group;
 use rmx_mlx::Array;
@@ -23,6 +23,45 @@ use serde::{Deserialize, Serialize};
 use crate::engine::{Engine, EngineOptions};
 use crate::error::{EngineError, Result};
 use crate::mirror;
+
+/// How every error of a lost group begins: what a client reads, and what the daemon answers
+/// with a 503 (come back later) rather than a 500.
+pub const GROUP_LOST: &str = "the ranks of this model's group lost each other";
+
+/// The first failure of this process's group, once one happened. Process-wide because MLX's
+/// group is: `distributed::init` hands out the same group for a backend for the life of the
+/// process, so once a peer is gone no new group can be joined here; the process must end and
+/// be started again (`rmx launch` does that for `rmx serve`).
+static FAILURE: OnceLock<String> = OnceLock::new();
+
+/// Why this process's group failed, if it did.
+pub fn failure() -> Option<&'static str> {
+    FAILURE.get().map(String::as_str)
+}
+
+/// Records the group's failure (the first one stays) and returns what to tell clients.
+pub(crate) fn lost(e: impl std::fmt::Display) -> String {
+    let message =
+        format!("{GROUP_LOST} ({e}); rmx launch restarts the group: retry in a few seconds");
+    let _ = FAILURE.set(message.clone());
+    message
+}
+
+/// Ends every answer running on this process's group with the group's loss (`why`: what
+/// happened), from any thread, the engine's included when it is stuck in a collective; returns
+/// how many were ended. The group stays failed ([`failure`]).
+pub fn fail_running(why: &str) -> usize {
+    let message = lost(why);
+    crate::mirror::fail_clients(failure().unwrap_or(&message))
+}
+
+/// Whether `e` is a failure of the group's communication (MLX's backends name themselves in
+/// their errors: "[ring] connection to a peer was lost") rather than of the model.
+pub(crate) fn is_collective_failure(e: &str) -> bool {
+    ["[ring]", "[nccl]", "[jaccl]", "[mpi]"]
+        .iter()
+        .any(|b| e.contains(b))
+}
 
 /// What rank 0 tells the others while no model runs.
 #[derive(Debug, Serialize, Deserialize, PartialEq)]

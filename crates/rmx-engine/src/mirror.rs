@@ -18,6 +18,7 @@
 
 use std::collections::HashMap;
 use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::Mutex;
 use std::time::Instant;
 
 use rmx_mlx::distributed::Group;
@@ -50,6 +51,19 @@ impl Role {
 
     pub fn in_group(&self) -> bool {
         !matches!(self, Role::Alone)
+    }
+}
+
+impl Mirror {
+    /// What a failed step tells its sequences: in a group, a failed collective is the group's
+    /// loss (a 503 to retry once `rmx launch` has restarted it), not the model's error.
+    pub fn step_failure(&self, e: &dyn std::fmt::Display) -> String {
+        let text = e.to_string();
+        if self.role.in_group() && crate::group::is_collective_failure(&text) {
+            crate::group::lost(text)
+        } else {
+            text
+        }
     }
 }
 
@@ -128,7 +142,7 @@ impl Mirror {
             unreachable!("lead_turn runs on the lead")
         };
         if let Err(e) = lead(group, &turn) {
-            self.fail_all(&e.to_string());
+            self.fail_all(&crate::group::lost(e));
             return None;
         }
         self.drop_cancelled(&turn.cancel);
@@ -151,7 +165,11 @@ impl Mirror {
         let turn = match follow(group) {
             Ok(t) => t,
             Err(e) => {
-                eprintln!("rmx: rank {} stops: {e}", group.rank());
+                eprintln!(
+                    "rmx: rank {} stops: {}",
+                    group.rank(),
+                    crate::group::lost(e)
+                );
                 return None;
             }
         };
@@ -173,6 +191,11 @@ impl Mirror {
         id: u64,
         to_client: Option<UnboundedSender<Event>>,
     ) -> UnboundedSender<Event> {
+        if let Some(t) = &to_client {
+            let mut running = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
+            running.retain(|t| !t.is_closed());
+            running.push(t.clone());
+        }
         let (tx, from_sequence) = unbounded_channel();
         self.clients.insert(
             id,
@@ -218,6 +241,25 @@ impl Mirror {
             }
         });
     }
+}
+
+/// The lead's clients, reachable from outside its engine thread: when a peer dies, MLX's ring
+/// can leave that thread waiting inside a collective for ever (measured: a rank SIGKILLed
+/// mid-decode left rank 0's step hanging after "[ring] Too many send/recv errors"), so the
+/// clients are failed from another thread ([`fail_clients`]). Process-wide, as MLX's group
+/// is; a client's entry goes when its answer ends (its receiver is dropped).
+static RUNNING: Mutex<Vec<UnboundedSender<Event>>> = Mutex::new(Vec::new());
+
+/// Ends every running answer of this process's group with `message`.
+pub(crate) fn fail_clients(message: &str) -> usize {
+    let mut running = RUNNING.lock().unwrap_or_else(|p| p.into_inner());
+    let mut failed = 0;
+    for t in running.drain(..) {
+        if t.send(Event::Error(message.to_string())).is_ok() {
+            failed += 1;
+        }
+    }
+    failed
 }
 
 /// The channel's commands for this turn: blocking for the first when `idle`; `None` once every
