@@ -100,6 +100,25 @@ impl LocalRing {
         self.hostfile.as_deref()
     }
 
+    /// The write end of the `i`-th started rank's stdin, when its command asked for a pipe
+    /// (`Stdio::piped()`); taken once. A supervisor keeps it as a lifeline: closing it tells
+    /// the rank its group is gone.
+    pub fn take_stdin(&mut self, i: usize) -> Option<std::process::ChildStdin> {
+        self.children.get_mut(i)?.as_mut()?.stdin.take()
+    }
+
+    /// The first rank found ended, without waiting: its index among the started ranks and its
+    /// exit (the rank is no longer held). `None` while all still run.
+    pub fn try_exited(&mut self) -> io::Result<Option<(usize, ExitStatus)>> {
+        for (i, c) in self.children.iter_mut().enumerate() {
+            if let Some(s) = c.as_mut().map(Child::try_wait).transpose()?.flatten() {
+                *c = None;
+                return Ok(Some((i, s)));
+            }
+        }
+        Ok(None)
+    }
+
     /// Process ids of the ranks still held, in rank order.
     pub fn pids(&self) -> Vec<Option<u32>> {
         self.children
