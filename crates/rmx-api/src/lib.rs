@@ -23,8 +23,8 @@ pub use generate::{DoneStats, GenerateRequest, GenerateResponse};
 pub use home::{default_http_addr, rmx_home, DaemonPaths};
 pub use keep_alive::KeepAlive;
 pub use models::{
-    ErrorResponse, ModelDetails, ModelRequest, PsResponse, RunningModel, ShowResponse, StoredModel,
-    TagsResponse, VersionResponse,
+    ErrorResponse, ModelDetails, ModelRequest, ModelSplit, PsResponse, RunningModel, ShowResponse,
+    StoredModel, TagsResponse, VersionResponse,
 };
 pub use options::Options;
 pub use pull::{PlannedFile, PullEvent, PullRequest, PullResponse};

@@ -45,6 +45,20 @@ pub struct RunningModel {
     pub kind: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub details: Option<ModelDetails>,
+    /// How the model is split over processes, when the daemon runs under `rmx launch`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split: Option<ModelSplit>,
+}
+
+/// A model spread over the ranks `rmx launch` started (docs/distributed.md).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelSplit {
+    /// How many processes hold a share of it (rank 0 is the daemon).
+    pub ranks: usize,
+    /// "tensor" (every layer split) or "pipeline" (a range of layers a rank).
+    pub mode: String,
+    /// MLX's communication backend: "ring" or "nccl".
+    pub backend: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

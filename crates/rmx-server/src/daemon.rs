@@ -139,19 +139,27 @@ pub async fn bind(paths: &DaemonPaths, http_addr: Option<&str>) -> Result<Listen
 /// `done_reason: "cancelled"` line, connections close, and the socket and lock are removed.
 /// `wrap_tcp` adds the layers only TCP needs (API key, CORS, rate limit): the socket is
 /// guarded by its file permissions.
+///
+/// `stop` ends it too, but lets running answers end on their own (a split model's lost
+/// group fails them with its own error, which a shutdown's cut-off would hide).
 pub async fn serve(
     listeners: Listeners,
     service: Arc<Service>,
     wrap_tcp: impl FnOnce(axum::Router) -> axum::Router,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), DaemonError> {
     let app = crate::router(service.clone());
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let signals = {
         let service = service.clone();
         tokio::spawn(async move {
-            wait_for_signal().await;
-            eprintln!("rmx: shutting down");
-            service.shutdown();
+            tokio::select! {
+                _ = wait_for_signal() => {
+                    eprintln!("rmx: shutting down");
+                    service.shutdown();
+                }
+                _ = stop => {}
+            }
             let _ = stop_tx.send(true);
         })
     };

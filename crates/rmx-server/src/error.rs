@@ -188,6 +188,10 @@ impl ServiceError {
     pub fn failed(message: String) -> ServiceError {
         if message == CUT_OFF {
             ServiceError::ShuttingDown
+        } else if message.starts_with(rmx_engine::group::GROUP_LOST) {
+            // A split model's ranks lost each other: `rmx launch` restarts the group, so
+            // this is a 503 to retry, not the daemon's fault.
+            ServiceError::Busy(message)
         } else {
             ServiceError::Internal(message)
         }

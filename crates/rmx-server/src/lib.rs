@@ -41,6 +41,7 @@ pub mod share;
 pub mod wire;
 
 pub use error::ServiceError;
+pub use lifecycle::group::{GroupServing, Split};
 pub use router::router;
 pub use service::{Service, ServiceConfig};
 

@@ -12,6 +12,7 @@
 //!   refused (naming the family) before any room is made for it.
 
 pub mod budget;
+pub mod group;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -24,6 +25,7 @@ use rmx_store::{ModelHints, Unsupported};
 use tokio::sync::OnceCell;
 
 use crate::error::ServiceError;
+use group::{GroupServing, GroupTurn, Split};
 
 /// A model folder the store resolved a name to.
 #[derive(Debug, Clone)]
@@ -40,6 +42,9 @@ pub struct Resolved {
 pub struct Loaded {
     pub engine: Engine,
     pub load_duration: Duration,
+    /// A split model's hold on its group, released after `engine` (fields drop in order, and
+    /// the engine joins its thread): the group's next load waits for it (group.rs).
+    _turn: Option<GroupTurn>,
 }
 
 pub struct Slot {
@@ -84,6 +89,8 @@ pub struct Models {
     pub budget: u64,
     /// Where engines keep hot prompt prefixes across restarts (`<rmx home>/prefixes`).
     prefix_dir: Option<PathBuf>,
+    /// Under `rmx launch`: every model is split over this group, one at a time.
+    group: Option<Arc<GroupServing>>,
 }
 
 /// A request's hold on a model; dropping it starts the keep-alive clock.
@@ -126,6 +133,8 @@ pub struct RunningInfo {
     /// None: in use or forever (see `forever`).
     pub expires: Option<(Duration, SystemTime)>,
     pub forever: bool,
+    /// Over how many ranks, and how, the model is split (under `rmx launch`).
+    pub split: Option<Split>,
 }
 
 impl Models {
@@ -136,6 +145,23 @@ impl Models {
             max_loaded: max_loaded.max(1),
             budget,
             prefix_dir,
+            group: None,
+        })
+    }
+
+    /// Models split over `group`'s ranks: one at a time (loading another unloads an idle
+    /// one first; one in use makes the new one wait, as `RMX_MAX_LOADED_MODELS=1` would).
+    pub fn in_group(
+        budget: u64,
+        prefix_dir: Option<PathBuf>,
+        group: Arc<GroupServing>,
+    ) -> Arc<Models> {
+        Arc::new(Models {
+            table: Mutex::new(HashMap::new()),
+            max_loaded: 1,
+            budget,
+            prefix_dir,
+            group: Some(group),
         })
     }
 
@@ -161,10 +187,13 @@ impl Models {
             // in the cell for the next one.
             let loader = slot.clone();
             let prefix_dir = self.prefix_dir.clone();
+            let group = self.group.clone();
             let result = tokio::spawn(async move {
                 loader
                     .cell
-                    .get_or_try_init(|| load(loader.path.clone(), loader.name.clone(), prefix_dir))
+                    .get_or_try_init(|| {
+                        load(loader.path.clone(), loader.name.clone(), prefix_dir, group)
+                    })
                     .await
                     .map(|_| ())
             })
@@ -294,11 +323,16 @@ impl Models {
             KeepAlive::For(d) => {
                 st.expiry = Expiry::At(Instant::now() + d, SystemTime::now() + d);
                 let generation = st.generation;
-                let (models, slot) = (self.clone(), slot.clone());
+                // Weak: a model evicted before its timer fires must be freed (its engine
+                // stopped) then, not when the timer ends; a split model's next load waits
+                // for exactly that.
+                let (models, slot) = (Arc::downgrade(self), Arc::downgrade(slot));
                 if let Ok(rt) = tokio::runtime::Handle::try_current() {
                     rt.spawn(async move {
                         tokio::time::sleep(d).await;
-                        models.expire(&slot, generation);
+                        if let (Some(models), Some(slot)) = (models.upgrade(), slot.upgrade()) {
+                            models.expire(&slot, generation);
+                        }
                     });
                 }
             }
@@ -382,6 +416,7 @@ impl Models {
                         _ => None,
                     },
                     forever: matches!(st.expiry, Expiry::Forever),
+                    split: self.group.as_ref().map(|g| g.split().clone()),
                 }
             })
             .collect();
@@ -402,19 +437,33 @@ async fn load(
     path: PathBuf,
     name: String,
     prefix_dir: Option<PathBuf>,
+    group: Option<Arc<GroupServing>>,
 ) -> Result<Arc<Loaded>, ServiceError> {
     let started = Instant::now();
     let options = rmx_engine::EngineOptions {
         prefix_dir,
         ..rmx_engine::EngineOptions::from_env()
     };
-    let engine = tokio::task::spawn_blocking(move || Engine::load_with(&path, options))
-        .await
-        .map_err(|e| ServiceError::Internal(format!("load task failed: {e}")))?
-        .map_err(|e| load_error(&name, e))?;
+    let (engine, turn) = match group {
+        Some(group) => {
+            let (engine, turn) = group
+                .load(&path, options)
+                .await?
+                .map_err(|e| load_error(&name, e))?;
+            (engine, Some(turn))
+        }
+        None => {
+            let engine = tokio::task::spawn_blocking(move || Engine::load_with(&path, options))
+                .await
+                .map_err(|e| ServiceError::Internal(format!("load task failed: {e}")))?
+                .map_err(|e| load_error(&name, e))?;
+            (engine, None)
+        }
+    };
     Ok(Arc::new(Loaded {
         engine,
         load_duration: started.elapsed(),
+        _turn: turn,
     }))
 }
 

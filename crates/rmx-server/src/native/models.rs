@@ -7,7 +7,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::Json;
 use rmx_api::{
-    ModelDetails, ModelRequest, PsResponse, RunningModel, StoredModel, TagsResponse,
+    ModelDetails, ModelRequest, ModelSplit, PsResponse, RunningModel, StoredModel, TagsResponse,
     VersionResponse,
 };
 use rmx_store::StoreError;
@@ -48,6 +48,11 @@ pub async fn ps(State(svc): State<Arc<Service>>) -> Json<PsResponse> {
             waiting: r.waiting,
             layers: r.layers,
             kind: r.kind.map(|k| k.name().to_string()),
+            split: r.split.map(|s| ModelSplit {
+                ranks: s.ranks,
+                mode: s.mode.to_string(),
+                backend: s.backend,
+            }),
         })
         .collect();
     Json(PsResponse { models })

@@ -102,17 +102,33 @@ pub struct Service {
 impl Service {
     pub fn new(config: ServiceConfig) -> Arc<Service> {
         let prefix_dir = config.store.config().rmx_home.join("prefixes");
+        let models = Models::new(
+            config.max_loaded_models,
+            config.memory_budget,
+            Some(prefix_dir),
+        );
+        Service::with_models(config, models)
+    }
+
+    /// A daemon under `rmx launch` (rank 0): every model it loads is split over `group`'s
+    /// ranks, one model at a time.
+    pub fn in_group(
+        config: ServiceConfig,
+        group: Arc<crate::lifecycle::group::GroupServing>,
+    ) -> Arc<Service> {
+        let prefix_dir = config.store.config().rmx_home.join("prefixes");
+        let models = Models::in_group(config.memory_budget, Some(prefix_dir), group);
+        Service::with_models(config, models)
+    }
+
+    fn with_models(config: ServiceConfig, models: Arc<Models>) -> Arc<Service> {
         Arc::new(Service {
             // The daemon is what loads models: its store judges families by its engine.
             store: config.store.with_families(
                 Families::new(rmx_engine::supported_model_types())
                     .with_architectures(rmx_engine::supported_architectures()),
             ),
-            models: Models::new(
-                config.max_loaded_models,
-                config.memory_budget,
-                Some(prefix_dir),
-            ),
+            models,
             default_keep_alive: config.default_keep_alive,
             shutdown: watch::channel(false).0,
             pulls: Default::default(),
