@@ -1,12 +1,18 @@
 //! `rmx launch`: the real binary starts 2 ranks over loopback (MLX's ring), rank 0 runs `rmx
 //! bench` on a model split over them, in both modes; rank 0's peak memory is about half the
 //! whole model's, and its greedy tokens are the whole model's (the record's `tokens`); `--streams
-//! 2` runs too. Commands that cannot run over ranks yet are refused with what to do.
+//! 2` runs too. `rmx serve` as rank 0 answers as the single-process daemon does, and a worker
+//! killed mid-answer fails the answer with the group's error, after which the group comes back
+//! (issue #25). Commands that cannot run over ranks are refused with what to do.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
+use rmx_tests::home::TestHome;
 use rmx_tests::{models, rmx};
 
 /// `rmx [launch ...] bench MODEL` (tiny sizes, one round); its JSON record.
@@ -58,10 +64,15 @@ fn bench_runs_on_a_model_split_over_two_ranks_in_both_modes() {
 
 #[test]
 fn launch_refuses_what_cannot_run_over_ranks_yet() {
-    let cases: [(&[&str], &str); 3] = [
+    let cases: [(&[&str], &str); 4] = [
         (
             &["-n", "2", "--", "rmx", "run", "m", "hi"],
-            "serving (run, chat, serve) over ranks",
+            "`rmx run` is a client of the daemon: start the daemon split over ranks with `rmx \
+             launch -n N -- rmx serve`",
+        ),
+        (
+            &["-n", "2", "--", "rmx", "pull", "m"],
+            "rmx launch runs bench and serve so far, not `pull`",
         ),
         (
             &["-n", "1", "--", "rmx", "bench", "m"],
@@ -125,4 +136,231 @@ fn launch_refuses_nccl_where_it_cannot_run() {
         );
         assert!(err.contains("--backend ring"), "{err}");
     }
+}
+
+/// A home whose daemon may name the tiny Llama by its folder over TCP.
+fn serving_home(model: &Path) -> TestHome {
+    let root = model.parent().unwrap().display().to_string();
+    TestHome::new().with_env("RMX_MODEL_ROOTS", &root)
+}
+
+/// A daemon started in the foreground (`rmx serve`, or `rmx launch ... -- rmx serve`), its
+/// stderr in the home; stopped (and the launcher with it) when dropped.
+struct Daemon<'a> {
+    home: &'a TestHome,
+    child: Child,
+}
+
+impl<'a> Daemon<'a> {
+    fn start(home: &'a TestHome, args: &[&str]) -> Daemon<'a> {
+        let log = std::fs::File::create(home.home().join("serve.err")).unwrap();
+        let child = home
+            .cmd(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let d = Daemon { home, child };
+        d.wait_answering();
+        d
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(self.home.home().join("serve.err")).unwrap_or_default()
+    }
+
+    /// Until `/health` answers 200 (a group that starts again included).
+    fn wait_answering(&self) {
+        let start = Instant::now();
+        while !http(self.home.port, "GET", "/health", "").starts_with("HTTP/1.0 200")
+            && !http(self.home.port, "GET", "/health", "").starts_with("HTTP/1.1 200")
+        {
+            assert!(
+                start.elapsed() < Duration::from_secs(120),
+                "the daemon never answered:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The `rmx worker` this launcher started (its child whose command line says so).
+    fn worker_pid(&self) -> u32 {
+        let found = self.workers();
+        assert_eq!(found.len(), 1, "workers of {}: {found:?}", self.child.id());
+        found[0]
+    }
+
+    fn workers(&self) -> Vec<u32> {
+        let parent = self.child.id();
+        let mut found = Vec::new();
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<u32>().ok());
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            if ppid == Some(parent) && String::from_utf8_lossy(&cmdline).contains("worker") {
+                found.push(pid);
+            }
+        }
+        found
+    }
+}
+
+impl Drop for Daemon<'_> {
+    fn drop(&mut self) {
+        // A launcher's ranks end with it (rank 0's lifeline closes); a daemon just ends.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One HTTP/1.0 exchange (no chunked encoding: the body comes as sent, up to the close); the
+/// whole response, status line first ("" when nothing answers).
+fn http(port: u16, method: &str, path: &str, body: &str) -> String {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return String::new();
+    };
+    send(&mut s, method, path, body);
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn send(s: &mut TcpStream, method: &str, path: &str, body: &str) {
+    let req = format!(
+        "{method} {path} HTTP/1.0\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).unwrap();
+}
+
+fn chat_body(model: &Path, stream: bool, max_tokens: usize) -> String {
+    serde_json::json!({
+        "model": model,
+        "messages": [{"role": "user", "content": "Hello"}],
+        "stream": stream,
+        "max_tokens": max_tokens,
+        "temperature": 0,
+    })
+    .to_string()
+}
+
+/// A streamed chat completion's text, its deltas joined.
+fn streamed_text(port: u16, model: &Path, max_tokens: usize) -> String {
+    let out = http(
+        port,
+        "POST",
+        "/v1/chat/completions",
+        &chat_body(model, true, max_tokens),
+    );
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    assert!(head.contains(" 200 "), "{out}");
+    let chat = rmx_tests::http::chat_stream(body);
+    assert_eq!(chat.finish, "length", "{out}");
+    chat.content
+}
+
+#[test]
+fn serve_over_two_ranks_streams_what_one_process_does() {
+    let model = models::model("llama", "f32");
+    let whole = {
+        let home = serving_home(&model);
+        let _daemon = Daemon::start(&home, &["serve"]);
+        streamed_text(home.port, &model, 16)
+    };
+    let home = serving_home(&model);
+    let daemon = Daemon::start(&home, &["launch", "-n", "2", "--", "rmx", "serve"]);
+    let split = streamed_text(home.port, &model, 16);
+    assert_eq!(split, whole, "{}", daemon.stderr());
+    assert!(!split.is_empty());
+    // One model, shown spread over the group: /api/ps (here through `rmx ps`, on the socket).
+    let ps = home.ps();
+    assert_eq!(ps.len(), 1, "{ps:?}");
+    assert_eq!(
+        ps[0]["split"],
+        serde_json::json!({"ranks": 2, "mode": "tensor", "backend": "ring"}),
+        "{ps:?}"
+    );
+    let table = home.ok(&["ps"]);
+    assert!(table.contains("2 ranks (tensor, ring)"), "{table}");
+}
+
+/// Issue #25: a worker SIGKILLed mid-stream fails the answer with the group's error within
+/// 10 s (the time is printed), the daemon answers again, and the next request succeeds on a
+/// group `rmx launch` started again, with nothing restarted by hand.
+#[test]
+fn a_killed_worker_fails_the_stream_and_the_group_starts_again() {
+    let model = models::model("llama", "f32");
+    let home = serving_home(&model);
+    let daemon = Daemon::start(&home, &["launch", "-n", "2", "--", "rmx", "serve"]);
+    let port = home.port;
+    // Loaded before the stream, so that the stream decodes when the worker dies.
+    assert!(!streamed_text(port, &model, 2).is_empty());
+    let worker = daemon.worker_pid();
+
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    send(
+        &mut s,
+        "POST",
+        "/v1/chat/completions",
+        &chat_body(&model, true, 4000),
+    );
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while String::from_utf8_lossy(&seen)
+        .matches("\"content\"")
+        .count()
+        < 3
+    {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "{}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    assert!(!String::from_utf8_lossy(&seen).contains("finish_reason\":\"stop"));
+    let status = Command::new("kill")
+        .args(["-KILL", &worker.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let killed = Instant::now();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let _ = s.read_to_end(&mut seen);
+    let took = killed.elapsed();
+    let text = String::from_utf8_lossy(&seen);
+    println!("the stream's error came {took:.2?} after the worker was killed");
+    let tail = text.rsplit("data: ").nth(1).unwrap_or("");
+    assert!(
+        tail.contains("lost each other") && tail.contains("retry in a few seconds"),
+        "the stream did not end with the group's error:\n{}\n{}",
+        &text[text.len().saturating_sub(800)..],
+        daemon.stderr()
+    );
+    assert!(took < Duration::from_secs(10), "{took:?}");
+
+    // The launcher starts the group again (rank 0 ended before a new worker starts); the
+    // next request loads the model on it.
+    home.wait_until("a new worker", Duration::from_secs(60), || {
+        daemon.workers().iter().any(|&w| w != worker)
+    });
+    daemon.wait_answering();
+    let back = Instant::now();
+    let answer = streamed_text(port, &model, 4);
+    println!(
+        "the next answer came {:.2?} after the daemon answered again",
+        back.elapsed()
+    );
+    assert!(!answer.is_empty());
+    assert!(
+        daemon.stderr().contains("rank 1 ended"),
+        "{}",
+        daemon.stderr()
+    );
 }

@@ -108,10 +108,13 @@ pub enum Command {
     /// hostfile: a JSON list with each rank's "ip:port" addresses), run `rmx launch` on every
     /// machine with --rank naming the ranks it starts there. Rank 0 runs the command; the
     /// others load their share of each model rank 0 loads and follow its engine. Every rank
-    /// reads the model from the same path. Only `rmx bench` runs this way so far; serving
-    /// (run, chat, serve) over ranks comes next (docs/distributed.md).
+    /// reads the model from the same path. Runs `rmx bench`, and `rmx serve`: the daemon as
+    /// rank 0, every model it loads split over the ranks, one at a time; when a rank ends, its
+    /// running answers fail (503) and every rank is started again. `rmx run` and `rmx chat`
+    /// are the daemon's clients: run them, without launch, against it (docs/distributed.md).
     #[command(after_help = "Examples:\n  \
         rmx launch -n 2 -- rmx bench ~/models/Qwen3-8B-4bit\n  \
+        rmx launch -n 2 -- rmx serve\n  \
         rmx launch -n 4 --mode pipeline -- rmx bench ~/models/Llama-3-8B --gen-tokens 64\n  \
         rmx launch --hostfile ring.json --rank 1 -- rmx bench ~/models/Qwen3-32B-4bit\n  \
         rmx launch -n 2 --backend nccl -- rmx bench ~/models/Llama-3-8B-4bit")]
@@ -150,7 +153,7 @@ pub struct LaunchArgs {
     /// GPU per rank, this machine's ranks only, tensor mode only; needs an MLX built with CUDA).
     #[arg(long, value_enum, default_value_t = LaunchBackend::Ring)]
     pub backend: LaunchBackend,
-    /// The command rank 0 runs: `rmx bench MODEL ...`.
+    /// The command rank 0 runs: `rmx bench MODEL ...` or `rmx serve ...`.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
 }

@@ -3,10 +3,18 @@
 //! `MLX_RANK`, `MLX_HOSTFILE`; or nccl's, one GPU a rank), the backend (`RMX_COMM_BACKEND`)
 //! and the split (`RMX_PARALLEL`) in their environment, and waits for rank 0. Commands that
 //! load a model ask [`lead`] whether they are rank 0 of such a group.
+//!
+//! A serving group (`rmx serve` as rank 0) is supervised: when a rank ends, every rank is
+//! started again. MLX hands a process the same group for its whole life, and a group that
+//! lost a peer stays broken, so rank 0 cannot join a new one in place: it fails its running
+//! answers (a 503, or the stream's error event), ends with [`GROUP_LOST_EXIT`], and comes back
+//! with the others. Rank 0's stdin is the launcher's lifeline: the launcher closes it when a
+//! worker ends, which a rank 0 with no answer running (so no collective to fail) would not
+//! otherwise notice.
 
-use std::path::PathBuf;
-use std::process::{Command, ExitCode, Stdio};
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use rmx_engine::group::GroupLead;
@@ -23,7 +31,17 @@ const START_TIMEOUT: Duration = Duration::from_secs(120);
 const GRACE: Duration = Duration::from_secs(10);
 
 /// The rmx commands that run over ranks so far.
-const LAUNCHABLE: &[&str] = &["bench"];
+const LAUNCHABLE: &[&str] = &["bench", "serve"];
+
+/// Rank 0's exit when its group lost a rank (EX_TEMPFAIL): the launcher starts the group
+/// again.
+pub const GROUP_LOST_EXIT: u8 = 75;
+/// How long rank 0 gets to fail its answers and end once its group is gone.
+const RANK0_ENDS: Duration = Duration::from_secs(15);
+/// A group that fails this soon after it started, this many times in a row, is not started
+/// again: something other than a lost rank is wrong.
+const QUICK_FAILURE: Duration = Duration::from_secs(10);
+const QUICK_FAILURES: u32 = 3;
 
 pub fn run(args: LaunchArgs) -> Result<ExitCode> {
     let (program, rest) = args.command.split_first().context("no command to launch")?;
@@ -35,9 +53,14 @@ pub fn run(args: LaunchArgs) -> Result<ExitCode> {
     }
     match rest.first().map(String::as_str) {
         Some(sub) if LAUNCHABLE.contains(&sub) => {}
+        Some(sub @ ("run" | "chat")) => bail!(
+            "`rmx {sub}` is a client of the daemon: start the daemon split over ranks with \
+             `rmx launch -n N -- rmx serve`, then run `rmx {sub} MODEL` (without launch) against \
+             it; rmx launch runs {} (docs/distributed.md)",
+            LAUNCHABLE.join(" and ")
+        ),
         other => bail!(
-            "rmx launch runs {} so far, not {}: serving (run, chat, serve) over ranks is the next \
-             step (docs/distributed.md)",
+            "rmx launch runs {} so far, not {} (docs/distributed.md)",
             LAUNCHABLE.join(", "),
             other.map_or("nothing".into(), |s| format!("`{s}`"))
         ),
@@ -86,18 +109,34 @@ pub fn run(args: LaunchArgs) -> Result<ExitCode> {
         LaunchMode::Tensor => "tensor",
         LaunchMode::Pipeline => "pipeline",
     };
-    let command = |rank| {
+    let serving = rest.first().is_some_and(|s| s == "serve");
+    let mut command = |rank| {
         let mut c = Command::new(&exe);
         c.env(EnvVars::RMX_PARALLEL, mode)
             .env(EnvVars::RMX_COMM_BACKEND, backend.name());
         if rank == 0 {
             c.args(rest);
+            if serving {
+                c.stdin(Stdio::piped());
+            }
         } else {
             // A worker's stdout is nobody's; its errors go to the launcher's stderr.
             c.arg("worker").stdin(Stdio::null()).stdout(Stdio::null());
         }
         c
     };
+    // A serving group whose ranks are all here is started again when one ends.
+    if serving && args.hostfile.is_none() {
+        let code = supervise(&dir, |dir| match &nccl {
+            Some(nccl) => LocalRing::spawn_nccl(nccl, &mut command),
+            None => {
+                let fresh = RingHosts::loopback(ranks.len())?;
+                LocalRing::spawn_ranks(&fresh, &ranks, dir, &mut command)
+            }
+        });
+        let _ = std::fs::remove_dir_all(&dir);
+        return code;
+    }
     let ring = match &nccl {
         Some(nccl) => LocalRing::spawn_nccl(nccl, command),
         None => LocalRing::spawn_ranks(&hosts, &ranks, &dir, command),
@@ -116,6 +155,75 @@ pub fn run(args: LaunchArgs) -> Result<ExitCode> {
         Some(RankExit::Exited(s)) if s.success() => ExitCode::SUCCESS,
         _ => ExitCode::FAILURE,
     })
+}
+
+/// Runs a serving group until rank 0 ends for another reason than a lost rank, starting every
+/// rank again (`start`, on fresh loopback ports) whenever one ends.
+fn supervise(
+    dir: &Path,
+    mut start: impl FnMut(&Path) -> std::io::Result<LocalRing>,
+) -> Result<ExitCode> {
+    let mut quick = 0;
+    loop {
+        let mut ring = start(dir).context("starting the ranks")?;
+        let started = Instant::now();
+        let lifeline = ring.take_stdin(0);
+        let (first, status) = first_exit(&mut ring, None)?.context("no rank was started")?;
+        if first == 0 && status.code() != Some(i32::from(GROUP_LOST_EXIT)) {
+            // The daemon stopped (a signal, an error of its own): the workers end with it.
+            drop(lifeline);
+            let exits = ring.wait_within(GRACE)?;
+            for (rank, exit) in exits.iter().enumerate().skip(1) {
+                if !exit.success() {
+                    eprintln!("rmx: rank {rank} {}", describe(exit));
+                }
+            }
+            return Ok(if status.success() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            });
+        }
+        if first != 0 {
+            eprintln!("rmx: rank {first} ended ({status}): starting the group again");
+            // Rank 0 fails its running answers and ends; then every rank starts again.
+            drop(lifeline);
+            if first_exit(&mut ring, Some(0))?.is_none() {
+                eprintln!("rmx: rank 0 did not end within {} s", RANK0_ENDS.as_secs());
+            }
+        } else {
+            eprintln!("rmx: rank 0 lost its group: starting every rank again");
+            drop(lifeline);
+        }
+        ring.kill_all();
+        quick = if started.elapsed() < QUICK_FAILURE {
+            quick + 1
+        } else {
+            0
+        };
+        if quick >= QUICK_FAILURES {
+            bail!(
+                "the group failed {quick} times within {} s of starting: not starting it again \
+                 (the ranks' errors above say why)",
+                QUICK_FAILURE.as_secs()
+            );
+        }
+    }
+}
+
+/// Waits for the first of the started ranks to end (`only`: for that one, at most
+/// [`RANK0_ENDS`], `None` if it did not); its index and exit.
+fn first_exit(ring: &mut LocalRing, only: Option<usize>) -> Result<Option<(usize, ExitStatus)>> {
+    let deadline = Instant::now() + RANK0_ENDS;
+    loop {
+        match ring.try_exited()? {
+            Some((i, s)) if only.is_none_or(|o| o == i) => return Ok(Some((i, s))),
+            Some(_) => {}
+            None if ring.pids().iter().all(Option::is_none) => return Ok(None),
+            None if only.is_some() && Instant::now() >= deadline => return Ok(None),
+            None => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
 }
 
 /// Refuses, before any rank starts, what the nccl backend cannot do here.
@@ -156,7 +264,7 @@ fn launched_mode() -> Result<Option<ParallelMode>> {
 }
 
 /// The backend `rmx launch` chose for this rank.
-fn launched_backend() -> Result<CommBackend> {
+pub fn launched_backend() -> Result<CommBackend> {
     match rmx_settings::var(EnvVars::RMX_COMM_BACKEND).as_deref() {
         None | Some("ring") => Ok(CommBackend::Ring),
         Some("nccl") => Ok(CommBackend::Nccl),

@@ -36,7 +36,16 @@ pub fn run(args: PsArgs) -> Result<ExitCode> {
         table.add_row([
             m.name.clone(),
             rmx_store::human_bytes(m.size),
-            format!("100% {}", m.processor.to_uppercase()),
+            match &m.split {
+                Some(s) => format!(
+                    "100% {}, {} ranks ({}, {})",
+                    m.processor.to_uppercase(),
+                    s.ranks,
+                    s.mode,
+                    s.backend
+                ),
+                None => format!("100% {}", m.processor.to_uppercase()),
+            },
             m.until.clone(),
             m.context_length.map_or("-".to_string(), |c| c.to_string()),
             m.running.to_string(),

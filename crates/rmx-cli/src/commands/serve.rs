@@ -1,19 +1,29 @@
 //! `rmx serve`: the daemon in the foreground. Other commands run this same code in the
-//! background (`--background`) when they find no daemon.
+//! background (`--background`) when they find no daemon. Under `rmx launch` it is rank 0 of
+//! a group, and every model it loads is split over the group (docs/distributed.md).
 
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use rmx_server::daemon::{bind, serve, DaemonError};
 use rmx_server::security::{check_listen_addr, protect, SecurityConfig};
-use rmx_server::{Service, ServiceConfig};
+use rmx_server::{GroupServing, Service, ServiceConfig};
 
 use crate::cli::ServeArgs;
+use crate::commands::launch::GROUP_LOST_EXIT;
 use crate::daemon;
+
+/// How long a rank 0 whose group is gone lets its answers end before it exits.
+const FAIL_WITHIN: Duration = Duration::from_secs(5);
 
 pub fn run(args: ServeArgs) -> Result<ExitCode> {
     let paths = daemon::paths()?;
     let addr = http_addr(args.host.as_deref(), args.port);
+    // Joined before anything is bound: the other ranks are waiting.
+    let group = crate::commands::launch::lead()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -75,11 +85,75 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         );
         // Which Host names the TCP port answers to depends on where it is bound.
         security.listen_addr = listeners.http_addr;
-        let service = Service::new(config);
-        serve(listeners, service, |router| protect(router, &security)).await?;
+        let Some((lead, mode)) = group else {
+            let service = Service::new(config);
+            serve(
+                listeners,
+                service,
+                |router| protect(router, &security),
+                std::future::pending(),
+            )
+            .await?;
+            eprintln!("rmx: daemon stopped");
+            return Ok(ExitCode::SUCCESS);
+        };
+        let backend = crate::commands::launch::launched_backend()?;
+        let service = Service::in_group(config, GroupServing::new(lead, mode, backend.name()));
+        let lost = Arc::new(AtomicBool::new(false));
+        let stop = group_lost(lost.clone());
+        // Held here, so that `serve` returning does not drop the models: dropping an engine
+        // joins its thread, which a lost group can leave stuck.
+        let held = service.clone();
+        serve(
+            listeners,
+            service,
+            |router| protect(router, &security),
+            stop,
+        )
+        .await?;
+        if lost.load(Ordering::SeqCst) {
+            // No destructors: they would wait on a group that is gone.
+            std::process::exit(i32::from(GROUP_LOST_EXIT));
+        }
+        drop(held);
         eprintln!("rmx: daemon stopped");
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// Resolves when this rank 0's group is gone: a collective failed (the engine recorded it),
+/// or the launcher closed stdin, its lifeline (it saw a worker end, or it ended itself). The
+/// process then ends with [`GROUP_LOST_EXIT`] for `rmx launch` to start every rank again,
+/// within [`FAIL_WITHIN`] even if an engine thread is stuck in a collective.
+async fn group_lost(lost: Arc<AtomicBool>) {
+    let (tx, mut closed) = tokio::sync::oneshot::channel::<()>();
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+        let _ = tx.send(());
+    });
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    let why = loop {
+        tokio::select! {
+            _ = &mut closed => break "rmx launch saw a rank end".to_string(),
+            _ = tick.tick() => {
+                if let Some(f) = rmx_engine::group::failure() {
+                    break f.to_string();
+                }
+            }
+        }
+    };
+    // The engine thread may be stuck in a collective: its clients are failed from here.
+    let failed = rmx_engine::group::fail_running(&why);
+    eprintln!("rmx: rank 0's group is gone ({why}): {failed} running answer(s) failed; ending");
+    lost.store(true, Ordering::SeqCst);
+    std::thread::spawn(|| {
+        std::thread::sleep(FAIL_WITHIN);
+        eprintln!(
+            "rmx: answers still running after {} s; ending anyway",
+            FAIL_WITHIN.as_secs()
+        );
+        std::process::exit(i32::from(GROUP_LOST_EXIT));
+    });
 }
 
 /// `--host`/`--port` over `RMX_HOST` over 127.0.0.1:8000.
