@@ -61,7 +61,7 @@ pub fn run(args: LaunchArgs) -> Result<ExitCode> {
         ),
         other => bail!(
             "rmx launch runs {} so far, not {} (docs/distributed.md)",
-            LAUNCHABLE.join(", "),
+            LAUNCHABLE.join(" and "),
             other.map_or("nothing".into(), |s| format!("`{s}`"))
         ),
     }
