@@ -30,6 +30,10 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         .context("starting the async runtime")?;
     rt.block_on(async {
         let mut config = ServiceConfig::from_env()?;
+        if group.is_some() {
+            // A group runs one model at a time (Service::in_group); say so at start.
+            config.max_loaded_models = 1;
+        }
         // The store the other store commands use, test override of the free space included:
         // `/api/pull` downloads into it.
         config.store = crate::commands::pull::store()?;
