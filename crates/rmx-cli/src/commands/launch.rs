@@ -169,8 +169,8 @@ fn supervise(
         let started = Instant::now();
         let lifeline = ring.take_stdin(0);
         let (first, status) = first_exit(&mut ring, None)?.context("no rank was started")?;
-        if first == 0 && status.code() != Some(i32::from(GROUP_LOST_EXIT)) {
-            // The daemon stopped (a signal, an error of its own): the workers end with it.
+        if first == 0 && !lost_its_group(&status) {
+            // The daemon stopped (asked to, or an error of its own): the workers end with it.
             drop(lifeline);
             let exits = ring.wait_within(GRACE)?;
             for (rank, exit) in exits.iter().enumerate().skip(1) {
@@ -192,7 +192,7 @@ fn supervise(
                 eprintln!("rmx: rank 0 did not end within {} s", RANK0_ENDS.as_secs());
             }
         } else {
-            eprintln!("rmx: rank 0 lost its group: starting every rank again");
+            eprintln!("rmx: rank 0 ended ({status}): starting every rank again");
             drop(lifeline);
         }
         ring.kill_all();
@@ -209,6 +209,16 @@ fn supervise(
             );
         }
     }
+}
+
+/// Whether rank 0 ended so that its group must start again: it said its group is gone, or it
+/// died of a signal nobody sends to stop a daemon (killed by the OOM killer, a crash). SIGINT,
+/// SIGTERM and SIGHUP stop it, as they stop a daemon of one process.
+fn lost_its_group(status: &ExitStatus) -> bool {
+    use std::os::unix::process::ExitStatusExt;
+    const STOPS: [i32; 3] = [1, 2, 15]; // SIGHUP, SIGINT, SIGTERM
+    status.code() == Some(i32::from(GROUP_LOST_EXIT))
+        || status.signal().is_some_and(|s| !STOPS.contains(&s))
 }
 
 /// Waits for the first of the started ranks to end (`only`: for that one, at most
