@@ -90,9 +90,13 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
         Box::new(move |_| Rope::from_config(head_dim, theta, false, scaling.as_ref(), None)),
     );
     v.sinks = true;
+    // Split over a tensor-parallel group as mlx-lm's `shard()` does: the attention (its sinks
+    // with its heads) as the dense families, the experts below.
+    v.ffn_splits = true;
     let cfg = c.clone();
     v.ffn = Some(Box::new(move |w, q, _, p| {
         let c = &cfg;
+        let tp = w.tensor_parallel().cloned();
         let router = Linear::load(
             w,
             q,
@@ -101,7 +105,9 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
             c.num_local_experts,
             true,
         )?;
-        let experts = SwitchGlu::load(
+        // Split, each expert's down bias is added by rank 0 alone, so the ranks' sum has it
+        // once (mlx-lm divides it by the number of ranks instead).
+        let experts = SwitchGlu::load_split(
             w,
             q,
             &format!("{p}.experts"),
@@ -113,14 +119,19 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
                 alpha: ALPHA,
                 limit: LIMIT,
             },
+            tp.as_ref(),
         )?;
-        Ok(FeedForward::Moe(Box::new(SparseMoe::new(
+        let moe = SparseMoe::new(
             router,
             experts,
             c.num_local_experts,
             c.num_experts_per_tok,
             Routing::TopKSoftmax,
-        )?)))
+        )?;
+        Ok(FeedForward::Moe(Box::new(match tp {
+            Some(tp) => moe.split_over(tp.group().clone()),
+            None => moe,
+        })))
     }));
     Ok(Box::new(load_decoder(raw, &common, w, v)?))
 }

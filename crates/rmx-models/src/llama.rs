@@ -184,12 +184,12 @@ pub(crate) fn load_decoder(
     }
     if let Some(tp) = w.tensor_parallel() {
         let ffn = v.ffn.is_some() && !v.ffn_splits;
-        if ffn || v.mixer.is_some() || v.sinks || v.output_gate {
+        if ffn || v.mixer.is_some() || v.output_gate {
             return Err(ModelError::Parallel {
                 ranks: tp.size(),
                 message: format!(
-                    "{} layers (experts, linear attention, sinks or gated attention) are not \
-                     split yet",
+                    "{} layers (this family's experts, linear attention or gated attention) \
+                     are not split yet",
                     raw.model_type
                 ),
             });
@@ -267,6 +267,28 @@ pub(crate) fn load_decoder(
         Some(t) => t.iter().map(|s| s == "sliding_attention").collect(),
         None => vec![false; c.num_hidden_layers as usize],
     };
+    if let Some(s) = &stage {
+        // A rank's engine decides from its own layers whether to batch sequences and how to
+        // reuse prefixes (`batches`, `is_trimmable`): with a sliding-window layer on some ranks
+        // and none on others, their engines would schedule differently and wait on each other
+        // for ever. So every rank's range holds one, or none does.
+        let with_window: Vec<bool> = s
+            .every_rank(c.num_hidden_layers)
+            .iter()
+            .map(|p| sliding[p.start as usize..(p.start + p.len) as usize].contains(&true))
+            .collect();
+        if with_window.iter().any(|w| *w != with_window[0]) {
+            return Err(ModelError::Parallel {
+                ranks: with_window.len() as i32,
+                message: format!(
+                    "over {} pipeline ranks some ranks' layers would have a sliding window and \
+                     others none, and their engines would not run in step; use fewer ranks \
+                     (each range then holds a sliding-window layer) or tensor parallelism",
+                    with_window.len()
+                ),
+            });
+        }
+    }
     // This rank's layers' kinds, in a pipeline.
     let sliding: Vec<bool> = match &stage {
         Some(s) => {

@@ -24,6 +24,18 @@ use crate::cache::LayerCache;
 use crate::error::Result;
 use crate::parallel::{Parallel, Part};
 
+/// Each of `size` ranks' layers: contiguous, the low ranks one extra when they do not divide.
+fn stages(layers: i32, size: i32) -> Vec<Part> {
+    let (base, extra) = (layers / size, layers % size);
+    let len = |r: i32| base + i32::from(r < extra);
+    (0..size)
+        .map(|r| Part {
+            start: (0..r).map(len).sum(),
+            len: len(r),
+        })
+        .collect()
+}
+
 /// This rank's place in the pipeline.
 pub(crate) struct Stage {
     group: Group,
@@ -42,16 +54,11 @@ impl Stage {
                  most {layers} ranks, or tensor parallelism"
             )));
         }
-        let (base, extra) = (layers / p.size, layers % p.size);
-        let len = |r: i32| base + i32::from(r < extra);
         Ok(Stage {
             group: p.group.clone(),
             rank: p.rank,
             size: p.size,
-            layers: Part {
-                start: (0..p.rank).map(len).sum(),
-                len: len(p.rank),
-            },
+            layers: stages(layers, p.size)[p.rank as usize],
             by_collectives: p.collective_handoff,
         })
     }
@@ -59,6 +66,11 @@ impl Stage {
     /// This rank's layers (global indices).
     pub fn layers(&self) -> Part {
         self.layers
+    }
+
+    /// Every rank's layers, in rank order, of a model of `layers`.
+    pub fn every_rank(&self, layers: i32) -> Vec<Part> {
+        stages(layers, self.size)
     }
 
     /// The stage's input: the embedded tokens on rank 0, the previous rank's output on the

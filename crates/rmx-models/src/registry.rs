@@ -148,9 +148,17 @@ pub fn load(dir: &Path) -> Result<Box<dyn CausalLm>> {
     }
 }
 
-/// The `model_type`s [`load_parallel`] can split: the dense decoders on llama.rs's layer and
-/// Qwen3-MoE (the others' linear attention, sinks and own layouts are not split yet).
-pub const PARALLEL: &[&str] = &["llama", "mistral", "qwen2", "qwen3", "smollm3", "qwen3_moe"];
+/// The `model_type`s [`load_parallel`] can split: the dense decoders on llama.rs's layer,
+/// Qwen3-MoE and GPT-OSS (the others' linear attention and own layouts are not split yet).
+pub const PARALLEL: &[&str] = &[
+    "llama",
+    "mistral",
+    "qwen2",
+    "qwen3",
+    "smollm3",
+    "qwen3_moe",
+    "gpt_oss",
+];
 
 /// Loads this rank's share of the language model in `dir`, split over `p`'s group as its mode
 /// says (parallel.rs): every rank of the group loads the same directory, reading only its own

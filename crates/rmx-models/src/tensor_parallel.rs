@@ -330,8 +330,8 @@ mod tests {
 
     /// Each rank's share of a layer's experts, read from the file (gate and up by rows, down by
     /// columns): the ranks' outputs add up to the whole experts' output, for one token (the
-    /// unsorted path) and a prompt (sorted by expert), dense and quantized; each share holds
-    /// 1/N of the experts' bytes.
+    /// unsorted path) and a prompt (sorted by expert), dense, quantized and biased; each share
+    /// holds 1/N of the experts' bytes.
     #[test]
     fn split_experts_add_up_to_the_whole_experts() {
         use crate::moe::{ExpertActivation, SwitchGlu};
@@ -349,6 +349,11 @@ mod tests {
             let q = quant::quantize(&w, spec).expect("quantize");
             let b = q.biases.clone().expect("affine has biases");
             let p = |m: &str, t: &str| format!("{m}.switch_mlp.{name}_proj.{t}");
+            // "b": GPT-OSS's experts, with a bias on every projection.
+            let out = shape[1];
+            let bias = Array::from_slice(&values((e * out) as usize, i + 7), &[e, out]).expect("b");
+            arrays.push((p("b", "weight"), w.clone()));
+            arrays.push((p("b", "bias"), bias));
             arrays.push((p("d", "weight"), w));
             arrays.push((p("q", "weight"), q.weight));
             arrays.push((p("q", "scales"), q.scales));
@@ -361,17 +366,29 @@ mod tests {
         let load = |m: &str, tp: Option<&Parallel>| {
             let mut w = Weights::load(&dir).expect("weights");
             let path = format!("{m}.switch_mlp");
-            let act = ExpertActivation::SwiGlu;
-            SwitchGlu::load_split(&mut w, &qc, &path, e, d, f, false, act, tp).expect("experts")
+            let (bias, act) = match m {
+                "b" => (
+                    true,
+                    ExpertActivation::SwiGluOai {
+                        alpha: 1.702,
+                        limit: 7.0,
+                    },
+                ),
+                _ => (false, ExpertActivation::SwiGlu),
+            };
+            SwitchGlu::load_split(&mut w, &qc, &path, e, d, f, bias, act, tp).expect("experts")
         };
-        for m in ["d", "q"] {
+        for m in ["d", "q", "b"] {
             let whole = load(m, None);
             let n = 2;
             let parts: Vec<SwitchGlu> = (0..n).map(|r| load(m, Some(&plan(r, n)))).collect();
-            for p in &parts {
+            // Down's biases ([E, D]) are whole on rank 0 (added once to the sum), absent elsewhere.
+            let down_bias = if m == "b" { (e * d) as usize * 4 } else { 0 };
+            for (r, p) in parts.iter().enumerate() {
+                let extra = if r == 0 { down_bias } else { 0 };
                 assert_eq!(
-                    p.nbytes() * n as usize,
-                    whole.nbytes(),
+                    (p.nbytes() - extra) * n as usize,
+                    whole.nbytes() - down_bias,
                     "{m}: 1/{n} of the bytes"
                 );
             }
