@@ -409,6 +409,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_leads_clients_can_be_failed_from_another_thread() {
+        let mut mirror = Mirror::new(Role::Alone);
+        let (tx, mut client) = unbounded_channel();
+        let _sequence = mirror.watch(41, Some(tx));
+        let failed = std::thread::spawn(|| crate::group::fail_running("rank 1 ended"))
+            .join()
+            .expect("the failing thread");
+        assert!(failed >= 1);
+        match client.try_recv() {
+            Ok(Event::Error(m)) => {
+                assert!(m.starts_with(crate::group::GROUP_LOST), "{m}");
+                assert!(m.contains("rank 1 ended") && m.contains("retry"), "{m}");
+            }
+            other => panic!("the client got {other:?}"),
+        }
+        assert!(crate::group::failure().is_some());
+        assert!(crate::group::is_collective_failure(
+            "MLX eval: [ring] connection to a peer was lost"
+        ));
+        assert!(!crate::group::is_collective_failure("shape mismatch"));
+    }
+
+    #[test]
     fn a_request_crosses_whole_with_its_seed_fixed() {
         let mut req = GenerateRequest::new(vec![1, 2, 3], 7);
         req.sampling.temperature = 0.7;

@@ -314,3 +314,30 @@ pub fn worker() -> Result<ExitCode> {
     rmx_engine::group::follow(group).with_context(|| format!("rank {rank}"))?;
     Ok(ExitCode::SUCCESS)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+
+    #[test]
+    fn a_serving_rank_0_restarts_its_group_on_a_lost_group_or_a_crash_only() {
+        // wait(2) statuses: an exit code in the second byte, a signal in the low bits.
+        let exited = |code: i32| ExitStatus::from_raw(code << 8);
+        let killed = |signal: i32| ExitStatus::from_raw(signal);
+        assert!(lost_its_group(&exited(i32::from(GROUP_LOST_EXIT))));
+        assert!(lost_its_group(&killed(9)), "SIGKILL (the OOM killer)");
+        assert!(lost_its_group(&killed(11)), "SIGSEGV");
+        assert!(!lost_its_group(&exited(0)));
+        assert!(
+            !lost_its_group(&exited(1)),
+            "an error of its own, as a taken port"
+        );
+        for stop in [1, 2, 15] {
+            assert!(
+                !lost_its_group(&killed(stop)),
+                "signal {stop} stops the daemon"
+            );
+        }
+    }
+}
