@@ -18,6 +18,15 @@ use serde::Deserialize;
 
 use crate::error::{ModelError, Result};
 
+/// Pieces smaller than this are read in blocks of whole rows ([`Header::read_slice`]).
+const SMALL_PIECE: usize = 64 << 10;
+/// The rows read at once for small pieces: about this many bytes (in unit tests a few rows, so
+/// their small tensors span several blocks).
+#[cfg(not(test))]
+const BLOCK: usize = 8 << 20;
+#[cfg(test)]
+const BLOCK: usize = 64;
+
 #[derive(Deserialize)]
 struct Entry {
     dtype: String,
@@ -123,12 +132,33 @@ impl Header {
         let base = self.data_start + e.data_offsets[0];
         let mut out = vec![0u8; (outer * chunk) as usize * elem as usize];
         let f = File::open(path).map_err(io(path))?;
-        // One read per outer index: a row split (axis 0) is one read, a column split one per
-        // row; the OS page cache makes the many small reads cheap.
         let step = chunk as usize * elem as usize;
-        for (o, dst) in out.chunks_mut(step.max(1)).enumerate().take(outer as usize) {
-            let at = base + ((o as i64 * row + start * inner) as u64) * elem;
-            f.read_exact_at(dst, at).map_err(io(path))?;
+        let row_bytes = row as usize * elem as usize;
+        if step >= SMALL_PIECE || row_bytes >= SMALL_PIECE || outer == 1 {
+            // One read per outer index: a row split (axis 0) is one read.
+            for (o, dst) in out.chunks_mut(step.max(1)).enumerate().take(outer as usize) {
+                let at = base + ((o as i64 * row + start * inner) as u64) * elem;
+                f.read_exact_at(dst, at).map_err(io(path))?;
+            }
+        } else {
+            // Small pieces of small rows (a column split of stacked experts: one per expert
+            // and row, a few hundred bytes each, millions per model): read whole rows a block
+            // at a time and copy the pieces out, since a system call per piece costs more than
+            // its bytes. Such rows share their pages, which are read either way; the block
+            // bounds the transient memory.
+            let rows_per_block = (BLOCK / row_bytes.max(1)).max(1);
+            let at_piece = (start * inner) as usize * elem as usize;
+            let mut buf = vec![0u8; rows_per_block * row_bytes];
+            for (b, dst) in out.chunks_mut(rows_per_block * step).enumerate() {
+                let n = dst.len() / step.max(1);
+                let at = base + (b * rows_per_block * row_bytes) as u64;
+                f.read_exact_at(&mut buf[..n * row_bytes], at)
+                    .map_err(io(path))?;
+                for (i, piece) in dst.chunks_mut(step.max(1)).enumerate() {
+                    let from = i * row_bytes + at_piece;
+                    piece.copy_from_slice(&buf[from..from + step]);
+                }
+            }
         }
         let mut part: Vec<i32> = shape.iter().map(|&d| d as i32).collect();
         part[axis] = len as i32;
