@@ -291,6 +291,10 @@ fn serve_over_two_ranks_streams_what_one_process_does() {
     );
     let table = home.ok(&["ps"]);
     assert!(table.contains("2 ranks (tensor, ring)"), "{table}");
+    let health = http(home.port, "GET", "/health", "");
+    let health: serde_json::Value =
+        serde_json::from_str(health.split_once("\r\n\r\n").unwrap().1).unwrap();
+    assert_eq!(health["models"][0]["split"], ps[0]["split"], "{health}");
 }
 
 /// Issue #25: a worker SIGKILLed mid-stream fails the answer with the group's error within

@@ -1,6 +1,7 @@
 //! `GET /health`: liveness for scripts, supervisors and load balancers (vLLM, SGLang and
 //! llama.cpp's server answer the same path). 200 for as long as the daemon serves, with its
-//! version and each model it holds: loading or loaded, and the requests on it.
+//! version and each model it holds: loading or loaded, the requests on it, and over how many
+//! processes it is split (under `rmx launch`).
 
 use std::sync::Arc;
 
@@ -20,13 +21,18 @@ async fn health(State(svc): State<Arc<Service>>) -> Json<Value> {
         .running()
         .into_iter()
         .map(|r| {
-            json!({
+            let mut m = json!({
                 "name": r.name,
                 "state": if r.loaded { "loaded" } else { "loading" },
                 "active": r.active,
                 "running": r.running,
                 "waiting": r.waiting,
-            })
+            });
+            // A model split over `rmx launch`'s ranks: a supervisor sees over how many.
+            if let Some(s) = r.split {
+                m["split"] = json!({"ranks": s.ranks, "mode": s.mode, "backend": s.backend});
+            }
+            m
         })
         .collect();
     Json(json!({
