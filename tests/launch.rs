@@ -295,6 +295,32 @@ fn serve_over_two_ranks_streams_what_one_process_does() {
     let health: serde_json::Value =
         serde_json::from_str(health.split_once("\r\n\r\n").unwrap().1).unwrap();
     assert_eq!(health["models"][0]["split"], ps[0]["split"], "{health}");
+
+    // Idle, the worker blocks on rank 0's doorbell instead of polling MLX's ring (which took
+    // 4-5 s of CPU in 5 s here).
+    let worker = daemon.worker_pid();
+    let before = cpu_seconds(worker);
+    std::thread::sleep(Duration::from_secs(2));
+    let idle = cpu_seconds(worker) - before;
+    println!("the idle worker used {idle:.2} s of CPU in 2 s");
+    assert!(
+        idle < 0.5,
+        "the idle worker spins: {idle:.2} s of CPU in 2 s"
+    );
+}
+
+/// User and system CPU time of a process so far (`/proc/PID/stat`, in clock ticks of 1/100 s
+/// on Linux).
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    ticks as f64 / 100.0
 }
 
 /// Issue #25: a worker SIGKILLed mid-stream fails the answer with the group's error within

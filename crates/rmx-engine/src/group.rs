@@ -136,6 +136,9 @@ impl Drop for GroupLead {
 /// is reported here and the rank waits for the next word, as rank 0 gets the same failure.
 pub fn follow(group: Group) -> Result<()> {
     loop {
+        // Rank 0 rings before every word (doorbell.rs): no spinning while no model runs.
+        crate::doorbell::wait()
+            .map_err(|e| EngineError::Invalid(format!("rank 0's doorbell: {e}")))?;
         let bytes = mirror::broadcast(&group, &[])?;
         let word: Control = serde_json::from_slice(&bytes)
             .map_err(|e| EngineError::Invalid(format!("a word from rank 0: {e}")))?;
@@ -173,6 +176,7 @@ pub fn follow(group: Group) -> Result<()> {
 fn send(group: &Group, word: &Control) -> Result<()> {
     let bytes = serde_json::to_vec(word)
         .map_err(|e| EngineError::Invalid(format!("a word to the group: {e}")))?;
+    crate::doorbell::ring();
     mirror::broadcast(group, &bytes).map(|_| ())
 }
 

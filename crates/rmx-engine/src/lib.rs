@@ -4,6 +4,7 @@
 
 mod batch;
 pub mod bench;
+pub mod doorbell;
 pub mod embed;
 mod engine;
 mod error;

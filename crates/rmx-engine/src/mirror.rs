@@ -106,7 +106,27 @@ impl Mirror {
 
     fn lead_turn(&mut self, rx: &Receiver<Command>, idle: bool) -> Option<Vec<Command>> {
         self.relay();
-        let got = received(rx, idle);
+        let Role::Lead(group) = &self.role else {
+            unreachable!("lead_turn runs on the lead")
+        };
+        let group = group.clone();
+        let got = if idle && crate::doorbell::is_on() {
+            // Said before blocking, so that the followers wait on the bell (doorbell.rs)
+            // instead of spinning in the next collective for as long as no request comes.
+            let sleep = Turn {
+                sleep: true,
+                ..Turn::default()
+            };
+            if let Err(e) = lead(&group, &sleep) {
+                self.fail_all(&crate::group::lost(e));
+                return None;
+            }
+            let got = received(rx, true);
+            crate::doorbell::ring();
+            got
+        } else {
+            received(rx, idle)
+        };
         let mut turn = Turn {
             stop: got.is_none(),
             ..Turn::default()
@@ -138,10 +158,7 @@ impl Mirror {
             .map(|(id, _)| *id)
             .collect();
         turn.cancel.sort_unstable();
-        let Role::Lead(group) = &self.role else {
-            unreachable!("lead_turn runs on the lead")
-        };
-        if let Err(e) = lead(group, &turn) {
+        if let Err(e) = lead(&group, &turn) {
             self.fail_all(&crate::group::lost(e));
             return None;
         }
@@ -162,7 +179,15 @@ impl Mirror {
         let Role::Follow(group) = &self.role else {
             unreachable!("follow_turn runs on a follower")
         };
-        let turn = match follow(group) {
+        let turn = match follow(group).and_then(|t| {
+            if !t.sleep {
+                return Ok(t);
+            }
+            // The lead idles: wait for its bell, then for the turn it rang for.
+            crate::doorbell::wait()
+                .map_err(|e| EngineError::Invalid(format!("rank 0's doorbell: {e}")))?;
+            follow(group)
+        }) {
             Ok(t) => t,
             Err(e) => {
                 eprintln!(
@@ -288,11 +313,14 @@ pub(crate) struct Turn {
     pub cancel: Vec<u64>,
     /// The lead's engine is stopping: so do the followers'.
     pub stop: bool,
+    /// The lead idles until a request comes: wait for its doorbell before the next turn.
+    #[serde(default)]
+    pub sleep: bool,
 }
 
 impl Turn {
     fn is_empty(&self) -> bool {
-        self.admit.is_empty() && self.cancel.is_empty() && !self.stop
+        self.admit.is_empty() && self.cancel.is_empty() && !self.stop && !self.sleep
     }
 }
 
@@ -443,6 +471,7 @@ mod tests {
             admit: vec![(4, wire)],
             cancel: vec![2],
             stop: false,
+            sleep: false,
         };
         let back: Turn =
             serde_json::from_slice(&serde_json::to_vec(&turn).expect("json")).expect("parse");

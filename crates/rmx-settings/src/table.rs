@@ -78,6 +78,10 @@ env_vars! {
     /// (reading `MLX_RANK`, `MLX_HOSTFILE`) or `nccl` (one GPU each; reading `MLX_RANK`,
     /// `MLX_WORLD_SIZE`, `NCCL_HOST_IP`, `NCCL_PORT`). Default: `ring`.
     RMX_COMM_BACKEND in Engine;
+    /// Set by `rmx launch` when every rank runs on this machine: the Unix socket by which rank 0
+    /// wakes the other ranks when a request comes, so that they block instead of polling while
+    /// it idles.
+    RMX_DOORBELL in Engine;
 
     /// `0` turns off all of rmx's own CUDA kernels and fused weights, leaving mlx-lm's graph
     /// (for A/B measurements). Default: on with CUDA.

@@ -110,10 +110,18 @@ pub fn run(args: LaunchArgs) -> Result<ExitCode> {
         LaunchMode::Pipeline => "pipeline",
     };
     let serving = rest.first().is_some_and(|s| s == "serve");
+    // Every rank on this machine: rank 0 wakes the others by a Unix socket instead of their
+    // polling while it idles (rmx-engine doorbell.rs); a new one for each start of the group.
+    let local = args.hostfile.is_none();
+    let generation = std::cell::Cell::new(0u32);
     let mut command = |rank| {
         let mut c = Command::new(&exe);
         c.env(EnvVars::RMX_PARALLEL, mode)
             .env(EnvVars::RMX_COMM_BACKEND, backend.name());
+        if local {
+            let bell = dir.join(format!("doorbell-{}", generation.get()));
+            c.env(EnvVars::RMX_DOORBELL, bell);
+        }
         if rank == 0 {
             c.args(rest);
             if serving {
@@ -127,11 +135,14 @@ pub fn run(args: LaunchArgs) -> Result<ExitCode> {
     };
     // A serving group whose ranks are all here is started again when one ends.
     if serving && args.hostfile.is_none() {
-        let code = supervise(&dir, |dir| match &nccl {
-            Some(nccl) => LocalRing::spawn_nccl(nccl, &mut command),
-            None => {
-                let fresh = RingHosts::loopback(ranks.len())?;
-                LocalRing::spawn_ranks(&fresh, &ranks, dir, &mut command)
+        let code = supervise(&dir, |dir| {
+            generation.set(generation.get() + 1);
+            match &nccl {
+                Some(nccl) => LocalRing::spawn_nccl(nccl, &mut command),
+                None => {
+                    let fresh = RingHosts::loopback(ranks.len())?;
+                    LocalRing::spawn_ranks(&fresh, &ranks, dir, &mut command)
+                }
             }
         });
         let _ = std::fs::remove_dir_all(&dir);
@@ -289,7 +300,20 @@ pub fn launched_backend() -> Result<CommBackend> {
 /// which has no send/recv, hands over by all_sum; pipeline.rs).
 fn join_group() -> Result<Group> {
     let backend = launched_backend()?;
-    Group::init_within(backend, START_TIMEOUT).context("joining the launched ranks")
+    let group = Group::init_within(backend, START_TIMEOUT).context("joining the launched ranks")?;
+    if let Some(bell) = rmx_settings::var(EnvVars::RMX_DOORBELL).filter(|b| !b.is_empty()) {
+        // Every rank has the same variable, so either all ring or none: a rank that cannot
+        // ends, and its group with it.
+        let bell = PathBuf::from(bell);
+        let followers = usize::try_from(group.size() - 1).unwrap_or(0);
+        let rung = if group.rank() == 0 {
+            rmx_engine::doorbell::lead(&bell, followers, START_TIMEOUT)
+        } else {
+            rmx_engine::doorbell::follow(&bell, START_TIMEOUT)
+        };
+        rung.with_context(|| format!("rank {}'s doorbell {}", group.rank(), bell.display()))?;
+    }
+    Ok(group)
 }
 
 /// Rank 0's lead of its group and the split, when `rmx launch` started this process.
