@@ -325,24 +325,41 @@ fn cpu_seconds(pid: u32) -> f64 {
 
 /// Issue #25: a worker SIGKILLed mid-stream fails the answer with the group's error within
 /// 10 s (the time is printed), the daemon answers again, and the next request succeeds on a
-/// group `rmx launch` started again, with nothing restarted by hand.
+/// group `rmx launch` started again, with nothing restarted by hand. Then a worker that stalls
+/// without closing its sockets (SIGSTOP: MLX's collectives wait on it for ever) fails the
+/// answer once a step has run over `RMX_GROUP_STALL_SECS`, and the group comes back again.
 #[test]
 fn a_killed_worker_fails_the_stream_and_the_group_starts_again() {
     let model = models::model("llama", "f32");
-    let home = serving_home(&model);
+    let home = serving_home(&model).with_env("RMX_GROUP_STALL_SECS", "5");
     let daemon = Daemon::start(&home, &["launch", "-n", "2", "--", "rmx", "serve"]);
-    let port = home.port;
     // Loaded before the stream, so that the stream decodes when the worker dies.
-    assert!(!streamed_text(port, &model, 2).is_empty());
-    let worker = daemon.worker_pid();
+    assert!(!streamed_text(home.port, &model, 2).is_empty());
 
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    send(
-        &mut s,
-        "POST",
-        "/v1/chat/completions",
-        &chat_body(&model, true, 4000),
+    let (worker, took, tail) = signal_mid_stream(&daemon, &model, "-KILL");
+    println!("the stream's error came {took:.2?} after the worker was killed");
+    assert!(tail.contains("rmx launch saw a rank end"), "{tail}");
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    back_again(&daemon, &model, worker);
+    assert!(
+        daemon.stderr().contains("rank 1 ended"),
+        "{}",
+        daemon.stderr()
     );
+
+    let (worker, took, tail) = signal_mid_stream(&daemon, &model, "-STOP");
+    println!("the stream's error came {took:.2?} after the worker was stopped (limit 5 s)");
+    assert!(tail.contains("a rank or a link stalls"), "{tail}");
+    back_again(&daemon, &model, worker);
+}
+
+/// Sends `signal` to the worker while a long answer streams; the worker, how long after it
+/// the stream ended, and the stream's last event, which must be the group's error.
+fn signal_mid_stream(daemon: &Daemon, model: &Path, signal: &str) -> (u32, Duration, String) {
+    let worker = daemon.worker_pid();
+    let mut s = TcpStream::connect(("127.0.0.1", daemon.home.port)).unwrap();
+    let body = chat_body(model, true, 4000);
+    send(&mut s, "POST", "/v1/chat/completions", &body);
     let mut seen = Vec::new();
     let mut buf = [0u8; 4096];
     while String::from_utf8_lossy(&seen)
@@ -356,41 +373,39 @@ fn a_killed_worker_fails_the_stream_and_the_group_starts_again() {
     }
     assert!(!String::from_utf8_lossy(&seen).contains("finish_reason\":\"stop"));
     let status = Command::new("kill")
-        .args(["-KILL", &worker.to_string()])
+        .args([signal, &worker.to_string()])
         .status()
         .unwrap();
     assert!(status.success());
-    let killed = Instant::now();
+    let signalled = Instant::now();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let _ = s.read_to_end(&mut seen);
-    let took = killed.elapsed();
-    let text = String::from_utf8_lossy(&seen);
-    println!("the stream's error came {took:.2?} after the worker was killed");
-    let tail = text.rsplit("data: ").nth(1).unwrap_or("");
+    let took = signalled.elapsed();
+    let text = String::from_utf8_lossy(&seen).into_owned();
+    let tail = text.rsplit("data: ").nth(1).unwrap_or("").to_string();
     assert!(
         tail.contains("lost each other") && tail.contains("retry in a few seconds"),
         "the stream did not end with the group's error:\n{}\n{}",
         &text[text.len().saturating_sub(800)..],
         daemon.stderr()
     );
-    assert!(took < Duration::from_secs(10), "{took:?}");
+    (worker, took, tail)
+}
 
-    // The launcher starts the group again (rank 0 ended before a new worker starts); the
-    // next request loads the model on it.
-    home.wait_until("a new worker", Duration::from_secs(60), || {
-        daemon.workers().iter().any(|&w| w != worker)
-    });
+/// The launcher starts the group again (rank 0 ended before a new worker starts), and the next
+/// request loads the model on it and is answered.
+fn back_again(daemon: &Daemon, model: &Path, worker: u32) {
+    daemon
+        .home
+        .wait_until("a new worker", Duration::from_secs(60), || {
+            daemon.workers().iter().any(|&w| w != worker)
+        });
     daemon.wait_answering();
     let back = Instant::now();
-    let answer = streamed_text(port, &model, 4);
+    let answer = streamed_text(daemon.home.port, model, 4);
     println!(
         "the next answer came {:.2?} after the daemon answered again",
         back.elapsed()
     );
     assert!(!answer.is_empty());
-    assert!(
-        daemon.stderr().contains("rank 1 ended"),
-        "{}",
-        daemon.stderr()
-    );
 }

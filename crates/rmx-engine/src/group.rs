@@ -55,6 +55,13 @@ pub fn fail_running(why: &str) -> usize {
     crate::mirror::fail_clients(failure().unwrap_or(&message))
 }
 
+/// How long rank 0's engine has been in its current step (`None` while it waits for requests):
+/// a step that does not end is a rank or a link that stalls, which MLX's collectives wait on for
+/// ever. `rmx serve` under `rmx launch` gives up on its group past `RMX_GROUP_STALL_SECS`.
+pub fn step_running_for() -> Option<std::time::Duration> {
+    crate::mirror::in_turn_for()
+}
+
 /// Whether `e` is a failure of the group's communication (MLX's backends name themselves in
 /// their errors: "[ring] connection to a peer was lost") rather than of the model.
 pub(crate) fn is_collective_failure(e: &str) -> bool {

@@ -17,8 +17,9 @@
 //! docs/distributed.md describes the whole design.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, TryRecvError};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
 use rmx_mlx::distributed::Group;
@@ -105,6 +106,15 @@ impl Mirror {
     }
 
     fn lead_turn(&mut self, rx: &Receiver<Command>, idle: bool) -> Option<Vec<Command>> {
+        stamp_turn();
+        let commands = self.lead_turn_inner(rx, idle);
+        if commands.is_none() {
+            stamp_idle();
+        }
+        commands
+    }
+
+    fn lead_turn_inner(&mut self, rx: &Receiver<Command>, idle: bool) -> Option<Vec<Command>> {
         self.relay();
         let Role::Lead(group) = &self.role else {
             unreachable!("lead_turn runs on the lead")
@@ -121,11 +131,18 @@ impl Mirror {
                 self.fail_all(&crate::group::lost(e));
                 return None;
             }
+            stamp_idle();
             let got = received(rx, true);
+            stamp_turn();
             crate::doorbell::ring();
             got
+        } else if idle {
+            stamp_idle();
+            let got = received(rx, true);
+            stamp_turn();
+            got
         } else {
-            received(rx, idle)
+            received(rx, false)
         };
         let mut turn = Turn {
             stop: got.is_none(),
@@ -266,6 +283,33 @@ impl Mirror {
             }
         });
     }
+}
+
+/// When the lead's current turn began (ms since [`EPOCH`], plus 1), or 0 while it waits for a
+/// request or runs no engine. A turn is one pass of the engine loop (a prefill chunk, a decode
+/// step) and its collectives; one that never ends is a rank or link that stalls without
+/// closing its sockets, on which MLX's collectives wait for ever ([`in_turn_for`]).
+static TURN_SINCE: AtomicU64 = AtomicU64::new(0);
+static EPOCH: OnceLock<Instant> = OnceLock::new();
+
+fn stamp_turn() {
+    let ms = EPOCH.get_or_init(Instant::now).elapsed().as_millis();
+    TURN_SINCE.store(
+        u64::try_from(ms).unwrap_or(u64::MAX - 1) + 1,
+        Ordering::SeqCst,
+    );
+}
+
+fn stamp_idle() {
+    TURN_SINCE.store(0, Ordering::SeqCst);
+}
+
+/// How long this process's lead has been in its current turn; `None` while it waits for a
+/// request (or leads no engine).
+pub(crate) fn in_turn_for() -> Option<std::time::Duration> {
+    let since = TURN_SINCE.load(Ordering::SeqCst).checked_sub(1)?;
+    let now = EPOCH.get_or_init(Instant::now).elapsed();
+    Some(now.saturating_sub(std::time::Duration::from_millis(since)))
 }
 
 /// The lead's clients, reachable from outside its engine thread: when a peer dies, MLX's ring

@@ -82,6 +82,10 @@ env_vars! {
     /// wakes the other ranks when a request comes, so that they block instead of polling while
     /// it idles.
     RMX_DOORBELL in Engine;
+    /// Under `rmx launch -- rmx serve`: seconds an engine step of a split model may take before
+    /// rank 0 takes a rank or a link for stalled, fails the running answers (503) and has the
+    /// group started again. Default: 60.
+    RMX_GROUP_STALL_SECS in Engine;
 
     /// `0` turns off all of rmx's own CUDA kernels and fused weights, leaving mlx-lm's graph
     /// (for A/B measurements). Default: on with CUDA.

@@ -11,6 +11,7 @@ use anyhow::{Context, Result};
 use rmx_server::daemon::{bind, serve, DaemonError};
 use rmx_server::security::{check_listen_addr, protect, SecurityConfig};
 use rmx_server::{GroupServing, Service, ServiceConfig};
+use rmx_settings::EnvVars;
 
 use crate::cli::ServeArgs;
 use crate::commands::launch::GROUP_LOST_EXIT;
@@ -104,7 +105,10 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         let backend = crate::commands::launch::launched_backend()?;
         let service = Service::in_group(config, GroupServing::new(lead, mode, backend.name()));
         let lost = Arc::new(AtomicBool::new(false));
-        let stop = group_lost(lost.clone());
+        let stall = rmx_settings::number(EnvVars::RMX_GROUP_STALL_SECS)
+            .map_err(anyhow::Error::msg)?
+            .unwrap_or(60);
+        let stop = group_lost(lost.clone(), Duration::from_secs(stall));
         // Held here, so that `serve` returning does not drop the models: dropping an engine
         // joins its thread, which a lost group can leave stuck.
         let held = service.clone();
@@ -129,7 +133,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
 /// or the launcher closed stdin, its lifeline (it saw a worker end, or it ended itself). The
 /// process then ends with [`GROUP_LOST_EXIT`] for `rmx launch` to start every rank again,
 /// within [`FAIL_WITHIN`] even if an engine thread is stuck in a collective.
-async fn group_lost(lost: Arc<AtomicBool>) {
+async fn group_lost(lost: Arc<AtomicBool>, stall: Duration) {
     let (tx, mut closed) = tokio::sync::oneshot::channel::<()>();
     std::thread::spawn(move || {
         let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
@@ -142,6 +146,14 @@ async fn group_lost(lost: Arc<AtomicBool>) {
             _ = tick.tick() => {
                 if let Some(f) = rmx_engine::group::failure() {
                     break f.to_string();
+                }
+                // A rank or link that stalls without closing: no collective fails, none ends.
+                if rmx_engine::group::step_running_for().is_some_and(|d| d > stall) {
+                    break format!(
+                        "an engine step ran over {} s ({}): a rank or a link stalls",
+                        stall.as_secs(),
+                        EnvVars::RMX_GROUP_STALL_SECS
+                    );
                 }
             }
         }
