@@ -13,9 +13,11 @@
         as saved (bf16 activations) against the same weights run in float32, teacher-forced
         along the same tokens; reported like logits_check.py, so its figures say how far apart
         two correct bf16 engines can be on this model
+  make-streamed --shape S --out DIR
+        bf16 random weights written shard by shard, for a model larger than the device
   copybw  measured device copy bandwidth (bytes read + written per second)
 """
-import argparse, json, os, statistics, time
+import argparse, json, math, os, statistics, time
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -92,6 +94,12 @@ SHAPES = {
                                              rope_parameters={"rope_type": "default", "rope_theta": 10000000,
                                                               "partial_rotary_factor": 0.25,
                                                               "mrope_section": [11, 11, 10]})),
+    # Issue #26's model that one 80 GB GPU cannot hold: Llama-3-70B's dims with 56 of its 80
+    # layers, 50.0B parameters, 100 GB in bf16 (written by make_streamed: no GPU holds it whole).
+    "llama3-70b-56l": dict(model_type="llama", architectures=["LlamaForCausalLM"], hidden_size=8192,
+                           num_hidden_layers=56, intermediate_size=28672, num_attention_heads=64,
+                           num_key_value_heads=8, rms_norm_eps=1e-5, vocab_size=128256,
+                           rope_theta=500000.0, max_position_embeddings=8192, tie_word_embeddings=False),
     # For trying the scripts on a CPU machine.
     "tiny": dict(model_type="qwen3", architectures=["Qwen3ForCausalLM"], hidden_size=64,
                  num_hidden_layers=2, intermediate_size=128, num_attention_heads=4,
@@ -176,6 +184,53 @@ def make(shape, quant, out, peaked=False):
     os.makedirs(out, exist_ok=True)
     save_model(out, model)
     save_config(cfg, os.path.join(out, "config.json"))
+    write_tokenizer(out, cfg)
+
+
+def make_streamed(shape, out, shard_bytes=4 << 30):
+    """bf16 random weights (N(0, 0.02), norms ones) of `shape` written shard by shard, each
+    generated, saved and freed before the next: for models larger than the device's memory,
+    which make() would hold whole once saved (the saved arrays stay the model's)."""
+    from mlx.utils import tree_flatten
+    from mlx_lm.utils import save_config
+    import importlib
+    cfg = dict(SHAPES[shape])
+    mod = importlib.import_module(f"mlx_lm.models.{cfg['model_type']}")
+    model = mod.Model(mod.ModelArgs.from_dict(cfg))
+    shapes = [(k, v.shape) for k, v in tree_flatten(model.parameters())]
+    del model
+    os.makedirs(out, exist_ok=True)
+    mx.random.seed(0)
+    shards, cur, size = [], [], 0
+    for k, shp in shapes:
+        n = 2
+        for d in shp:
+            n *= d
+        if cur and size + n > shard_bytes:
+            shards.append(cur)
+            cur, size = [], 0
+        cur.append((k, shp))
+        size += n
+    shards.append(cur)
+    index = {}
+    for i, shard in enumerate(shards):
+        name = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+        w = {k: (mx.ones(shp) if k.endswith("norm.weight") else mx.random.normal(shp) * 0.02)
+             .astype(mx.bfloat16) for k, shp in shard}
+        mx.save_safetensors(os.path.join(out, name), w, metadata={"format": "mlx"})
+        del w
+        mx.clear_cache()
+        index.update({k: name for k, _ in shard})
+        print(f"  {name}", flush=True)
+    total = sum(2 * math.prod(shp) for _, shp in shapes)
+    json.dump({"metadata": {"total_size": total}, "weight_map": index},
+              open(os.path.join(out, "model.safetensors.index.json"), "w"))
+    save_config(cfg, os.path.join(out, "config.json"))
+    write_tokenizer(out, cfg)
+
+
+def write_tokenizer(out, cfg):
+    """A word-level tokenizer.json of the model's vocabulary size (the benchmarks feed ids)."""
     vocab = {f"t{i}": i for i in range(cfg.get("text_config", cfg)["vocab_size"])}
     tok = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [],
            "normalizer": None, "pre_tokenizer": {"type": "Whitespace"}, "post_processor": None,
@@ -295,6 +350,7 @@ if __name__ == "__main__":
     sub = ap.add_subparsers(dest="cmd", required=True)
     m = sub.add_parser("make"); m.add_argument("--shape"); m.add_argument("--quant"); m.add_argument("--out")
     m.add_argument("--peaked", action="store_true")
+    ms = sub.add_parser("make-streamed"); ms.add_argument("--shape"); ms.add_argument("--out")
     t = sub.add_parser("time"); t.add_argument("--model"); t.add_argument("--prompt-len", type=int)
     t.add_argument("--gen", type=int); t.add_argument("--rounds", type=int, default=3)
     d = sub.add_parser("drift"); d.add_argument("--model")
@@ -303,6 +359,8 @@ if __name__ == "__main__":
     a = ap.parse_args()
     if a.cmd == "make":
         make(a.shape, a.quant, a.out, a.peaked)
+    elif a.cmd == "make-streamed":
+        make_streamed(a.shape, a.out)
     elif a.cmd == "time":
         print(json.dumps(time_model(a.model, a.prompt_len, a.gen, a.rounds)))
     elif a.cmd == "drift":

@@ -185,7 +185,7 @@ fn finish(
                 };
                 return Ok((round, timings));
             }
-            Event::Error(e) => return Err(EngineError::Invalid(e)),
+            Event::Error(e) => return Err(EngineError::Generation(e)),
         }
     }
     Err(EngineError::Stopped)

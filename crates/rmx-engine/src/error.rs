@@ -32,6 +32,9 @@ pub enum EngineError {
     NotEmbedding,
     #[error("the engine thread has stopped")]
     Stopped,
+    /// A generation that started and failed on the way (a device error, a lost rank).
+    #[error("generation failed: {0}")]
+    Generation(String),
     #[error("constrained output: {0}")]
     Constraint(#[from] rmx_text::constrain::ConstraintError),
     #[error(transparent)]
