@@ -2,6 +2,7 @@
 """Do rmx and mlx-lm compute the same logits on this machine's backend?
 
     python3 scripts/bench/logits_check.py RMX_BINARY MODEL_DIR [--prompt-len N ...] [--gen M]
+        [--drift] [--launch "-n 2 --backend nccl --mode tensor"]
 
 Starts `rmx serve` on a free port (temporary RMX_HOME), asks /v1/completions for a greedy
 continuation of a random prompt with the top-5 log-probabilities of every step, then runs mlx-lm
@@ -94,6 +95,9 @@ def main():
     ap.add_argument("--drift", action="store_true",
                     help="also run mlx-lm in float32 along the same tokens; near-ties up to twice "
                          "its difference from mlx-lm in bf16")
+    ap.add_argument("--launch", default="",
+                    help="serve split over ranks: `rmx launch ARGS -- rmx serve` (e.g. \"-n 2 "
+                         "--backend nccl --mode tensor\"), checked against mlx-lm in one process")
     a = ap.parse_args()
     from mlx_lm.utils import load_model
     import pathlib
@@ -103,7 +107,8 @@ def main():
     # The requests name the model by its folder, which TCP clients may under the model roots.
     env = dict(os.environ, RMX_HOME=home, XDG_RUNTIME_DIR=home,
                RMX_MODEL_ROOTS=os.path.dirname(os.path.abspath(a.model)))
-    srv = subprocess.Popen([a.rmx, "serve", "--port", str(port)], env=env,
+    launch = ["launch", *a.launch.split(), "--", "rmx"] if a.launch else []
+    srv = subprocess.Popen([a.rmx, *launch, "serve", "--port", str(port)], env=env,
                            stdout=subprocess.DEVNULL, stderr=open(os.path.join(home, "serve.log"), "w"))
     base = f"http://127.0.0.1:{port}"
     ok = True
