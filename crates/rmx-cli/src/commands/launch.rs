@@ -180,31 +180,43 @@ fn supervise(
         let started = Instant::now();
         let lifeline = ring.take_stdin(0);
         let (first, status) = first_exit(&mut ring, None)?.context("no rank was started")?;
-        if first == 0 && !lost_its_group(&status) {
-            // The daemon stopped (asked to, or an error of its own): the workers end with it.
-            drop(lifeline);
-            let exits = ring.wait_within(GRACE)?;
-            for (rank, exit) in exits.iter().enumerate().skip(1) {
-                if !exit.success() {
-                    eprintln!("rmx: rank {rank} {}", describe(exit));
+        // A worker that ended well was told by rank 0 that the group is done (its daemon is
+        // stopping): what rank 0's own exit says decides.
+        let rank0 = if first == 0 {
+            Some(status)
+        } else if status.success() {
+            first_exit(&mut ring, Some(0))?.map(|(_, s)| s)
+        } else {
+            None
+        };
+        match rank0 {
+            Some(s) if !lost_its_group(&s) => {
+                // The daemon stopped (asked to, or an error of its own): the workers end too.
+                drop(lifeline);
+                let exits = ring.wait_within(GRACE)?;
+                for (rank, exit) in exits.iter().enumerate().skip(1) {
+                    if !exit.success() {
+                        eprintln!("rmx: rank {rank} {}", describe(exit));
+                    }
+                }
+                return Ok(if s.success() {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::FAILURE
+                });
+            }
+            Some(s) => {
+                eprintln!("rmx: rank 0 ended ({s}): starting every rank again");
+                drop(lifeline);
+            }
+            None => {
+                eprintln!("rmx: rank {first} ended ({status}): starting the group again");
+                // Rank 0 fails its running answers and ends; then every rank starts again.
+                drop(lifeline);
+                if first_exit(&mut ring, Some(0))?.is_none() {
+                    eprintln!("rmx: rank 0 did not end within {} s", RANK0_ENDS.as_secs());
                 }
             }
-            return Ok(if status.success() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            });
-        }
-        if first != 0 {
-            eprintln!("rmx: rank {first} ended ({status}): starting the group again");
-            // Rank 0 fails its running answers and ends; then every rank starts again.
-            drop(lifeline);
-            if first_exit(&mut ring, Some(0))?.is_none() {
-                eprintln!("rmx: rank 0 did not end within {} s", RANK0_ENDS.as_secs());
-            }
-        } else {
-            eprintln!("rmx: rank 0 ended ({status}): starting every rank again");
-            drop(lifeline);
         }
         ring.kill_all();
         quick = if started.elapsed() < QUICK_FAILURE {
