@@ -148,14 +148,18 @@ pub fn run(args: LaunchArgs) -> Result<ExitCode> {
         let _ = std::fs::remove_dir_all(&dir);
         return code;
     }
-    let ring = match &nccl {
+    let mut ring = match &nccl {
         Some(nccl) => LocalRing::spawn_nccl(nccl, command),
         None => LocalRing::spawn_ranks(&hosts, &ranks, &dir, command),
     }
     .context("starting the ranks")?;
+    // A serving rank 0's lifeline (with a hostfile: not supervised) stays open until it ends;
+    // waiting on a child would close it first.
+    let lifeline = ring.take_stdin(0);
     // The first rank started here (rank 0 when it is one of them) runs for as long as the
     // work does; the others end with it (a follower when rank 0 says so or is gone).
     let exits = ring.wait_first(GRACE)?;
+    drop(lifeline);
     let _ = std::fs::remove_dir_all(&dir);
     for (rank, exit) in ranks.iter().zip(&exits) {
         if !exit.success() && *rank != 0 {
