@@ -82,6 +82,9 @@ enum Control {
     },
     /// The group is done: the followers return.
     Exit,
+    /// Every rank reports its versions and backends, and `model`'s fingerprint when given
+    /// (checkup.rs: `rmx launch -- rmx doctor`).
+    Checkup { model: Option<PathBuf> },
 }
 
 /// Rank 0 of a group: loads models split over the group, one at a time.
@@ -122,6 +125,17 @@ impl GroupLead {
         Engine::load_parallel(dir, options, Parallel::new(self.group.clone(), mode))
     }
 
+    /// Every rank's versions, backends and (with `model`, the same path on every machine) that
+    /// folder's fingerprint, in rank order.
+    pub fn checkup(&self, model: Option<&Path>) -> Result<Vec<crate::checkup::RankReport>> {
+        let word = Control::Checkup {
+            model: model.map(Path::to_path_buf),
+        };
+        send(&self.group, &word)?;
+        let mine = crate::checkup::RankReport::here(&self.group, model);
+        crate::checkup::gather(&self.group, &mine)
+    }
+
     /// Tells the followers the group is done (dropping the lead does too).
     pub fn exit(mut self) -> Result<()> {
         self.exited = true;
@@ -151,6 +165,10 @@ pub fn follow(group: Group) -> Result<()> {
             .map_err(|e| EngineError::Invalid(format!("a word from rank 0: {e}")))?;
         match word {
             Control::Exit => return Ok(()),
+            Control::Checkup { model } => {
+                let mine = crate::checkup::RankReport::here(&group, model.as_deref());
+                crate::checkup::gather(&group, &mine)?;
+            }
             Control::Load {
                 dir,
                 pipeline,
@@ -332,6 +350,12 @@ mod tests {
             pipeline: true,
             max_batch: 4,
             prefix_cache_bytes: 1 << 20,
+        };
+        let back: Control =
+            serde_json::from_slice(&serde_json::to_vec(&w).expect("json")).expect("parse");
+        assert_eq!(back, w);
+        let w = Control::Checkup {
+            model: Some(PathBuf::from("/models/x")),
         };
         let back: Control =
             serde_json::from_slice(&serde_json::to_vec(&w).expect("json")).expect("parse");

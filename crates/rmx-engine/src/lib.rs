@@ -4,6 +4,7 @@
 
 mod batch;
 pub mod bench;
+pub mod checkup;
 pub mod doorbell;
 pub mod embed;
 mod engine;
