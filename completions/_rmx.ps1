@@ -42,7 +42,7 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
             [CompletionResult]::new('import', 'import', [CompletionResultType]::ParameterValue, 'Convert a GGUF file into an MLX model in the store, under a name')
             [CompletionResult]::new('bench', 'bench', [CompletionResultType]::ParameterValue, 'Measure prefill and decode speed, time to first token and peak memory')
             [CompletionResult]::new('agents', 'agents', [CompletionResultType]::ParameterValue, 'List coding agents (Codex, Claude Code, OpenCode, Aider, Goose, Continue, Hermes) and point one at the local daemon with --setup')
-            [CompletionResult]::new('doctor', 'doctor', [CompletionResultType]::ParameterValue, 'Check the MLX runtime, memory, disk, the daemon, the model store and config files')
+            [CompletionResult]::new('doctor', 'doctor', [CompletionResultType]::ParameterValue, 'Check the MLX runtime, memory, disk, the daemon, the model store, config files and the distributed backends')
             [CompletionResult]::new('share', 'share', [CompletionResultType]::ParameterValue, 'Let others use a model: a key-protected, rate-limited address on the LAN, and a public URL through a tunnel when one is available')
             [CompletionResult]::new('launch', 'launch', [CompletionResultType]::ParameterValue, 'Run an rmx command with its model split over several processes (ranks), joined by MLX''s ring backend (or nccl, one NVIDIA GPU a rank): tensor parallel (every layer split) or pipeline parallel (each rank a range of layers)')
             [CompletionResult]::new('worker', 'worker', [CompletionResultType]::ParameterValue, 'A rank other than 0 of `rmx launch` (started by it, not by hand)')
@@ -278,6 +278,8 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
             break
         }
         'rmx;doctor' {
+            [CompletionResult]::new('--hostfile', '--hostfile', [CompletionResultType]::ParameterName, 'MLX''s ring hostfile (as for `rmx launch --hostfile`): check that every rank''s host answers on the network')
+            [CompletionResult]::new('--model', '--model', [CompletionResultType]::ParameterName, 'A model folder to fingerprint (its files'' names, the weights'' sizes, the other files'' contents): under `rmx launch`, every rank''s is compared with rank 0''s')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print JSON instead of lines')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
@@ -335,7 +337,7 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
             [CompletionResult]::new('import', 'import', [CompletionResultType]::ParameterValue, 'Convert a GGUF file into an MLX model in the store, under a name')
             [CompletionResult]::new('bench', 'bench', [CompletionResultType]::ParameterValue, 'Measure prefill and decode speed, time to first token and peak memory')
             [CompletionResult]::new('agents', 'agents', [CompletionResultType]::ParameterValue, 'List coding agents (Codex, Claude Code, OpenCode, Aider, Goose, Continue, Hermes) and point one at the local daemon with --setup')
-            [CompletionResult]::new('doctor', 'doctor', [CompletionResultType]::ParameterValue, 'Check the MLX runtime, memory, disk, the daemon, the model store and config files')
+            [CompletionResult]::new('doctor', 'doctor', [CompletionResultType]::ParameterValue, 'Check the MLX runtime, memory, disk, the daemon, the model store, config files and the distributed backends')
             [CompletionResult]::new('share', 'share', [CompletionResultType]::ParameterValue, 'Let others use a model: a key-protected, rate-limited address on the LAN, and a public URL through a tunnel when one is available')
             [CompletionResult]::new('launch', 'launch', [CompletionResultType]::ParameterValue, 'Run an rmx command with its model split over several processes (ranks), joined by MLX''s ring backend (or nccl, one NVIDIA GPU a rank): tensor parallel (every layer split) or pipeline parallel (each rank a range of layers)')
             [CompletionResult]::new('worker', 'worker', [CompletionResultType]::ParameterValue, 'A rank other than 0 of `rmx launch` (started by it, not by hand)')

@@ -39,7 +39,7 @@ set edit:completion:arg-completer[rmx] = {|@words|
             cand import 'Convert a GGUF file into an MLX model in the store, under a name'
             cand bench 'Measure prefill and decode speed, time to first token and peak memory'
             cand agents 'List coding agents (Codex, Claude Code, OpenCode, Aider, Goose, Continue, Hermes) and point one at the local daemon with --setup'
-            cand doctor 'Check the MLX runtime, memory, disk, the daemon, the model store and config files'
+            cand doctor 'Check the MLX runtime, memory, disk, the daemon, the model store, config files and the distributed backends'
             cand share 'Let others use a model: a key-protected, rate-limited address on the LAN, and a public URL through a tunnel when one is available'
             cand launch 'Run an rmx command with its model split over several processes (ranks), joined by MLX''s ring backend (or nccl, one NVIDIA GPU a rank): tensor parallel (every layer split) or pipeline parallel (each rank a range of layers)'
             cand worker 'A rank other than 0 of `rmx launch` (started by it, not by hand)'
@@ -249,6 +249,8 @@ set edit:completion:arg-completer[rmx] = {|@words|
             cand --version 'Print version'
         }
         &'rmx;doctor'= {
+            cand --hostfile 'MLX''s ring hostfile (as for `rmx launch --hostfile`): check that every rank''s host answers on the network'
+            cand --model 'A model folder to fingerprint (its files'' names, the weights'' sizes, the other files'' contents): under `rmx launch`, every rank''s is compared with rank 0''s'
             cand --json 'Print JSON instead of lines'
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'
@@ -302,7 +304,7 @@ set edit:completion:arg-completer[rmx] = {|@words|
             cand import 'Convert a GGUF file into an MLX model in the store, under a name'
             cand bench 'Measure prefill and decode speed, time to first token and peak memory'
             cand agents 'List coding agents (Codex, Claude Code, OpenCode, Aider, Goose, Continue, Hermes) and point one at the local daemon with --setup'
-            cand doctor 'Check the MLX runtime, memory, disk, the daemon, the model store and config files'
+            cand doctor 'Check the MLX runtime, memory, disk, the daemon, the model store, config files and the distributed backends'
             cand share 'Let others use a model: a key-protected, rate-limited address on the LAN, and a public URL through a tunnel when one is available'
             cand launch 'Run an rmx command with its model split over several processes (ranks), joined by MLX''s ring backend (or nccl, one NVIDIA GPU a rank): tensor parallel (every layer split) or pipeline parallel (each rank a range of layers)'
             cand worker 'A rank other than 0 of `rmx launch` (started by it, not by hand)'

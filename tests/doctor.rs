@@ -1,10 +1,13 @@
 //! `rmx doctor` on a healthy set-up passes, and each planted fault is reported with its fix:
 //! no MLX runtime, a stale daemon socket, a truncated model file, a partial download, a broken
-//! aliases file. Runs the real binary with a temporary RMX_HOME and HF_HUB_CACHE.
+//! aliases file. The distributed checks: the backends this MLX has, a ring hostfile's hosts up
+//! or unreachable, and under `rmx launch` every rank's versions and model fingerprint side by
+//! side, a rank with other model files failing the check. Runs the real binary with a
+//! temporary RMX_HOME and HF_HUB_CACHE.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 struct Setup {
@@ -36,8 +39,17 @@ impl Setup {
     }
 
     fn doctor(&self, extra_env: &[(&str, &str)], json: bool) -> Output {
+        let mut args = vec!["doctor"];
+        if json {
+            args.push("--json");
+        }
+        self.rmx(&args, extra_env, None)
+    }
+
+    /// `rmx ARGS` in this set-up (run in `cwd` when given); its output, echoed for failures.
+    fn rmx(&self, args: &[&str], extra_env: &[(&str, &str)], cwd: Option<&Path>) -> Output {
         let mut cmd = Command::new(rmx_tests::rmx());
-        cmd.arg("doctor")
+        cmd.args(args)
             .env_clear()
             .env("HOME", self.dir.path())
             .env("RMX_HOME", self.rmx_home())
@@ -45,8 +57,8 @@ impl Setup {
             // A port nothing listens on: the test must not depend on daemons of other tests.
             .env("RMX_HOST", "127.0.0.1:9")
             .envs(extra_env.iter().copied());
-        if json {
-            cmd.arg("--json");
+        if let Some(dir) = cwd {
+            cmd.current_dir(dir);
         }
         let out = cmd.output().unwrap();
         eprintln!(
@@ -118,7 +130,13 @@ fn a_healthy_setup_passes() {
     let json: serde_json::Value = serde_json::from_slice(&s.doctor(&[], true).stdout).unwrap();
     assert_eq!(json["ok"], true);
     let checks = json["checks"].as_array().unwrap();
-    for name in ["mlx", "memory", "disk", "daemon", "models", "config"] {
+    assert!(
+        text.contains("PASS cluster distributed backends: ring"),
+        "{text}"
+    );
+    for name in [
+        "mlx", "memory", "disk", "daemon", "models", "config", "cluster",
+    ] {
         assert!(checks.iter().any(|c| c["check"] == name), "no {name} check");
     }
 }
@@ -248,4 +266,141 @@ fn a_daemon_answering_on_tcp_passes() {
     let out = s.doctor(&[("RMX_HOST", &host)], false);
     assert!(out.status.success());
     assert!(lines(&out).contains("answers: rmx 9.9.9"));
+}
+
+/// Two loopback ports that were free a moment ago (nothing listens on them now).
+fn free_ports() -> [u16; 2] {
+    let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let b = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    [
+        a.local_addr().unwrap().port(),
+        b.local_addr().unwrap().port(),
+    ]
+}
+
+/// A model folder as far as the fingerprint goes: config.json and a weights file.
+fn model_files(dir: &Path, config: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("config.json"), config).unwrap();
+    std::fs::write(dir.join("model.safetensors"), [0u8; 64]).unwrap();
+}
+
+#[test]
+fn a_hostfile_s_hosts_are_reported_up_or_unreachable() {
+    let s = Setup::new();
+    let [port, _] = free_ports();
+    // Linux refuses a TCP connection to the broadcast address at once (ENETUNREACH): an
+    // unreachable host without waiting for a timeout. (TEST-NET addresses are no good here:
+    // sandboxes route them, and some answer for every address.)
+    let hostfile = s.dir.path().join("ring.json");
+    std::fs::write(
+        &hostfile,
+        format!("[[\"127.0.0.1:{port}\"], [\"255.255.255.255:5000\"]]"),
+    )
+    .unwrap();
+    let out = s.rmx(
+        &["doctor", "--hostfile", hostfile.to_str().unwrap()],
+        &[],
+        None,
+    );
+    assert!(!out.status.success(), "an unreachable rank fails the check");
+    let text = lines(&out);
+    assert!(
+        text.contains(&format!(
+            "PASS cluster rank 0 127.0.0.1:{port}: host up, nothing listens on port {port}"
+        )),
+        "{text}"
+    );
+    let (line, fix) = finding(&text, "FAIL", "rank 1 255.255.255.255:5000: unreachable");
+    assert!(line.contains("unreachable"), "{line}");
+    assert!(
+        fix.contains("firewall") && fix.contains("port 5000"),
+        "{fix}"
+    );
+
+    std::fs::write(&hostfile, "[\"127.0.0.1:1\"]").unwrap();
+    let out = s.rmx(
+        &["doctor", "--hostfile", hostfile.to_str().unwrap()],
+        &[],
+        None,
+    );
+    assert!(!out.status.success());
+    let text = lines(&out);
+    let (_, fix) = finding(&text, "FAIL", "ring.json");
+    assert!(fix.contains("ip:port"), "{fix}");
+}
+
+#[test]
+fn launched_doctor_shows_every_rank_and_fails_on_other_model_files() {
+    let s = Setup::new();
+    let model = s.dir.path().join("model");
+    model_files(&model, r#"{"model_type": "llama"}"#);
+    let model = model.to_str().unwrap();
+    let launch = ["launch", "-n", "2", "--", "rmx", "doctor", "--model", model];
+    let out = s.rmx(&[&launch[..], &["--json"]].concat(), &[], None);
+    assert!(out.status.success(), "{}", lines(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ranks = json["ranks"].as_array().unwrap();
+    assert_eq!(ranks.len(), 2, "{json}");
+    for (i, r) in ranks.iter().enumerate() {
+        assert_eq!(r["rank"], i, "{json}");
+        assert_eq!(r["comm"], "ring", "{json}");
+        assert!(r["model"].as_str().is_some_and(|m| m.len() == 16), "{json}");
+        for field in ["rmx_version", "mlx_version", "device", "model"] {
+            assert_eq!(r[field], ranks[0][field], "{field}: {json}");
+        }
+    }
+    assert_eq!(json["ok"], true);
+    let out = s.rmx(&launch, &[], None);
+    let text = lines(&out);
+    assert!(
+        text.contains(
+            "PASS ranks   2 ranks run the same rmx, MLX and backends and have the same model files"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("rank  host"), "{text}");
+    assert!(!text.contains('*'), "{text}");
+
+    // Two launchers, rank 0's and rank 1's, each in its own folder: the relative path names
+    // another model folder on each rank, as two machines with other files would.
+    let [p0, p1] = free_ports();
+    let hostfile = s.dir.path().join("ring.json");
+    std::fs::write(
+        &hostfile,
+        format!("[[\"127.0.0.1:{p0}\"], [\"127.0.0.1:{p1}\"]]"),
+    )
+    .unwrap();
+    let hostfile = hostfile.to_str().unwrap();
+    let (a, b) = (s.dir.path().join("a"), s.dir.path().join("b"));
+    model_files(&a.join("m"), r#"{"model_type": "llama"}"#);
+    model_files(&b.join("m"), r#"{"model_type": "qwen3"}"#);
+    let on = |rank: &'static str, cwd: PathBuf| {
+        let s = &s;
+        let args = [
+            "launch",
+            "--hostfile",
+            hostfile,
+            "--rank",
+            rank,
+            "--",
+            "rmx",
+            "doctor",
+            "--model",
+            "m",
+        ];
+        move || s.rmx(&args, &[], Some(&cwd))
+    };
+    let (out, worker) = std::thread::scope(|t| {
+        let worker = t.spawn(on("1", b));
+        let out = on("0", a)();
+        (out, worker.join().unwrap())
+    });
+    assert!(worker.status.success(), "rank 1's launcher");
+    assert!(!out.status.success(), "other model files fail the check");
+    let text = lines(&out);
+    let (line, fix) = finding(&text, "FAIL", "model fingerprint differs from rank 0's");
+    assert!(line.contains("rank(s) 1 ("), "{line}");
+    assert!(fix.contains("copy rank 0's model folder"), "{fix}");
+    assert!(text.contains("* differs from rank 0"), "{text}");
 }

@@ -72,7 +72,7 @@ fn launch_refuses_what_cannot_run_over_ranks_yet() {
         ),
         (
             &["-n", "2", "--", "rmx", "pull", "m"],
-            "rmx launch runs bench and serve so far, not `pull`",
+            "rmx launch runs bench, doctor and serve so far, not `pull`",
         ),
         (
             &["-n", "1", "--", "rmx", "bench", "m"],

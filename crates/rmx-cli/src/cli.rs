@@ -86,10 +86,18 @@ pub enum Command {
     /// <file>.rmx-backup and keeps the user's comments and other settings; --restore puts the
     /// backup back.
     Agents(AgentsArgs),
-    /// Check the MLX runtime, memory, disk, the daemon, the model store and config files.
+    /// Check the MLX runtime, memory, disk, the daemon, the model store, config files and the
+    /// distributed backends.
     ///
     /// Prints PASS / WARN / FAIL lines, each problem with its fix; exits non-zero when
-    /// something FAILs.
+    /// something FAILs. --hostfile checks that every rank's host answers; under `rmx launch`
+    /// every rank reports its rmx and MLX versions, backends and (--model) the model folder's
+    /// fingerprint, and rank 0 prints them side by side, marking what differs.
+    #[command(after_help = "Examples:\n  \
+        rmx doctor\n  \
+        rmx doctor --hostfile ring.json\n  \
+        rmx launch -n 2 -- rmx doctor --model ~/models/Qwen3-8B-4bit\n  \
+        rmx launch --hostfile ring.json --rank 1 -- rmx doctor --model ~/models/Qwen3-8B-4bit")]
     Doctor(DoctorArgs),
     /// Let others use a model: a key-protected, rate-limited address on the LAN, and a public
     /// URL through a tunnel when one is available.
@@ -108,7 +116,8 @@ pub enum Command {
     /// hostfile: a JSON list with each rank's "ip:port" addresses), run `rmx launch` on every
     /// machine with --rank naming the ranks it starts there. Rank 0 runs the command; the
     /// others load their share of each model rank 0 loads and follow its engine. Every rank
-    /// reads the model from the same path. Runs `rmx bench`, and `rmx serve`: the daemon as
+    /// reads the model from the same path. Runs `rmx bench`; `rmx doctor`, which compares the
+    /// ranks' versions and model files; and `rmx serve`: the daemon as
     /// rank 0, every model it loads split over the ranks, one at a time; when a rank ends, its
     /// running answers fail (503) and every rank is started again. `rmx run` and `rmx chat`
     /// are the daemon's clients: run them, without launch, against it (docs/distributed.md).
@@ -224,6 +233,14 @@ pub struct DoctorArgs {
     /// Print JSON instead of lines.
     #[arg(long)]
     pub json: bool,
+    /// MLX's ring hostfile (as for `rmx launch --hostfile`): check that every rank's host
+    /// answers on the network.
+    #[arg(long, value_name = "FILE")]
+    pub hostfile: Option<PathBuf>,
+    /// A model folder to fingerprint (its files' names, the weights' sizes, the other files'
+    /// contents): under `rmx launch`, every rank's is compared with rank 0's.
+    #[arg(long, value_name = "DIR")]
+    pub model: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

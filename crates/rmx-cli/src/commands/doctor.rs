@@ -1,18 +1,43 @@
 //! `rmx doctor`: prints the checks' findings, one line each with its fix, or as JSON; exits
-//! non-zero when any check FAILs. The checks live in `crate::doctor`.
+//! non-zero when any check FAILs. The checks live in `crate::doctor`. Under `rmx launch` (rank
+//! 0; the other ranks answer from `rmx worker`), it also gathers every rank's versions,
+//! backends and model fingerprint and prints them side by side.
 
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
+use rmx_engine::checkup::RankReport;
 
 use crate::cli::DoctorArgs;
-use crate::doctor::{self, Level};
+use crate::doctor::{self, distributed, Level};
 
 pub fn run(args: DoctorArgs) -> Result<ExitCode> {
-    let findings = doctor::run_all();
+    // First, while the other ranks wait for rank 0's word: the group's answers.
+    let ranks: Option<Vec<RankReport>> = match crate::commands::launch::lead()? {
+        Some((lead, _mode)) => {
+            let reports = lead
+                .checkup(args.model.as_deref())
+                .context("gathering the ranks' reports")?;
+            lead.exit()?;
+            Some(reports)
+        }
+        None => None,
+    };
+    let mut findings = doctor::run_all();
+    if let Some(file) = &args.hostfile {
+        findings.extend(distributed::hosts(file));
+    }
+    match (&ranks, &args.model) {
+        (Some(reports), _) => findings.extend(distributed::compare(reports)),
+        (None, Some(dir)) => findings.push(distributed::model(dir)),
+        (None, None) => {}
+    }
     let failed = findings.iter().any(|f| f.level == Level::Fail);
     if args.json {
-        let json = serde_json::json!({ "ok": !failed, "checks": findings });
+        let mut json = serde_json::json!({ "ok": !failed, "checks": findings });
+        if let Some(reports) = &ranks {
+            json["ranks"] = serde_json::to_value(reports)?;
+        }
         println!("{}", serde_json::to_string_pretty(&json)?);
     } else {
         for f in &findings {
@@ -20,6 +45,9 @@ pub fn run(args: DoctorArgs) -> Result<ExitCode> {
             if let Some(fix) = &f.fix {
                 println!("     {:<7} fix: {fix}", "");
             }
+        }
+        if let Some(reports) = &ranks {
+            println!("\n{}", distributed::table(reports).trim_end());
         }
         let (warns, fails) = findings.iter().fold((0, 0), |(w, x), f| match f.level {
             Level::Warn => (w + 1, x),

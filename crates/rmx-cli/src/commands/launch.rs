@@ -31,7 +31,16 @@ const START_TIMEOUT: Duration = Duration::from_secs(120);
 const GRACE: Duration = Duration::from_secs(10);
 
 /// The rmx commands that run over ranks so far.
-const LAUNCHABLE: &[&str] = &["bench", "serve"];
+const LAUNCHABLE: &[&str] = &["bench", "doctor", "serve"];
+
+/// "bench, doctor and serve".
+fn launchable() -> String {
+    match LAUNCHABLE.split_last() {
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
 
 /// Rank 0's exit when its group lost a rank (EX_TEMPFAIL): the launcher starts the group
 /// again.
@@ -57,11 +66,11 @@ pub fn run(args: LaunchArgs) -> Result<ExitCode> {
             "`rmx {sub}` is a client of the daemon: start the daemon split over ranks with \
              `rmx launch -n N -- rmx serve`, then run `rmx {sub} MODEL` (without launch) against \
              it; rmx launch runs {} (docs/distributed.md)",
-            LAUNCHABLE.join(" and ")
+            launchable()
         ),
         other => bail!(
             "rmx launch runs {} so far, not {} (docs/distributed.md)",
-            LAUNCHABLE.join(" and "),
+            launchable(),
             other.map_or("nothing".into(), |s| format!("`{s}`"))
         ),
     }

@@ -1,6 +1,7 @@
 //! The checks behind `rmx doctor`. Each returns findings (PASS / WARN / FAIL, with the fix for
 //! anything that is not a PASS); the command only prints them. Nothing here changes anything.
 
+pub mod distributed;
 mod safetensors;
 
 use std::os::unix::fs::FileTypeExt;
@@ -86,6 +87,7 @@ pub fn run_all() -> Vec<Finding> {
         out.extend(models(store));
         out.push(config(store));
     }
+    out.extend(distributed::backends());
     out
 }
 
