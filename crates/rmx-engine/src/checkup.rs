@@ -14,8 +14,8 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{EngineError, Result};
 
-/// The bytes each rank's record takes in the gather: its JSON, padded with zeros. Fixed, so
-/// that the gather needs no agreement on sizes first.
+/// The bytes each rank's record takes in the gather: its JSON, padded with zeros. Fixed (and a
+/// multiple of 4), so that the gather needs no agreement on sizes first.
 const RECORD_BYTES: usize = 1024;
 
 /// One rank's answer.
@@ -76,9 +76,18 @@ pub fn gather(group: &Group, mine: &RankReport) -> Result<Vec<RankReport>> {
             .map_err(|e| EngineError::Invalid(format!("a rank's record: {e}")))?;
     }
     bytes.resize(RECORD_BYTES, 0);
-    let all = group
-        .all_gather(&Array::from_slice(&bytes, &[1, RECORD_BYTES as i32])?)?
-        .to_vec::<u8>()?;
+    // Gathered as int32, the type the load's agreement gathers (group.rs), which every backend
+    // (nccl included, as run on GPUs) moves.
+    let words: Vec<i32> = bytes
+        .chunks(4)
+        .map(|w| i32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+        .collect();
+    let all: Vec<u8> = group
+        .all_gather(&Array::from_slice(&words, &[1, words.len() as i32])?)?
+        .to_vec::<i32>()?
+        .into_iter()
+        .flat_map(i32::to_le_bytes)
+        .collect();
     all.chunks(RECORD_BYTES)
         .enumerate()
         .map(|(rank, record)| {
