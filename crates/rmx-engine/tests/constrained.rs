@@ -214,6 +214,7 @@ fn bench_reports_constrained_decode_beside_the_free_one() {
         rounds: 2,
         warmup: 0,
         constraint: Some(Constraint::json_schema(schema)),
+        ..BenchConfig::default()
     };
     let mut lines = Vec::new();
     let cases = bench::run(&e, &cfg, |l| lines.push(l.to_string())).unwrap();
