@@ -63,7 +63,7 @@ impl Mirror {
         if self.role.in_group() && crate::group::is_collective_failure(&text) {
             crate::group::lost(text)
         } else {
-            text
+            crate::error::explain_device_error(text)
         }
     }
 }
