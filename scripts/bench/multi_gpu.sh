@@ -21,16 +21,7 @@ streams=${STREAMS:-32}
 limit=${LIMIT:-300}
 mkdir -p "$work" "$out"
 
-# run NAME CMD...: the command's JSON record in $out/NAME.json, its stderr in NAME.err.
-run() {
-  local name=$1; shift
-  local t0=$SECONDS
-  if timeout "$limit" "$@" > "$out/$name.json" 2> "$out/$name.err"; then
-    echo "  $name: ok ($((SECONDS - t0)) s)"
-  else
-    echo "  $name: FAILED (exit $?, $((SECONDS - t0)) s): $(grep -v '^  ' "$out/$name.err" | tail -3)"
-  fi
-}
+. "$here/run_timed.sh"
 
 for c in $cases; do
   shape=${c%%:*}; quant=${c##*:}; dir=$work/$shape-$quant; peaked=$work/peaked/$shape-$quant

@@ -42,7 +42,9 @@ def main():
                              ("pipeline", "2 GPUs, pipeline")):
             r = {k: load(d, f"{m}-{setup}-{k}") for k in ("decode", "prefill", "tokens")}
             if not any(r.values()):
-                print(f"| {m} | {label} | failed: see {m}-{setup}-*.err | | | | | | |")
+                ran = os.path.exists(os.path.join(d, f"{m}-{setup}-decode.err"))
+                if ran:
+                    print(f"| {m} | {label} | failed: see {m}-{setup}-*.err | | | | | | |")
                 continue
             dec = r["decode"]["cases"][0] if r["decode"] else None
             con = dec["concurrent"][0] if dec and dec.get("concurrent") else None

@@ -277,8 +277,8 @@ fn whole(label: &str, test: &str, dir: &Path) -> Report {
     rep
 }
 
-/// `src` with layers 0 and 1 repeated as the last two: a 5-layer model of the same family.
-fn deeper(src: &Path, out: &Path) {
+/// Copies `src`'s files but its weights (and their index) into `out`; the weight files' paths.
+fn copy_besides_weights(src: &Path, out: &Path) -> Vec<PathBuf> {
     std::fs::create_dir_all(out).unwrap();
     let mut weights = vec![];
     for e in std::fs::read_dir(src).unwrap() {
@@ -290,6 +290,12 @@ fn deeper(src: &Path, out: &Path) {
             std::fs::copy(&path, out.join(&name)).unwrap();
         }
     }
+    weights
+}
+
+/// `src` with layers 0 and 1 repeated as the last two: a 5-layer model of the same family.
+fn deeper(src: &Path, out: &Path) {
+    let weights = copy_besides_weights(src, out);
     let config = out.join("config.json");
     let mut c: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
@@ -468,17 +474,7 @@ fn quantized(src: &Path, out: &Path, mode: QuantMode) {
         mode,
         ..QuantSpec::affine(32, 4)
     };
-    std::fs::create_dir_all(out).unwrap();
-    let mut weights = vec![];
-    for e in std::fs::read_dir(src).unwrap() {
-        let path = e.unwrap().path();
-        let name = path.file_name().unwrap().to_string_lossy().to_string();
-        if name.ends_with(".safetensors") {
-            weights.push(path);
-        } else if !name.ends_with(".safetensors.index.json") && path.is_file() {
-            std::fs::copy(&path, out.join(&name)).unwrap();
-        }
-    }
+    let weights = copy_besides_weights(src, out);
     let config = out.join("config.json");
     let mut c: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
