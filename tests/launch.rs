@@ -66,13 +66,12 @@ fn bench_runs_on_a_model_split_over_two_ranks_in_both_modes() {
 fn launch_refuses_what_cannot_run_over_ranks_yet() {
     let cases: [(&[&str], &str); 4] = [
         (
-            &["-n", "2", "--", "rmx", "run", "m", "hi"],
-            "`rmx run` is a client of the daemon: start the daemon split over ranks with `rmx \
-             launch -n N -- rmx serve`",
+            &["--hostfile", "ring.json", "--", "rmx", "run", "m", "hi"],
+            "`rmx launch --hostfile F -- rmx run` is not supported",
         ),
         (
             &["-n", "2", "--", "rmx", "pull", "m"],
-            "rmx launch runs bench, doctor and serve so far, not `pull`",
+            "rmx launch runs bench, chat, doctor, run and serve so far, not `pull`",
         ),
         (
             &["-n", "1", "--", "rmx", "bench", "m"],
@@ -136,6 +135,42 @@ fn launch_refuses_nccl_where_it_cannot_run() {
         );
         assert!(err.contains("--backend ring"), "{err}");
     }
+}
+
+/// `rmx launch -n 2 -- rmx run`: rank 0 serves privately, the client runs against it and the
+/// group ends with it; the f32 model's greedy answer is the one-process daemon's. A daemon
+/// already running for the home is refused (the client would talk to it, unsplit).
+#[test]
+fn run_over_two_ranks_answers_as_one_process_does() {
+    let model = models::model("llama", "f32");
+    let model = model.to_str().unwrap();
+    let args = ["run", model, "Hello there", "--max-tokens", "8"];
+    let split_home = TestHome::new();
+    let mut launched = vec!["launch", "-n", "2", "--", "rmx"];
+    launched.extend(args);
+    let split = split_home.ok(&launched);
+    assert_eq!(
+        split_home
+            .daemon_pid()
+            .filter(|p| rmx_tests::home::alive(*p)),
+        None
+    );
+    assert!(
+        split_home.log().contains("split over 2 ranks"),
+        "{}",
+        split_home.log()
+    );
+    let whole_home = TestHome::new();
+    let whole = whole_home.ok(&args);
+    assert_eq!(split, whole);
+    // The one-process daemon of `whole_home` still runs: launch refuses to start beside it.
+    let out = whole_home.run(&launched);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("an rmx daemon already runs for this rmx home"),
+        "{err}"
+    );
 }
 
 /// A home whose daemon may name the tiny Llama by its folder over TCP.

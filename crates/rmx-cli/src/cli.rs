@@ -120,10 +120,12 @@ pub enum Command {
     /// ranks' versions and model files; and `rmx serve`: the daemon as
     /// rank 0, every model it loads split over the ranks, one at a time; when a rank ends, its
     /// running answers fail (503) and every rank is started again. `rmx run` and `rmx chat`
-    /// are the daemon's clients: run them, without launch, against it (docs/distributed.md).
+    /// (with -n) start such a daemon for themselves, talk to it, and stop it when they end;
+    /// `rmx run`/`rmx chat` without launch talk to a launched `rmx serve` (docs/distributed.md).
     #[command(after_help = "Examples:\n  \
         rmx launch -n 2 -- rmx bench ~/models/Qwen3-8B-4bit\n  \
         rmx launch -n 2 -- rmx serve\n  \
+        rmx launch -n 2 --mode pipeline -- rmx chat ~/models/Qwen3-32B-4bit\n  \
         rmx launch -n 4 --mode pipeline -- rmx bench ~/models/Llama-3-8B --gen-tokens 64\n  \
         rmx launch --hostfile ring.json --rank 1 -- rmx bench ~/models/Qwen3-32B-4bit\n  \
         rmx launch -n 2 --backend nccl -- rmx bench ~/models/Llama-3-8B-4bit")]
@@ -162,7 +164,8 @@ pub struct LaunchArgs {
     /// GPU per rank, this machine's ranks only, tensor mode only; needs an MLX built with CUDA).
     #[arg(long, value_enum, default_value_t = LaunchBackend::Ring)]
     pub backend: LaunchBackend,
-    /// The command rank 0 runs: `rmx bench MODEL ...` or `rmx serve ...`.
+    /// The rmx command: `rmx bench MODEL ...`, `rmx serve ...`, `rmx run MODEL ...`, `rmx
+    /// chat MODEL`, `rmx doctor ...`.
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
 }

@@ -52,7 +52,8 @@ pub async fn connect() -> Result<Client> {
     Ok(client)
 }
 
-fn start(paths: &DaemonPaths) -> Result<Child> {
+/// The daemon log, opened for appending with a line saying who starts a daemon now.
+pub fn open_log(paths: &DaemonPaths, by: &str) -> Result<std::fs::File> {
     let log_dir = paths.log.parent().unwrap_or(&paths.home);
     std::fs::create_dir_all(log_dir).with_context(|| format!("creating {}", log_dir.display()))?;
     let mut log = OpenOptions::new()
@@ -60,7 +61,12 @@ fn start(paths: &DaemonPaths) -> Result<Child> {
         .append(true)
         .open(&paths.log)
         .with_context(|| format!("opening the daemon log {}", paths.log.display()))?;
-    let _ = writeln!(log, "--- started by rmx (pid {})", std::process::id());
+    let _ = writeln!(log, "--- started by {by} (pid {})", std::process::id());
+    Ok(log)
+}
+
+fn start(paths: &DaemonPaths) -> Result<Child> {
+    let log = open_log(paths, "rmx")?;
     let err = log.try_clone().context("opening the daemon log")?;
     let exe = std::env::current_exe().context("finding the rmx executable")?;
     Command::new(exe)

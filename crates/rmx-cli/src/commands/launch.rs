@@ -12,6 +12,7 @@
 //! worker ends, which a rank 0 with no answer running (so no collective to fail) would not
 //! otherwise notice.
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -31,9 +32,13 @@ const START_TIMEOUT: Duration = Duration::from_secs(120);
 const GRACE: Duration = Duration::from_secs(10);
 
 /// The rmx commands that run over ranks so far.
-const LAUNCHABLE: &[&str] = &["bench", "doctor", "serve"];
+const LAUNCHABLE: &[&str] = &["bench", "chat", "doctor", "run", "serve"];
 
-/// "bench, doctor and serve".
+/// The clients of the daemon: under launch, rank 0 serves privately and the client runs
+/// against it here (see [`run_client`]).
+const CLIENTS: &[&str] = &["chat", "run"];
+
+/// "bench, chat, doctor, run and serve".
 fn launchable() -> String {
     match LAUNCHABLE.split_last() {
         Some((last, [])) => last.to_string(),
@@ -60,19 +65,35 @@ pub fn run(args: LaunchArgs) -> Result<ExitCode> {
     if !named_rmx {
         bail!("rmx launch runs rmx commands, as in `rmx launch -n 2 -- rmx bench MODEL`");
     }
+    let client = rest.first().filter(|s| CLIENTS.contains(&s.as_str()));
     match rest.first().map(String::as_str) {
         Some(sub) if LAUNCHABLE.contains(&sub) => {}
-        Some(sub @ ("run" | "chat")) => bail!(
-            "`rmx {sub}` is a client of the daemon: start the daemon split over ranks with \
-             `rmx launch -n N -- rmx serve`, then run `rmx {sub} MODEL` (without launch) against \
-             it; rmx launch runs {} (docs/distributed.md)",
-            launchable()
-        ),
         other => bail!(
             "rmx launch runs {} so far, not {} (docs/distributed.md)",
             launchable(),
             other.map_or("nothing".into(), |s| format!("`{s}`"))
         ),
+    }
+    if let Some(sub) = client {
+        if args.hostfile.is_some() {
+            bail!(
+                "`rmx launch --hostfile F -- rmx {sub}` is not supported: on several machines \
+                 start `rmx launch --hostfile F --rank R -- rmx serve` on each, then `rmx {sub}` \
+                 (without launch) on rank 0's machine talks to its daemon"
+            );
+        }
+        // The client would talk to that daemon, unsplit, instead of the one started here.
+        if crate::daemon::runtime()?
+            .block_on(crate::daemon::running())?
+            .is_some()
+        {
+            bail!(
+                "an rmx daemon already runs for this rmx home ({}): `rmx launch -- rmx {sub}` \
+                 starts its own, split over the ranks; stop the running one first, or start it \
+                 as `rmx launch -n N -- rmx serve` and run `rmx {sub}` without launch",
+                crate::daemon::paths()?.socket.display()
+            );
+        }
     }
     let backend = match args.backend {
         LaunchBackend::Ring => CommBackend::Ring,
@@ -118,13 +139,33 @@ pub fn run(args: LaunchArgs) -> Result<ExitCode> {
         LaunchMode::Tensor => "tensor",
         LaunchMode::Pipeline => "pipeline",
     };
-    let serving = rest.first().is_some_and(|s| s == "serve");
+    // A client's group serves it privately: rank 0 is a daemon that yields a taken TCP port.
+    let rank0: Vec<String> = match client {
+        Some(_) => vec!["serve".into(), "--background".into()],
+        None => rest.to_vec(),
+    };
+    let serving = rank0.first().is_some_and(|s| s == "serve");
     // Every rank on this machine: rank 0 wakes the others by a Unix socket instead of their
     // polling while it idles (rmx-engine doorbell.rs); a new one for each start of the group.
     let local = args.hostfile.is_none();
     let generation = std::cell::Cell::new(0u32);
+    // A client's ranks write to the daemon log, as a background daemon does, not into the
+    // client's terminal.
+    let client_log = match client {
+        Some(_) => Some(crate::daemon::open_log(
+            &crate::daemon::paths()?,
+            "rmx launch",
+        )?),
+        None => None,
+    };
     let mut command = |rank| {
         let mut c = Command::new(&exe);
+        if let Some(log) = &client_log {
+            // Their own process group: a Ctrl-C at the client's prompt must not stop them.
+            c.process_group(0)
+                .stdout(log.try_clone().map_or(Stdio::null(), Stdio::from))
+                .stderr(log.try_clone().map_or(Stdio::null(), Stdio::from));
+        }
         c.env(EnvVars::RMX_PARALLEL, mode)
             .env(EnvVars::RMX_COMM_BACKEND, backend.name());
         if local {
@@ -132,16 +173,29 @@ pub fn run(args: LaunchArgs) -> Result<ExitCode> {
             c.env(EnvVars::RMX_DOORBELL, bell);
         }
         if rank == 0 {
-            c.args(rest);
+            c.args(&rank0);
             if serving {
                 c.stdin(Stdio::piped());
             }
         } else {
             // A worker's stdout is nobody's; its errors go to the launcher's stderr.
-            c.arg("worker").stdin(Stdio::null()).stdout(Stdio::null());
+            c.arg("worker").stdin(Stdio::null());
+            if client_log.is_none() {
+                c.stdout(Stdio::null());
+            }
         }
         c
     };
+    if client.is_some() {
+        let ring = match &nccl {
+            Some(nccl) => LocalRing::spawn_nccl(nccl, command),
+            None => LocalRing::spawn_ranks(&hosts, &ranks, &dir, command),
+        }
+        .context("starting the ranks")?;
+        let code = run_client(&exe, rest, ring);
+        let _ = std::fs::remove_dir_all(&dir);
+        return code;
+    }
     // A serving group whose ranks are all here is started again when one ends.
     if serving && args.hostfile.is_none() {
         let code = supervise(&dir, |dir| {
@@ -178,6 +232,60 @@ pub fn run(args: LaunchArgs) -> Result<ExitCode> {
     Ok(match exits.first() {
         Some(RankExit::Exited(s)) if s.success() => ExitCode::SUCCESS,
         _ => ExitCode::FAILURE,
+    })
+}
+
+/// `rmx launch -- rmx run|chat`: waits for the group's daemon (rank 0) to answer on this rmx
+/// home's socket, runs the client command against it with this terminal, then stops the group
+/// (SIGTERM to rank 0, as to any daemon; the workers end with it). Not supervised: a rank that
+/// dies fails the client's answer, and the group ends with the client.
+fn run_client(exe: &Path, client: &[String], mut ring: LocalRing) -> Result<ExitCode> {
+    let lifeline = ring.take_stdin(0);
+    let rt = crate::daemon::runtime()?;
+    // A Ctrl-C at the client's prompt reaches this process too (one terminal, one process
+    // group): taken here, it leaves the launcher (and with it the group) running; the client
+    // decides what a Ctrl-C means.
+    let _interrupts = rt
+        .block_on(async {
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        })
+        .context("listening for Ctrl-C")?;
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        if rt.block_on(crate::daemon::running())?.is_some() {
+            break;
+        }
+        if let Some((i, status)) = ring.try_exited()? {
+            ring.kill_all();
+            bail!("rank {i} ended ({status}) before the group's daemon answered; its errors are above");
+        }
+        if Instant::now() >= deadline {
+            ring.kill_all();
+            bail!(
+                "the group's daemon did not answer within {} s",
+                START_TIMEOUT.as_secs()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let status = Command::new(exe).args(client).status();
+    if let Some(Some(pid)) = ring.pids().first() {
+        let _ = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status();
+    }
+    drop(lifeline);
+    let exits = ring.wait_within(GRACE)?;
+    for (rank, exit) in exits.iter().enumerate() {
+        if !exit.success() {
+            eprintln!("rmx: rank {rank} {}", describe(exit));
+        }
+    }
+    let status = status.with_context(|| format!("running {}", exe.display()))?;
+    Ok(match status.code() {
+        Some(0) => ExitCode::SUCCESS,
+        Some(c) => ExitCode::from(u8::try_from(c).unwrap_or(1)),
+        None => ExitCode::FAILURE,
     })
 }
 
