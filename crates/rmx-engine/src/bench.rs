@@ -16,6 +16,7 @@ use std::time::Instant;
 
 use rmx_text::constrain::{Compiled, Constraint};
 use serde::Serialize;
+use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::engine::Engine;
 use crate::error::{EngineError, Result};
@@ -149,6 +150,23 @@ struct Round {
     ids: Vec<u32>,
 }
 
+/// Submits one measured generation: `gen` tokens whatever the model says (no EOS), the
+/// prompt read whole; its events and the prompt's length.
+fn submit(
+    engine: &Engine,
+    prompt: Vec<u32>,
+    gen: usize,
+    constraint: Option<&Compiled>,
+) -> Result<(UnboundedReceiver<Event>, usize)> {
+    let n = prompt.len();
+    let mut req = GenerateRequest::new(prompt, gen);
+    req.ignore_eos = true;
+    // Each round reads the same prompt: measure its prefill, not the prefix cache.
+    req.no_prefix_cache = true;
+    req.constraint = constraint.cloned();
+    Ok((engine.generate(req)?, n))
+}
+
 /// Runs one generation to the end.
 fn one(
     engine: &Engine,
@@ -156,21 +174,12 @@ fn one(
     gen: usize,
     constraint: Option<&Compiled>,
 ) -> Result<Round> {
-    let n = prompt.len();
-    let mut req = GenerateRequest::new(prompt, gen);
-    req.ignore_eos = true;
-    // Each round reads the same prompt: measure its prefill, not the prefix cache.
-    req.no_prefix_cache = true;
-    req.constraint = constraint.cloned();
-    let rx = engine.generate(req)?;
+    let (rx, n) = submit(engine, prompt, gen, constraint)?;
     finish(rx, n).map(|(round, _)| round)
 }
 
 /// Reads one generation's events to the end: its measures, and its decode time.
-fn finish(
-    mut rx: tokio::sync::mpsc::UnboundedReceiver<Event>,
-    prompt_tokens: usize,
-) -> Result<(Round, Timings)> {
+fn finish(mut rx: UnboundedReceiver<Event>, prompt_tokens: usize) -> Result<(Round, Timings)> {
     let mut ids = Vec::new();
     while let Some(ev) = rx.blocking_recv() {
         match ev {
@@ -204,11 +213,7 @@ fn together(engine: &Engine, prompts: Vec<Vec<u32>>, gen: usize) -> Result<Strea
     let start = Instant::now();
     let mut waiting = Vec::with_capacity(prompts.len());
     for prompt in prompts {
-        let n = prompt.len();
-        let mut req = GenerateRequest::new(prompt, gen);
-        req.ignore_eos = true;
-        req.no_prefix_cache = true;
-        waiting.push((engine.generate(req)?, n));
+        waiting.push(submit(engine, prompt, gen, None)?);
     }
     // Events wait in their channels, so reading the streams one after another loses nothing;
     // the engine's own timings say when each stream's first and last tokens came.

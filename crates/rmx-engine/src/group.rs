@@ -111,6 +111,11 @@ impl GroupLead {
         self.group.size()
     }
 
+    /// The communication backend the group was started with.
+    pub fn backend(&self) -> rmx_mlx::distributed::CommBackend {
+        self.group.backend()
+    }
+
     /// Loads `dir` split over the group (every rank reads its share from the same path on
     /// its machine). The previous model's engine must be dropped first: the group runs one
     /// model at a time.

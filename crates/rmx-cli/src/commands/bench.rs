@@ -10,9 +10,8 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use comfy_table::{presets::UTF8_FULL_CONDENSED, Table};
-use rmx_engine::bench::{self, BenchCase, BenchConfig, EmbedCase};
+use rmx_engine::bench::{self, BenchCase, BenchConfig, EmbedCase, Stat};
 use rmx_engine::{Constraint, Engine, EngineOptions, ModelKind};
-use rmx_settings::EnvVars;
 use serde_json::json;
 
 use crate::bench_submit::{self, Submission};
@@ -83,7 +82,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     })?;
     let ranks = group
         .as_ref()
-        .map(|(lead, mode)| (lead.size(), mode.name()));
+        .map(|(lead, mode)| (lead.size(), mode.name(), lead.backend().name()));
     let record = record(&engine, &args, &cfg, &cases, ranks);
     if args.submit {
         // The record is shown once, as the exact text that would be sent.
@@ -189,17 +188,18 @@ fn print_embed_table(engine: &Engine, cases: &[EmbedCase]) {
         t.add_row([
             c.batch.to_string(),
             c.input_tokens.to_string(),
-            format!(
-                "{:.1} ±{:.0}%",
-                c.inputs_per_s.median,
-                c.inputs_per_s.spread_pct()
-            ),
+            spread(&c.inputs_per_s),
             format!("{:.0}", c.tokens_per_s.median),
             format!("{:.1}", c.latency_ms.median),
             format!("{:.1} MB", c.peak_memory_bytes as f64 / 1e6),
         ]);
     }
     println!("{t}");
+}
+
+/// A measure's median and half its range: "412.2 ±3%".
+fn spread(s: &Stat) -> String {
+    format!("{:.1} ±{:.0}%", s.median, s.spread_pct())
 }
 
 fn device_name() -> String {
@@ -224,7 +224,7 @@ fn record(
     args: &crate::cli::BenchArgs,
     cfg: &BenchConfig,
     cases: &[BenchCase],
-    ranks: Option<(i32, &str)>,
+    ranks: Option<(i32, &str, &str)>,
 ) -> serde_json::Value {
     let info = engine.info();
     json!({
@@ -245,10 +245,10 @@ fn record(
             "hidden_size": info.hidden_size,
         },
         // Under `rmx launch`: the model split over this many ranks, and how.
-        "parallel": ranks.map(|(n, mode)| json!({
+        "parallel": ranks.map(|(n, mode, backend)| json!({
             "ranks": n,
             "mode": mode,
-            "backend": rmx_settings::var(EnvVars::RMX_COMM_BACKEND).unwrap_or_else(|| "ring".into()),
+            "backend": backend,
         })),
         "rounds": cfg.rounds,
         "warmup": cfg.warmup,
@@ -257,7 +257,7 @@ fn record(
     })
 }
 
-fn print_table(engine: &Engine, cases: &[BenchCase], ranks: Option<(i32, &str)>) {
+fn print_table(engine: &Engine, cases: &[BenchCase], ranks: Option<(i32, &str, &str)>) {
     let info = engine.info();
     println!(
         "{} ({}, {}) on {} [{}], MLX {}{}",
@@ -268,7 +268,7 @@ fn print_table(engine: &Engine, cases: &[BenchCase], ranks: Option<(i32, &str)>)
         device_name(),
         rmx_mlx::backend().name(),
         rmx_mlx::mlx_version(),
-        ranks.map_or(String::new(), |(n, mode)| format!(
+        ranks.map_or(String::new(), |(n, mode, _)| format!(
             ", split over {n} ranks ({mode})"
         ))
     );
@@ -291,24 +291,15 @@ fn print_table(engine: &Engine, cases: &[BenchCase], ranks: Option<(i32, &str)>)
         let mut row = vec![
             c.prompt_tokens.to_string(),
             c.gen_tokens.to_string(),
-            format!(
-                "{:.1} ±{:.0}%",
-                c.prefill_tps.median,
-                c.prefill_tps.spread_pct()
-            ),
-            format!(
-                "{:.1} ±{:.0}%",
-                c.decode_tps.median,
-                c.decode_tps.spread_pct()
-            ),
+            spread(&c.prefill_tps),
+            spread(&c.decode_tps),
             format!("{:.1}", c.ttft_ms.median),
             format!("{:.1} MB", c.peak_memory_bytes as f64 / 1e6),
         ];
         if let Some(s) = &c.constrained {
             row.push(format!(
-                "{:.1} ±{:.0}% ({:.0} tok)",
-                s.decode_tps.median,
-                s.decode_tps.spread_pct(),
+                "{} ({:.0} tok)",
+                spread(&s.decode_tps),
                 s.gen_tokens.median
             ));
             row.push(format!("{:.3}", s.decode_ratio));
@@ -339,11 +330,7 @@ fn print_streams_table(cases: &[BenchCase]) {
                 c.prompt_tokens.to_string(),
                 c.gen_tokens.to_string(),
                 s.streams.to_string(),
-                format!(
-                    "{:.1} ±{:.0}%",
-                    s.aggregate_tps.median,
-                    s.aggregate_tps.spread_pct()
-                ),
+                spread(&s.aggregate_tps),
                 format!("{:.1}", s.aggregate_decode_tps.median),
                 format!(
                     "{:.0} / {:.0}",

@@ -186,18 +186,9 @@ pub fn run(args: LaunchArgs) -> Result<ExitCode> {
         }
         c
     };
-    if client.is_some() {
-        let ring = match &nccl {
-            Some(nccl) => LocalRing::spawn_nccl(nccl, command),
-            None => LocalRing::spawn_ranks(&hosts, &ranks, &dir, command),
-        }
-        .context("starting the ranks")?;
-        let code = run_client(&exe, rest, ring);
-        let _ = std::fs::remove_dir_all(&dir);
-        return code;
-    }
-    // A serving group whose ranks are all here is started again when one ends.
-    if serving && args.hostfile.is_none() {
+    // A serving group whose ranks are all here is started again when one ends (a client's
+    // private daemon is not: it ends with the client).
+    if serving && client.is_none() && args.hostfile.is_none() {
         let code = supervise(&dir, |dir| {
             generation.set(generation.get() + 1);
             match &nccl {
@@ -216,6 +207,11 @@ pub fn run(args: LaunchArgs) -> Result<ExitCode> {
         None => LocalRing::spawn_ranks(&hosts, &ranks, &dir, command),
     }
     .context("starting the ranks")?;
+    if client.is_some() {
+        let code = run_client(&exe, rest, ring);
+        let _ = std::fs::remove_dir_all(&dir);
+        return code;
+    }
     // A serving rank 0's lifeline (with a hostfile: not supervised) stays open until it ends;
     // waiting on a child would close it first.
     let lifeline = ring.take_stdin(0);
@@ -418,7 +414,7 @@ fn launched_mode() -> Result<Option<ParallelMode>> {
 }
 
 /// The backend `rmx launch` chose for this rank.
-pub fn launched_backend() -> Result<CommBackend> {
+fn launched_backend() -> Result<CommBackend> {
     match rmx_settings::var(EnvVars::RMX_COMM_BACKEND).as_deref() {
         None | Some("ring") => Ok(CommBackend::Ring),
         Some("nccl") => Ok(CommBackend::Nccl),

@@ -102,8 +102,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             eprintln!("rmx: daemon stopped");
             return Ok(ExitCode::SUCCESS);
         };
-        let backend = crate::commands::launch::launched_backend()?;
-        let service = Service::in_group(config, GroupServing::new(lead, mode, backend.name()));
+        let service = Service::in_group(config, GroupServing::new(lead, mode));
         let lost = Arc::new(AtomicBool::new(false));
         let stall = rmx_settings::number(EnvVars::RMX_GROUP_STALL_SECS)
             .map_err(anyhow::Error::msg)?

@@ -42,11 +42,11 @@ pub struct GroupServing {
 pub type GroupTurn = OwnedMutexGuard<()>;
 
 impl GroupServing {
-    pub fn new(lead: GroupLead, mode: ParallelMode, backend: &str) -> Arc<GroupServing> {
+    pub fn new(lead: GroupLead, mode: ParallelMode) -> Arc<GroupServing> {
         let split = Split {
             ranks: usize::try_from(lead.size()).unwrap_or(0),
             mode: mode.name(),
-            backend: backend.to_string(),
+            backend: lead.backend().name().to_string(),
         };
         Arc::new(GroupServing {
             lead: Arc::new(Mutex::new(lead)),
