@@ -203,9 +203,7 @@ def make_streamed(shape, out, shard_bytes=4 << 30):
     mx.random.seed(0)
     shards, cur, size = [], [], 0
     for k, shp in shapes:
-        n = 2
-        for d in shp:
-            n *= d
+        n = 2 * math.prod(shp)
         if cur and size + n > shard_bytes:
             shards.append(cur)
             cur, size = [], 0
