@@ -9,6 +9,7 @@ use crate::config::QuantConfig;
 use crate::error::{ModelError, Result};
 use crate::fastpath::{self, fast_path, QkvRope, QkvRows};
 use crate::layers::{Linear, RmsNorm};
+use crate::quantized_attention::quantized_sdpa;
 use crate::rope::Rope;
 use crate::tensor_parallel::{self, Heads, Split};
 use crate::weights::Weights;
@@ -250,40 +251,21 @@ impl Attention {
         let (q, k, v) = match self.prefill_heads(x, cache)? {
             Some([q, k, v]) => (q, k, v),
             None => {
-                let (q, k, v) = match self.decode_heads(x, cache.offset())? {
-                    Some([q, k, v]) => (q, k, v),
-                    None => {
-                        let (mut q, k, v) = self.qkv.forward(x)?;
-                        if self.output_gate {
-                            // mlx-lm: split [B, L, H, 2D] into queries and gate per head.
-                            let both = q.reshape(&[s[0], s[1], self.heads, -1])?;
-                            let mut halves = both.split(2, -1)?.into_iter();
-                            let (Some(qh), Some(gh)) = (halves.next(), halves.next()) else {
-                                unreachable!("split in two")
-                            };
-                            gate = Some(gh.reshape(&[s[0], s[1], -1])?);
-                            q = qh;
-                        }
-                        let q = self.heads_first(&q, self.heads, self.q_norm.as_ref())?;
-                        let k = self.heads_first(&k, self.kv_heads, self.k_norm.as_ref())?;
-                        let v = self.heads_first(&v, self.kv_heads, None)?;
-                        match cache.row_positions() {
-                            Some(pos) => (
-                                self.rope.forward_rows(&q, pos)?,
-                                self.rope.forward_rows(&k, pos)?,
-                                v,
-                            ),
-                            None => {
-                                let offset = cache.offset();
-                                (
-                                    self.rope.forward(&q, offset)?,
-                                    self.rope.forward(&k, offset)?,
-                                    v,
-                                )
-                            }
-                        }
+                let (q, k, v, g) = self.project(x, cache)?;
+                gate = g;
+                if let LayerCache::Quantized(qc) = cache {
+                    if self.sinks.is_some() {
+                        // As mlx-lm: "Quantized SDPA does not support attention sinks."
+                        return Err(ModelError::KvQuant(
+                            "attention with sinks (GPT-OSS) cannot read a quantized KV cache; \
+                             run this model without --kv-bits"
+                                .into(),
+                        ));
                     }
-                };
+                    let (kq, vq) = qc.update_and_fetch(&k, &v)?;
+                    let out = quantized_sdpa(&q, &kq, &vq, self.scale, mask, &qc.quant())?;
+                    return heads_last(out, &s, gate);
+                }
                 let (k, v) = cache.update_and_fetch(&k, &v)?;
                 (q, k, v)
             }
@@ -296,15 +278,51 @@ impl Attention {
             mask.as_fast(),
             self.sinks.as_ref(),
         )?;
-        let out = if s[0] == 1 && s[1] == 1 {
-            // One token: [1, H, 1, D] is already laid out as [1, 1, H * D].
-            out.reshape(&[1, 1, -1])?
-        } else {
-            out.transpose(&[0, 2, 1, 3])?.reshape(&[s[0], s[1], -1])?
-        };
-        Ok(match gate {
-            Some(g) => out.multiply(&g.sigmoid()?)?,
-            None => out,
+        heads_last(out, &s, gate)
+    }
+
+    /// The new positions' q, k and v heads `[B, heads, L, D]`, rotated to their positions,
+    /// and the output gate where the block has one; the cache is not touched.
+    fn project(
+        &self,
+        x: &Array,
+        cache: &LayerCache,
+    ) -> Result<(Array, Array, Array, Option<Array>)> {
+        let s = x.shape();
+        if let Some([q, k, v]) = self.decode_heads(x, cache.offset())? {
+            return Ok((q, k, v, None));
+        }
+        let mut gate = None;
+        let (mut q, k, v) = self.qkv.forward(x)?;
+        if self.output_gate {
+            // mlx-lm: split [B, L, H, 2D] into queries and gate per head.
+            let both = q.reshape(&[s[0], s[1], self.heads, -1])?;
+            let mut halves = both.split(2, -1)?.into_iter();
+            let (Some(qh), Some(gh)) = (halves.next(), halves.next()) else {
+                unreachable!("split in two")
+            };
+            gate = Some(gh.reshape(&[s[0], s[1], -1])?);
+            q = qh;
+        }
+        let q = self.heads_first(&q, self.heads, self.q_norm.as_ref())?;
+        let k = self.heads_first(&k, self.kv_heads, self.k_norm.as_ref())?;
+        let v = self.heads_first(&v, self.kv_heads, None)?;
+        Ok(match cache.row_positions() {
+            Some(pos) => (
+                self.rope.forward_rows(&q, pos)?,
+                self.rope.forward_rows(&k, pos)?,
+                v,
+                gate,
+            ),
+            None => {
+                let offset = cache.offset();
+                (
+                    self.rope.forward(&q, offset)?,
+                    self.rope.forward(&k, offset)?,
+                    v,
+                    gate,
+                )
+            }
         })
     }
 
@@ -424,7 +442,13 @@ impl Attention {
             return Ok(None);
         };
         let n = x.dim(1);
-        if x.ndim() != 3 || x.dim(0) != 1 || n < 2 || !fastpath::fast_path().prefill_heads {
+        // A quantized cache stores what MLX's quantize makes of the heads (`attend`).
+        if x.ndim() != 3
+            || x.dim(0) != 1
+            || n < 2
+            || !fastpath::fast_path().prefill_heads
+            || matches!(cache, LayerCache::Quantized(_))
+        {
             return Ok(None);
         }
         let fresh = matches!(cache, LayerCache::Full(kv) if kv.capacity() == 0);
@@ -493,6 +517,21 @@ impl Attention {
             scale: self.scale,
         })
     }
+}
+
+/// Attention's `[B, heads, L, D]` output as `[B, L, heads * D]`, times the gate's sigmoid
+/// where the block has one.
+fn heads_last(out: Array, s: &[i32], gate: Option<Array>) -> Result<Array> {
+    let out = if s[0] == 1 && s[1] == 1 {
+        // One token: [1, H, 1, D] is already laid out as [1, 1, H * D].
+        out.reshape(&[1, 1, -1])?
+    } else {
+        out.transpose(&[0, 2, 1, 3])?.reshape(&[s[0], s[1], -1])?
+    };
+    Ok(match gate {
+        Some(g) => out.multiply(&g.sigmoid()?)?,
+        None => out,
+    })
 }
 
 /// A block's input: already normed, or raw with the norm still to apply.

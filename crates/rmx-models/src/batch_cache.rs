@@ -76,7 +76,7 @@ fn merge_layer(col: Vec<LayerCache>) -> Result<LayerCache> {
         .map(|c| match c {
             LayerCache::Full(kv) => BatchKvCache::from_solo(kv),
             LayerCache::Batch(b) => Ok(b),
-            LayerCache::Rotating(_) | LayerCache::Recurrent(_) => {
+            LayerCache::Rotating(_) | LayerCache::Recurrent(_) | LayerCache::Quantized(_) => {
                 Err(ModelError::Batch("a sliding-window or mixed layer".into()))
             }
         })
@@ -100,7 +100,7 @@ pub fn keep(cache: &mut [LayerCache], rows: &[usize]) -> Result<()> {
                 r.conv = take(&r.conv)?;
                 r.state = take(&r.state)?;
             }
-            LayerCache::Full(_) | LayerCache::Rotating(_) => {
+            LayerCache::Full(_) | LayerCache::Rotating(_) | LayerCache::Quantized(_) => {
                 return Err(ModelError::Batch("keep: not a batch".into()))
             }
         }
@@ -132,7 +132,7 @@ pub fn row(cache: &[LayerCache], r: usize, len: i32) -> Result<Option<Vec<LayerC
                     offset: len,
                 }));
             }
-            LayerCache::Full(_) | LayerCache::Rotating(_) => {
+            LayerCache::Full(_) | LayerCache::Rotating(_) | LayerCache::Quantized(_) => {
                 return Err(ModelError::Batch("row: not a batch".into()))
             }
         }

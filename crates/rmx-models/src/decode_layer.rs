@@ -335,9 +335,11 @@ pub(crate) fn forward_group(
     // Every cache at the same step with the same capacity, so each grows (or not) alike.
     let step = match &caches[0] {
         LayerCache::Full(kv) => (kv.offset, kv.capacity()),
-        LayerCache::Rotating(_) | LayerCache::Recurrent(_) | LayerCache::Batch(_) => {
-            return Ok(None)
-        }
+        // A quantized cache is read by MLX's quantized_matmul (quantized_attention.rs).
+        LayerCache::Quantized(_)
+        | LayerCache::Rotating(_)
+        | LayerCache::Recurrent(_)
+        | LayerCache::Batch(_) => return Ok(None),
     };
     let same_step = caches
         .iter()

@@ -43,6 +43,10 @@ pub enum ModelError {
     /// not batch): the engine's bug, never the user's.
     #[error("cannot batch these caches: {0}")]
     Batch(String),
+    /// A quantized KV cache asked for with settings MLX cannot store, or for a layer that
+    /// cannot read one.
+    #[error("quantized KV cache: {0}")]
+    KvQuant(String),
     #[error(transparent)]
     Mlx(#[from] rmx_mlx::Error),
 }

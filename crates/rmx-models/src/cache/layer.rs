@@ -6,11 +6,14 @@ use crate::error::{ModelError, Result};
 
 use super::buffer::seq_slice;
 use super::mask::{causal_mask, AttnMask};
-use super::{BatchKvCache, KvCache, RecurrentCache, RotatingKvCache};
+use super::{BatchKvCache, KvCache, QuantizedKvCache, RecurrentCache, RotatingKvCache};
 
 /// One layer's cache.
 pub enum LayerCache {
     Full(KvCache),
+    /// A full-attention cache stored quantized (`--kv-bits`, quantized.rs): attention reads
+    /// it through MLX's `quantized_matmul`, never the fast path's kernels.
+    Quantized(QuantizedKvCache),
     Rotating(RotatingKvCache),
     Recurrent(RecurrentCache),
     /// Several sequences' full caches decoded together (batch_cache.rs).
@@ -22,6 +25,7 @@ impl LayerCache {
     pub fn offset(&self) -> i32 {
         match self {
             LayerCache::Full(c) => c.offset,
+            LayerCache::Quantized(c) => c.offset,
             LayerCache::Rotating(c) => c.offset,
             LayerCache::Recurrent(c) => c.offset,
             LayerCache::Batch(c) => c.offset(),
@@ -42,6 +46,13 @@ impl LayerCache {
             LayerCache::Full(c) => c.update_and_fetch(k, v),
             LayerCache::Rotating(c) => c.update_and_fetch(k, v),
             LayerCache::Batch(c) => c.update_and_fetch(k, v),
+            // The shared attention block reads a quantized cache itself (attention.rs); a
+            // family with attention of its own does not yet.
+            LayerCache::Quantized(_) => Err(ModelError::KvQuant(
+                "this model's attention does not read a quantized KV cache; run it without \
+                 --kv-bits"
+                    .into(),
+            )),
             LayerCache::Recurrent(_) => {
                 unreachable!("an attention layer got a recurrent cache (make_cache's bug)")
             }
@@ -52,6 +63,10 @@ impl LayerCache {
     pub fn mask(&self, n: i32, window: Option<i32>) -> Result<AttnMask> {
         match self {
             LayerCache::Full(c) => match window {
+                Some(w) => Ok(AttnMask::Array(causal_mask(n, c.offset, Some(w))?)),
+                None => Ok(c.mask(n)),
+            },
+            LayerCache::Quantized(c) => match window {
                 Some(w) => Ok(AttnMask::Array(causal_mask(n, c.offset, Some(w))?)),
                 None => Ok(c.mask(n)),
             },
@@ -67,6 +82,7 @@ impl LayerCache {
     pub fn state(&self) -> Vec<&Array> {
         match self {
             LayerCache::Full(c) => c.state(),
+            LayerCache::Quantized(c) => c.state(),
             LayerCache::Rotating(c) => c.state(),
             LayerCache::Recurrent(c) => c.state(),
             LayerCache::Batch(c) => c.state(),
@@ -77,13 +93,16 @@ impl LayerCache {
     /// rank, which a prompt chunk that only fills caches would otherwise never run).
     pub fn depend_on(&mut self, x: &Array) -> Result<()> {
         let slot = match self {
-            LayerCache::Full(c) => &mut c.keys,
-            LayerCache::Rotating(c) => &mut c.keys,
-            LayerCache::Recurrent(c) => &mut c.state,
-            LayerCache::Batch(c) => c.keys_mut(),
+            LayerCache::Full(c) => c.keys.as_mut(),
+            LayerCache::Quantized(c) => c.keys_mut(),
+            LayerCache::Rotating(c) => c.keys.as_mut(),
+            LayerCache::Recurrent(c) => c.state.as_mut(),
+            LayerCache::Batch(c) => c.keys_mut().as_mut(),
         };
-        if let Some(a) = slot.take() {
-            *slot = rmx_mlx::distributed::depends(&[&a], &[x])?.pop();
+        if let Some(a) = slot {
+            if let Some(d) = rmx_mlx::distributed::depends(&[a], &[x])?.pop() {
+                *a = d;
+            }
         }
         Ok(())
     }
@@ -96,7 +115,7 @@ impl LayerCache {
     /// Whether the cache can be cut back to any earlier position (a full KV cache can; a
     /// rotating window may have overwritten it, a recurrent state has folded it in).
     pub fn is_trimmable(&self) -> bool {
-        matches!(self, LayerCache::Full(_))
+        matches!(self, LayerCache::Full(_) | LayerCache::Quantized(_))
     }
 
     /// A copy that owns its own buffers: the fast path's decode kernels write into a KV
@@ -114,6 +133,7 @@ impl LayerCache {
                 values: copy(&c.values)?,
                 offset: c.offset,
             }),
+            LayerCache::Quantized(c) => LayerCache::Quantized(c.snapshot()?),
             LayerCache::Rotating(c) => LayerCache::Rotating(RotatingKvCache {
                 keys: copy(&c.keys)?,
                 values: copy(&c.values)?,
@@ -135,8 +155,8 @@ impl LayerCache {
     }
 
     /// The arrays this cache is made of, named, to save it: `k` and `v` (the positions read)
-    /// or `conv` and `state`. `None` for a sliding window or a batch (never saved) or an empty
-    /// cache.
+    /// or `conv` and `state`. `None` for a sliding window, a quantized cache or a batch (never
+    /// saved) or an empty cache.
     pub fn saved_parts(&self) -> Result<Option<Vec<(&'static str, Array)>>> {
         Ok(match self {
             LayerCache::Full(c) => match (&c.keys, &c.values) {
@@ -152,7 +172,7 @@ impl LayerCache {
                 }
                 _ => None,
             },
-            LayerCache::Rotating(_) | LayerCache::Batch(_) => None,
+            LayerCache::Rotating(_) | LayerCache::Quantized(_) | LayerCache::Batch(_) => None,
         })
     }
 
@@ -188,7 +208,7 @@ impl LayerCache {
                     offset,
                 }))
             }
-            LayerCache::Rotating(_) | LayerCache::Batch(_) => None,
+            LayerCache::Rotating(_) | LayerCache::Quantized(_) | LayerCache::Batch(_) => None,
         })
     }
 
@@ -202,8 +222,10 @@ impl LayerCache {
         if len == self.offset() && !self.is_trimmable() {
             return self.snapshot().map(Some);
         }
-        let LayerCache::Full(c) = self else {
-            return Ok(None);
+        let c = match self {
+            LayerCache::Full(c) => c,
+            LayerCache::Quantized(q) => return Ok(q.truncated(len)?.map(LayerCache::Quantized)),
+            _ => return Ok(None),
         };
         let (Some(k), Some(v)) = (&c.keys, &c.values) else {
             return Ok(None);

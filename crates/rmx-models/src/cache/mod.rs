@@ -1,6 +1,7 @@
 //! Per-sequence key/value caches, ported from mlx-lm's `KVCache` and `RotatingKVCache`
 //! (step-wise preallocation, the rotating buffer's order, its masks) because the order in which
-//! attention sums its keys decides the low bits of the logits; the recurrent state of linear
+//! attention sums its keys decides the low bits of the logits; mlx-lm's `QuantizedKVCache`
+//! (keys and values stored 4- or 8-bit, quantized.rs); the recurrent state of linear
 //! attention beside them; and `LayerCache`, the one a layer holds.
 
 mod batch;
@@ -8,6 +9,7 @@ mod buffer;
 mod kv;
 mod layer;
 mod mask;
+mod quantized;
 mod recurrent;
 mod rotating;
 
@@ -17,6 +19,7 @@ pub(crate) use buffer::seq_slice;
 pub use kv::KvCache;
 pub use layer::LayerCache;
 pub use mask::{causal_mask, AttnMask};
+pub use quantized::{quantize_caches, KvQuant, QuantizedKvCache};
 pub use recurrent::RecurrentCache;
 pub use rotating::RotatingKvCache;
 
