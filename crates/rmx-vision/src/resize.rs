@@ -1,0 +1,162 @@
+//! Pillow's `Image.resize` on 8-bit RGB, bit for bit (libImaging/Resample.c).
+//!
+//! The Hugging Face image processors resize through Pillow, so this is what the vision models
+//! were trained on. Pillow convolves each axis separately (horizontal pass first) with a filter
+//! stretched by the scale when shrinking (an antialiasing resize, unlike a plain bilinear
+//! lookup), in fixed point with 22 fractional bits, rounding and clamping to 8 bits after each
+//! pass. Any other resizer differs by a level here and there, 2/255 after normalisation.
+
+use crate::RgbImage;
+
+/// A resampling filter, as Pillow numbers them in processor configs (`resample`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Filter {
+    /// Pillow's `BILINEAR` (2): a triangle of support 1.
+    Bilinear,
+}
+
+impl Filter {
+    /// The filter a processor config's `resample` names, if implemented here.
+    pub fn from_pil(code: u32) -> Option<Filter> {
+        match code {
+            2 => Some(Filter::Bilinear),
+            _ => None,
+        }
+    }
+
+    fn support(self) -> f64 {
+        match self {
+            Filter::Bilinear => 1.0,
+        }
+    }
+
+    fn weight(self, x: f64) -> f64 {
+        match self {
+            Filter::Bilinear => {
+                let x = x.abs();
+                if x < 1.0 {
+                    1.0 - x
+                } else {
+                    0.0
+                }
+            }
+        }
+    }
+}
+
+const PRECISION_BITS: u32 = 32 - 8 - 2;
+
+/// For each output pixel of one axis: the first input pixel and the fixed-point weights.
+struct Coeffs {
+    bounds: Vec<(usize, usize)>,
+    ksize: usize,
+    weights: Vec<i32>,
+}
+
+fn coeffs(in_size: usize, out_size: usize, filter: Filter) -> Coeffs {
+    // Pillow computes the box edges in single precision (`float in0, in1`), then in double.
+    let scale = (in_size as f32 as f64) / out_size as f64;
+    let filterscale = scale.max(1.0);
+    let support = filter.support() * filterscale;
+    let ksize = support.ceil() as usize * 2 + 1;
+    let mut bounds = Vec::with_capacity(out_size);
+    let mut weights = vec![0i32; out_size * ksize];
+    let mut k = vec![0f64; ksize];
+    for xx in 0..out_size {
+        let center = (xx as f64 + 0.5) * scale;
+        let ss = 1.0 / filterscale;
+        // C's (int) cast truncates toward zero; clamped to the image after.
+        let xmin = ((center - support + 0.5) as i64).max(0) as usize;
+        let xmax = ((center + support + 0.5) as i64).min(in_size as i64) as usize - xmin;
+        let mut ww = 0.0;
+        for (x, kx) in k.iter_mut().enumerate().take(xmax) {
+            let w = filter.weight((x as f64 + xmin as f64 - center + 0.5) * ss);
+            *kx = w;
+            ww += w;
+        }
+        for (x, &kx) in k.iter().enumerate().take(xmax) {
+            let kx = if ww != 0.0 { kx / ww } else { kx };
+            let fixed = kx * (1i64 << PRECISION_BITS) as f64;
+            weights[xx * ksize + x] = if kx < 0.0 {
+                (-0.5 + fixed) as i32
+            } else {
+                (0.5 + fixed) as i32
+            };
+        }
+        bounds.push((xmin, xmax));
+    }
+    Coeffs {
+        bounds,
+        ksize,
+        weights,
+    }
+}
+
+fn clip8(v: i64) -> u8 {
+    if v >= (1i64 << PRECISION_BITS << 8) {
+        255
+    } else if v <= 0 {
+        0
+    } else {
+        (v >> PRECISION_BITS) as u8
+    }
+}
+
+/// `image` resized to `width` x `height` as Pillow's `Image.resize(size, filter)` does.
+///
+/// Horizontal pass first, as Pillow up to 12 does (the pin in scripts/requirements-test.txt).
+/// Each pass rounds to 8 bits, so the order shows in the result: Pillow 13 picks the order per
+/// size pair by a rule of its own and differs from 12 by one level on some pixels.
+pub fn resize(image: &RgbImage, width: u32, height: u32, filter: Filter) -> RgbImage {
+    let (in_w, in_h) = (image.width as usize, image.height as usize);
+    let (out_w, out_h) = (width as usize, height as usize);
+    let mut data = image.data.clone();
+    if out_w != in_w {
+        data = horizontal(&data, in_w, in_h, out_w, filter);
+    }
+    if out_h != in_h {
+        data = vertical(&data, out_w, in_h, out_h, filter);
+    }
+    RgbImage {
+        width,
+        height,
+        data,
+    }
+}
+
+/// Rows of `in_w` pixels resampled to `out_w`.
+fn horizontal(src: &[u8], in_w: usize, rows: usize, out_w: usize, filter: Filter) -> Vec<u8> {
+    let c = coeffs(in_w, out_w, filter);
+    let mut out = vec![0u8; out_w * rows * 3];
+    for y in 0..rows {
+        let row = &src[y * in_w * 3..(y + 1) * in_w * 3];
+        for (xx, &(xmin, xmax)) in c.bounds.iter().enumerate() {
+            let k = &c.weights[xx * c.ksize..xx * c.ksize + xmax];
+            for ch in 0..3 {
+                let mut ss = 1i64 << (PRECISION_BITS - 1);
+                for (x, &kx) in k.iter().enumerate() {
+                    ss += row[(xmin + x) * 3 + ch] as i64 * kx as i64;
+                }
+                out[(y * out_w + xx) * 3 + ch] = clip8(ss);
+            }
+        }
+    }
+    out
+}
+
+/// Columns of `in_h` pixels resampled to `out_h`.
+fn vertical(src: &[u8], width: usize, in_h: usize, out_h: usize, filter: Filter) -> Vec<u8> {
+    let c = coeffs(in_h, out_h, filter);
+    let mut out = vec![0u8; width * out_h * 3];
+    for (yy, &(ymin, ymax)) in c.bounds.iter().enumerate() {
+        let k = &c.weights[yy * c.ksize..yy * c.ksize + ymax];
+        for i in 0..width * 3 {
+            let mut ss = 1i64 << (PRECISION_BITS - 1);
+            for (y, &ky) in k.iter().enumerate() {
+                ss += src[(ymin + y) * width * 3 + i] as i64 * ky as i64;
+            }
+            out[yy * width * 3 + i] = clip8(ss);
+        }
+    }
+    out
+}

@@ -1,0 +1,167 @@
+//! The pixel tensors equal the Python processor's (transformers' Gemma3ImageProcessor, Pillow
+//! backend, on images loaded as mlx-vlm loads them) within 1e-5, on generated images of odd
+//! sizes in each lossless format, shrunk and enlarged (issue #27).
+//!
+//! JPEG is the exception: the `image` crate's decoder (zune-jpeg) and Pillow's libjpeg-turbo
+//! reconstruct some pixels differently (both within what the JPEG standard allows; measured up
+//! to 3 levels at 4:4:4, 4 at 4:2:0 chroma subsampling), so a JPEG's tensor is checked to
+//! within 4 levels (4 * 2/255 after Gemma's normalisation) and to be close on average.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::process::Command;
+
+use image::{DynamicImage, ImageFormat, Rgb, RgbImage as Rgb8, Rgba, RgbaImage};
+use rmx_vision::{decode, ImageProcessor, Limits};
+
+/// A deterministic mix of gradients and noise, so that every resampling weight matters.
+fn pattern(width: u32, height: u32, seed: u32) -> Rgb8 {
+    let mut state = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
+    Rgb8::from_fn(width, height, |x, y| {
+        state ^= state << 13;
+        state ^= state >> 17;
+        state ^= state << 5;
+        let noise = (state >> 24) as u8;
+        Rgb([
+            (x * 255 / width.max(2)) as u8 ^ (noise & 0x1f),
+            (y * 255 / height.max(2)) as u8,
+            noise,
+        ])
+    })
+}
+
+fn write(img: DynamicImage, path: &Path, format: ImageFormat) {
+    img.save_with_format(path, format)
+        .expect("write a test image");
+}
+
+fn config(dir: &Path, height: u32, width: u32) {
+    std::fs::create_dir_all(dir).unwrap();
+    // Gemma 3's preprocessor_config.json, at a test size.
+    let text = format!(
+        r#"{{"do_normalize": true, "do_rescale": true, "do_resize": true,
+  "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5],
+  "image_processor_type": "Gemma3ImageProcessor", "processor_class": "Gemma3Processor",
+  "image_seq_length": 256, "resample": 2, "rescale_factor": 0.00392156862745098,
+  "size": {{"height": {height}, "width": {width}}}}}"#
+    );
+    std::fs::write(dir.join("preprocessor_config.json"), text).unwrap();
+}
+
+fn python_pixels(config_dir: &Path, images: &[std::path::PathBuf], out: &Path) -> Vec<f32> {
+    let status = Command::new(rmx_tests::python())
+        .arg(rmx_tests::py("tiny_vlm.py"))
+        .args(["pixels", "--config-dir"])
+        .arg(config_dir)
+        .arg("--out")
+        .arg(out)
+        .args(images)
+        .status()
+        .expect("run tiny_vlm.py");
+    assert!(status.success(), "tiny_vlm.py pixels failed");
+    std::fs::read(out)
+        .unwrap()
+        .chunks_exact(4)
+        .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
+}
+
+fn check(name: &str, height: u32, width: u32) {
+    let dir = rmx_tests::target_tmp(&format!("vision-parity-{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    config(&dir, height, width);
+    let mut images = Vec::new();
+    let mut add = |file: &str, img: DynamicImage, format: ImageFormat| {
+        let path = dir.join(file);
+        write(img, &path, format);
+        images.push(path);
+    };
+    // Shrunk by a non-integer factor, enlarged, and one side each way.
+    add("big.png", pattern(301, 211, 1).into(), ImageFormat::Png);
+    add("small.png", pattern(37, 23, 2).into(), ImageFormat::Png);
+    add("tall.png", pattern(17, 150, 3).into(), ImageFormat::Png);
+    add("wide.png", pattern(150, 17, 8).into(), ImageFormat::Png);
+    add(
+        "same-width.png",
+        pattern(width, 97, 9).into(),
+        ImageFormat::Png,
+    );
+    // Alpha is dropped as Pillow's convert("RGB") drops it; grey is repeated.
+    let rgba = RgbaImage::from_fn(45, 61, |x, y| {
+        Rgba([x as u8 * 5, y as u8 * 4, 99, (x * y) as u8])
+    });
+    add("alpha.png", rgba.into(), ImageFormat::Png);
+    add(
+        "grey.png",
+        DynamicImage::ImageRgb8(pattern(50, 33, 4)).grayscale(),
+        ImageFormat::Png,
+    );
+    add(
+        "lossless.webp",
+        pattern(64, 48, 5).into(),
+        ImageFormat::WebP,
+    );
+    add("frame.gif", pattern(40, 27, 6).into(), ImageFormat::Gif);
+    add("photo.jpg", pattern(123, 77, 7).into(), ImageFormat::Jpeg);
+    let jpeg = images.len() - 1;
+
+    let want = python_pixels(&dir, &images, &dir.join("python.f32"));
+    let processor = ImageProcessor::from_json(
+        &std::fs::read_to_string(dir.join("preprocessor_config.json")).unwrap(),
+    )
+    .unwrap();
+    let per_image = 3 * height as usize * width as usize;
+    assert_eq!(want.len(), per_image * images.len());
+    for (i, path) in images.iter().enumerate() {
+        let bytes = std::fs::read(path).unwrap();
+        let img = decode(&bytes, &Limits::default()).unwrap();
+        let got = processor.pixel_values(&img);
+        assert_eq!((got.height, got.width), (height, width));
+        let want = &want[i * per_image..(i + 1) * per_image];
+        let (worst, at) = got
+            .data
+            .iter()
+            .zip(want)
+            .map(|(a, b)| (a - b).abs())
+            .enumerate()
+            .fold((0f32, 0), |m, (j, d)| if d > m.0 { (d, j) } else { m });
+        let tolerance = if i == jpeg {
+            4.0 * 2.0 / 255.0 + 1e-5
+        } else {
+            1e-5
+        };
+        if i == jpeg {
+            let mean = got
+                .data
+                .iter()
+                .zip(want)
+                .map(|(a, b)| (a - b).abs())
+                .sum::<f32>()
+                / want.len() as f32;
+            assert!(
+                mean < 0.5 / 255.0,
+                "{}: mean |rmx - python| = {mean}",
+                path.display()
+            );
+        }
+        assert!(
+            worst <= tolerance,
+            "{}: |rmx - python| = {worst} at {at} (rmx {}, python {})",
+            path.display(),
+            got.data[at],
+            want[at]
+        );
+    }
+}
+
+#[test]
+fn square_like_gemma3() {
+    check("square", 64, 64);
+}
+
+#[test]
+fn non_square_target() {
+    // Width and height swapped anywhere would show here.
+    check("wide", 40, 56);
+}
