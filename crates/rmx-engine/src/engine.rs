@@ -507,6 +507,9 @@ fn run(
     let max_rows = options.max_batch.max(1);
     let batching = model.batches() && max_rows > 1;
     let mut prefixes = PrefixCache::new(options.prefix_cache_bytes);
+    if let Some(group) = role.group() {
+        prefixes = prefixes.in_group(group.clone(), model.info().num_layers.max(0) as usize);
+    }
     let trimmable = model.make_cache().iter().all(LayerCache::is_trimmable);
     // A group's ranks must find the same prefixes: each rank's disk is its own, so it is off.
     let disk = match (

@@ -53,6 +53,13 @@ impl Role {
     pub fn in_group(&self) -> bool {
         !matches!(self, Role::Alone)
     }
+
+    pub fn group(&self) -> Option<&Group> {
+        match self {
+            Role::Alone => None,
+            Role::Lead(g) | Role::Follow(g) => Some(g),
+        }
+    }
 }
 
 impl Mirror {

@@ -8,6 +8,8 @@
 //! their bytes pass the budget (`RMX_PREFIX_CACHE_MB`). The engine thread owns the cache, like
 //! every other array.
 
+use rmx_mlx::distributed::Group;
+use rmx_mlx::Array;
 use rmx_models::LayerCache;
 
 use crate::error::Result;
@@ -70,6 +72,9 @@ pub struct PrefixCache {
     clock: u64,
     /// The entry the last lookup used, until the next insert.
     last_hit: Option<usize>,
+    /// In a group of ranks: the group, and the whole model's layer count
+    /// ([`PrefixCache::in_group`]).
+    group: Option<(Group, usize)>,
 }
 
 impl PrefixCache {
@@ -80,6 +85,33 @@ impl PrefixCache {
             used: 0,
             clock: 0,
             last_hit: None,
+            group: None,
+        }
+    }
+
+    /// Every rank of a group decides hits and evictions on its own, and they must agree, or
+    /// they run different steps (a hang, or a shape error). Tensor-parallel ranks hold every
+    /// layer, split alike, so their own bytes agree; a pipeline stage holds only its range of
+    /// the model's `layers`, and two stages' bytes differ when the layers do not divide evenly
+    /// or some hold sliding windows. A stage's entries are costed by the sum of every stage's
+    /// bytes (one small `all_sum` per insert, which every rank makes at the same point of the
+    /// same turn): the same number on every rank, and the whole model's KV bytes.
+    pub fn in_group(mut self, group: Group, layers: usize) -> PrefixCache {
+        self.group = Some((group, layers));
+        self
+    }
+
+    /// What an entry counts against the budget.
+    fn cost(&self, cache: &[LayerCache]) -> Result<usize> {
+        let own: usize = cache.iter().map(LayerCache::nbytes).sum();
+        match &self.group {
+            Some((group, whole)) if cache.len() < *whole => {
+                // In KiB, so an int32 holds up to 2 TiB.
+                let kib = i32::try_from(own.div_ceil(1024)).unwrap_or(i32::MAX);
+                let all = group.all_sum(&Array::from_slice(&[kib], &[1])?)?;
+                Ok(all.item::<i32>()?.max(0) as usize * 1024)
+            }
+            _ => Ok(own),
         }
     }
 
@@ -156,7 +188,14 @@ impl PrefixCache {
     /// tokens, or a trimmable one whose tokens it extends) goes; then the least recently used
     /// ones while over the budget. A cache larger than the whole budget is not kept.
     pub fn insert(&mut self, tokens: Vec<u32>, cache: Vec<LayerCache>) {
-        let bytes: usize = cache.iter().map(LayerCache::nbytes).sum();
+        let bytes = match self.cost(&cache) {
+            Ok(b) => b,
+            // The group's collective failed: the group is lost and its next step says so.
+            Err(e) => {
+                eprintln!("rmx: a prefix was not kept: {e}");
+                return;
+            }
+        };
         if bytes > self.budget || tokens.is_empty() {
             return;
         }

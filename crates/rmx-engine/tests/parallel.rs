@@ -31,6 +31,8 @@ const MODEL_DIR: &str = "RMX_TEST_PARALLEL_MODEL";
 const MODE: &str = "RMX_TEST_PARALLEL_MODE";
 /// A folder the ranks of one run share, for rank 0 to say when it has answered.
 const SYNC: &str = "RMX_TEST_PARALLEL_SYNC";
+/// Set to "evictions" for [`evictions`] in place of [`scenario`].
+const SCENARIO: &str = "RMX_TEST_PARALLEL_SCENARIO";
 const MAX_TOKENS: usize = 24;
 const PROMPT: &str = "In the beginning of the long winter the villagers gathered wood";
 const PROMPT_B: &str = "Tell me a story about a lighthouse keeper and the sea";
@@ -61,11 +63,48 @@ fn parse(out: &str) -> Option<Report> {
 }
 
 fn request(engine: &Engine, prompt: &str) -> UnboundedReceiver<Event> {
+    request_with(engine, prompt, false)
+}
+
+fn request_with(engine: &Engine, prompt: &str, reuse: bool) -> UnboundedReceiver<Event> {
     let prompt = engine.tokenizer().encode(prompt, true).unwrap();
     let mut req = GenerateRequest::new(prompt, MAX_TOKENS);
     req.ignore_eos = true;
-    req.no_prefix_cache = true;
+    req.no_prefix_cache = !reuse;
     engine.generate(req).unwrap()
+}
+
+/// What this process is asked: [`scenario`], or [`evictions`] when the test says so.
+fn asked(engine: &Engine) -> String {
+    match std::env::var(SCENARIO).as_deref() {
+        Ok("evictions") => evictions(engine),
+        _ => scenario(engine),
+    }
+}
+
+/// Three answers kept as prefixes under a budget that holds only some of them, then the
+/// first prompt again, longer. Run with a 1 MiB prefix cache on a 3-layer model over 2
+/// pipeline ranks (2 layers and 1): each answer's cache is 192 KiB a layer, 576 KiB whole,
+/// so costed by its own layers rank 1 would keep all three and rank 0 two, and the last
+/// request would find its prefix on rank 1 only, each rank then prefilling a different
+/// number of tokens.
+fn evictions(engine: &Engine) -> String {
+    let mut all = vec![];
+    for p in [PROMPT, PROMPT_B, "Once upon a time in a faraway kingdom"] {
+        let mut rx = request_with(engine, p, true);
+        let mut got = vec![];
+        while let Some(t) = next_token(&mut rx) {
+            got.push(t);
+        }
+        all.push(ids(&got));
+    }
+    let mut rx = request_with(engine, &format!("{PROMPT} and the children"), true);
+    let mut got = vec![];
+    while let Some(t) = next_token(&mut rx) {
+        got.push(t);
+    }
+    all.push(ids(&got));
+    all.join(";")
 }
 
 /// The next token of a stream, or `None` at its end.
@@ -135,7 +174,7 @@ fn wait_for(path: &Path) {
 fn rank_main(dir: &Path) {
     let Ok(rank) = std::env::var("MLX_RANK") else {
         let engine = Engine::load(dir).unwrap();
-        let tokens = scenario(&engine);
+        let tokens = asked(&engine);
         rmx_mlx::clear_cache();
         let bytes = rmx_mlx::active_memory();
         println!("PARALLEL-REPORT tokens={tokens} active_bytes={bytes}");
@@ -154,7 +193,7 @@ fn rank_main(dir: &Path) {
     };
     let engine = Engine::load_parallel(dir, EngineOptions::from_env(), parallel).unwrap();
     if rank == "0" {
-        let tokens = scenario(&engine);
+        let tokens = asked(&engine);
         rmx_mlx::clear_cache();
         let bytes = rmx_mlx::active_memory();
         std::fs::write(sync.join("answered"), "").unwrap();
@@ -198,8 +237,13 @@ fn rerun(test: &str) -> Command {
 fn this_test(test: &str, dir: &Path) -> Command {
     let mut c = rerun(test);
     c.env(MODEL_DIR, dir);
+    if test == EVICTIONS_TEST {
+        c.env(SCENARIO, "evictions").env("RMX_PREFIX_CACHE_MB", "1");
+    }
     c
 }
+
+const EVICTIONS_TEST: &str = "pipeline_stages_of_unequal_length_evict_the_same_prefixes";
 
 fn single_process(test: &str, dir: &Path) -> Report {
     let out = this_test(test, dir).output().unwrap();
@@ -422,6 +466,23 @@ fn llama_pipeline_handing_over_by_collectives_gives_the_whole_models_tokens() {
     static_turn(|| {
         let base = whole("llama-f32", test, &dir);
         check("llama-f32", test, &dir, &base, "pipeline-collective", 3);
+    });
+}
+
+/// Pipeline stages of unequal length (3 layers over 2 ranks) under a prefix cache budget that
+/// forces evictions: the ranks must keep and drop the same entries (prefix_cache.rs costs a
+/// stage's entries by every stage's bytes), or they prefill different lengths and lose step.
+#[test]
+fn pipeline_stages_of_unequal_length_evict_the_same_prefixes() {
+    let test = EVICTIONS_TEST;
+    if let Ok(dir) = std::env::var(MODEL_DIR) {
+        return rank_main(&PathBuf::from(dir));
+    }
+    let dir = models::model("llama", "f32");
+    assert_eq!(layers(&dir), 3, "the scenario's costs assume 3 layers");
+    static_turn(|| {
+        let base = whole("llama-f32", test, &dir);
+        check("llama-f32", test, &dir, &base, "pipeline", 2);
     });
 }
 
