@@ -51,6 +51,7 @@ FAMILIES = [
     "llama", "llama_tied", "mistral", "qwen2", "qwen3", "qwen3_tied", "qwen3_yarn", "gemma3",
     "qwen3_moe", "gpt_oss", "qwen3_next", "qwen3_5", "qwen3_5_moe", "phi3", "phi3_plain",
     "smollm3", "mistral3", "gemma3_vl", "gemma4", "gemma4_moe", "gemma4_text",
+    "llama_hd64", "qwen3_hd64",
 ]
 QUANTS = ["f32", "bf16", "8bit", "4bit", "4bit-mixed", "mxfp4", "mxfp8", "nvfp4"]
 # The microscaling modes: MLX's own group size and bits for each.
@@ -410,6 +411,12 @@ def derived(base, config=(), text_config=(), drop=(), **spec):
     for k in drop:
         out["config"].pop(k, None)
     return out
+
+
+# Heads of 64: what a quantized KV cache's default group size (64) needs, since MLX quantizes
+# along the head axis in whole groups (the other tiny families have heads of 16, 32 or 48).
+FAMILY_SPECS["llama_hd64"] = derived("llama", config={"head_dim": 64})
+FAMILY_SPECS["qwen3_hd64"] = derived("qwen3", config={"head_dim": 64})
 
 
 # Qwen3 with YaRN: an original context (16) shorter than the prompts, so positions past it
@@ -1087,15 +1094,17 @@ def prompt_ids_from_args(args, tokenizer):
     return encode_prompt(tokenizer, args.prompt, args.chat)
 
 
-def run_reference(model, prompt_ids, max_tokens, stats=None):
-    """Greedy generation exactly as mlx_lm.generate.generate_step does it, no stop on EOS.
+def run_reference(model, prompt_ids, max_tokens, stats=None, kv=None):
+    """Greedy generation exactly as mlx_lm.generate.generate_step does it, no stop on EOS;
+    `kv`: generate_step's kv_bits, kv_group_size and quantized_kv_start, as a dict.
 
     Returns the tokens and the log-probabilities of the first two steps (as float32)."""
     import mlx.core as mx
     from mlx_lm.generate import generate_step
 
     tokens, logprobs = [], []
-    for tok, lp in generate_step(mx.array(prompt_ids), model, max_tokens=max_tokens):
+    steps = generate_step(mx.array(prompt_ids), model, max_tokens=max_tokens, **(kv or {}))
+    for tok, lp in steps:
         tokens.append(int(tok))
         if len(logprobs) < 2:
             logprobs.append(lp.astype(mx.float32))
@@ -1124,8 +1133,12 @@ def cmd_reference(args):
     else:
         prompts = [prompt_ids_from_args(args, tokenizer)]
     outs, all_logprobs = [], []
+    kv = None
+    if args.kv_bits is not None:
+        kv = dict(kv_bits=args.kv_bits, kv_group_size=args.kv_group_size,
+                  quantized_kv_start=args.quantized_kv_start)
     for prompt_ids in prompts:
-        tokens, logprobs = run_reference(model, prompt_ids, args.max_tokens)
+        tokens, logprobs = run_reference(model, prompt_ids, args.max_tokens, kv=kv)
         outs.append({"prompt_ids": prompt_ids, "tokens": tokens, "text": tokenizer.decode(tokens)})
         all_logprobs += logprobs
     out = outs if args.requests is not None else outs[0]
@@ -1292,6 +1305,9 @@ def parse_args(argv=None):
     r.add_argument("--out", required=True)
     r.add_argument("--logits")
     r.add_argument("--make", nargs=2, metavar=("FAMILY", "QUANT"))
+    r.add_argument("--kv-bits", type=int)
+    r.add_argument("--kv-group-size", type=int, default=64)
+    r.add_argument("--quantized-kv-start", type=int, default=0)
     rr = sub.add_parser("rerank")
     rr.add_argument("--model", required=True)
     rr.add_argument("--request", required=True)

@@ -98,11 +98,26 @@ pub fn model_with_references(
     prompts: &[(&str, bool)],
     max_tokens: usize,
 ) -> (PathBuf, PendingReferences) {
+    model_with_references_and(family, quant, prompts, max_tokens, &[])
+}
+
+/// [`model_with_references`] with more arguments for the reference (`--kv-bits 8`, ...).
+pub fn model_with_references_and(
+    family: &str,
+    quant: &str,
+    prompts: &[(&str, bool)],
+    max_tokens: usize,
+    extra: &[&str],
+) -> (PathBuf, PendingReferences) {
     let dir = model_dir(family, quant);
     let lock = building(&dir);
     let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
     std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
-    let mut pending = start_references(&dir, prompts, max_tokens, &["--make", family, quant]);
+    let args: Vec<&str> = ["--make", family, quant]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .collect();
+    let mut pending = start_references(&dir, prompts, max_tokens, &args);
     match pending.call.next_signal() {
         Ok(line) if line == "ready" => {}
         Ok(line) => panic!(

@@ -726,7 +726,8 @@ impl Admit<'_> {
         };
         let enabled = self.prefixes.is_enabled();
         // A stored cache that cannot be copied only costs the prefill it would have saved.
-        let prefix = if enabled && !req.no_prefix_cache {
+        // A quantized-KV request reads no stored prefix (request.rs `kv_quant`).
+        let prefix = if enabled && !req.no_prefix_cache && req.kv_quant.is_none() {
             self.lookup(&req.prompt)
         } else {
             None
@@ -734,7 +735,7 @@ impl Admit<'_> {
         let start = Start {
             submitted: at,
             prefix: prefix.map(|(len, cache)| Prefix { len, cache }),
-            snapshot_prefill: enabled && self.snapshot_prefill,
+            snapshot_prefill: enabled && self.snapshot_prefill && req.kv_quant.is_none(),
             busy: self.load.busy(),
         };
         match Sequence::new(req, tx.clone(), self.model, self.tokenizer, start) {

@@ -31,6 +31,7 @@ pub use request::{
     Event, FinishReason, GenerateRequest, SamplingParams, Timings, TokenLogprob, Usage,
 };
 pub use rmx_models::{ModelError, ModelKind, Parallel, ParallelMode};
+pub use rmx_models::cache::KvQuant;
 pub use rmx_text::constrain::{
     Compiled, Constraint, ConstraintError, Output as ConstraintOutput, Think, Tool, ToolMode,
 };

@@ -387,6 +387,7 @@ pub(crate) struct WireRequest {
     top_logprobs: Option<usize>,
     keep_special_tokens: bool,
     ignore_eos: bool,
+    kv_quant: Option<rmx_models::cache::KvQuant>,
     no_prefix_cache: bool,
 }
 
@@ -404,6 +405,7 @@ impl WireRequest {
             keep_special_tokens,
             ignore_eos,
             constraint,
+            kv_quant,
             no_prefix_cache,
         } = req;
         if constraint.is_some() {
@@ -422,6 +424,7 @@ impl WireRequest {
             top_logprobs: *top_logprobs,
             keep_special_tokens: *keep_special_tokens,
             ignore_eos: *ignore_eos,
+            kv_quant: *kv_quant,
             no_prefix_cache: *no_prefix_cache,
         })
     }
@@ -434,6 +437,7 @@ impl WireRequest {
         r.top_logprobs = self.top_logprobs;
         r.keep_special_tokens = self.keep_special_tokens;
         r.ignore_eos = self.ignore_eos;
+        r.kv_quant = self.kv_quant;
         r.no_prefix_cache = self.no_prefix_cache;
         r
     }

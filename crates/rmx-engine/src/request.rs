@@ -76,6 +76,11 @@ pub struct GenerateRequest {
     /// Keep the output in this shape (a grammar from [`crate::Engine::constrain`]); the
     /// generation ends with [`FinishReason::Stop`] as soon as the shape is complete.
     pub constraint: Option<Compiled>,
+    /// Store this request's keys and values quantized (mlx-lm's `kv_bits`, `kv_group_size`,
+    /// `quantized_kv_start`). Such a request decodes alone, neither reads nor fills the prefix
+    /// cache (its entries would be read by requests with other settings), and its full-attention
+    /// layers attend through MLX's quantized matmul rather than the fast path's kernels.
+    pub kv_quant: Option<rmx_models::cache::KvQuant>,
     /// Prefill the whole prompt even when the prefix cache holds part of it (benchmarks of
     /// prefill, comparisons with a reference that has no cache).
     pub no_prefix_cache: bool,
@@ -93,6 +98,7 @@ impl GenerateRequest {
             keep_special_tokens: false,
             ignore_eos: false,
             constraint: None,
+            kv_quant: None,
             no_prefix_cache: false,
         }
     }

@@ -251,6 +251,11 @@ impl Sequence {
     /// Whether this sequence can decode in the batch: a constrained one reads each token before
     /// the next step's mask exists, so it runs alone.
     pub fn batches(&self) -> bool {
+        if self.req.kv_quant.is_some() {
+            // Its caches turn quantized after a forward (quantize_kv), which a batch's merged
+            // cache cannot.
+            return false;
+        }
         self.constraint.is_none()
     }
 
@@ -417,10 +422,20 @@ impl Sequence {
         let tokens = Array::from_slice(chunk, &[1, n as i32])?;
         // Only the cache matters here: the hidden states are never evaluated.
         model.forward_hidden(&tokens, &mut self.cache)?;
+        self.quantize_kv()?;
         let state: Vec<&Array> = self.cache.iter().flat_map(|c| c.state()).collect();
         rmx_mlx::eval(&state)?;
         self.prefilled += n;
         rmx_mlx::clear_cache();
+        Ok(())
+    }
+
+    /// mlx-lm's `maybe_quantize_kv_cache`, after every model call as its `generate_step` runs
+    /// it: full-attention caches that hold `start` positions or more become quantized.
+    fn quantize_kv(&mut self) -> Result<()> {
+        if let Some(q) = &self.req.kv_quant {
+            rmx_models::cache::quantize_caches(&mut self.cache, q)?;
+        }
         Ok(())
     }
 
@@ -432,6 +447,7 @@ impl Sequence {
     /// The last position's `[1, vocab]` logits for `tokens`, lazily.
     fn logits(&mut self, model: &dyn CausalLm, tokens: &Array) -> Result<Array> {
         let hidden = model.forward_hidden(tokens, &mut self.cache)?;
+        self.quantize_kv()?;
         let logits = model.lm_head(&hidden)?;
         let l = logits.dim(1);
         Ok(logits.slice_axis(1, l - 1, l)?.squeeze(&[1])?)
@@ -501,6 +517,10 @@ impl Sequence {
     /// The tokens the finished sequence's cache has read and the cache, evaluated, for the
     /// prefix cache.
     pub fn into_entry(self) -> Result<Option<(Vec<u32>, Vec<LayerCache>)>> {
+        if self.req.kv_quant.is_some() {
+            // Quantized keys are no answer for a request without (or with other) settings.
+            return Ok(None);
+        }
         let Some(read) = self.cache.first().map(|c| c.offset() as usize) else {
             return Ok(None);
         };

@@ -17,8 +17,9 @@ use super::mask::AttnMask;
 use super::{KvCache, LayerCache};
 
 /// How a request's KV cache is quantized: mlx-lm's `kv_bits`, `kv_group_size` and
-/// `quantized_kv_start`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// `quantized_kv_start`. Serialized only between the ranks of a group (mirror.rs), after the
+/// lead has checked it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct KvQuant {
     pub bits: i32,
     pub group_size: i32,
@@ -55,6 +56,20 @@ impl KvQuant {
             group_size,
             start,
         })
+    }
+
+    /// MLX quantizes along the last axis in whole groups: a head size the group size does not
+    /// divide cannot be stored (mlx-lm fails there too, with MLX's own message).
+    fn check_heads(&self, a: &Array) -> Result<()> {
+        let d = a.dim(-1);
+        if d % self.group_size != 0 {
+            return Err(ModelError::KvQuant(format!(
+                "this model's attention heads have {d} dimensions, which kv group size {} \
+                 does not divide; pick a --kv-group-size of 32, 64 or 128 that does",
+                self.group_size
+            )));
+        }
+        Ok(())
     }
 
     pub fn spec(&self) -> QuantSpec {
@@ -108,7 +123,10 @@ impl QuantizedKvCache {
     pub fn from_full(c: &KvCache, quant: KvQuant) -> Result<QuantizedKvCache> {
         let q = |a: &Option<Array>| -> Result<Option<Quantized>> {
             Ok(match a {
-                Some(a) => Some(quantize(a, quant.spec())?),
+                Some(a) => {
+                    quant.check_heads(a)?;
+                    Some(quantize(a, quant.spec())?)
+                }
                 None => None,
             })
         };
@@ -131,6 +149,8 @@ impl QuantizedKvCache {
     /// Quantizes `k` and `v` (`[B, kv_heads, n, dim]`), stores them after what is held, and
     /// returns every position's keys and values, quantized.
     pub fn update_and_fetch(&mut self, k: &Array, v: &Array) -> Result<(Quantized, Quantized)> {
+        self.quant.check_heads(k)?;
+        self.quant.check_heads(v)?;
         let spec = self.quant.spec();
         let kq = quantize(k, spec)?;
         let vq = quantize(v, spec)?;
@@ -305,6 +325,17 @@ mod tests {
             );
         }
         assert!(KvQuant::new(4, 32, 7).is_ok());
+        // Heads of 48 (the tiny Llama's) are no whole number of groups of 32.
+        let k = rows(3, 48, Dtype::F32);
+        let mut c = QuantizedKvCache::new(KvQuant::new(8, 32, 0).unwrap());
+        let Err(e) = c.update_and_fetch(&k, &k) else {
+            panic!("heads of 48 stored in groups of 32")
+        };
+        let e = e.to_string();
+        assert!(
+            e.contains("48 dimensions") && e.contains("--kv-group-size"),
+            "{e}"
+        );
     }
 
     /// Bytes per cached position against the plain cache's, measured on the arrays held, equal
