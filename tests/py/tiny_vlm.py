@@ -9,11 +9,24 @@ backend, use_fast=False).
   pixels --config-dir DIR --out OUT.f32 IMAGE...
          DIR holds a preprocessor_config.json; OUT.f32 gets each image's pixel_values
          ([3, H, W] float32, native endian) one after the other
+  make --quant f32|bf16 --out DIR
+         a tiny random-weight Gemma 3 vision-language model (Gemma3ForConditionalGeneration)
+         made with mlx-vlm's model classes and written as an mlx-vlm conversion: the text
+         tower of tiny_models.py's gemma3_vl, a 2-layer SigLIP tower (32x32 images, 4x4
+         patches) and the avg-pool projector (16 image tokens), Gemma 3's real tokenizer,
+         chat template and processor configs
+  reference --model DIR --out OUT.json [--max-tokens 12] --prompt TEXT IMAGE...
+         mlx-vlm's greedy tokens for a user turn of the images then TEXT through the chat
+         template: {"prompt_ids", "tokens"}; the first step's log-probabilities in OUT.f32
 """
 
 import argparse
+import json
+import os
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def load_images(paths):
@@ -33,6 +46,155 @@ def cmd_pixels(args):
             out.write(np.ascontiguousarray(px[0], dtype=np.float32).tobytes())
 
 
+# Gemma 3's vision side, tiny: 8x8 patches of 4x4 pixels, pooled 2x2 into 16 image tokens.
+VISION = {
+    "model_type": "siglip_vision_model",
+    "hidden_size": 32,
+    "intermediate_size": 48,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "patch_size": 4,
+    "image_size": 32,
+    "layer_norm_eps": 1e-6,
+}
+MM_TOKENS = 16
+
+
+def vlm_config():
+    import tiny_models
+
+    cfg = json.loads(json.dumps(tiny_models.FAMILY_SPECS["gemma3_vl"]["config"]))
+    cfg["text_config"]["mm_tokens_per_image"] = MM_TOKENS
+    cfg["vision_config"] = dict(VISION)
+    cfg["mm_tokens_per_image"] = MM_TOKENS
+    cfg["boi_token_index"] = 255999
+    cfg["eoi_token_index"] = 256000
+    return cfg
+
+
+def randomize_vision(model, seed):
+    """O(1) activations through the tower and projector: the image tokens matter to the
+    greedy tokens, as the text tokens do."""
+    import mlx.core as mx
+    from mlx.utils import tree_flatten, tree_unflatten
+
+    params = [(k, v) for k, v in tree_flatten(model.parameters())
+              if k.startswith(("vision_tower.", "multi_modal_projector."))]
+    keys = mx.random.split(mx.random.key(seed), len(params))
+    new = []
+    for (name, p), key in zip(params, keys):
+        normal = lambda std, mean=0.0: mean + std * mx.random.normal(p.shape, key=key)
+        if name.endswith("mm_soft_emb_norm.weight"):
+            w = normal(0.1)  # Gemma's RMSNorm scales by 1 + w
+        elif "norm" in name.rsplit(".", 2)[-2] and name.endswith(".weight"):
+            w = normal(0.1, 1.0)
+        elif name.endswith(".bias"):
+            w = normal(0.1)
+        elif name.endswith("position_embedding.weight"):
+            w = normal(0.5)
+        elif name.endswith("patch_embedding.weight"):
+            # [out, kh, kw, in] (MLX's layout)
+            w = normal(1.0 / (p.shape[1] * p.shape[2] * p.shape[3]) ** 0.5)
+        elif name.endswith("mm_input_projection_weight"):
+            # [vision hidden, text hidden], used as x @ W
+            w = normal(1.0 / p.shape[0] ** 0.5)
+        elif name.endswith(".weight") and len(p.shape) == 2:
+            w = normal(1.0 / p.shape[-1] ** 0.5)
+        else:
+            raise ValueError(f"don't know how to initialise {name} {p.shape}")
+        new.append((name, w.astype(mx.float32)))
+    model.update(tree_unflatten(new))
+
+
+def cmd_make(args):
+    import shutil
+
+    import mlx.core as mx
+    import tiny_models
+    from mlx.utils import tree_flatten
+    from mlx_vlm.models import gemma3
+    from mlx_vlm.utils import save_config, update_module_configs
+
+    out = Path(args.out)
+    tmp = Path(str(out) + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    cfg = vlm_config()
+    # As mlx_vlm.utils.load builds it.
+    model_cfg = update_module_configs(
+        gemma3.ModelConfig.from_dict(cfg), gemma3, json.loads(json.dumps(cfg)), ["text", "vision"])
+    model = gemma3.Model(model_cfg)
+    tok_dir = tiny_models.fixtures_dir() / "tokenizer-gemma3" / "models"
+    added = tiny_models.read_added_tokens(tok_dir / "tokenizer.json")
+    seed = tiny_models.seed_for("gemma3_vlm", args.quant)
+    # The text tower as tiny_models.py randomizes gemma3_vl's (tied: its lm_head goes).
+    lm = model.language_model
+    tiny_models.randomize(lm, cfg, seed, added, tiny_models.FAMILY_SPECS["gemma3_vl"]["tokenizer_size"])
+    randomize_vision(model, seed + 1)
+    dtype = mx.float32 if args.quant == "f32" else mx.bfloat16
+    # Tied, as gemma3_vl: no lm_head in the files (mlx-vlm's sanitize copies the embedding).
+    weights = {k: v.astype(dtype) for k, v in tree_flatten(model.parameters())
+               if k != "language_model.lm_head.weight"}
+    mx.save_safetensors(str(tmp / "model.safetensors"), weights, metadata={"format": "mlx"})
+    index = {"metadata": {"total_size": sum(v.nbytes for v in weights.values())},
+             "weight_map": {k: "model.safetensors" for k in sorted(weights)}}
+    (tmp / "model.safetensors.index.json").write_text(json.dumps(index, indent=4))
+    cfg["torch_dtype"] = "float32" if args.quant == "f32" else "bfloat16"
+    save_config(cfg, tmp / "config.json")
+    tiny_models.link_or_copy(tok_dir / "tokenizer.json", tmp / "tokenizer.json")
+    tiny_models.link_or_copy(tok_dir / "tokenizer_config.json", tmp / "tokenizer_config.json")
+    # The processor's own copy of the template, as Gemma 3's repos ship it: with it mlx-vlm
+    # leaves the BOS to the template (mlx_vlm.utils.should_add_special_tokens).
+    template = json.loads((tok_dir / "tokenizer_config.json").read_text())["chat_template"]
+    (tmp / "chat_template.json").write_text(json.dumps({"chat_template": template}, indent=2))
+    (tmp / "generation_config.json").write_text(json.dumps(
+        {**tiny_models.FAMILY_SPECS["gemma3"]["generation"], "transformers_version": "4.57.0"}, indent=2))
+    # Gemma 3's processor configs, at the tiny image size.
+    (tmp / "preprocessor_config.json").write_text(json.dumps({
+        "do_convert_rgb": None, "do_normalize": True, "do_pan_and_scan": None,
+        "do_rescale": True, "do_resize": True, "image_mean": [0.5, 0.5, 0.5],
+        "image_processor_type": "Gemma3ImageProcessor", "image_seq_length": MM_TOKENS,
+        "image_std": [0.5, 0.5, 0.5], "processor_class": "Gemma3Processor", "resample": 2,
+        "rescale_factor": 0.00392156862745098,
+        "size": {"height": VISION["image_size"], "width": VISION["image_size"]},
+    }, indent=2))
+    (tmp / "processor_config.json").write_text(json.dumps(
+        {"image_seq_length": MM_TOKENS, "processor_class": "Gemma3Processor"}, indent=2))
+    if out.exists():
+        shutil.rmtree(out)
+    os.rename(tmp, out)
+
+
+def cmd_reference(args):
+    import mlx.core as mx
+    from mlx_vlm.generate import stream_generate
+    from mlx_vlm.utils import load, prepare_inputs, should_add_special_tokens
+
+    model, processor = load(args.model)
+    content = [{"type": "image"} for _ in args.images] + [{"type": "text", "text": args.prompt}]
+    prompt = processor.tokenizer.apply_chat_template(
+        [{"role": "user", "content": content}], tokenize=False, add_generation_prompt=True)
+    images = [str(p) for p in args.images]
+    # The ids stream_generate makes (mlx_vlm.generate.dispatch._prepare_generation_inputs).
+    inputs = prepare_inputs(
+        processor, images=images, prompts=prompt,
+        image_token_index=model.config.image_token_index,
+        add_special_tokens=should_add_special_tokens(model.config.model_type, processor))
+    results = list(stream_generate(
+        model, processor, prompt, image=images, max_tokens=args.max_tokens, temperature=0.0))
+    tokens = [r.token for r in results]
+    import numpy as np
+
+    # The first step's log-probabilities, beside OUT.json as OUT.f32.
+    first = np.array(results[0].logprobs, dtype=np.float32).reshape(-1)
+    Path(args.out).with_suffix(".f32").write_bytes(first.tobytes())
+    Path(args.out).write_text(json.dumps({
+        "prompt_ids": inputs["input_ids"][0].tolist(),
+        "tokens": tokens,
+    }))
+
+
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -40,12 +202,21 @@ def parse_args(argv=None):
     p.add_argument("--config-dir", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("images", nargs="+", type=Path)
+    m = sub.add_parser("make")
+    m.add_argument("--quant", choices=["f32", "bf16"], required=True)
+    m.add_argument("--out", required=True)
+    r = sub.add_parser("reference")
+    r.add_argument("--model", required=True)
+    r.add_argument("--out", required=True)
+    r.add_argument("--max-tokens", type=int, default=12)
+    r.add_argument("--prompt", required=True)
+    r.add_argument("images", nargs="+", type=Path)
     return ap.parse_args(argv)
 
 
 def main():
     args = parse_args()
-    {"pixels": cmd_pixels}[args.cmd](args)
+    {"pixels": cmd_pixels, "make": cmd_make, "reference": cmd_reference}[args.cmd](args)
 
 
 if __name__ == "__main__":

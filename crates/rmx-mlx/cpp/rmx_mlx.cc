@@ -303,6 +303,9 @@ ArrayPtr conv1d(const Array& x, const Array& w, int32_t stride, int32_t padding,
                 int32_t groups) {
   return wrap(mx::conv1d(x.inner, w.inner, stride, padding, dilation, groups));
 }
+ArrayPtr conv2d(const Array& x, const Array& w, int32_t stride, int32_t padding) {
+  return wrap(mx::conv2d(x.inner, w.inner, {stride, stride}, {padding, padding}));
+}
 ArrayPtr put_along_axis(const Array& a, const Array& idx, const Array& values, int32_t axis) {
   return wrap(mx::put_along_axis(a.inner, idx.inner, values.inner, axis));
 }

@@ -113,6 +113,7 @@ ArrayPtr take_along_axis(const Array& a, const Array& idx, int32_t axis);
 ArrayPtr repeat_axis(const Array& a, int32_t repeats, int32_t axis);
 ArrayPtr conv1d(const Array& x, const Array& w, int32_t stride, int32_t padding, int32_t dilation,
                 int32_t groups);
+ArrayPtr conv2d(const Array& x, const Array& w, int32_t stride, int32_t padding);
 ArrayPtr put_along_axis(const Array& a, const Array& idx, const Array& values, int32_t axis);
 ArrayPtr contiguous(const Array& a);
 ArrayPtr pad(const Array& a, rust::Slice<const int32_t> axes, rust::Slice<const int32_t> low,

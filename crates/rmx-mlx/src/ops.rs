@@ -386,6 +386,15 @@ impl Array {
         )
     }
 
+    /// 2-D convolution of `[N, H, W, C_in]` with `[C_out, KH, KW, C_in]`, the same stride and
+    /// padding on both axes (`mx.conv2d`).
+    pub fn conv2d(&self, weight: &Array, stride: i32, padding: i32) -> Result<Array> {
+        ret(
+            "conv2d",
+            bridge::conv2d(self.inner(), weight.inner(), stride, padding),
+        )
+    }
+
     pub fn put_along_axis(&self, indices: &Array, values: &Array, axis: i32) -> Result<Array> {
         ret(
             "put_along_axis",

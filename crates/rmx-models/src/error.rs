@@ -47,6 +47,9 @@ pub enum ModelError {
     /// cannot read one.
     #[error("quantized KV cache: {0}")]
     KvQuant(String),
+    /// Images given to a model that takes none, or that do not fit its prompt.
+    #[error("images: {0}")]
+    Images(String),
     #[error(transparent)]
     Mlx(#[from] rmx_mlx::Error),
 }

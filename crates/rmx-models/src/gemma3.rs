@@ -1,5 +1,6 @@
-//! Gemma 3 text (`gemma3_text`, `Gemma3ForCausalLM`; and the text tower of the 4B-27B
-//! vision-language checkpoints, `gemma3`, whose vision weights stay unloaded): sandwich norms around attention and MLP
+//! Gemma 3 text (`gemma3_text`, `Gemma3ForCausalLM`; and the 4B-27B vision-language
+//! checkpoints, `gemma3`, with their SigLIP tower when the files carry it, vision/siglip.rs):
+//! sandwich norms around attention and MLP
 //! with Gemma's `1 + w` RMS norm, GELU MLP, q/k norms, embeddings scaled by sqrt(hidden) rounded
 //! to bf16, and sliding-window layers (every `sliding_window_pattern`-th layer is global) with
 //! their own rope base.
@@ -14,6 +15,8 @@ use crate::error::Result;
 use crate::layers::{Embedding, Linear, RmsNorm};
 use crate::model::{CausalLm, ModelInfo};
 use crate::rope::Rope;
+use crate::vision::siglip::{Gemma3Vision, VisionConfig};
+use crate::vision::{ImageEncoder, ImageTokens};
 use crate::weights::Weights;
 
 macro_rules! defaults {
@@ -99,6 +102,19 @@ pub struct Gemma3 {
     lm_head: Option<Linear>,
     cfg: Config,
     info: ModelInfo,
+    vision: Option<Vision>,
+}
+
+/// The image side of a vision-language checkpoint and what the splice needs.
+struct Vision {
+    encoder: Gemma3Vision,
+    /// mlx-vlm divides image features by sqrt of the top-level `hidden_size`, 2048 when the
+    /// config has none (as Gemma 3's have none), before the text model scales every embedding
+    /// by sqrt of its own width: so image rows enter the layers at sqrt(width / 2048) times
+    /// the projector's output. Kept as mlx-vlm does it, the reference these tests hold to.
+    feature_divisor: f64,
+    /// Token id whose embedding mlx-vlm zeroes in a prompt with images (`pad_token_id`).
+    pad_token: i32,
 }
 
 impl Gemma3 {
@@ -109,7 +125,7 @@ impl Gemma3 {
 
 pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
     let c: Config = raw.parse()?;
-    load_text(raw, c, w, "model", "lm_head")
+    Ok(load_text(raw, c, w, "model", "lm_head")?)
 }
 
 /// `Gemma3ForConditionalGeneration`: as mlx-lm's `gemma3.py`, the text model is `text_config`
@@ -120,8 +136,60 @@ pub fn load_multimodal(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn Causa
         262208,
         &[("num_attention_heads", 8), ("num_key_value_heads", 4)],
     )?;
-    w.discard(|k| k.starts_with("vision_tower.") || k.starts_with("multi_modal_projector."));
-    load_text(raw, c, w, "language_model.model", "language_model.lm_head")
+    let vision = if w.has("vision_tower.vision_model.embeddings.patch_embedding.weight") {
+        Some(load_vision(raw, w, c.hidden_size)?)
+    } else {
+        // A conversion without the tower (or with another's layout): the text model runs.
+        w.discard(|k| k.starts_with("vision_tower.") || k.starts_with("multi_modal_projector."));
+        None
+    };
+    let mut model = load_text(raw, c, w, "language_model.model", "language_model.lm_head")?;
+    model.vision = vision;
+    Ok(model)
+}
+
+fn load_vision(raw: &RawConfig, w: &mut Weights, text_hidden: i32) -> Result<Vision> {
+    let bad = |message: String| crate::error::ModelError::Config {
+        path: raw.path.clone(),
+        message,
+    };
+    let cfg: VisionConfig = raw
+        .raw
+        .get("vision_config")
+        .cloned()
+        .ok_or_else(|| bad("vision weights but no vision_config".into()))
+        .and_then(|v| {
+            serde_json::from_value(v).map_err(|e| bad(format!("invalid vision_config: {e}")))
+        })?;
+    let int = |key: &str, default: i64| {
+        raw.raw
+            .get(key)
+            .or_else(|| raw.raw.get("text_config").and_then(|t| t.get(key)))
+            .and_then(|v| v.as_i64())
+            .unwrap_or(default)
+    };
+    // mlx-vlm's ModelConfig defaults where the config names none.
+    let tokens = ImageTokens {
+        image_token: int("image_token_index", 262144) as u32,
+        per_image: int("mm_tokens_per_image", 256) as usize,
+        begin: Some(int("boi_token_index", 255999) as u32),
+        end: Some(int("eoi_token_index", 256000) as u32),
+    };
+    let top_hidden = raw
+        .raw
+        .get("hidden_size")
+        .and_then(|v| v.as_i64())
+        .unwrap_or(2048);
+    let pad_token = raw
+        .raw
+        .get("pad_token_id")
+        .and_then(|v| v.as_i64())
+        .unwrap_or(0) as i32;
+    Ok(Vision {
+        encoder: Gemma3Vision::load(w, &raw.quant, cfg, text_hidden, tokens, &raw.path)?,
+        feature_divisor: (top_hidden as f64).sqrt(),
+        pad_token,
+    })
 }
 
 fn load_text(
@@ -130,7 +198,7 @@ fn load_text(
     w: &mut Weights,
     root: &str,
     lm_head_path: &str,
-) -> Result<Box<dyn CausalLm>> {
+) -> Result<Box<Gemma3>> {
     let q = &raw.quant;
     let eps = c.rms_norm_eps;
     let norm = |w: &mut Weights, p: &str, d: i32| RmsNorm::load_gemma(w, p, d, eps);
@@ -231,16 +299,17 @@ fn load_text(
         lm_head,
         cfg: c,
         info,
+        vision: None,
     }))
 }
 
-impl CausalLm for Gemma3 {
-    fn forward_hidden(&self, tokens: &Array, cache: &mut [LayerCache]) -> Result<Array> {
-        let h = self.embed.forward(tokens)?;
+impl Gemma3 {
+    /// The layers over embeddings `h` (`[B, L, hidden]`, before Gemma's sqrt(hidden) scale).
+    fn run(&self, h: Array, cache: &mut [LayerCache]) -> Result<Array> {
         let scale = Array::scalar_as((self.cfg.hidden_size as f64).sqrt(), Dtype::Bf16)?
             .astype(h.dtype())?;
         let mut h = h.multiply(&scale)?;
-        let n = tokens.dim(1);
+        let n = h.dim(1);
         let pattern = self.cfg.sliding_window_pattern as usize;
         let global_mask = cache[(pattern - 1).min(cache.len() - 1)].mask(n, None)?;
         let sliding_mask = if pattern > 1 {
@@ -256,6 +325,70 @@ impl CausalLm for Gemma3 {
             h = layer.forward(&h, mask, c)?;
         }
         self.norm.forward(&h)
+    }
+}
+
+impl CausalLm for Gemma3 {
+    fn forward_hidden(&self, tokens: &Array, cache: &mut [LayerCache]) -> Result<Array> {
+        self.run(self.embed.forward(tokens)?, cache)
+    }
+
+    /// As mlx-vlm's `Gemma3.get_input_embeddings` / `prepare_inputs_for_multimodal`: text
+    /// tokens keep their embeddings, the pad token's become zero, the image placeholders take
+    /// the features divided by sqrt(top-level hidden_size), in the model's dtype. Its
+    /// `masked_scatter` is a gather here: one index per position into [embeddings; features].
+    fn forward_hidden_with_images(
+        &self,
+        tokens: &Array,
+        features: &Array,
+        cache: &mut [LayerCache],
+    ) -> Result<Array> {
+        let Some(v) = &self.vision else {
+            return Err(crate::error::ModelError::Images(
+                "this Gemma 3 was loaded without its vision tower (the files carry none)".into(),
+            ));
+        };
+        if tokens.ndim() != 2 || tokens.dim(0) != 1 {
+            return Err(crate::error::ModelError::Images(format!(
+                "images go with one sequence at a time, not tokens of shape {:?}",
+                tokens.shape()
+            )));
+        }
+        let ids = tokens.astype(Dtype::I32)?.to_vec::<i32>()?;
+        let image_token = v.encoder.tokens().image_token as i32;
+        let l = ids.len() as i32;
+        let n = features.dim(0);
+        let (mut index, mut next) = (Vec::with_capacity(ids.len()), 0);
+        for &t in &ids {
+            if t == image_token {
+                index.push(l + 1 + next);
+                next += 1;
+            } else if t == v.pad_token {
+                index.push(l); // the zero row
+            } else {
+                index.push(index.len() as i32);
+            }
+        }
+        if next != n {
+            return Err(crate::error::ModelError::Images(format!(
+                "{next} image tokens in the prompt but {n} image features"
+            )));
+        }
+        let embeds = self.embed.forward(tokens)?.squeeze(&[0])?;
+        let dtype = embeds.dtype();
+        let zero = Array::scalar_as(0.0, dtype)?.broadcast_to(&[1, embeds.dim(1)])?;
+        let scaled = features.astype(dtype)?.divide_scalar(v.feature_divisor)?;
+        let rows = rmx_mlx::concatenate(&[&embeds, &zero, &scaled], 0)?;
+        let h = rows
+            .take(&Array::from_slice(&index, &[l])?, 0)?
+            .expand_dims(&[0])?;
+        self.run(h, cache)
+    }
+
+    fn vision(&self) -> Option<&dyn ImageEncoder> {
+        self.vision
+            .as_ref()
+            .map(|v| &v.encoder as &dyn ImageEncoder)
     }
 
     fn lm_head(&self, hidden: &Array) -> Result<Array> {

@@ -37,6 +37,7 @@ mod rope;
 mod safetensors_part;
 mod smollm3;
 mod tensor_parallel;
+pub mod vision;
 mod weights;
 
 pub use cache::LayerCache;
@@ -45,6 +46,7 @@ pub use embed::{Embedder, Pooling};
 pub use error::{ModelError, Result};
 pub use model::{CausalLm, ModelInfo, ModelKind};
 pub use parallel::{Parallel, ParallelMode};
+pub use vision::{ImageEncoder, ImageTokens};
 pub use registry::{
     is_supported, load, load_any, load_parallel, supported, supported_architectures, Loaded,
     PARALLEL,

@@ -3,7 +3,8 @@
 use rmx_mlx::Array;
 
 use crate::cache::LayerCache;
-use crate::error::Result;
+use crate::error::{ModelError, Result};
+use crate::vision::ImageEncoder;
 
 /// Facts about a loaded model for the engine, `rmx ps` and `rmx info`.
 #[derive(Debug, Clone)]
@@ -66,4 +67,25 @@ pub trait CausalLm {
     }
 
     fn info(&self) -> &ModelInfo;
+
+    /// The image encoder of a vision-language model loaded with its vision weights.
+    fn vision(&self) -> Option<&dyn ImageEncoder> {
+        None
+    }
+
+    /// [`CausalLm::forward_hidden`] for a prompt, or a chunk of one, with images: the rows of
+    /// `features` (`[n, hidden]`, the encoder's output in prompt order) stand for the `n`
+    /// image placeholder tokens among `tokens` (`[1, L]`).
+    fn forward_hidden_with_images(
+        &self,
+        tokens: &Array,
+        features: &Array,
+        cache: &mut [LayerCache],
+    ) -> Result<Array> {
+        let _ = (tokens, features, cache);
+        Err(ModelError::Images(format!(
+            "{} takes no images",
+            self.info().model_type
+        )))
+    }
 }

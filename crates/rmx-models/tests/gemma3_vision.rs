@@ -1,0 +1,214 @@
+//! Gemma 3 with images gives mlx-vlm's greedy tokens (issue #27): a tiny random-weight
+//! Gemma3ForConditionalGeneration made with mlx-vlm's model classes (tests/py/tiny_vlm.py),
+//! prompts with one and with two images, f32, token for token and the first step's
+//! log-probabilities bit for bit. The prompt ids are mlx-vlm's
+//! own (its processor expands each image into its placeholder run); the pixels are rmx's
+//! (rmx-vision, checked against the processor in its own tests), so this covers the tower,
+//! the projector and the splice.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use rmx_mlx::{Array, Dtype};
+use rmx_models::CausalLm;
+use rmx_vision::{decode, ImageProcessor, Limits};
+
+const MAX_TOKENS: usize = 12;
+
+fn tiny_vlm(args: &[&str]) {
+    let status = Command::new(rmx_tests::python())
+        .arg(rmx_tests::py("tiny_vlm.py"))
+        .args(args)
+        .status()
+        .expect("run tiny_vlm.py");
+    assert!(status.success(), "tiny_vlm.py {args:?} failed");
+}
+
+/// The model, made once per version of the generator.
+fn model(quant: &str) -> PathBuf {
+    let script = std::fs::read(rmx_tests::py("tiny_vlm.py")).unwrap();
+    let hash = script.iter().fold(0xcbf29ce484222325u64, |h, b| {
+        (h ^ *b as u64).wrapping_mul(0x100000001b3)
+    });
+    let dir = rmx_tests::target_dir().join(format!("test-models/vlm-{hash:016x}/gemma3-{quant}"));
+    if !dir.join("config.json").exists() {
+        std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
+        tiny_vlm(&["make", "--quant", quant, "--out", dir.to_str().unwrap()]);
+    }
+    dir
+}
+
+/// Two images of odd sizes: one shrunk, one stretched to the tower's 32x32.
+fn images(dir: &Path) -> Vec<PathBuf> {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut state = 12345u32;
+    let noise = image::RgbImage::from_fn(45, 61, |_, _| {
+        state ^= state << 13;
+        state ^= state >> 17;
+        state ^= state << 5;
+        image::Rgb([(state >> 8) as u8, (state >> 16) as u8, (state >> 24) as u8])
+    });
+    let bands = image::RgbImage::from_fn(70, 20, |x, y| {
+        image::Rgb([(x * 3) as u8, (y * 12) as u8, ((x + y) * 5) as u8])
+    });
+    let paths = vec![dir.join("noise.png"), dir.join("bands.png")];
+    noise.save(&paths[0]).unwrap();
+    bands.save(&paths[1]).unwrap();
+    paths
+}
+
+struct Reference {
+    prompt_ids: Vec<u32>,
+    tokens: Vec<u32>,
+    /// The first step's log-probabilities.
+    logprobs: Vec<f32>,
+}
+
+fn reference(model: &Path, prompt: &str, images: &[PathBuf], out: &Path) -> Reference {
+    let mut args = vec![
+        "reference".to_string(),
+        "--model".into(),
+        model.display().to_string(),
+        "--out".into(),
+        out.display().to_string(),
+        "--max-tokens".into(),
+        MAX_TOKENS.to_string(),
+        "--prompt".into(),
+        prompt.into(),
+    ];
+    args.extend(images.iter().map(|p| p.display().to_string()));
+    tiny_vlm(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(out).unwrap()).unwrap();
+    let ids = |k: &str| -> Vec<u32> {
+        v[k].as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_u64().unwrap() as u32)
+            .collect()
+    };
+    let logprobs = std::fs::read(out.with_extension("f32"))
+        .unwrap()
+        .chunks_exact(4)
+        .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    Reference {
+        prompt_ids: ids("prompt_ids"),
+        tokens: ids("tokens"),
+        logprobs,
+    }
+}
+
+/// The last position's log-probabilities.
+fn logprobs(model: &dyn CausalLm, hidden: &Array) -> Array {
+    let last = hidden
+        .slice_axis(1, hidden.dim(1) - 1, hidden.dim(1))
+        .unwrap();
+    let logits = model.lm_head(&last).unwrap().astype(Dtype::F32).unwrap();
+    logits
+        .subtract(&logits.logsumexp(&[-1], true).unwrap())
+        .unwrap()
+}
+
+/// Greedy as mlx-vlm picks: the argmax of the log-probabilities.
+fn pick(lp: &Array) -> u32 {
+    lp.argmax(-1, false)
+        .unwrap()
+        .astype(Dtype::U32)
+        .unwrap()
+        .to_vec::<u32>()
+        .unwrap()[0]
+}
+
+fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+/// rmx's greedy tokens and first-step log-probabilities.
+fn rmx_tokens(
+    model: &dyn CausalLm,
+    dir: &Path,
+    prompt_ids: &[u32],
+    images: &[PathBuf],
+) -> (Vec<u32>, Vec<f32>) {
+    let processor = ImageProcessor::from_json(
+        &std::fs::read_to_string(dir.join("preprocessor_config.json")).unwrap(),
+    )
+    .unwrap();
+    let mut pixels = Vec::new();
+    let mut side = 0;
+    for path in images {
+        let img = decode(&std::fs::read(path).unwrap(), &Limits::default()).unwrap();
+        let px = processor.pixel_values(&img);
+        side = px.height as i32;
+        pixels.extend(px.data);
+    }
+    let n = images.len() as i32;
+    let pixels = Array::from_slice(&pixels, &[n, 3, side, side]).unwrap();
+    let vision = model.vision().expect("the tower is loaded");
+    let features = vision.encode(&pixels).unwrap();
+    let features = features
+        .reshape(&[n * features.dim(1), features.dim(2)])
+        .unwrap();
+    // As mlx-vlm prefills: all but the last prompt token, then the last one.
+    let mut cache = model.make_cache();
+    let (head, last) = prompt_ids.split_at(prompt_ids.len() - 1);
+    let head = Array::from_slice(head, &[1, head.len() as i32]).unwrap();
+    model
+        .forward_hidden_with_images(&head, &features, &mut cache)
+        .unwrap();
+    let last = Array::from_slice(last, &[1, 1]).unwrap();
+    let hidden = model.forward_hidden(&last, &mut cache).unwrap();
+    let first = logprobs(model, &hidden);
+    let mut tokens = vec![pick(&first)];
+    while tokens.len() < MAX_TOKENS {
+        let t = Array::from_slice(&tokens[tokens.len() - 1..], &[1, 1]).unwrap();
+        let hidden = model.forward_hidden(&t, &mut cache).unwrap();
+        tokens.push(pick(&logprobs(model, &hidden)));
+    }
+    (tokens, first.to_vec::<f32>().unwrap())
+}
+
+#[test]
+fn gemma3_one_and_two_images_f32_exact() {
+    let dir = model("f32");
+    let work = rmx_tests::target_tmp("gemma3-vision-parity");
+    let imgs = images(&work);
+    let model = rmx_models::load(&dir).unwrap();
+    let tokens = model.vision().unwrap().tokens().clone();
+    assert_eq!(tokens.per_image, 16);
+    for (name, prompt, imgs) in [
+        ("one", "What is in this picture?", &imgs[..1]),
+        ("two", "Compare them.", &imgs[..]),
+    ] {
+        let want = reference(&dir, prompt, imgs, &work.join(format!("{name}.json")));
+        let placeholders = want
+            .prompt_ids
+            .iter()
+            .filter(|&&t| t == tokens.image_token)
+            .count();
+        assert_eq!(placeholders, 16 * imgs.len(), "{name}: mlx-vlm's prompt");
+        let (got, lp) = rmx_tokens(model.as_ref(), &dir, &want.prompt_ids, imgs);
+        assert_eq!(got, want.tokens[..MAX_TOKENS], "{name} image(s)");
+        let diff = max_diff(&lp, &want.logprobs);
+        // Bit for bit: the same ops in the same order as mlx-vlm, prefill split as it splits.
+        assert_eq!(
+            diff, 0.0,
+            "{name}: first-step log-probabilities differ by {diff}"
+        );
+    }
+    // The images matter: the two in the other order move the log-probabilities.
+    let two = reference(&dir, "Compare them.", &imgs, &work.join("two.json"));
+    let swapped = [imgs[1].clone(), imgs[0].clone()];
+    let (_, lp) = rmx_tokens(model.as_ref(), &dir, &two.prompt_ids, &swapped);
+    let moved = max_diff(&lp, &two.logprobs);
+    assert!(
+        moved > 1e-2,
+        "swapping the images moved the log-probabilities by {moved} only"
+    );
+}
