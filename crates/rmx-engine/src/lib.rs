@@ -24,7 +24,7 @@ mod sequence;
 mod trace;
 
 pub use engine::{Engine, EngineOptions};
-pub use error::{EngineError, Result};
+pub use error::{explain_device_error, EngineError, Result};
 pub use family::{check_family, model_kind, supported_architectures, supported_model_types};
 pub use prompt::ChatPrompt;
 pub use request::{

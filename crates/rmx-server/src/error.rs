@@ -79,6 +79,10 @@ pub enum ServiceError {
     /// it comes with the model repo, so it is the named model that cannot be served.
     #[error("model `{name}`: its chat template exceeded the limit of {limit}")]
     TemplateLimit { name: String, limit: String },
+    /// The device ran out of memory while the model loaded (MLX's words, and what to do):
+    /// like [`ServiceError::TooLarge`], the model does not fit beside what is loaded.
+    #[error("model `{name}` cannot be loaded: {message}")]
+    OutOfMemory { name: String, message: String },
     /// Loading failed for the daemon's own reasons (the runtime, the engine thread).
     #[error("loading model `{name}` failed: {message}")]
     Load { name: String, message: String },
@@ -166,7 +170,9 @@ impl ServiceError {
             | ServiceError::UnsupportedFamily { .. }
             | ServiceError::BrokenModel { .. }
             | ServiceError::TemplateLimit { .. } => StatusCode::BAD_REQUEST,
-            ServiceError::TooLarge { .. } => StatusCode::INSUFFICIENT_STORAGE,
+            ServiceError::TooLarge { .. } | ServiceError::OutOfMemory { .. } => {
+                StatusCode::INSUFFICIENT_STORAGE
+            }
             ServiceError::Busy(_) | ServiceError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
             ServiceError::Load { .. } | ServiceError::Internal(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR

@@ -468,23 +468,34 @@ async fn load(
 }
 
 /// A family the engine lacks, or files that cannot be read as a model, are the client's
-/// choice of model (a 4xx naming the model and what is wrong with it); any other load failure
-/// is the daemon's (a 500 with the engine's words).
+/// choice of model (a 4xx naming the model and what is wrong with it); the device running out
+/// of memory is a 507 that says what to do; any other load failure is the daemon's (a 500
+/// with the engine's words).
 fn load_error(name: &str, e: EngineError) -> ServiceError {
+    let name = name.to_string();
+    let text = e.to_string();
+    // First: an allocation that failed while reading weights is no fault of the files.
+    let explained = rmx_engine::explain_device_error(text.clone());
+    if explained != text {
+        return ServiceError::OutOfMemory {
+            name,
+            message: explained,
+        };
+    }
     match e {
         EngineError::Model(ModelError::Unsupported { model_type, .. }) => {
             ServiceError::UnsupportedFamily {
-                name: name.to_string(),
+                name,
                 unsupported: Unsupported::new(model_type, rmx_engine::supported_model_types()),
             }
         }
         e if in_the_files(&e) => ServiceError::BrokenModel {
-            name: name.to_string(),
-            message: e.to_string(),
+            name,
+            message: text,
         },
-        e => ServiceError::Load {
-            name: name.to_string(),
-            message: e.to_string(),
+        _ => ServiceError::Load {
+            name,
+            message: text,
         },
     }
 }
@@ -505,5 +516,38 @@ fn in_the_files(e: &EngineError) -> bool {
         ),
         EngineError::Tokenizer { .. } | EngineError::Template(_) => true,
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::StatusCode;
+
+    fn weights_failed(message: &str) -> EngineError {
+        EngineError::Model(ModelError::Load {
+            file: "model.safetensors".into(),
+            source: rmx_mlx::Error::Mlx {
+                op: "load_safetensors",
+                message: message.to_string(),
+            },
+        })
+    }
+
+    #[test]
+    fn running_out_of_device_memory_while_loading_is_a_507_that_says_what_to_do() {
+        let e = load_error(
+            "big",
+            weights_failed("cudaMallocAsync(&data, size, stream) failed: out of memory"),
+        );
+        assert!(matches!(e, ServiceError::OutOfMemory { .. }), "{e:?}");
+        assert_eq!(e.status(), StatusCode::INSUFFICIENT_STORAGE);
+        let said = e.to_string();
+        assert!(said.starts_with("model `big` cannot be loaded: the device ran out of memory"));
+        assert!(said.contains("rmx launch"), "{said}");
+        // Broken files stay the client's 400.
+        let e = load_error("broken", weights_failed("truncated header"));
+        assert!(matches!(e, ServiceError::BrokenModel { .. }), "{e:?}");
+        assert_eq!(e.status(), StatusCode::BAD_REQUEST);
     }
 }
