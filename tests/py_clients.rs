@@ -7,7 +7,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::TcpStream;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use rmx_tests::api::model_name;
@@ -65,31 +67,36 @@ fn run(script: &str) -> String {
     run_with(script, &[])
 }
 
+/// `script BASE ARGS...` against `server`: the script's stdout (it must succeed).
+fn run_on(server: &Server, script: &str, args: &[&str]) -> String {
+    let out = Command::new(python())
+        .arg(py(script))
+        .arg(&server.base)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running {script}: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{script} failed\n--- stdout\n{stdout}\n--- stderr\n{}\n--- daemon log\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        server.home.log()
+    );
+    eprintln!("{script}:\n{stdout}");
+    stdout
+}
+
 /// `script BASE MODEL ALIAS...`, each alias a user alias (`rmx alias add`) naming the model's
 /// folder.
 fn run_with(script: &str, aliases: &[&str]) -> String {
-    let python = python();
     let model = model_name();
     let server = Server::start();
     for alias in aliases {
         server.home.ok(&["alias", "add", alias, &model]);
     }
-    let out = Command::new(&python)
-        .arg(py(script))
-        .arg(&server.base)
-        .arg(&model)
-        .args(aliases)
-        .output()
-        .unwrap_or_else(|e| panic!("running {python} {script}: {e}"));
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(
-        out.status.success(),
-        "{script} failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}\n--- daemon log\n{}",
-        server.home.log()
-    );
-    eprintln!("{script}:\n{stdout}");
-    stdout
+    let mut args = vec![model.as_str()];
+    args.extend_from_slice(aliases);
+    run_on(&server, script, &args)
 }
 
 fn assert_checks(stdout: &str, checks: &[&str]) {
@@ -142,6 +149,41 @@ fn py_anthropic_client() {
     );
 }
 
+/// Issue #20: every response, chunk and event of chat, completions, Responses and messages
+/// (and models, errors) validated against the `openai` and `anthropic` packages' own pydantic
+/// types in strict mode; a scripted Qwen3.5 that thinks and then calls a tool gives the
+/// reasoning and tool-call shapes.
+#[test]
+fn py_strict_types() {
+    static SCRIPTED: OnceLock<PathBuf> = OnceLock::new();
+    let scripts = serde_json::json!([
+        ["assistant\n", "<think>The user wants the weather.</think><tool_call><function=get_weather><parameter=city>Paris</tool_call><|im_end|>"],
+        ["</think>\n\n", "Sunny in Paris!<|im_end|>"],
+    ]);
+    let scripted = rmx_tests::api::scripted_model(
+        &SCRIPTED,
+        "qwen3_5-scripted-strict",
+        "qwen3_5",
+        &["--scripts", &scripts.to_string()],
+    );
+    let out = run_on(
+        &Server::start(),
+        "strict_types.py",
+        &[&model_name(), &scripted],
+    );
+    assert_checks(
+        &out,
+        &[
+            "chat and chunks",
+            "completions and chunks",
+            "responses and events",
+            "messages, events, count_tokens",
+            "models",
+            "errors",
+        ],
+    );
+}
+
 /// The tags check finds the tiny model under a user alias (what `rmx alias add` and
 /// `rmx import` register), with its details.
 #[test]
@@ -166,25 +208,11 @@ fn py_ollama_client() {
 /// then `rmx embed` against the same daemon.
 #[test]
 fn py_embeddings_clients_and_rmx_embed() {
-    let python = python();
     let model = rmx_tests::api::tiny_embedder()
         .to_string_lossy()
         .into_owned();
     let server = Server::start();
-    let out = Command::new(&python)
-        .arg(py("embeddings_client.py"))
-        .arg(&server.base)
-        .arg(&model)
-        .arg(model_name())
-        .output()
-        .expect("run embeddings_client.py");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "embeddings_client.py failed\n--- stdout\n{stdout}\n--- stderr\n{}\n--- daemon log\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        server.home.log()
-    );
+    let stdout = run_on(&server, "embeddings_client.py", &[&model, &model_name()]);
     assert_checks(
         &stdout,
         &[

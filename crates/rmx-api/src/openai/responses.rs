@@ -231,6 +231,10 @@ pub struct ResponsesUsage {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 pub struct InputTokensDetails {
     pub cached_tokens: usize,
+    /// Tokens written to a cache for later requests: OpenAI's SDK requires the field. rmx's
+    /// prefix cache keeps prompts as a side effect, not as a billed write, so it says 0.
+    #[serde(default)]
+    pub cache_write_tokens: usize,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
@@ -320,6 +324,10 @@ pub enum ResponseStreamEvent {
         output_index: usize,
         content_index: usize,
         delta: String,
+        /// The tokens' log-probabilities (`include: ["message.output_text.logprobs"]`), which
+        /// rmx does not send on Responses: always empty, but the field is required.
+        #[serde(default)]
+        logprobs: Vec<Value>,
     },
     #[serde(rename = "response.output_text.done")]
     OutputTextDone {
@@ -328,6 +336,8 @@ pub enum ResponseStreamEvent {
         output_index: usize,
         content_index: usize,
         text: String,
+        #[serde(default)]
+        logprobs: Vec<Value>,
     },
     #[serde(rename = "response.reasoning_text.delta")]
     ReasoningTextDelta {
@@ -456,6 +466,7 @@ mod tests {
             output_index: 0,
             content_index: 0,
             delta: "hi".into(),
+            logprobs: Vec::new(),
         };
         let v = serde_json::to_value(&ev).expect("serializes");
         assert_eq!(v["type"], ev.name());

@@ -115,7 +115,7 @@ pub fn to_internal(req: &ChatCompletionRequest) -> Result<InternalRequest, OpenA
     match &req.response_format {
         Some(ResponseFormat::JsonObject) => add_system(&mut messages, &json_instruction(None)),
         Some(ResponseFormat::JsonSchema { json_schema }) => {
-            let schema = json_schema.get("schema").unwrap_or(json_schema);
+            let schema = structured::chat_schema(json_schema)?;
             add_system(&mut messages, &json_instruction(Some(schema)));
         }
         Some(ResponseFormat::Text) | None => {}
@@ -176,7 +176,7 @@ pub fn to_internal(req: &ChatCompletionRequest) -> Result<InternalRequest, OpenA
             (Some(so), _) => Some(structured::shape(so)?),
             (None, Some(ResponseFormat::JsonObject)) => Some(Shape::JsonObject),
             (None, Some(ResponseFormat::JsonSchema { json_schema })) => Some(Shape::JsonSchema(
-                json_schema.get("schema").unwrap_or(json_schema).clone(),
+                structured::chat_schema(json_schema)?.clone(),
             )),
             (None, Some(ResponseFormat::Text) | None) => listed
                 .and_then(strict_tool_specs)

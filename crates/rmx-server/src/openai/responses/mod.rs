@@ -21,6 +21,7 @@ use serde_json::{json, Value};
 
 use super::chat::add_system;
 use super::error::OpenAiError;
+use super::structured::{responses_format, TextFormat};
 use super::{json_instruction, template_kwargs, unix_time, Knobs};
 use crate::service::{
     self, strict_tool_specs, tool_specs, InternalRequest, PromptInput, Service, ServiceEvent,
@@ -90,14 +91,13 @@ pub fn to_internal(req: &ResponsesRequest) -> Result<InternalRequest, OpenAiErro
     }
     .sampling()?;
     let mut messages = input_messages(req)?;
-    if let Some(format) = req.text.as_ref().and_then(|t| t.get("format")) {
-        match format.get("type").and_then(Value::as_str) {
-            Some("json_object") => add_system(&mut messages, &json_instruction(None)),
-            Some("json_schema") => {
-                add_system(&mut messages, &json_instruction(format.get("schema")))
-            }
-            _ => {}
+    let format = responses_format(req.text.as_ref())?;
+    match format {
+        TextFormat::JsonObject => add_system(&mut messages, &json_instruction(None)),
+        TextFormat::JsonSchema(schema) => {
+            add_system(&mut messages, &json_instruction(Some(schema)))
         }
+        TextFormat::Text => {}
     }
     let choice = req.tool_choice.as_ref();
     let named = choice.and_then(|c| c.get("name")).and_then(Value::as_str);
@@ -148,17 +148,13 @@ pub fn to_internal(req: &ResponsesRequest) -> Result<InternalRequest, OpenAiErro
             tools: tool_specs(&tools),
         })
     } else {
-        let format = req.text.as_ref().and_then(|t| t.get("format"));
-        match format.and_then(|f| f.get("type")).and_then(Value::as_str) {
-            Some("json_object") => Some(Shape::JsonObject),
-            Some("json_schema") => Some(Shape::JsonSchema(
-                format
-                    .and_then(|f| f.get("schema"))
-                    .cloned()
-                    .unwrap_or(Value::Null),
-            )),
+        match format {
+            TextFormat::JsonObject => Some(Shape::JsonObject),
+            TextFormat::JsonSchema(schema) => Some(Shape::JsonSchema(schema.clone())),
             // `strict` tools under `tool_choice` `auto`: their calls' arguments are enforced.
-            _ => strict_tool_specs(&tools).map(|tools| Shape::ToolCallsInText { tools }),
+            TextFormat::Text => {
+                strict_tool_specs(&tools).map(|tools| Shape::ToolCallsInText { tools })
+            }
         }
     };
     let effort = req.reasoning.as_ref().and_then(|r| r.effort.as_deref());

@@ -141,6 +141,7 @@ impl ResponsesStream {
                     output_index: index,
                     content_index: 0,
                     text,
+                    logprobs: Vec::new(),
                 });
                 out.push(E::ContentPartDone {
                     sequence_number: s2,
@@ -256,6 +257,7 @@ impl ResponsesStream {
                     output_index: index,
                     content_index: 0,
                     delta: t,
+                    logprobs: Vec::new(),
                 });
             }
             ServiceEvent::ToolCallStart { index, id, name } => {
@@ -299,6 +301,7 @@ impl ResponsesStream {
                     input_tokens: u.prompt_tokens,
                     input_tokens_details: InputTokensDetails {
                         cached_tokens: u.cached_tokens,
+                        cache_write_tokens: 0,
                     },
                     output_tokens: u.completion_tokens,
                     output_tokens_details: OutputTokensDetails {
