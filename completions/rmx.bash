@@ -355,7 +355,7 @@ _rmx() {
             return 0
             ;;
         rmx__subcmd__bench)
-            opts="-h -V --prompt-tokens --gen-tokens --rounds --warmup --streams --json --json-schema --submit --yes --help --version"
+            opts="-h -V --prompt-tokens --gen-tokens --rounds --warmup --streams --json --json-schema --submit --kv-bits --kv-group-size --kv-quant-start --yes --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -385,6 +385,18 @@ _rmx() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --kv-bits)
+                    COMPREPLY=($(compgen -W "4 8" -- "${cur}"))
+                    return 0
+                    ;;
+                --kv-group-size)
+                    COMPREPLY=($(compgen -W "32 64 128" -- "${cur}"))
+                    return 0
+                    ;;
+                --kv-quant-start)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -393,7 +405,7 @@ _rmx() {
             return 0
             ;;
         rmx__subcmd__chat)
-            opts="-v -h -V --raw --max-tokens --temperature --top-p --top-k --seed --system --think --no-think --verbose --keep-alive --help --version"
+            opts="-v -h -V --raw --max-tokens --temperature --top-p --top-k --seed --system --think --no-think --verbose --keep-alive --kv-bits --kv-group-size --kv-quant-start --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -424,6 +436,18 @@ _rmx() {
                     return 0
                     ;;
                 --keep-alive)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kv-bits)
+                    COMPREPLY=($(compgen -W "4 8" -- "${cur}"))
+                    return 0
+                    ;;
+                --kv-group-size)
+                    COMPREPLY=($(compgen -W "32 64 128" -- "${cur}"))
+                    return 0
+                    ;;
+                --kv-quant-start)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -991,7 +1015,7 @@ _rmx() {
             return 0
             ;;
         rmx__subcmd__run)
-            opts="-v -h -V --raw --max-tokens --temperature --top-p --top-k --seed --system --think --no-think --verbose --keep-alive --help --version"
+            opts="-v -h -V --raw --max-tokens --temperature --top-p --top-k --seed --system --think --no-think --verbose --keep-alive --kv-bits --kv-group-size --kv-quant-start --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1025,6 +1049,18 @@ _rmx() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --kv-bits)
+                    COMPREPLY=($(compgen -W "4 8" -- "${cur}"))
+                    return 0
+                    ;;
+                --kv-group-size)
+                    COMPREPLY=($(compgen -W "32 64 128" -- "${cur}"))
+                    return 0
+                    ;;
+                --kv-quant-start)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -1033,7 +1069,7 @@ _rmx() {
             return 0
             ;;
         rmx__subcmd__serve)
-            opts="-h -V --host --port --api-key --background --help --version"
+            opts="-h -V --host --port --api-key --background --kv-bits --kv-group-size --kv-quant-start --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1048,6 +1084,18 @@ _rmx() {
                     return 0
                     ;;
                 --api-key)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kv-bits)
+                    COMPREPLY=($(compgen -W "4 8" -- "${cur}"))
+                    return 0
+                    ;;
+                --kv-group-size)
+                    COMPREPLY=($(compgen -W "32 64 128" -- "${cur}"))
+                    return 0
+                    ;;
+                --kv-quant-start)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -55,6 +55,12 @@ complete -c rmx -n "__fish_rmx_using_subcommand run" -l top-k -d 'Keep only the 
 complete -c rmx -n "__fish_rmx_using_subcommand run" -l seed -d 'Random seed: the same seed and prompt give the same answer' -r
 complete -c rmx -n "__fish_rmx_using_subcommand run" -l system -d 'A system message placed before the prompt' -r
 complete -c rmx -n "__fish_rmx_using_subcommand run" -l keep-alive -d 'How long the model stays loaded after the answer: 5m, 30s, 0 (unload at once), -1 (until stopped) [default: $RMX_KEEP_ALIVE or 5m]' -r
+complete -c rmx -n "__fish_rmx_using_subcommand run" -l kv-bits -d 'Store keys and values 4- or 8-bit (MLX\'s quantized form, as mlx-lm\'s --kv-bits): about 0.28x / 0.53x the memory of a bf16 cache at groups of 64. Full-attention layers only (sliding windows and recurrent states stay as they are); such an answer decodes alone, without the prefix cache' -r -f -a "4\t''
+8\t''"
+complete -c rmx -n "__fish_rmx_using_subcommand run" -l kv-group-size -d 'Elements per quantization group of the KV cache (must divide the model\'s head size)' -r -f -a "32\t''
+64\t''
+128\t''"
+complete -c rmx -n "__fish_rmx_using_subcommand run" -l kv-quant-start -d 'Quantize the KV cache only once it holds N positions (mlx-lm\'s --quantized-kv-start; default 0, from the start)' -r
 complete -c rmx -n "__fish_rmx_using_subcommand run" -l raw -d 'Send the prompt as-is, without the chat template'
 complete -c rmx -n "__fish_rmx_using_subcommand run" -l think -d 'Ask reasoning models to think first (sets the template\'s enable_thinking)'
 complete -c rmx -n "__fish_rmx_using_subcommand run" -l no-think -d 'Ask reasoning models not to think, and hide any reasoning they still print'
@@ -68,6 +74,12 @@ complete -c rmx -n "__fish_rmx_using_subcommand chat" -l top-k -d 'Keep only the
 complete -c rmx -n "__fish_rmx_using_subcommand chat" -l seed -d 'Random seed: the same seed and prompt give the same answer' -r
 complete -c rmx -n "__fish_rmx_using_subcommand chat" -l system -d 'A system message placed before the prompt' -r
 complete -c rmx -n "__fish_rmx_using_subcommand chat" -l keep-alive -d 'How long the model stays loaded after the answer: 5m, 30s, 0 (unload at once), -1 (until stopped) [default: $RMX_KEEP_ALIVE or 5m]' -r
+complete -c rmx -n "__fish_rmx_using_subcommand chat" -l kv-bits -d 'Store keys and values 4- or 8-bit (MLX\'s quantized form, as mlx-lm\'s --kv-bits): about 0.28x / 0.53x the memory of a bf16 cache at groups of 64. Full-attention layers only (sliding windows and recurrent states stay as they are); such an answer decodes alone, without the prefix cache' -r -f -a "4\t''
+8\t''"
+complete -c rmx -n "__fish_rmx_using_subcommand chat" -l kv-group-size -d 'Elements per quantization group of the KV cache (must divide the model\'s head size)' -r -f -a "32\t''
+64\t''
+128\t''"
+complete -c rmx -n "__fish_rmx_using_subcommand chat" -l kv-quant-start -d 'Quantize the KV cache only once it holds N positions (mlx-lm\'s --quantized-kv-start; default 0, from the start)' -r
 complete -c rmx -n "__fish_rmx_using_subcommand chat" -l raw -d 'Send the prompt as-is, without the chat template'
 complete -c rmx -n "__fish_rmx_using_subcommand chat" -l think -d 'Ask reasoning models to think first (sets the template\'s enable_thinking)'
 complete -c rmx -n "__fish_rmx_using_subcommand chat" -l no-think -d 'Ask reasoning models not to think, and hide any reasoning they still print'
@@ -83,6 +95,12 @@ complete -c rmx -n "__fish_rmx_using_subcommand embed" -s V -l version -d 'Print
 complete -c rmx -n "__fish_rmx_using_subcommand serve" -l host -d 'Address to serve HTTP on [env: RMX_HOST, default 127.0.0.1:8000]' -r
 complete -c rmx -n "__fish_rmx_using_subcommand serve" -l port -d 'Port to serve HTTP on (overrides the port of --host / RMX_HOST)' -r
 complete -c rmx -n "__fish_rmx_using_subcommand serve" -l api-key -d 'Require this key on TCP (`Authorization: Bearer` or `x-api-key`) [env: RMX_API_KEY]; needed to listen on anything but loopback' -r
+complete -c rmx -n "__fish_rmx_using_subcommand serve" -l kv-bits -d 'Store keys and values 4- or 8-bit (MLX\'s quantized form, as mlx-lm\'s --kv-bits): about 0.28x / 0.53x the memory of a bf16 cache at groups of 64. Full-attention layers only (sliding windows and recurrent states stay as they are); such an answer decodes alone, without the prefix cache' -r -f -a "4\t''
+8\t''"
+complete -c rmx -n "__fish_rmx_using_subcommand serve" -l kv-group-size -d 'Elements per quantization group of the KV cache (must divide the model\'s head size)' -r -f -a "32\t''
+64\t''
+128\t''"
+complete -c rmx -n "__fish_rmx_using_subcommand serve" -l kv-quant-start -d 'Quantize the KV cache only once it holds N positions (mlx-lm\'s --quantized-kv-start; default 0, from the start)' -r
 complete -c rmx -n "__fish_rmx_using_subcommand serve" -l background -d 'Started by another rmx command: a taken TCP port is a warning, the socket still serves'
 complete -c rmx -n "__fish_rmx_using_subcommand serve" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rmx -n "__fish_rmx_using_subcommand serve" -s V -l version -d 'Print version'
@@ -147,6 +165,12 @@ complete -c rmx -n "__fish_rmx_using_subcommand bench" -l rounds -d 'Measured ro
 complete -c rmx -n "__fish_rmx_using_subcommand bench" -l warmup -d 'Rounds run first and discarded' -r
 complete -c rmx -n "__fish_rmx_using_subcommand bench" -l streams -d 'Also run every case as N sequences at once (each its own prompt), e.g. `--streams 8,32`: aggregate tok/s and time to first token across the streams, as a server\'s users see them' -r
 complete -c rmx -n "__fish_rmx_using_subcommand bench" -l json-schema -d 'Also decode every round constrained to the JSON schema in FILE (as `response_format` would), and show its decode tok/s beside the free run\'s: what structured output costs' -r -F
+complete -c rmx -n "__fish_rmx_using_subcommand bench" -l kv-bits -d 'Store keys and values 4- or 8-bit (MLX\'s quantized form, as mlx-lm\'s --kv-bits): about 0.28x / 0.53x the memory of a bf16 cache at groups of 64. Full-attention layers only (sliding windows and recurrent states stay as they are); such an answer decodes alone, without the prefix cache' -r -f -a "4\t''
+8\t''"
+complete -c rmx -n "__fish_rmx_using_subcommand bench" -l kv-group-size -d 'Elements per quantization group of the KV cache (must divide the model\'s head size)' -r -f -a "32\t''
+64\t''
+128\t''"
+complete -c rmx -n "__fish_rmx_using_subcommand bench" -l kv-quant-start -d 'Quantize the KV cache only once it holds N positions (mlx-lm\'s --quantized-kv-start; default 0, from the start)' -r
 complete -c rmx -n "__fish_rmx_using_subcommand bench" -l json -d 'Print a JSON record (hardware, versions, model, every case) instead of a table'
 complete -c rmx -n "__fish_rmx_using_subcommand bench" -l submit -d 'Offer the JSON record to the community benchmarks repository [env: RMX_BENCH_REPO, default rmx-project/benchmarks]: shows it, asks, keeps a copy under the rmx home (benchmarks/), and opens a pull request through gh when it is installed'
 complete -c rmx -n "__fish_rmx_using_subcommand bench" -l yes -d 'Send without asking (with --submit)'

@@ -25,4 +25,14 @@ pub struct Options {
     pub num_predict: Option<i64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stop: Vec<String>,
+    /// rmx's own: store this answer's keys and values 4- or 8-bit (mlx-lm's `kv_bits`);
+    /// absent: as the daemon was started (`rmx serve --kv-bits`), else unquantized.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_bits: Option<i32>,
+    /// rmx's own: elements per quantization group of the KV cache, 32, 64 or 128 (default 64).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_group_size: Option<i32>,
+    /// rmx's own: quantize the KV cache only once it holds this many positions (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_quant_start: Option<i32>,
 }

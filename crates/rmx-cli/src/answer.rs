@@ -17,7 +17,20 @@ pub fn options(gen: &GenArgs) -> Options {
         top_k: Some(gen.top_k),
         seed: gen.seed,
         num_predict: Some(gen.max_tokens as i64),
-        ..Options::default()
+        ..kv_options(&gen.kv)
+    }
+}
+
+/// The KV-cache flags as the API's options (the rest at their defaults).
+pub fn kv_options(kv: &crate::cli::KvArgs) -> Options {
+    match kv.settings() {
+        Some((bits, group, start)) => Options {
+            kv_bits: Some(bits),
+            kv_group_size: Some(group),
+            kv_quant_start: Some(start),
+            ..Options::default()
+        },
+        None => Options::default(),
     }
 }
 

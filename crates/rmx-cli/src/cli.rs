@@ -306,6 +306,9 @@ pub struct ServeArgs {
     /// Started by another rmx command: a taken TCP port is a warning, the socket still serves.
     #[arg(long, hide = true)]
     pub background: bool,
+    /// The KV cache of answers whose request does not say (Ollama options `kv_bits`, ...).
+    #[command(flatten)]
+    pub kv: KvArgs,
 }
 
 #[derive(Debug, Args)]
@@ -374,6 +377,37 @@ pub struct GenArgs {
     /// (until stopped) [default: $RMX_KEEP_ALIVE or 5m].
     #[arg(long, value_name = "DURATION", value_parser = parse_keep_alive, allow_hyphen_values = true)]
     pub keep_alive: Option<rmx_api::KeepAlive>,
+    #[command(flatten)]
+    pub kv: KvArgs,
+}
+
+/// How the KV cache is stored: mlx-lm's `--kv-bits`, `--kv-group-size` and
+/// `--quantized-kv-start`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct KvArgs {
+    /// Store keys and values 4- or 8-bit (MLX's quantized form, as mlx-lm's --kv-bits): about
+    /// 0.28x / 0.53x the memory of a bf16 cache at groups of 64. Full-attention layers only
+    /// (sliding windows and recurrent states stay as they are); such an answer decodes alone,
+    /// without the prefix cache.
+    #[arg(long, value_name = "BITS", value_parser = ["4", "8"])]
+    pub kv_bits: Option<String>,
+    /// Elements per quantization group of the KV cache (must divide the model's head size).
+    #[arg(long, value_name = "N", value_parser = ["32", "64", "128"], default_value = "64", requires = "kv_bits")]
+    pub kv_group_size: String,
+    /// Quantize the KV cache only once it holds N positions (mlx-lm's --quantized-kv-start;
+    /// default 0, from the start).
+    #[arg(long, value_name = "N", requires = "kv_bits", value_parser = clap::value_parser!(i32).range(0..))]
+    pub kv_quant_start: Option<i32>,
+}
+
+impl KvArgs {
+    /// (bits, group size, start), when --kv-bits was given; the parsers above hold the values
+    /// to what they accept.
+    pub fn settings(&self) -> Option<(i32, i32, i32)> {
+        let bits = self.kv_bits.as_deref()?.parse().ok()?;
+        let group = self.kv_group_size.parse().unwrap_or(64);
+        Some((bits, group, self.kv_quant_start.unwrap_or(0)))
+    }
 }
 
 fn parse_keep_alive(s: &str) -> Result<rmx_api::KeepAlive, String> {
@@ -510,6 +544,8 @@ pub struct BenchArgs {
     /// (benchmarks/), and opens a pull request through gh when it is installed.
     #[arg(long)]
     pub submit: bool,
+    #[command(flatten)]
+    pub kv: KvArgs,
     /// Send without asking (with --submit).
     #[arg(long, requires = "submit")]
     pub yes: bool,

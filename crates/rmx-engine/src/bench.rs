@@ -32,6 +32,9 @@ pub struct BenchConfig {
     pub constraint: Option<Constraint>,
     /// Also run every case with this many sequences at once (each count above 1).
     pub streams: Vec<usize>,
+    /// Every generation stores its KV cache quantized (`rmx bench --kv-bits`); such
+    /// sequences decode one by one, so several streams then take turns.
+    pub kv_quant: Option<rmx_models::cache::KvQuant>,
 }
 
 impl Default for BenchConfig {
@@ -43,6 +46,7 @@ impl Default for BenchConfig {
             warmup: 1,
             constraint: None,
             streams: Vec::new(),
+            kv_quant: None,
         }
     }
 }
@@ -157,6 +161,7 @@ fn submit(
     prompt: Vec<u32>,
     gen: usize,
     constraint: Option<&Compiled>,
+    kv_quant: Option<rmx_models::cache::KvQuant>,
 ) -> Result<(UnboundedReceiver<Event>, usize)> {
     let n = prompt.len();
     let mut req = GenerateRequest::new(prompt, gen);
@@ -164,6 +169,7 @@ fn submit(
     // Each round reads the same prompt: measure its prefill, not the prefix cache.
     req.no_prefix_cache = true;
     req.constraint = constraint.cloned();
+    req.kv_quant = kv_quant;
     Ok((engine.generate(req)?, n))
 }
 
@@ -173,8 +179,9 @@ fn one(
     prompt: Vec<u32>,
     gen: usize,
     constraint: Option<&Compiled>,
+    kv_quant: Option<rmx_models::cache::KvQuant>,
 ) -> Result<Round> {
-    let (rx, n) = submit(engine, prompt, gen, constraint)?;
+    let (rx, n) = submit(engine, prompt, gen, constraint, kv_quant)?;
     finish(rx, n).map(|(round, _)| round)
 }
 
@@ -209,11 +216,16 @@ struct StreamsRound {
     per_stream_decode_tps: f64,
 }
 
-fn together(engine: &Engine, prompts: Vec<Vec<u32>>, gen: usize) -> Result<StreamsRound> {
+fn together(
+    engine: &Engine,
+    prompts: Vec<Vec<u32>>,
+    gen: usize,
+    kv_quant: Option<rmx_models::cache::KvQuant>,
+) -> Result<StreamsRound> {
     let start = Instant::now();
     let mut waiting = Vec::with_capacity(prompts.len());
     for prompt in prompts {
-        waiting.push(submit(engine, prompt, gen, None)?);
+        waiting.push(submit(engine, prompt, gen, None, kv_quant)?);
     }
     // Events wait in their channels, so reading the streams one after another loses nothing;
     // the engine's own timings say when each stream's first and last tokens came.
@@ -259,7 +271,7 @@ fn run_streams(
         let prompts = (0..streams)
             .map(|s| synthetic_prompt(p, vocab, ((case * 1000 + r) * 1000 + s) as u64 + 1))
             .collect();
-        let round = together(engine, prompts, g)?;
+        let round = together(engine, prompts, g, cfg.kv_quant)?;
         let warm = r < cfg.warmup;
         progress(&format!(
             "prompt {p} / gen {g} x {streams} streams: {} {}: {:.1} tok/s aggregate, TTFT p95 \
@@ -308,11 +320,11 @@ pub fn run(
             let constrained_first = r % 2 == 1;
             let mut under = None;
             if let (Some(c), true) = (&compiled, constrained_first) {
-                under = Some(one(engine, prompt.clone(), g, Some(c))?);
+                under = Some(one(engine, prompt.clone(), g, Some(c), cfg.kv_quant)?);
             }
-            let free = one(engine, prompt.clone(), g, None)?;
+            let free = one(engine, prompt.clone(), g, None, cfg.kv_quant)?;
             if let (Some(c), false) = (&compiled, constrained_first) {
-                under = Some(one(engine, prompt, g, Some(c))?);
+                under = Some(one(engine, prompt, g, Some(c), cfg.kv_quant)?);
             }
             let warm = r < cfg.warmup;
             let mut line = format!(

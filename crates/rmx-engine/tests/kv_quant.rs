@@ -123,7 +123,7 @@ fn heads_no_group_divides_are_refused_clearly() {
     let ids = engine.raw_tokens(PROMPT).unwrap();
     let e = tokens(&engine, ids, 4, KvQuant::new(8, 64, 0).unwrap()).unwrap_err();
     assert!(
-        e.contains("48 dimensions") && e.contains("--kv-group-size"),
+        e.contains("48 dimensions") && e.contains("without --kv-bits"),
         "{e}"
     );
 }

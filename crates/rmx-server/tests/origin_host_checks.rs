@@ -52,6 +52,7 @@ fn app(home: &std::path::Path, hub: &str, cors_origins: &[&str]) -> Router {
         max_loaded_models: 2,
         memory_budget: 8 << 30,
         model_roots: Default::default(),
+        kv_quant: None,
     });
     let config = SecurityConfig {
         cors_origins: cors_origins.iter().map(|s| s.to_string()).collect(),

@@ -22,6 +22,10 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         rounds: args.rounds,
         warmup: args.warmup,
         streams: args.streams.clone(),
+        kv_quant: match args.kv.settings() {
+            Some((bits, group, start)) => Some(rmx_engine::KvQuant::new(bits, group, start)?),
+            None => None,
+        },
         ..BenchConfig::default()
     };
     if !args.prompt_tokens.is_empty() || !args.gen_tokens.is_empty() {
@@ -45,6 +49,9 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         || cfg.streams.contains(&0)
     {
         bail!("--rounds, --prompt-tokens, --gen-tokens and --streams must be at least 1");
+    }
+    if cfg.kv_quant.is_some() && args.submit {
+        bail!("--submit takes the standard benchmark only; leave out --kv-bits");
     }
     if !cfg.streams.is_empty() && args.json_schema.is_some() {
         bail!("--streams measures free decoding only; leave out --json-schema");
@@ -253,6 +260,12 @@ fn record(
         "rounds": cfg.rounds,
         "warmup": cfg.warmup,
         "json_schema": args.json_schema.as_ref().map(|p| p.display().to_string()),
+        // `--kv-bits`: the KV cache stored quantized (numbers not comparable with a plain one).
+        "kv_cache": cfg.kv_quant.map(|q| json!({
+            "bits": q.bits,
+            "group_size": q.group_size,
+            "start": q.start,
+        })),
         "cases": cases,
     })
 }

@@ -56,9 +56,22 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
                 print_stats(stats);
             }
             print_layers(&client, &args.model).await;
+            print_kv(&args.gen.kv);
         }
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// `-v` with --kv-bits: how the cache was stored and read. Per answer, so not in the layer list
+/// (that is the loaded model's).
+fn print_kv(kv: &crate::cli::KvArgs) {
+    if let Some((bits, group, start)) = kv.settings() {
+        eprintln!(
+            "kv cache: {bits}-bit in groups of {group} from position {start}; full-attention \
+             layers attend through MLX's quantized matmul (not the fast path's kernels), \
+             sliding windows and recurrent states unquantized"
+        );
+    }
 }
 
 /// `-v`: the model's layer kinds and how a decode step runs each (rmx's CUDA layer kernel or

@@ -38,6 +38,9 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         // The store the other store commands use, test override of the free space included:
         // `/api/pull` downloads into it.
         config.store = crate::commands::pull::store()?;
+        if let Some((bits, group, start)) = args.kv.settings() {
+            config.kv_quant = Some(rmx_engine::KvQuant::new(bits, group, start)?);
+        }
         let mut security = SecurityConfig::from_env()?;
         match args.api_key.as_deref() {
             // A blank key is no key (as a blank RMX_API_KEY is): it cannot open the network.

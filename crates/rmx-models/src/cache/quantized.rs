@@ -62,6 +62,12 @@ impl KvQuant {
     /// divide cannot be stored (mlx-lm fails there too, with MLX's own message).
     fn check_heads(&self, a: &Array) -> Result<()> {
         let d = a.dim(-1);
+        if !Self::GROUP_SIZES.iter().any(|g| d % g == 0) {
+            return Err(ModelError::KvQuant(format!(
+                "this model's attention heads have {d} dimensions, which no kv group size \
+                 (32, 64, 128) divides; run it without --kv-bits"
+            )));
+        }
         if d % self.group_size != 0 {
             return Err(ModelError::KvQuant(format!(
                 "this model's attention heads have {d} dimensions, which kv group size {} \
@@ -325,7 +331,7 @@ mod tests {
             );
         }
         assert!(KvQuant::new(4, 32, 7).is_ok());
-        // Heads of 48 (the tiny Llama's) are no whole number of groups of 32.
+        // Heads of 48 (the tiny Llama's) are no whole number of groups of 32 (or 64, 128).
         let k = rows(3, 48, Dtype::F32);
         let mut c = QuantizedKvCache::new(KvQuant::new(8, 32, 0).unwrap());
         let Err(e) = c.update_and_fetch(&k, &k) else {
@@ -333,7 +339,18 @@ mod tests {
         };
         let e = e.to_string();
         assert!(
-            e.contains("48 dimensions") && e.contains("--kv-group-size"),
+            e.contains("48 dimensions") && e.contains("without --kv-bits"),
+            "{e}"
+        );
+        // Heads of 32 take groups of 32, not 64.
+        let k = rows(3, 32, Dtype::F32);
+        let mut c = QuantizedKvCache::new(KvQuant::new(8, 64, 0).unwrap());
+        let Err(e) = c.update_and_fetch(&k, &k) else {
+            panic!("heads of 32 stored in groups of 64")
+        };
+        let e = e.to_string();
+        assert!(
+            e.contains("32 dimensions") && e.contains("--kv-group-size"),
             "{e}"
         );
     }

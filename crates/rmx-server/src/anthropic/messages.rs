@@ -163,6 +163,7 @@ pub fn to_internal(req: &MessagesRequest) -> Result<InternalRequest, AnthropicEr
         keep_alive: None,
         think,
         shape,
+        kv_quant: None,
     })
 }
 

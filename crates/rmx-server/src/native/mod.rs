@@ -129,6 +129,31 @@ fn sampling(options: Option<&rmx_api::Options>) -> Result<Sampling, NativeError>
     Ok((s, max, o.stop.clone()))
 }
 
+/// rmx's KV-cache options (`kv_bits`, `kv_group_size`, `kv_quant_start`): `None` without
+/// `kv_bits` (the daemon's default then applies); out of range, a 400 that says what is
+/// allowed.
+fn kv_quant(
+    options: Option<&rmx_api::Options>,
+) -> Result<Option<rmx_engine::KvQuant>, NativeError> {
+    let Some(o) = options else {
+        return Ok(None);
+    };
+    let Some(bits) = o.kv_bits else {
+        if o.kv_group_size.is_some() || o.kv_quant_start.is_some() {
+            return Err(NativeError(ServiceError::BadRequest(
+                "options: kv_group_size and kv_quant_start need kv_bits (4 or 8)".into(),
+            )));
+        }
+        return Ok(None);
+    };
+    let group = o
+        .kv_group_size
+        .unwrap_or(rmx_engine::KvQuant::DEFAULT_GROUP_SIZE);
+    rmx_engine::KvQuant::new(bits, group, o.kv_quant_start.unwrap_or(0))
+        .map(Some)
+        .map_err(|e| NativeError(ServiceError::BadRequest(format!("options: {e}"))))
+}
+
 fn stats(f: &crate::service::Final) -> rmx_api::DoneStats {
     rmx_api::DoneStats {
         done_reason: f.finish.as_str().to_string(),

@@ -200,6 +200,7 @@ pub fn to_internal(req: &ChatCompletionRequest) -> Result<InternalRequest, OpenA
         keep_alive: None,
         think,
         shape,
+        kv_quant: None,
     })
 }
 

@@ -170,6 +170,7 @@ pub fn to_internal(req: &CompletionRequest) -> Result<(InternalRequest, String),
                 .as_ref()
                 .map(structured::shape)
                 .transpose()?,
+            kv_quant: None,
         },
         prompt,
     ))

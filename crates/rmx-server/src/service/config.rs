@@ -19,6 +19,8 @@ pub struct ServiceConfig {
     pub memory_budget: u64,
     /// Where requests over TCP may name model folders by path (`RMX_MODEL_ROOTS`).
     pub model_roots: ModelRoots,
+    /// How answers store their KV cache when the request does not say (`rmx serve --kv-bits`).
+    pub kv_quant: Option<rmx_engine::KvQuant>,
 }
 
 impl ServiceConfig {
@@ -38,6 +40,7 @@ impl ServiceConfig {
             max_loaded_models,
             memory_budget,
             model_roots: ModelRoots::from_env().map_err(ServiceError::BadRequest)?,
+            kv_quant: None,
         })
     }
 }

@@ -97,6 +97,7 @@ pub struct Service {
     pulls: PullLocks,
     model_roots: ModelRoots,
     metrics: Arc<crate::metrics::Metrics>,
+    kv_quant: Option<rmx_engine::KvQuant>,
 }
 
 impl Service {
@@ -134,6 +135,7 @@ impl Service {
             pulls: Default::default(),
             model_roots: config.model_roots,
             metrics: Default::default(),
+            kv_quant: config.kv_quant,
         })
     }
 
@@ -313,6 +315,7 @@ impl Service {
         greq.top_logprobs = req.logprobs;
         greq.constraint = built.constraint;
         greq.keep_special_tokens = built.keep_special;
+        greq.kv_quant = req.kv_quant.or(self.kv_quant);
         let engine_rx = engine.generate(greq)?;
         let (tx, rx) = mpsc::unbounded_channel();
         let pump = Pump {

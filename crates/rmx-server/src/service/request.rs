@@ -46,6 +46,8 @@ pub struct InternalRequest {
     pub think: Option<bool>,
     /// Keep the answer in this shape (constrained decoding).
     pub shape: Option<Shape>,
+    /// Store the answer's KV cache quantized (`--kv-bits`); None: the daemon's default.
+    pub kv_quant: Option<rmx_engine::KvQuant>,
 }
 
 /// What constrained decoding enforces on an answer. The answer may still start with a

@@ -34,6 +34,7 @@ pub fn service_with_roots(home: &Path, roots: Vec<PathBuf>) -> Arc<Service> {
         max_loaded_models: 2,
         memory_budget: 8 << 30,
         model_roots: ModelRoots::new(roots),
+        kv_quant: None,
     })
 }
 

@@ -173,6 +173,7 @@ pub fn to_internal(req: &ResponsesRequest) -> Result<InternalRequest, OpenAiErro
         keep_alive: None,
         think,
         shape,
+        kv_quant: None,
     })
 }
 
