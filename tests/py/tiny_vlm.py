@@ -15,6 +15,10 @@ backend, use_fast=False).
          tower of tiny_models.py's gemma3_vl, a 2-layer SigLIP tower (32x32 images, 4x4
          patches) and the avg-pool projector (16 image tokens), Gemma 3's real tokenizer,
          chat template and processor configs
+  prompt-ids --per-image N --images K --prompt TEXT --out OUT.json
+         Gemma 3's processor (mlx-vlm's Gemma3Processor over the fixture tokenizer) on a user
+         turn of K images then TEXT through the chat template, without added special tokens
+         (the template writes the BOS): {"rendered", "ids"}
   reference --model DIR --out OUT.json [--max-tokens 12] --prompt TEXT IMAGE...
          mlx-vlm's greedy tokens for a user turn of the images then TEXT through the chat
          template: {"prompt_ids", "tokens"}; the first step's log-probabilities in OUT.f32
@@ -195,6 +199,33 @@ def cmd_reference(args):
     }))
 
 
+def cmd_prompt_ids(args):
+    import shutil
+    import tempfile
+
+    import PIL.Image
+    import tiny_models
+    from mlx_vlm.models.gemma3.processing_gemma3 import Gemma3Processor
+
+    tok_dir = tiny_models.fixtures_dir() / "tokenizer-gemma3" / "models"
+    with tempfile.TemporaryDirectory() as d:
+        for f in ("tokenizer.json", "tokenizer_config.json"):
+            shutil.copyfile(tok_dir / f, Path(d) / f)
+        (Path(d) / "preprocessor_config.json").write_text(json.dumps({
+            "image_processor_type": "Gemma3ImageProcessor", "image_seq_length": args.per_image,
+            "size": {"height": 32, "width": 32}}))
+        (Path(d) / "processor_config.json").write_text(json.dumps(
+            {"image_seq_length": args.per_image, "processor_class": "Gemma3Processor"}))
+        processor = Gemma3Processor.from_pretrained(d)
+    content = [{"type": "image"} for _ in range(args.images)]
+    content.append({"type": "text", "text": args.prompt})
+    rendered = processor.tokenizer.apply_chat_template(
+        [{"role": "user", "content": content}], tokenize=False, add_generation_prompt=True)
+    images = [PIL.Image.new("RGB", (8, 8)) for _ in range(args.images)] or None
+    ids = processor(text=rendered, images=images, add_special_tokens=False)["input_ids"][0]
+    Path(args.out).write_text(json.dumps({"rendered": rendered, "ids": [int(i) for i in ids.tolist()]}))
+
+
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -205,6 +236,11 @@ def parse_args(argv=None):
     m = sub.add_parser("make")
     m.add_argument("--quant", choices=["f32", "bf16"], required=True)
     m.add_argument("--out", required=True)
+    q = sub.add_parser("prompt-ids")
+    q.add_argument("--per-image", type=int, required=True)
+    q.add_argument("--images", type=int, required=True)
+    q.add_argument("--prompt", required=True)
+    q.add_argument("--out", required=True)
     r = sub.add_parser("reference")
     r.add_argument("--model", required=True)
     r.add_argument("--out", required=True)
@@ -216,7 +252,8 @@ def parse_args(argv=None):
 
 def main():
     args = parse_args()
-    {"pixels": cmd_pixels, "make": cmd_make, "reference": cmd_reference}[args.cmd](args)
+    {"pixels": cmd_pixels, "make": cmd_make, "prompt-ids": cmd_prompt_ids,
+     "reference": cmd_reference}[args.cmd](args)
 
 
 if __name__ == "__main__":

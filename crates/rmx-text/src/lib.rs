@@ -6,6 +6,7 @@
 pub mod constrain;
 pub mod detok;
 pub mod harmony;
+pub mod image_prompt;
 pub mod prompt_limit;
 pub mod reasoning;
 pub mod stop;
