@@ -358,3 +358,61 @@ fn setup_says_when_the_daemon_answers_and_what_to_try() {
     assert!(text.contains("version 9.9.9"));
     assert!(text.contains("try it: codex exec \"say hi\""));
 }
+
+/// A model named by its folder: over HTTP the daemon serves folders only by a name, so the
+/// setup adds an alias after the folder (with the family's tool-call format) and configures
+/// the tool with it; a second setup reuses that alias; `--dry-run` adds nothing.
+#[test]
+fn setup_with_a_model_folder_names_it_by_an_alias() {
+    let home = Home::new();
+    let folder = home.path("models/My Qwen3");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(folder.join("config.json"), r#"{"model_type": "qwen3"}"#).unwrap();
+    let folder_arg = folder.to_str().unwrap();
+    let file = home.path("codex-home/config.toml");
+
+    let dry = home.rmx(&[
+        "agents",
+        "codex",
+        "--setup",
+        "--dry-run",
+        "--model",
+        folder_arg,
+    ]);
+    assert!(dry.status.success());
+    assert!(
+        stdout(&dry).contains("would add the alias `my-qwen3`"),
+        "{}",
+        stdout(&dry)
+    );
+    assert!(
+        !home.path(".rmx/aliases.toml").exists(),
+        "a dry run added an alias"
+    );
+
+    let out = home.rmx(&["agents", "codex", "--setup", "-y", "--model", folder_arg]);
+    assert!(out.status.success());
+    let doc: toml_edit::DocumentMut = std::fs::read_to_string(&file).unwrap().parse().unwrap();
+    assert_eq!(doc["model"].as_str(), Some("my-qwen3"));
+    let aliases = stdout(&home.rmx(&["alias", "ls", "--json"]));
+    let listed: serde_json::Value = serde_json::from_str(&aliases).unwrap();
+    let mine = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == "my-qwen3")
+        .unwrap_or_else(|| panic!("no alias my-qwen3 in {aliases}"));
+    let canonical = std::fs::canonicalize(&folder).unwrap();
+    assert_eq!(mine["repo"].as_str(), canonical.to_str());
+    assert_eq!(mine["tool_parser"], "hermes", "{mine}");
+
+    let again = home.rmx(&["agents", "aider", "--setup", "-y", "--model", folder_arg]);
+    assert!(
+        stdout(&again).contains("using the alias `my-qwen3`"),
+        "{}",
+        stdout(&again)
+    );
+    assert!(!aliases.contains("my-qwen3-2"));
+    let listed_again = stdout(&home.rmx(&["alias", "ls", "--json"]));
+    assert!(!listed_again.contains("my-qwen3-2"), "{listed_again}");
+}

@@ -37,7 +37,76 @@ pub fn run(args: AgentsArgs) -> Result<ExitCode> {
         show(integration, &env, &target);
         return Ok(ExitCode::SUCCESS);
     }
+    let target = served_name(target, args.dry_run)?;
     setup(integration, &file, &target, &args)
+}
+
+/// A model named by its folder gets a name the daemon serves over HTTP: requests over TCP may
+/// name only stored models, aliases and folders under RMX_MODEL_ROOTS (a page or another
+/// user's client must not read arbitrary folders), so an agent configured with a bare folder
+/// would get a 404 on its first request. An alias already naming the folder is used; else one
+/// named after the folder is added (`-2`, `-3`, ... when that name is taken).
+fn served_name(mut t: Target, dry_run: bool) -> Result<Target> {
+    if !super::alias::looks_like_path(&t.model) {
+        return Ok(t);
+    }
+    let path = std::fs::canonicalize(&t.model)
+        .with_context(|| format!("`{}` is not a folder rmx can read", t.model))?;
+    if !path.join("config.json").is_file() {
+        bail!(
+            "`{}` is not a model folder (it has no config.json)",
+            path.display()
+        );
+    }
+    let store = super::pull::store()?;
+    let aliases = store.aliases()?;
+    let folder = path.display().to_string();
+    if let Some(a) = aliases.all().into_iter().find(|a| a.repo == folder) {
+        println!("using the alias `{}` for {folder}", a.name);
+        t.model = a.name.clone();
+        return Ok(t);
+    }
+    let stem: String = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_lowercase())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || ".-_".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let stem = if stem.trim_matches('-').is_empty() {
+        "local-model".to_string()
+    } else {
+        stem
+    };
+    let name = (1..)
+        .map(|i| {
+            if i == 1 {
+                stem.clone()
+            } else {
+                format!("{stem}-{i}")
+            }
+        })
+        .find(|n| aliases.get(n).is_none())
+        .expect("some suffix is free");
+    if dry_run {
+        println!("(dry run: would add the alias `{name}` -> {folder}, which the daemon serves over HTTP)");
+    } else {
+        // Agents call tools: the family's formats, as the daemon guesses them for a folder
+        // (an alias's own hints win over the guess, so none would mean no tool calls).
+        let config: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(path.join("config.json"))?).unwrap_or_default();
+        let hints = rmx_store::ModelHints::guess(config["model_type"].as_str());
+        store.add_alias(&name, &folder, hints)?;
+        println!("added the alias `{name}` -> {folder}: the daemon serves folders over HTTP only by a name");
+    }
+    t.model = name;
+    Ok(t)
 }
 
 fn target(model: Option<String>) -> Target {

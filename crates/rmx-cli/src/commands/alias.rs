@@ -55,7 +55,7 @@ fn add(args: AliasAddArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn looks_like_path(target: &str) -> bool {
+pub(crate) fn looks_like_path(target: &str) -> bool {
     target.starts_with(['/', '.', '~']) || Path::new(target).is_dir()
 }
 
