@@ -7,6 +7,7 @@ pub mod constrain;
 pub mod detok;
 pub mod harmony;
 pub mod image_prompt;
+mod parsed_tokenizers;
 pub mod prompt_limit;
 pub mod reasoning;
 pub mod stop;

@@ -80,12 +80,15 @@ impl Tokenizer {
     pub fn from_dir(dir: impl AsRef<Path>) -> Result<Self, TokenizerError> {
         let dir = dir.as_ref();
         let tokenizer_path = dir.join("tokenizer.json");
-        let mut inner = tokenizers::Tokenizer::from_file(&tokenizer_path).map_err(|source| {
-            TokenizerError::Load {
+        // Through the process's cache of parsed tokenizer files (parsed_tokenizers.rs): a
+        // reload of a model, or another quantization of it, skips seconds of parsing.
+        let mut inner = std::fs::read(&tokenizer_path)
+            .map_err(tokenizers::Error::from)
+            .and_then(crate::parsed_tokenizers::parse)
+            .map_err(|source| TokenizerError::Load {
                 path: tokenizer_path.clone(),
                 source,
-            }
-        })?;
+            })?;
         let config_path = dir.join("tokenizer_config.json");
         let config = read_json_if_present(&config_path)?.unwrap_or(Value::Null);
         let generation_path = dir.join("generation_config.json");
