@@ -22,6 +22,8 @@ backend, use_fast=False).
   reference --model DIR --out OUT.json [--max-tokens 12] --prompt TEXT IMAGE...
          mlx-vlm's greedy tokens for a user turn of the images then TEXT through the chat
          template: {"prompt_ids", "tokens"}; the first step's log-probabilities in OUT.f32
+         [--prompt-ids IDS.json]: these prompt ids instead of the processor's (the images'
+         pixels still the processor's)
 """
 
 import argparse
@@ -185,8 +187,16 @@ def cmd_reference(args):
         processor, images=images, prompts=prompt,
         image_token_index=model.config.image_token_index,
         add_special_tokens=should_add_special_tokens(model.config.model_type, processor))
+    given = {}
+    if args.prompt_ids:
+        ids = json.loads(Path(args.prompt_ids).read_text())
+        inputs["input_ids"] = mx.array([ids])
+        # Taken as they are by mlx_vlm.generate.dispatch._prepare_generation_inputs.
+        given = {"input_ids": inputs["input_ids"], "pixel_values": inputs["pixel_values"],
+                 "mask": mx.ones_like(inputs["input_ids"])}
     results = list(stream_generate(
-        model, processor, prompt, image=images, max_tokens=args.max_tokens, temperature=0.0))
+        model, processor, prompt, image=images, max_tokens=args.max_tokens, temperature=0.0,
+        **given))
     tokens = [r.token for r in results]
     import numpy as np
 
@@ -245,6 +255,7 @@ def parse_args(argv=None):
     r.add_argument("--model", required=True)
     r.add_argument("--out", required=True)
     r.add_argument("--max-tokens", type=int, default=12)
+    r.add_argument("--prompt-ids")
     r.add_argument("--prompt", required=True)
     r.add_argument("images", nargs="+", type=Path)
     return ap.parse_args(argv)

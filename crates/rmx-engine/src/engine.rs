@@ -727,15 +727,20 @@ impl Admit<'_> {
         let enabled = self.prefixes.is_enabled();
         // A stored cache that cannot be copied only costs the prefill it would have saved.
         // A quantized-KV request reads no stored prefix (request.rs `kv_quant`).
-        let prefix = if enabled && !req.no_prefix_cache && req.kv_quant.is_none() {
-            self.lookup(&req.prompt)
-        } else {
-            None
-        };
+        // Nor a request with images (images.rs).
+        let prefix =
+            if enabled && !req.no_prefix_cache && req.kv_quant.is_none() && req.images.is_empty() {
+                self.lookup(&req.prompt)
+            } else {
+                None
+            };
         let start = Start {
             submitted: at,
             prefix: prefix.map(|(len, cache)| Prefix { len, cache }),
-            snapshot_prefill: enabled && self.snapshot_prefill && req.kv_quant.is_none(),
+            snapshot_prefill: enabled
+                && self.snapshot_prefill
+                && req.kv_quant.is_none()
+                && req.images.is_empty(),
             busy: self.load.busy(),
         };
         match Sequence::new(req, tx.clone(), self.model, self.tokenizer, start) {

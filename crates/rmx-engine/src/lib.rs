@@ -12,6 +12,7 @@ mod error;
 mod family;
 pub mod group;
 mod group_prefill;
+mod images;
 mod load;
 mod mirror;
 mod prefix_cache;

@@ -407,8 +407,10 @@ impl WireRequest {
             constraint,
             kv_quant,
             no_prefix_cache,
+            images,
         } = req;
-        if constraint.is_some() {
+        // Images: the pixels do not travel to the ranks yet.
+        if constraint.is_some() || !images.is_empty() {
             return None;
         }
         // Every rank samples with the same key: draw the clock's seed once, here.

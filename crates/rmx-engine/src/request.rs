@@ -84,6 +84,9 @@ pub struct GenerateRequest {
     /// Prefill the whole prompt even when the prefix cache holds part of it (benchmarks of
     /// prefill, comparisons with a reference that has no cache).
     pub no_prefix_cache: bool,
+    /// The prompt's images, preprocessed (rmx-vision), in the order of their placeholders
+    /// in `prompt` (images.rs).
+    pub images: Vec<rmx_vision::PixelValues>,
 }
 
 impl GenerateRequest {
@@ -100,6 +103,7 @@ impl GenerateRequest {
             constraint: None,
             kv_quant: None,
             no_prefix_cache: false,
+            images: Vec::new(),
         }
     }
 }

@@ -23,6 +23,7 @@ use rmx_text::tokenizer::Tokenizer;
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::error::Result;
+use crate::images::ImageRows;
 use crate::load::Busy;
 use crate::request::{Event, FinishReason, GenerateRequest, Timings, TokenLogprob, Usage};
 use crate::sampler::{Choice, Sampler};
@@ -64,6 +65,8 @@ impl Pending {
 }
 
 pub struct Sequence {
+    /// The prompt's image features, for its prefill (images.rs).
+    images: Option<ImageRows>,
     req: GenerateRequest,
     tx: UnboundedSender<Event>,
     busy: Busy,
@@ -215,7 +218,13 @@ impl Sequence {
             Some(p) if p.len < req.prompt.len() => (p.len, p.cache),
             _ => (0, model.make_cache()),
         };
+        let images = if req.images.is_empty() {
+            None
+        } else {
+            Some(ImageRows::encode(model, &req.images, &req.prompt)?)
+        };
         Ok(Sequence {
+            images,
             detok: Detokenizer::new(tokenizer.clone()).with_special_tokens(req.keep_special_tokens),
             stop: StopMatcher::new(req.stop.clone()),
             cache,
@@ -299,6 +308,7 @@ impl Sequence {
     pub fn prefills_fresh(&self) -> bool {
         self.prefilled == 0
             && !self.snapshot_prefill
+            && self.images.is_none()
             && (1..=PREFILL_CHUNK).contains(&self.prefill_left())
     }
 
@@ -421,7 +431,10 @@ impl Sequence {
         let chunk = &self.req.prompt[self.prefilled..self.prefilled + n];
         let tokens = Array::from_slice(chunk, &[1, n as i32])?;
         // Only the cache matters here: the hidden states are never evaluated.
-        model.forward_hidden(&tokens, &mut self.cache)?;
+        match &mut self.images {
+            Some(images) => images.forward(model, chunk, &tokens, &mut self.cache)?,
+            None => model.forward_hidden(&tokens, &mut self.cache)?,
+        };
         self.quantize_kv()?;
         let state: Vec<&Array> = self.cache.iter().flat_map(|c| c.state()).collect();
         rmx_mlx::eval(&state)?;
@@ -519,6 +532,10 @@ impl Sequence {
     pub fn into_entry(self) -> Result<Option<(Vec<u32>, Vec<LayerCache>)>> {
         if self.req.kv_quant.is_some() {
             // Quantized keys are no answer for a request without (or with other) settings.
+            return Ok(None);
+        }
+        if !self.req.images.is_empty() {
+            // Keyed on tokens, an entry would answer the same prompt with another image.
             return Ok(None);
         }
         let Some(read) = self.cache.first().map(|c| c.offset() as usize) else {

@@ -1,0 +1,200 @@
+//! A chat with images through the engine gives mlx-vlm's greedy tokens (issue #27): the tiny
+//! Gemma 3 vision-language model (tests/py/tiny_vlm.py), rmx's own prompt (the template's image
+//! markers widened, rmx-text image_prompt.rs) and pixels (rmx-vision), one and two images, f32
+//! token for token; fed to mlx-vlm as they are. A prompt repeated with another image is not
+//! answered from the prefix cache; bad image requests fail with what to do.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use rmx_engine::{ChatPrompt, Engine, Event, GenerateRequest};
+use rmx_text::image_prompt::ImagePrompt;
+use rmx_vision::{decode, ImageProcessor, Limits, PixelValues};
+use serde_json::{json, Value};
+
+const MAX_TOKENS: usize = 12;
+const PER_IMAGE: usize = 16;
+
+fn tiny_vlm(args: &[String]) {
+    let status = Command::new(rmx_tests::python())
+        .arg(rmx_tests::py("tiny_vlm.py"))
+        .args(args)
+        .status()
+        .expect("run tiny_vlm.py");
+    assert!(status.success(), "tiny_vlm.py {args:?} failed");
+}
+
+/// The model, made once per version of the generator (as crates/rmx-models/tests/gemma3_vision.rs).
+fn model() -> PathBuf {
+    let script = std::fs::read(rmx_tests::py("tiny_vlm.py")).unwrap();
+    let hash = script.iter().fold(0xcbf29ce484222325u64, |h, b| {
+        (h ^ *b as u64).wrapping_mul(0x100000001b3)
+    });
+    let dir = rmx_tests::target_dir().join(format!("test-models/vlm-{hash:016x}/gemma3-f32"));
+    if !dir.join("config.json").exists() {
+        std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
+        tiny_vlm(&[
+            "make".into(),
+            "--quant".into(),
+            "f32".into(),
+            "--out".into(),
+            dir.display().to_string(),
+        ]);
+    }
+    dir
+}
+
+fn images(dir: &Path) -> Vec<PathBuf> {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut state = 777u32;
+    let noise = image::RgbImage::from_fn(45, 61, |_, _| {
+        state ^= state << 13;
+        state ^= state >> 17;
+        state ^= state << 5;
+        image::Rgb([(state >> 8) as u8, (state >> 16) as u8, (state >> 24) as u8])
+    });
+    let bands = image::RgbImage::from_fn(70, 20, |x, y| {
+        image::Rgb([(x * 3) as u8, (y * 12) as u8, ((x + y) * 5) as u8])
+    });
+    let paths = vec![dir.join("noise.png"), dir.join("bands.png")];
+    noise.save(&paths[0]).unwrap();
+    bands.save(&paths[1]).unwrap();
+    paths
+}
+
+/// rmx's prompt ids for a user turn of `n` images then `text`.
+fn prompt(engine: &Engine, n: usize, text: &str) -> Vec<u32> {
+    let mut content: Vec<Value> = (0..n).map(|_| json!({"type": "image"})).collect();
+    content.push(json!({"type": "text", "text": text}));
+    let chat = ChatPrompt {
+        messages: json!([{"role": "user", "content": content}]),
+        add_generation_prompt: true,
+        ..Default::default()
+    };
+    let rendered = engine.render_chat(&chat).unwrap();
+    let widened = ImagePrompt::Gemma3 {
+        begin: "<start_of_image>".into(),
+        placeholder: "<image_soft_token>".into(),
+        end: "<end_of_image>".into(),
+        per_image: PER_IMAGE,
+    }
+    .expand(&rendered, n)
+    .unwrap();
+    engine.tokenizer().encode(&widened, false).unwrap()
+}
+
+fn pixels(dir: &Path, images: &[PathBuf]) -> Vec<PixelValues> {
+    let processor = ImageProcessor::from_json(
+        &std::fs::read_to_string(dir.join("preprocessor_config.json")).unwrap(),
+    )
+    .unwrap();
+    images
+        .iter()
+        .map(|p| {
+            processor.pixel_values(&decode(&std::fs::read(p).unwrap(), &Limits::default()).unwrap())
+        })
+        .collect()
+}
+
+fn run(engine: &Engine, ids: &[u32], images: Vec<PixelValues>) -> Result<Vec<u32>, String> {
+    let mut req = GenerateRequest::new(ids.to_vec(), MAX_TOKENS);
+    req.ignore_eos = true;
+    req.images = images;
+    let mut rx = engine.generate(req).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    while let Some(ev) = rx.blocking_recv() {
+        match ev {
+            Event::Token { id, .. } => out.push(id),
+            Event::Done { .. } => return Ok(out),
+            Event::Error(e) => return Err(e),
+        }
+    }
+    panic!("stream ended without Done");
+}
+
+fn reference(
+    dir: &Path,
+    work: &Path,
+    name: &str,
+    ids: &[u32],
+    text: &str,
+    images: &[PathBuf],
+) -> Vec<u32> {
+    let ids_file = work.join(format!("{name}.ids.json"));
+    std::fs::write(&ids_file, serde_json::to_string(ids).unwrap()).unwrap();
+    let out = work.join(format!("{name}.json"));
+    let mut args: Vec<String> = vec![
+        "reference".into(),
+        "--model".into(),
+        dir.display().to_string(),
+        "--out".into(),
+        out.display().to_string(),
+        "--max-tokens".into(),
+        MAX_TOKENS.to_string(),
+        "--prompt-ids".into(),
+        ids_file.display().to_string(),
+        "--prompt".into(),
+        text.into(),
+    ];
+    args.extend(images.iter().map(|p| p.display().to_string()));
+    tiny_vlm(&args);
+    let v: Value = serde_json::from_slice(&std::fs::read(out).unwrap()).unwrap();
+    v["tokens"].as_array().unwrap()[..MAX_TOKENS]
+        .iter()
+        .map(|t| t.as_u64().unwrap() as u32)
+        .collect()
+}
+
+#[test]
+fn chat_with_images_gives_mlx_vlm_tokens() {
+    let dir = model();
+    let work = rmx_tests::target_tmp("engine-images");
+    let imgs = images(&work);
+    let engine = Engine::load(&dir).unwrap();
+
+    let one = prompt(&engine, 1, "What is in this picture?");
+    let got_one = run(&engine, &one, pixels(&dir, &imgs[..1])).unwrap();
+    let want_one = reference(
+        &dir,
+        &work,
+        "one",
+        &one,
+        "What is in this picture?",
+        &imgs[..1],
+    );
+    assert_eq!(got_one, want_one, "one image");
+
+    let two = prompt(&engine, 2, "Compare them.");
+    let got_two = run(&engine, &two, pixels(&dir, &imgs)).unwrap();
+    let want_two = reference(&dir, &work, "two", &two, "Compare them.", &imgs);
+    assert_eq!(got_two, want_two, "two images");
+
+    // The first prompt with the other image, then the first again: each answer is its own
+    // image's (an answer from the prefix cache would repeat the first).
+    let other = run(&engine, &one, pixels(&dir, &imgs[1..])).unwrap();
+    assert_ne!(other, got_one, "another image, the same answer");
+    assert_eq!(
+        run(&engine, &one, pixels(&dir, &imgs[..1])).unwrap(),
+        want_one
+    );
+
+    // Placeholders that do not match the images.
+    let err = run(&engine, &two, pixels(&dir, &imgs[..1])).unwrap_err();
+    assert!(err.contains("image placeholder tokens"), "{err}");
+}
+
+#[test]
+fn a_text_model_refuses_images() {
+    let dir = rmx_tests::models::tiny_qwen3();
+    let engine = Engine::load(&dir).unwrap();
+    let ids = engine.raw_tokens("Describe this").unwrap();
+    let img = PixelValues {
+        height: 32,
+        width: 32,
+        data: vec![0.0; 3 * 32 * 32],
+    };
+    let err = run(&engine, &ids, vec![img]).unwrap_err();
+    assert!(err.contains("takes no images"), "{err}");
+}
