@@ -36,6 +36,13 @@ pub struct RunningModel {
     /// Prefilled sequences waiting for a row in the engine's full batch (`RMX_MAX_BATCH`).
     #[serde(default)]
     pub waiting: usize,
+    /// rmx's own: bytes of the running sequences' KV caches (buffers grow in steps of 256
+    /// positions), and what they would take unquantized; they differ when answers store the
+    /// cache quantized (`--kv-bits`).
+    #[serde(default)]
+    pub kv_cache: u64,
+    #[serde(default)]
+    pub kv_cache_unquantized: u64,
     /// Its kinds of decoder layer and how a decode step runs each, in layer order
     /// ("20× attention + moe (MLX ops)"); empty while loading.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -43,6 +43,11 @@ impl Batch {
         self.rows.iter().filter(|r| !r.done).count()
     }
 
+    /// The rows' merged cache (for `rmx ps`'s memory).
+    pub fn cache(&self) -> &[LayerCache] {
+        &self.cache
+    }
+
     pub fn is_empty(&self) -> bool {
         self.rows.is_empty()
     }

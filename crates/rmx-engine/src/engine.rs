@@ -277,6 +277,12 @@ impl Engine {
         self.load.waiting()
     }
 
+    /// Bytes the running sequences' KV caches hold, and what they would hold unquantized
+    /// (the same unless requests asked for `--kv-bits`), as of the engine's last step.
+    pub fn kv_cache_bytes(&self) -> (usize, usize) {
+        self.load.kv()
+    }
+
     pub fn info(&self) -> &ModelInfo {
         &self.info
     }
@@ -604,11 +610,21 @@ fn run(
             }
         }
         load.set_waiting(ready.len());
+        let caches = solo.iter().chain(&ready).map(Sequence::cache);
+        load.set_kv(kv_bytes(caches.chain([batch.cache()])));
         mirror.relay();
         if solo.is_empty() && ready.is_empty() && batch.is_empty() {
             rmx_mlx::clear_cache();
         }
     }
+}
+
+/// The bytes of these caches' arrays (capacity included), and unquantized
+/// ([`LayerCache::plain_nbytes`]).
+fn kv_bytes<'a>(caches: impl Iterator<Item = &'a [LayerCache]>) -> (usize, usize) {
+    caches
+        .flatten()
+        .fold((0, 0), |(b, p), c| (b + c.nbytes(), p + c.plain_nbytes()))
 }
 
 /// New prompts that can be prefilled together (group_prefill.rs) leave `solo` for `ready` in

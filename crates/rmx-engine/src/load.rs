@@ -11,6 +11,9 @@ pub(crate) struct Load {
     live: AtomicUsize,
     /// Of those, prefilled ones waiting for a row in the full batch.
     waiting: AtomicUsize,
+    /// Bytes of the live sequences' KV caches, and what they would take unquantized.
+    kv: AtomicUsize,
+    kv_plain: AtomicUsize,
 }
 
 impl Load {
@@ -35,6 +38,19 @@ impl Load {
 
     pub(crate) fn waiting(&self) -> usize {
         self.waiting.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_kv(&self, (bytes, plain): (usize, usize)) {
+        self.kv.store(bytes, Ordering::Relaxed);
+        self.kv_plain.store(plain, Ordering::Relaxed);
+    }
+
+    /// (bytes, bytes unquantized) of the live sequences' KV caches, as of the last step.
+    pub(crate) fn kv(&self) -> (usize, usize) {
+        (
+            self.kv.load(Ordering::Relaxed),
+            self.kv_plain.load(Ordering::Relaxed),
+        )
     }
 }
 

@@ -337,6 +337,11 @@ impl Sequence {
         self.feed.take()
     }
 
+    /// The cache as it stands (for `rmx ps`'s memory).
+    pub fn cache(&self) -> &[LayerCache] {
+        &self.cache
+    }
+
     /// The cache, for merging into the batch (the sequence keeps an empty one).
     pub fn take_cache(&mut self) -> Vec<LayerCache> {
         std::mem::take(&mut self.cache)

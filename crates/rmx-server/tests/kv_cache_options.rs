@@ -61,3 +61,49 @@ async fn kv_bits_answer_through_the_native_routes() {
     let msg = body["error"].as_str().unwrap_or_default();
     assert!(msg.contains("without --kv-bits"), "{body}");
 }
+
+/// `/api/ps` while a quantized answer runs: its KV cache's bytes, measured on the arrays, are
+/// the unquantized bytes times the format's ratio (8 bits plus a bf16 scale and bias per 32
+/// elements: (1 + 4/32) / 2 of bf16's), which `rmx ps` shows as the saving.
+#[tokio::test]
+async fn ps_shows_the_kv_cache_and_what_quantizing_saves() {
+    use rmx_server::service::{InternalRequest, PromptInput};
+    use tower::ServiceExt;
+
+    let home = tempfile::tempdir().expect("tempdir");
+    let qwen3 = rmx_tests::models::tiny_qwen3();
+    // Called from here, not through the socket: the model's folder must be under a root.
+    let root = qwen3.parent().expect("a parent").to_path_buf();
+    let svc = common_api::service_with_roots(home.path(), vec![root]);
+    let app = app(svc.clone());
+    let kv = rmx_engine::KvQuant::new(8, 32, 0).unwrap();
+    let req = InternalRequest {
+        model: qwen3.to_string_lossy().into_owned(),
+        prompt: PromptInput::Raw("Once upon a time".into()),
+        max_tokens: Some(100_000),
+        kv_quant: Some(kv),
+        ..Default::default()
+    };
+    let mut stream = svc.generate(req).await.expect("generate");
+    assert!(stream.next_event().await.is_some(), "a first token");
+    let mut seen = vec![];
+    for _ in 0..3 {
+        let resp = app.clone().oneshot(common_api::get("/api/ps")).await;
+        let (_, body) = common_api::json(resp.expect("ps")).await;
+        let m = &body["models"][0];
+        let (q, plain) = (
+            m["kv_cache"].as_u64().unwrap(),
+            m["kv_cache_unquantized"].as_u64().unwrap(),
+        );
+        // bf16: 2 bytes an element unquantized.
+        if q > 0 && q as f64 == plain as f64 * kv.ratio(2) {
+            return;
+        }
+        seen.push((q, plain));
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!(
+        "kv_cache vs kv_cache_unquantized, want ratio {}: {seen:?}",
+        kv.ratio(2)
+    );
+}

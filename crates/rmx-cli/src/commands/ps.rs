@@ -31,6 +31,7 @@ pub fn run(args: PsArgs) -> Result<ExitCode> {
         "CONTEXT",
         "RUNNING",
         "WAITING",
+        "KV CACHE",
     ]);
     for m in &ps.models {
         table.add_row([
@@ -50,8 +51,22 @@ pub fn run(args: PsArgs) -> Result<ExitCode> {
             m.context_length.map_or("-".to_string(), |c| c.to_string()),
             m.running.to_string(),
             m.waiting.to_string(),
+            kv_cache(m),
         ]);
     }
     println!("{table}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The running answers' KV caches: their size, and with `--kv-bits` what quantizing saved
+/// ("12 MiB, 10 MiB saved").
+fn kv_cache(m: &rmx_api::RunningModel) -> String {
+    if m.kv_cache == 0 {
+        return "-".into();
+    }
+    let size = rmx_store::human_bytes(m.kv_cache);
+    match m.kv_cache_unquantized.checked_sub(m.kv_cache) {
+        Some(saved) if saved > 0 => format!("{size}, {} saved", rmx_store::human_bytes(saved)),
+        _ => size,
+    }
 }

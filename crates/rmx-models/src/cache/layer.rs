@@ -112,6 +112,15 @@ impl LayerCache {
         self.state().iter().map(|a| a.nbytes()).sum()
     }
 
+    /// Bytes this layer's cache would hold unquantized ([`LayerCache::nbytes`] but for a
+    /// quantized cache): what `rmx ps` sets the quantized size against.
+    pub fn plain_nbytes(&self) -> usize {
+        match self {
+            LayerCache::Quantized(c) => c.plain_nbytes(),
+            c => c.nbytes(),
+        }
+    }
+
     /// Whether the cache can be cut back to any earlier position (a full KV cache can; a
     /// rotating window may have overwritten it, a recurrent state has folded it in).
     pub fn is_trimmable(&self) -> bool {

@@ -152,6 +152,17 @@ impl QuantizedKvCache {
         self.keys.as_ref().map_or(0, |k| k.weight.dim(2))
     }
 
+    /// The bytes a plain cache of the same positions (and capacity) would take: each packed
+    /// `u32` word holds `32 / bits` elements, stored plain in the scales' dtype (the model's).
+    pub fn plain_nbytes(&self) -> usize {
+        let per_word = (32 / self.quant.bits) as usize;
+        self.keys
+            .iter()
+            .chain(self.values.iter())
+            .map(|q| q.weight.size() * per_word * q.scales.dtype().size())
+            .sum()
+    }
+
     /// Quantizes `k` and `v` (`[B, kv_heads, n, dim]`), stores them after what is held, and
     /// returns every position's keys and values, quantized.
     pub fn update_and_fetch(&mut self, k: &Array, v: &Array) -> Result<(Quantized, Quantized)> {
@@ -373,6 +384,7 @@ mod tests {
                 };
                 qc.update_and_fetch(&k, &k).unwrap();
                 assert_eq!(qc.capacity(), 512);
+                assert_eq!(qc.plain_nbytes(), plain.nbytes());
                 let ratio = quant.nbytes() as f64 / plain.nbytes() as f64;
                 let want = q.ratio(dtype.size());
                 assert!(

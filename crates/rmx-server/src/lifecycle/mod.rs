@@ -128,6 +128,8 @@ pub struct RunningInfo {
     pub context_length: Option<u64>,
     /// The model's layer kinds and paths (`ModelInfo::layer_kinds`).
     pub layers: Vec<String>,
+    /// Bytes of its running sequences' KV caches, and what they would take unquantized.
+    pub kv_cache: (usize, usize),
     /// What it answers (chat, embeddings); None while it loads.
     pub kind: Option<ModelKind>,
     /// None: in use or forever (see `forever`).
@@ -403,6 +405,7 @@ impl Models {
                     active: st.active,
                     running: loaded.map_or(0, |l| l.engine.running_sequences()),
                     waiting: loaded.map_or(0, |l| l.engine.waiting_sequences()),
+                    kv_cache: loaded.map_or((0, 0), |l| l.engine.kv_cache_bytes()),
                     loaded: loaded.is_some(),
                     context_length: loaded
                         .and_then(|l| l.engine.info().context_length)

@@ -46,6 +46,8 @@ pub async fn ps(State(svc): State<Arc<Service>>) -> Json<PsResponse> {
             active: r.active,
             running: r.running,
             waiting: r.waiting,
+            kv_cache: r.kv_cache.0 as u64,
+            kv_cache_unquantized: r.kv_cache.1 as u64,
             layers: r.layers,
             kind: r.kind.map(|k| k.name().to_string()),
             split: r.split.map(|s| ModelSplit {
