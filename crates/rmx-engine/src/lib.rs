@@ -12,6 +12,7 @@ mod error;
 mod family;
 pub mod group;
 mod group_prefill;
+mod image_input;
 mod images;
 mod load;
 mod mirror;
@@ -27,6 +28,7 @@ mod trace;
 pub use engine::{Engine, EngineOptions};
 pub use error::{explain_device_error, EngineError, Result};
 pub use family::{check_family, model_kind, supported_architectures, supported_model_types};
+pub use image_input::ImageInput;
 pub use prompt::ChatPrompt;
 pub use request::{
     Event, FinishReason, GenerateRequest, SamplingParams, Timings, TokenLogprob, Usage,

@@ -1,6 +1,7 @@
 //! A chat with images through the engine gives mlx-vlm's greedy tokens (issue #27): the tiny
 //! Gemma 3 vision-language model (tests/py/tiny_vlm.py), rmx's own prompt (the template's image
-//! markers widened, rmx-text image_prompt.rs) and pixels (rmx-vision), one and two images, f32
+//! markers widened: Engine::chat_tokens_with_images) and pixels (ImageInput::prepare), one and
+//! two images, f32
 //! token for token; fed to mlx-vlm as they are. A prompt repeated with another image is not
 //! answered from the prefix cache; bad image requests fail with what to do.
 
@@ -10,8 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use rmx_engine::{ChatPrompt, Engine, Event, GenerateRequest};
-use rmx_text::image_prompt::ImagePrompt;
-use rmx_vision::{decode, ImageProcessor, Limits, PixelValues};
+use rmx_vision::PixelValues;
 use serde_json::{json, Value};
 
 const MAX_TOKENS: usize = 12;
@@ -64,7 +64,7 @@ fn images(dir: &Path) -> Vec<PathBuf> {
     paths
 }
 
-/// rmx's prompt ids for a user turn of `n` images then `text`.
+/// rmx's prompt ids for a user turn of `n` images then `text` (Engine::chat_tokens_with_images).
 fn prompt(engine: &Engine, n: usize, text: &str) -> Vec<u32> {
     let mut content: Vec<Value> = (0..n).map(|_| json!({"type": "image"})).collect();
     content.push(json!({"type": "text", "text": text}));
@@ -73,28 +73,20 @@ fn prompt(engine: &Engine, n: usize, text: &str) -> Vec<u32> {
         add_generation_prompt: true,
         ..Default::default()
     };
-    let rendered = engine.render_chat(&chat).unwrap();
-    let widened = ImagePrompt::Gemma3 {
-        begin: "<start_of_image>".into(),
-        placeholder: "<image_soft_token>".into(),
-        end: "<end_of_image>".into(),
-        per_image: PER_IMAGE,
-    }
-    .expand(&rendered, n)
-    .unwrap();
-    engine.tokenizer().encode(&widened, false).unwrap()
+    let input = engine
+        .image_input()
+        .unwrap()
+        .expect("the model takes images");
+    assert_eq!(input.prompt.tokens_per_image(), PER_IMAGE);
+    engine.chat_tokens_with_images(&chat, &input, n).unwrap()
 }
 
-fn pixels(dir: &Path, images: &[PathBuf]) -> Vec<PixelValues> {
-    let processor = ImageProcessor::from_json(
-        &std::fs::read_to_string(dir.join("preprocessor_config.json")).unwrap(),
-    )
-    .unwrap();
+/// The images' tensors (ImageInput::prepare).
+fn pixels(engine: &Engine, images: &[PathBuf]) -> Vec<PixelValues> {
+    let input = engine.image_input().unwrap().unwrap();
     images
         .iter()
-        .map(|p| {
-            processor.pixel_values(&decode(&std::fs::read(p).unwrap(), &Limits::default()).unwrap())
-        })
+        .map(|p| input.prepare(&std::fs::read(p).unwrap()).unwrap())
         .collect()
 }
 
@@ -155,7 +147,7 @@ fn chat_with_images_gives_mlx_vlm_tokens() {
     let engine = Engine::load(&dir).unwrap();
 
     let one = prompt(&engine, 1, "What is in this picture?");
-    let got_one = run(&engine, &one, pixels(&dir, &imgs[..1])).unwrap();
+    let got_one = run(&engine, &one, pixels(&engine, &imgs[..1])).unwrap();
     let want_one = reference(
         &dir,
         &work,
@@ -167,21 +159,21 @@ fn chat_with_images_gives_mlx_vlm_tokens() {
     assert_eq!(got_one, want_one, "one image");
 
     let two = prompt(&engine, 2, "Compare them.");
-    let got_two = run(&engine, &two, pixels(&dir, &imgs)).unwrap();
+    let got_two = run(&engine, &two, pixels(&engine, &imgs)).unwrap();
     let want_two = reference(&dir, &work, "two", &two, "Compare them.", &imgs);
     assert_eq!(got_two, want_two, "two images");
 
     // The first prompt with the other image, then the first again: each answer is its own
     // image's (an answer from the prefix cache would repeat the first).
-    let other = run(&engine, &one, pixels(&dir, &imgs[1..])).unwrap();
+    let other = run(&engine, &one, pixels(&engine, &imgs[1..])).unwrap();
     assert_ne!(other, got_one, "another image, the same answer");
     assert_eq!(
-        run(&engine, &one, pixels(&dir, &imgs[..1])).unwrap(),
+        run(&engine, &one, pixels(&engine, &imgs[..1])).unwrap(),
         want_one
     );
 
     // Placeholders that do not match the images.
-    let err = run(&engine, &two, pixels(&dir, &imgs[..1])).unwrap_err();
+    let err = run(&engine, &two, pixels(&engine, &imgs[..1])).unwrap_err();
     assert!(err.contains("image placeholder tokens"), "{err}");
 }
 
@@ -189,6 +181,7 @@ fn chat_with_images_gives_mlx_vlm_tokens() {
 fn a_text_model_refuses_images() {
     let dir = rmx_tests::models::tiny_qwen3();
     let engine = Engine::load(&dir).unwrap();
+    assert!(engine.image_input().unwrap().is_none());
     let ids = engine.raw_tokens("Describe this").unwrap();
     let img = PixelValues {
         height: 32,
