@@ -26,6 +26,7 @@ use crate::prefix_disk::PrefixDisk;
 use crate::request::{Event, GenerateRequest};
 use crate::rerank::RerankJob;
 use crate::sequence::{Prefix, Prep, Progress, Sequence, Start, PREFILL_CHUNK};
+use crate::speculative::Off;
 
 // A request crosses the channel once, so its size costs nothing worth a box.
 #[allow(clippy::large_enum_variant)]
@@ -525,6 +526,7 @@ fn run(
         (Some(root), true) => PrefixDisk::open(root, dir, options.prefix_disk_bytes),
         _ => None,
     };
+    let role_in_group = role.in_group();
     let mut mirror = Mirror::new(role);
     let mut ctx = Admit {
         model,
@@ -533,6 +535,13 @@ fn run(
         disk,
         to_save: Vec::new(),
         snapshot_prefill: !trimmable,
+        no_speculation: if role_in_group {
+            Some(Off::Group)
+        } else if !trimmable {
+            Some(Off::Cache)
+        } else {
+            None
+        },
         load,
     };
     loop {
@@ -679,6 +688,8 @@ struct Admit<'a> {
     to_save: Vec<Vec<u32>>,
     /// The model's cache cannot be cut back: sequences copy theirs where the prompt ends.
     snapshot_prefill: bool,
+    /// Why requests that ask to speculate do not, on this engine (speculative.rs).
+    no_speculation: Option<Off>,
     load: &'a Arc<Load>,
 }
 
@@ -728,7 +739,7 @@ impl Admit<'_> {
     }
 
     fn admit(&mut self, cmd: Command, active: &mut Vec<Sequence>) {
-        let (req, tx, at) = match cmd {
+        let (mut req, tx, at) = match cmd {
             Command::Generate(req, tx, at) => (req, tx, at),
             // Engine::embed and Engine::rerank refuse a chat model before anything is sent.
             Command::Embed(job) => {
@@ -750,7 +761,15 @@ impl Admit<'_> {
             } else {
                 None
             };
+        let speculation_off = match (req.speculative, self.no_speculation) {
+            (Some(_), Some(off)) => {
+                req.speculative = None;
+                Some(off)
+            }
+            _ => None,
+        };
         let start = Start {
+            speculation_off,
             submitted: at,
             prefix: prefix.map(|(len, cache)| Prefix { len, cache }),
             snapshot_prefill: enabled

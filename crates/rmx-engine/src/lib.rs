@@ -23,6 +23,7 @@ mod request;
 pub mod rerank;
 pub mod sampler;
 mod sequence;
+pub mod speculative;
 mod trace;
 
 pub use engine::{Engine, EngineOptions};
@@ -33,9 +34,10 @@ pub use prompt::ChatPrompt;
 pub use request::{
     Event, FinishReason, GenerateRequest, SamplingParams, Timings, TokenLogprob, Usage,
 };
-pub use rmx_models::{ModelError, ModelKind, Parallel, ParallelMode};
 pub use rmx_models::cache::KvQuant;
+pub use rmx_models::{ModelError, ModelKind, Parallel, ParallelMode};
 pub use rmx_text::constrain::{
     Compiled, Constraint, ConstraintError, Output as ConstraintOutput, Think, Tool, ToolMode,
 };
 pub use sequence::PREFILL_CHUNK;
+pub use speculative::Speculation;

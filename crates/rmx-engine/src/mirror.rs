@@ -408,6 +408,9 @@ impl WireRequest {
             kv_quant,
             no_prefix_cache,
             images,
+            // A group does not speculate (speculative::Off::Group): the lead's engine turns it
+            // off and says so, and the followers never hear of it.
+            speculative: _,
         } = req;
         // Images: the pixels do not travel to the ranks yet.
         if constraint.is_some() || !images.is_empty() {

@@ -6,6 +6,8 @@ use std::time::Duration;
 use rmx_text::constrain::Compiled;
 use serde::{Deserialize, Serialize};
 
+use crate::speculative::{Drafts, Off, Speculation};
+
 /// How to pick each next token. `temperature == 0` is greedy, exactly as mlx-lm.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default)]
@@ -87,6 +89,9 @@ pub struct GenerateRequest {
     /// The prompt's images, preprocessed (rmx-vision), in the order of their placeholders
     /// in `prompt` (images.rs).
     pub images: Vec<rmx_vision::PixelValues>,
+    /// Guess tokens ahead and let the model check them in one forward (speculative.rs); the
+    /// output is what it would be without.
+    pub speculative: Option<Speculation>,
 }
 
 impl GenerateRequest {
@@ -104,6 +109,7 @@ impl GenerateRequest {
             kv_quant: None,
             no_prefix_cache: false,
             images: Vec::new(),
+            speculative: None,
         }
     }
 }
@@ -123,6 +129,13 @@ pub struct Usage {
     pub completion_tokens: usize,
     /// Prompt tokens whose keys and values came from the prefix cache.
     pub cached_tokens: usize,
+    /// Speculative decoding's guesses and how many the model agreed with, when the request
+    /// speculated.
+    #[serde(default)]
+    pub drafts: Option<Drafts>,
+    /// Why a request that asked to speculate did not.
+    #[serde(default)]
+    pub speculation_off: Option<Off>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

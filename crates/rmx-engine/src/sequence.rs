@@ -27,6 +27,7 @@ use crate::images::ImageRows;
 use crate::load::Busy;
 use crate::request::{Event, FinishReason, GenerateRequest, Timings, TokenLogprob, Usage};
 use crate::sampler::{Choice, Sampler};
+use crate::speculative::{self, Drafts, Off};
 
 /// mlx-lm's default prefill chunk.
 pub const PREFILL_CHUNK: usize = 2048;
@@ -92,6 +93,10 @@ pub struct Sequence {
     /// The token the next batch step feeds: the prompt's last, or the first generated one
     /// when that step ran alone (a sequence with nothing prefilled has no cache to merge).
     feed: Option<Array>,
+    /// Guesses made and agreed with, when the request speculates.
+    drafts: Drafts,
+    /// Why the request's speculation was turned off.
+    speculation_off: Option<Off>,
 }
 
 /// How a sequence starts: when it was asked for, the prefix cache's part in it.
@@ -103,6 +108,8 @@ pub struct Start {
     pub snapshot_prefill: bool,
     /// Its place in the engine's count of running sequences.
     pub busy: Busy,
+    /// Why the engine turned off the request's speculation (already cleared from it).
+    pub speculation_off: Option<Off>,
 }
 
 /// A cache to start from: the first `len` prompt tokens, already read.
@@ -196,6 +203,7 @@ impl Sequence {
             prefix,
             snapshot_prefill,
             busy,
+            speculation_off,
         } = start;
         let width = model.info().vocab_size.max(0) as usize;
         let constraint = match &req.constraint {
@@ -236,6 +244,8 @@ impl Sequence {
             snapshot_prefill,
             snapshot: None,
             feed: None,
+            drafts: Drafts::default(),
+            speculation_off,
             pending: None,
             generated: 0,
             submitted,
@@ -258,14 +268,15 @@ impl Sequence {
     }
 
     /// Whether this sequence can decode in the batch: a constrained one reads each token before
-    /// the next step's mask exists, so it runs alone.
+    /// the next step's mask exists, and a speculating one feeds a block of guesses each step,
+    /// so they run alone.
     pub fn batches(&self) -> bool {
         if self.req.kv_quant.is_some() {
             // Its caches turn quantized after a forward (quantize_kv), which a batch's merged
             // cache cannot.
             return false;
         }
-        self.constraint.is_none()
+        self.constraint.is_none() && self.req.speculative.is_none()
     }
 
     /// Nothing but the plain greedy choice (no penalties, bias or logprobs): a batch step takes
@@ -377,6 +388,9 @@ impl Sequence {
                 return Ok(Progress::Working);
             }
             self.snapshot_prompt()?;
+            if self.req.speculative.is_some() {
+                return self.speculate(model);
+            }
             let last = self.req.prompt[total - 1];
             let first = self.step(model, &Array::from_slice(&[last], &[1, 1])?)?;
             self.pending = Some(first);
@@ -428,6 +442,68 @@ impl Sequence {
         }
         self.pending = next;
         Ok(Progress::Working)
+    }
+
+    /// One speculative step (speculative.rs): up to k guesses by prompt lookup, read with the
+    /// last token in one forward; the tokens the sampler agrees with are sent, then the first
+    /// one it does not (or the one after the whole block), and the cache is cut back to what
+    /// those tokens read. Waits for the device: the next block depends on this one's tokens.
+    fn speculate(&mut self, model: &dyn CausalLm) -> Result<Progress> {
+        let k = self.req.speculative.map_or(0, |s| s.draft_tokens());
+        let context = self.read_tokens();
+        let Some(&last) = context.last() else {
+            return Ok(Progress::Finished);
+        };
+        // The last token counts as one of the block's tokens, so `max_tokens` is never passed.
+        let left = self.req.max_tokens.saturating_sub(self.generated);
+        let guesses = speculative::prompt_lookup(&context, k.min(left.saturating_sub(1)));
+        let read = (context.len() - 1) as i32;
+        let mut feed = Vec::with_capacity(guesses.len() + 1);
+        feed.push(last);
+        feed.extend(&guesses);
+        let n = feed.len() as i32;
+        let hidden = model.forward_hidden(&Array::from_slice(&feed, &[1, n])?, &mut self.cache)?;
+        let logits = model.lm_head(&hidden)?;
+        self.drafts.drafted += guesses.len();
+        // A plain greedy request takes every row's token with one argmax and one read.
+        let greedy = if self.is_plain_greedy() {
+            let lp = logits.subtract(&logits.logsumexp(&[-1], true)?)?;
+            let ids = lp.argmax(-1, false)?;
+            let mut outs = vec![&ids];
+            outs.extend(self.cache.iter().flat_map(|c| c.state()));
+            rmx_mlx::eval(&outs)?;
+            Some(ids.to_vec::<u32>()?)
+        } else {
+            None
+        };
+        for i in 0..feed.len() {
+            let (id, pending) = match &greedy {
+                Some(ids) => (ids[i], None),
+                None => {
+                    let row = logits
+                        .slice_axis(1, i as i32, i as i32 + 1)?
+                        .squeeze(&[1])?;
+                    let p = self.sample_queued(&row)?;
+                    (p.choice.token.item::<u32>()?, Some(p))
+                }
+            };
+            let agrees = guesses.get(i) == Some(&id);
+            if agrees {
+                self.drafts.accepted += 1;
+            }
+            let done = self.emit_token(id, pending.as_ref())?;
+            if done || !agrees {
+                // Keep what `last` and the agreed guesses read; `id` is the next unread token.
+                speculative::cut_to(&mut self.cache, read + i as i32 + 1)?;
+                return Ok(if done {
+                    Progress::Finished
+                } else {
+                    Progress::Working
+                });
+            }
+        }
+        // The last row has no guess to agree with, so the loop always returns.
+        unreachable!("a speculative block ended without its last token")
     }
 
     fn prefill_chunk(&mut self, model: &dyn CausalLm) -> Result<()> {
@@ -653,6 +729,8 @@ impl Sequence {
             prompt_tokens: self.req.prompt.len(),
             completion_tokens: self.generated,
             cached_tokens: self.cached,
+            drafts: self.req.speculative.map(|_| self.drafts),
+            speculation_off: self.speculation_off,
         };
         self.busy.release();
         let _ = self.tx.send(Event::Done {

@@ -1,0 +1,171 @@
+//! Speculative decoding by prompt lookup: guess the next tokens by finding the text's last few
+//! tokens earlier in the prompt or the output, copy what followed them there, and let the model
+//! check the guesses in one forward pass (sequence.rs, `Sequence::speculate`).
+//!
+//! Why checking is exact: the model reads `[last, d1..dk]` at once, and row `i` of its logits
+//! is what a plain decode step would have seen after `last, d1..di`. Each row is sampled by
+//! the sequence's ordinary sampler (penalties, bias, top-k/p, min-p, a grammar's mask, the
+//! seed's random stream, all as in a plain step) and the block stops at the first row whose
+//! token differs from the guess. For greedy requests that is argmax agreement. For sampled
+//! ones it is the standard speculative-sampling rule with a point-mass draft: "draw x from p,
+//! accept d iff x == d" accepts d with probability p(d), and on rejection x is distributed as
+//! p without d, renormalised, which is exactly the rule's resample. The sampler is asked once
+//! per emitted token, in order, so even a seeded request's tokens are those of a plain run
+//! (up to the rounding of a k+1-token forward against a one-token one).
+//!
+//! Rejected guesses are rolled back by cutting the full KV caches back to the tokens kept
+//! ([`cut_to`]); a model with a sliding-window or recurrent layer cannot be cut, so the engine
+//! does not speculate for it ([`Off::Cache`]).
+
+use rmx_models::LayerCache;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{EngineError, Result};
+
+/// The most tokens one step may guess: a longer block costs a wider forward for guesses that
+/// are rarely all right.
+pub const MAX_DRAFT_TOKENS: usize = 16;
+
+/// Guesses per step when a request names no number: copied code or text usually runs on for
+/// more than this, and a wrong block of 6 costs a CPU or GPU little more than one token.
+pub const DEFAULT_DRAFT_TOKENS: usize = 6;
+
+/// The longest and shortest run of trailing tokens looked up, longest first: a longer match
+/// is more likely to continue the same way, and one token alone matches too much by chance.
+const NGRAM_MAX: usize = 4;
+const NGRAM_MIN: usize = 2;
+
+/// How a request speculates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "method")]
+pub enum Speculation {
+    /// Guesses copied from the prompt and the output so far, up to `draft_tokens` a step.
+    PromptLookup { draft_tokens: usize },
+}
+
+impl Speculation {
+    /// Prompt lookup with `draft_tokens` guesses a step, checked against
+    /// 1..=[`MAX_DRAFT_TOKENS`].
+    pub fn prompt_lookup(draft_tokens: usize) -> Result<Speculation> {
+        check_draft_tokens(draft_tokens)?;
+        Ok(Speculation::PromptLookup { draft_tokens })
+    }
+
+    pub fn draft_tokens(&self) -> usize {
+        match self {
+            Speculation::PromptLookup { draft_tokens } => *draft_tokens,
+        }
+    }
+}
+
+/// `k` is a usable number of guesses per step.
+pub fn check_draft_tokens(k: usize) -> Result<()> {
+    if (1..=MAX_DRAFT_TOKENS).contains(&k) {
+        Ok(())
+    } else {
+        Err(EngineError::Invalid(format!(
+            "draft tokens must be between 1 and {MAX_DRAFT_TOKENS}, got {k}"
+        )))
+    }
+}
+
+/// Why a request that asked to speculate did not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Off {
+    /// The model has sliding-window or recurrent layers, whose caches cannot be cut back to
+    /// drop rejected guesses.
+    Cache,
+    /// The model is split over several processes (rmx launch): the ranks would have to agree
+    /// on every block's length, which they do not exchange yet.
+    Group,
+}
+
+impl std::fmt::Display for Off {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Off::Cache => {
+                "speculative decoding is off for this model: its sliding-window or recurrent \
+                 layers' caches cannot be rolled back"
+            }
+            Off::Group => "speculative decoding is off for a model split over several processes",
+        })
+    }
+}
+
+/// Up to `k` tokens that may follow `context`: the tokens after the latest earlier place where
+/// `context`'s last n tokens occur, for the longest n from [`NGRAM_MAX`] down to
+/// [`NGRAM_MIN`] that occurs. Empty when none does.
+pub fn prompt_lookup(context: &[u32], k: usize) -> Vec<u32> {
+    let len = context.len();
+    for n in (NGRAM_MIN..=NGRAM_MAX).rev() {
+        if len <= n {
+            continue;
+        }
+        let tail = &context[len - n..];
+        // Latest start first; a match must end before the tail itself starts to overlap.
+        for start in (0..len - n).rev() {
+            if &context[start..start + n] == tail {
+                let from = start + n;
+                let to = (from + k).min(len);
+                return context[from..to].to_vec();
+            }
+        }
+    }
+    Vec::new()
+}
+
+/// Cuts every layer's cache back to its first `len` positions (the KV buffers keep their
+/// size; the next write goes over what was cut).
+pub fn cut_to(cache: &mut [LayerCache], len: i32) -> Result<()> {
+    for c in cache {
+        match c {
+            LayerCache::Full(kv) if kv.offset >= len => kv.offset = len,
+            _ => {
+                return Err(EngineError::Invalid(
+                    "speculative decoding cannot roll back this cache".into(),
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Counts for one generation: guesses made and guesses the model agreed with.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Drafts {
+    pub drafted: usize,
+    pub accepted: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_longest_latest_match_gives_what_followed_it() {
+        // "1 2 3 4" occurs twice; the tail "2 3 4" matches its latest place first.
+        let ctx = [1, 2, 3, 4, 5, 6, 9, 2, 3, 4, 7, 8, 2, 3, 4];
+        assert_eq!(prompt_lookup(&ctx, 3), vec![7, 8, 2]);
+        // A block runs out where the text does.
+        assert_eq!(prompt_lookup(&[5, 6, 1, 5, 6], 4), vec![1, 5, 6]);
+        // A 4-gram beats a later 2-gram.
+        let ctx = [1, 2, 3, 4, 10, 3, 4, 11, 1, 2, 3, 4];
+        assert_eq!(prompt_lookup(&ctx, 1), vec![10]);
+    }
+
+    #[test]
+    fn no_match_no_guess() {
+        assert!(prompt_lookup(&[1, 2, 3, 4, 5], 4).is_empty());
+        assert!(prompt_lookup(&[7], 4).is_empty());
+        // One repeated token alone is not enough (NGRAM_MIN is 2).
+        assert!(prompt_lookup(&[7, 1, 2, 7], 4).is_empty());
+    }
+
+    #[test]
+    fn draft_tokens_out_of_range_are_refused() {
+        assert!(Speculation::prompt_lookup(0).is_err());
+        assert!(Speculation::prompt_lookup(MAX_DRAFT_TOKENS + 1).is_err());
+        assert_eq!(Speculation::prompt_lookup(4).unwrap().draft_tokens(), 4);
+    }
+}
