@@ -95,13 +95,21 @@ pub(crate) fn ring() {
     }
 }
 
-/// A follower: blocks until rank 0 rings; an error when rank 0 is gone (its end closed).
-pub(crate) fn wait() -> io::Result<()> {
+/// A follower: blocks until rank 0 rings; an error when rank 0 is gone (its end closed),
+/// which says so.
+pub(crate) fn wait() -> crate::error::Result<()> {
     if let Some(Bell::Follow(s)) = BELL.get() {
         let mut byte = [0u8; 1];
         s.lock()
             .unwrap_or_else(|p| p.into_inner())
-            .read_exact(&mut byte)?;
+            .read_exact(&mut byte)
+            .map_err(|e| {
+                crate::error::EngineError::Group(if e.kind() == io::ErrorKind::UnexpectedEof {
+                    "rank 0 has ended (its doorbell closed)".to_string()
+                } else {
+                    format!("rank 0's doorbell: {e}")
+                })
+            })?;
     }
     Ok(())
 }

@@ -35,6 +35,10 @@ pub enum EngineError {
     /// A generation that started and failed on the way (a device error, a lost rank).
     #[error("generation failed: {0}")]
     Generation(String),
+    /// The group of ranks a split model runs on: a rank that ended, a word that did not
+    /// cross.
+    #[error("{0}")]
+    Group(String),
     #[error("constrained output: {0}")]
     Constraint(#[from] rmx_text::constrain::ConstraintError),
     #[error(transparent)]

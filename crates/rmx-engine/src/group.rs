@@ -41,10 +41,34 @@ pub fn failure() -> Option<&'static str> {
 
 /// Records the group's failure (the first one stays) and returns what to tell clients.
 pub(crate) fn lost(e: impl std::fmt::Display) -> String {
-    let message =
-        format!("{GROUP_LOST} ({e}); rmx launch restarts the group: retry in a few seconds");
+    let message = format!("{GROUP_LOST} ({e}); {}", what_next(launcher_alive()));
     let _ = FAILURE.set(message.clone());
     message
+}
+
+/// What a client can do about a lost group: wait for the launcher that restarts it, or have
+/// the group started again.
+fn what_next(restarted: bool) -> &'static str {
+    if restarted {
+        "rmx launch restarts the group: retry in a few seconds"
+    } else {
+        "nothing restarts it here: start the group again with rmx launch"
+    }
+}
+
+/// Whether this rank runs under an `rmx launch` that restarts its group when a rank ends
+/// (RMX_LAUNCHER_PID, set by that launcher) and the launcher is still its parent: a launcher
+/// killed outright leaves its ranks behind, re-parented.
+fn launcher_alive() -> bool {
+    is_parent(
+        rmx_settings::number::<u32>(rmx_settings::EnvVars::RMX_LAUNCHER_PID)
+            .ok()
+            .flatten(),
+    )
+}
+
+fn is_parent(launcher: Option<u32>) -> bool {
+    launcher.is_some_and(|pid| pid == std::os::unix::process::parent_id())
 }
 
 /// Ends every answer running on this process's group with the group's loss (`why`: what
@@ -163,8 +187,7 @@ impl Drop for GroupLead {
 pub fn follow(group: Group) -> Result<()> {
     loop {
         // Rank 0 rings before every word (doorbell.rs): no spinning while no model runs.
-        crate::doorbell::wait()
-            .map_err(|e| EngineError::Invalid(format!("rank 0's doorbell: {e}")))?;
+        crate::doorbell::wait()?;
         let bytes = mirror::broadcast(&group, &[])?;
         let word: Control = serde_json::from_slice(&bytes)
             .map_err(|e| EngineError::Invalid(format!("a word from rank 0: {e}")))?;
@@ -322,6 +345,18 @@ impl Fnv {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lost_group_promises_a_restart_only_under_its_live_launcher() {
+        let parent = std::os::unix::process::parent_id();
+        assert!(is_parent(Some(parent)));
+        // A launcher killed outright: its ranks now have another parent.
+        assert!(!is_parent(Some(parent.wrapping_add(1))));
+        // No launcher that restarts (a hostfile's rank, a client's private daemon).
+        assert!(!is_parent(None));
+        assert!(what_next(true).contains("rmx launch restarts the group"));
+        assert!(what_next(false).contains("start the group again with rmx launch"));
+    }
 
     #[test]
     fn fingerprints_see_config_weights_and_settings() {

@@ -208,8 +208,7 @@ impl Mirror {
                 return Ok(t);
             }
             // The lead idles: wait for its bell, then for the turn it rang for.
-            crate::doorbell::wait()
-                .map_err(|e| EngineError::Invalid(format!("rank 0's doorbell: {e}")))?;
+            crate::doorbell::wait()?;
             follow(group)
         }) {
             Ok(t) => t,

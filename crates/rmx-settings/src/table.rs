@@ -86,6 +86,10 @@ env_vars! {
     /// rank 0 takes a rank or a link for stalled, fails the running answers (503) and has the
     /// group started again. Default: 60.
     RMX_GROUP_STALL_SECS in Engine;
+    /// Set by `rmx launch` for the ranks of a serving group it restarts when one ends: its own
+    /// process id, so a rank can tell clients whether a restart is coming (the launcher is
+    /// still its parent) or not.
+    RMX_LAUNCHER_PID in Engine;
 
     /// `0` turns off all of rmx's own CUDA kernels and fused weights, leaving mlx-lm's graph
     /// (for A/B measurements). Default: on with CUDA.

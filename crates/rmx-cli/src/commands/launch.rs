@@ -158,6 +158,9 @@ pub fn run(args: LaunchArgs) -> Result<ExitCode> {
         )?),
         None => None,
     };
+    // A serving group whose ranks are all here is started again when one ends (a client's
+    // private daemon is not: it ends with the client).
+    let supervised = serving && client.is_none() && args.hostfile.is_none();
     let mut command = |rank| {
         let mut c = Command::new(&exe);
         if let Some(log) = &client_log {
@@ -171,6 +174,9 @@ pub fn run(args: LaunchArgs) -> Result<ExitCode> {
         if local {
             let bell = dir.join(format!("doorbell-{}", generation.get()));
             c.env(EnvVars::RMX_DOORBELL, bell);
+        }
+        if supervised {
+            c.env(EnvVars::RMX_LAUNCHER_PID, std::process::id().to_string());
         }
         if rank == 0 {
             c.args(&rank0);
@@ -186,9 +192,7 @@ pub fn run(args: LaunchArgs) -> Result<ExitCode> {
         }
         c
     };
-    // A serving group whose ranks are all here is started again when one ends (a client's
-    // private daemon is not: it ends with the client).
-    if serving && client.is_none() && args.hostfile.is_none() {
+    if supervised {
         let code = supervise(&dir, |dir| {
             generation.set(generation.get() + 1);
             match &nccl {
