@@ -60,7 +60,7 @@ pub struct Stat {
 }
 
 impl Stat {
-    fn of(mut v: Vec<f64>) -> Stat {
+    pub(crate) fn of(mut v: Vec<f64>) -> Stat {
         v.sort_by(|a, b| a.total_cmp(b));
         let n = v.len();
         let median = if n == 0 {

@@ -93,6 +93,8 @@ pub(crate) fn serve(model: &dyn Embedder, rx: Receiver<Command>, load: &Arc<Load
                     .reply
                     .send(Err(crate::EngineError::NotReranker.to_string()));
             }
+            // Measurements time a generating model's steps.
+            Command::Probe(run) => run(None),
             Command::Generate(_, tx, _) => {
                 let _ = tx.send(crate::request::Event::Error(
                     crate::EngineError::NotGenerative.to_string(),

@@ -34,6 +34,9 @@ pub(crate) enum Command {
     Generate(GenerateRequest, UnboundedSender<Event>, Instant),
     Embed(EmbedJob),
     Rerank(RerankJob),
+    /// Runs on the engine thread with the model (measurements: verify_cost.rs); `None` where
+    /// the model cannot be run alone (a group's ranks run only mirrored turns).
+    Probe(Box<dyn FnOnce(Option<&dyn CausalLm>) + Send>),
 }
 
 /// Where [`Engine::rerank`]'s scores arrive: one per document, in their order.
@@ -428,6 +431,35 @@ impl Engine {
         Ok(rx)
     }
 
+    /// Times a plain decode step and verify steps of each of `drafted` tokens over a
+    /// `prompt_tokens`-token cache (verify_cost.rs), on the engine thread, which runs nothing
+    /// else meanwhile. Not on a model split over ranks.
+    pub fn verify_cost(
+        &self,
+        prompt_tokens: usize,
+        drafted: &[usize],
+        rounds: usize,
+    ) -> Result<Vec<crate::verify_cost::VerifyCost>> {
+        let (reply, rx) = std::sync::mpsc::channel();
+        let drafted = drafted.to_vec();
+        let run = move |model: Option<&dyn CausalLm>| {
+            let result = match model {
+                Some(m) => crate::verify_cost::measure(m, prompt_tokens, &drafted, rounds),
+                None => Err(EngineError::Invalid(
+                    "verify steps are timed on a generating model in one process (not an embedding model, not one split over ranks)"
+                        .into(),
+                )),
+            };
+            let _ = reply.send(result);
+        };
+        self.tx
+            .as_ref()
+            .ok_or(EngineError::Stopped)?
+            .send(Command::Probe(Box::new(run)))
+            .map_err(|_| EngineError::Stopped)?;
+        rx.recv().map_err(|_| EngineError::Stopped)?
+    }
+
     pub fn tokenizer(&self) -> &Arc<Tokenizer> {
         &self.tokenizer
     }
@@ -748,6 +780,11 @@ impl Admit<'_> {
             }
             Command::Rerank(job) => {
                 let _ = job.reply.send(Err(EngineError::NotReranker.to_string()));
+                return;
+            }
+            Command::Probe(run) => {
+                let alone = self.no_speculation != Some(Off::Group);
+                run(alone.then_some(self.model));
                 return;
             }
         };

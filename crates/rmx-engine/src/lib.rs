@@ -25,6 +25,7 @@ pub mod sampler;
 mod sequence;
 pub mod speculative;
 mod trace;
+pub mod verify_cost;
 
 pub use engine::{Engine, EngineOptions};
 pub use error::{explain_device_error, EngineError, Result};

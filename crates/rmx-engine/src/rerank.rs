@@ -114,6 +114,8 @@ pub(crate) fn serve(model: &dyn CausalLm, rx: Receiver<Command>, load: &Arc<Load
             Command::Embed(job) => {
                 let _ = job.reply.send(Err(EngineError::NotEmbedding.to_string()));
             }
+            // Measurements time a generating model's steps.
+            Command::Probe(run) => run(None),
             Command::Generate(_, tx, _) => {
                 let _ = tx.send(crate::request::Event::Error(
                     EngineError::NotGenerative.to_string(),

@@ -82,6 +82,9 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             args.model.display()
         ),
     }
+    if !args.verify_cost.is_empty() {
+        return super::bench_verify::run(&engine, &args, group.is_some());
+    }
     let cases = bench::run(&engine, &cfg, |line| {
         if !quiet {
             eprintln!("  {line}");
