@@ -67,6 +67,16 @@ pub struct DoneStats {
     pub eval_count: usize,
     #[serde(default)]
     pub eval_duration: u64,
+    /// rmx's own, when the request speculated: tokens guessed, and how many the model agreed
+    /// with (each agreed guess is a token that cost no forward pass of its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_tokens: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accepted_draft_tokens: Option<usize>,
+    /// rmx's own: why a request that asked to speculate did not (the model's cache cannot be
+    /// rolled back, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculation_off: Option<String>,
 }
 
 impl DoneStats {

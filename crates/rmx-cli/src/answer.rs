@@ -17,6 +17,8 @@ pub fn options(gen: &GenArgs) -> Options {
         top_k: Some(gen.top_k),
         seed: gen.seed,
         num_predict: Some(gen.max_tokens as i64),
+        speculative: gen.spec.speculative.clone(),
+        draft_tokens: gen.spec.draft_tokens.map(usize::from),
         ..kv_options(&gen.kv)
     }
 }

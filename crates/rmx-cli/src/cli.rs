@@ -379,6 +379,22 @@ pub struct GenArgs {
     pub keep_alive: Option<rmx_api::KeepAlive>,
     #[command(flatten)]
     pub kv: KvArgs,
+    #[command(flatten)]
+    pub spec: SpecArgs,
+}
+
+/// Speculative decoding: guessed tokens checked in one forward pass.
+#[derive(Debug, Args, Clone, Default)]
+pub struct SpecArgs {
+    /// Guess tokens ahead and let the model check them in one forward pass; the answer is the
+    /// one it would be without. prompt-lookup copies the guesses from the prompt and the answer
+    /// so far (fast where the answer repeats its input: editing code, quoting). Not for models
+    /// with sliding-window or recurrent layers (-v says so).
+    #[arg(long, value_name = "METHOD", value_parser = ["prompt-lookup"])]
+    pub speculative: Option<String>,
+    /// The most tokens guessed per step [default: 6].
+    #[arg(long, value_name = "K", requires = "speculative", value_parser = clap::value_parser!(u8).range(1..=16))]
+    pub draft_tokens: Option<u8>,
 }
 
 /// How the KV cache is stored: mlx-lm's `--kv-bits`, `--kv-group-size` and
@@ -546,11 +562,6 @@ pub struct BenchArgs {
     pub submit: bool,
     #[command(flatten)]
     pub kv: KvArgs,
-    /// Instead of the cases: time a speculative verify step of each K drafted tokens (K + 1
-    /// tokens through the model over a cache of the first --prompt-tokens, default 512)
-    /// against a plain decode step, and the speedup that makes at a few acceptance rates.
-    #[arg(long, value_delimiter = ',', value_name = "K,..")]
-    pub verify_cost: Vec<usize>,
     /// Send without asking (with --submit).
     #[arg(long, requires = "submit")]
     pub yes: bool,

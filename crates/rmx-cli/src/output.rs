@@ -73,4 +73,11 @@ pub fn print_stats(stats: &DoneStats) {
         stats.load_duration as f64 / 1e6,
         stats.total_duration as f64 / 1e6
     );
+    if let (Some(drafted), Some(accepted)) = (stats.draft_tokens, stats.accepted_draft_tokens) {
+        let rate = 100.0 * accepted as f64 / drafted.max(1) as f64;
+        eprintln!("speculative: {accepted} of {drafted} guessed tokens accepted ({rate:.0}%)");
+    }
+    if let Some(off) = &stats.speculation_off {
+        eprintln!("{off}");
+    }
 }

@@ -164,6 +164,7 @@ pub fn to_internal(req: &MessagesRequest) -> Result<InternalRequest, AnthropicEr
         think,
         shape,
         kv_quant: None,
+        speculative: None,
     })
 }
 

@@ -23,6 +23,7 @@ fn fin(finish: FinishReason) -> Final {
             prompt_tokens: 10,
             completion_tokens: 4,
             cached_tokens: 6,
+            ..Default::default()
         },
         timings: Default::default(),
         load_duration: Duration::ZERO,

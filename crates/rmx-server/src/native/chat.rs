@@ -10,7 +10,10 @@ use axum::Json;
 use rmx_api::{ChatRequest, ChatResponse, DoneStats, FunctionCall, Message, ToolCall};
 use serde_json::{Map, Value};
 
-use super::{kv_quant, ndjson, now_rfc3339, parse, sampling, shape, stats, NativeError, NO_IMAGES};
+use super::{
+    kv_quant, ndjson, now_rfc3339, parse, sampling, shape, speculative, stats, NativeError,
+    NO_IMAGES,
+};
 use crate::error::ServiceError;
 use crate::service::{
     InternalRequest, PromptInput, Role, Service, ServiceEvent, TemplateMessage, TemplateToolCall,
@@ -35,6 +38,7 @@ pub async fn chat(State(svc): State<Arc<Service>>, body: Bytes) -> Result<Respon
         think: req.think,
         shape: shape(req.format.as_ref())?,
         kv_quant: kv_quant(req.options.as_ref())?,
+        speculative: speculative(req.options.as_ref())?,
     };
     // Ollama's `done_reason` says "cancelled" when the daemon shuts down mid-answer.
     let mut stream = svc.generate(internal).await?.cancel_as_done();

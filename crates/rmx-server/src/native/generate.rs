@@ -9,7 +9,10 @@ use axum::Json;
 use rmx_api::{DoneStats, GenerateRequest, GenerateResponse};
 use serde_json::Map;
 
-use super::{kv_quant, ndjson, now_rfc3339, parse, sampling, shape, stats, NativeError, NO_IMAGES};
+use super::{
+    kv_quant, ndjson, now_rfc3339, parse, sampling, shape, speculative, stats, NativeError,
+    NO_IMAGES,
+};
 use crate::error::ServiceError;
 use crate::service::{InternalRequest, PromptInput, Role, Service, ServiceEvent, TemplateMessage};
 
@@ -52,6 +55,7 @@ pub async fn generate(
         think: req.think,
         shape: shape(req.format.as_ref())?,
         kv_quant: kv_quant(req.options.as_ref())?,
+        speculative: speculative(req.options.as_ref())?,
     };
     // Ollama's `done_reason` says "cancelled" when the daemon shuts down mid-answer.
     let mut stream = svc.generate(internal).await?.cancel_as_done();

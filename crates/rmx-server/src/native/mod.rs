@@ -154,6 +154,32 @@ fn kv_quant(
         .map_err(|e| NativeError(ServiceError::BadRequest(format!("options: {e}"))))
 }
 
+/// rmx's speculation options (`speculative`, `draft_tokens`): `None` without `speculative`;
+/// an unknown method or a count out of range, a 400 that says what is allowed.
+fn speculative(
+    options: Option<&rmx_api::Options>,
+) -> Result<Option<rmx_engine::Speculation>, NativeError> {
+    let bad = |m: String| NativeError(ServiceError::BadRequest(format!("options: {m}")));
+    let Some(o) = options else {
+        return Ok(None);
+    };
+    match o.speculative.as_deref() {
+        None if o.draft_tokens.is_some() => Err(bad(
+            "draft_tokens needs speculative (\"prompt-lookup\")".into(),
+        )),
+        None => Ok(None),
+        Some("prompt-lookup") => rmx_engine::Speculation::prompt_lookup(
+            o.draft_tokens
+                .unwrap_or(rmx_engine::speculative::DEFAULT_DRAFT_TOKENS),
+        )
+        .map(Some)
+        .map_err(|e| bad(e.to_string())),
+        Some(other) => Err(bad(format!(
+            "unknown speculative method {other:?}: expected \"prompt-lookup\""
+        ))),
+    }
+}
+
 fn stats(f: &crate::service::Final) -> rmx_api::DoneStats {
     rmx_api::DoneStats {
         done_reason: f.finish.as_str().to_string(),
@@ -163,5 +189,8 @@ fn stats(f: &crate::service::Final) -> rmx_api::DoneStats {
         prompt_eval_duration: f.timings.prefill.as_nanos() as u64,
         eval_count: f.usage.completion_tokens,
         eval_duration: f.timings.decode.as_nanos() as u64,
+        draft_tokens: f.usage.drafts.map(|d| d.drafted),
+        accepted_draft_tokens: f.usage.drafts.map(|d| d.accepted),
+        speculation_off: f.usage.speculation_off.map(|o| o.to_string()),
     }
 }

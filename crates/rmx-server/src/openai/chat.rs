@@ -201,6 +201,7 @@ pub fn to_internal(req: &ChatCompletionRequest) -> Result<InternalRequest, OpenA
         think,
         shape,
         kv_quant: None,
+        speculative: None,
     })
 }
 

@@ -171,6 +171,7 @@ pub fn to_internal(req: &CompletionRequest) -> Result<(InternalRequest, String),
                 .map(structured::shape)
                 .transpose()?,
             kv_quant: None,
+            speculative: None,
         },
         prompt,
     ))

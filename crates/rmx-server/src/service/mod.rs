@@ -316,6 +316,7 @@ impl Service {
         greq.constraint = built.constraint;
         greq.keep_special_tokens = built.keep_special;
         greq.kv_quant = req.kv_quant.or(self.kv_quant);
+        greq.speculative = req.speculative;
         let engine_rx = engine.generate(greq)?;
         let (tx, rx) = mpsc::unbounded_channel();
         let pump = Pump {

@@ -174,6 +174,7 @@ pub fn to_internal(req: &ResponsesRequest) -> Result<InternalRequest, OpenAiErro
         think,
         shape,
         kv_quant: None,
+        speculative: None,
     })
 }
 
