@@ -201,7 +201,10 @@ def cmd_reference(args):
     import numpy as np
 
     # The first step's log-probabilities, beside OUT.json as OUT.f32.
-    first = np.array(results[0].logprobs, dtype=np.float32).reshape(-1)
+    first = results[0].logprobs
+    if isinstance(first, mx.array):
+        first = first.astype(mx.float32)  # numpy reads no bfloat16
+    first = np.array(first, dtype=np.float32).reshape(-1)
     Path(args.out).with_suffix(".f32").write_bytes(first.tobytes())
     Path(args.out).write_text(json.dumps({
         "prompt_ids": inputs["input_ids"][0].tolist(),
