@@ -405,7 +405,7 @@ _rmx() {
             return 0
             ;;
         rmx__subcmd__chat)
-            opts="-v -h -V --raw --max-tokens --temperature --top-p --top-k --seed --system --think --no-think --verbose --keep-alive --kv-bits --kv-group-size --kv-quant-start --help --version"
+            opts="-v -h -V --raw --max-tokens --temperature --top-p --top-k --seed --system --think --no-think --verbose --keep-alive --kv-bits --kv-group-size --kv-quant-start --speculative --draft-tokens --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -448,6 +448,14 @@ _rmx() {
                     return 0
                     ;;
                 --kv-quant-start)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --speculative)
+                    COMPREPLY=($(compgen -W "prompt-lookup" -- "${cur}"))
+                    return 0
+                    ;;
+                --draft-tokens)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1015,7 +1023,7 @@ _rmx() {
             return 0
             ;;
         rmx__subcmd__run)
-            opts="-v -h -V --raw --max-tokens --temperature --top-p --top-k --seed --system --think --no-think --verbose --keep-alive --kv-bits --kv-group-size --kv-quant-start --help --version"
+            opts="-v -h -V --raw --max-tokens --temperature --top-p --top-k --seed --system --think --no-think --verbose --keep-alive --kv-bits --kv-group-size --kv-quant-start --speculative --draft-tokens --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1058,6 +1066,14 @@ _rmx() {
                     return 0
                     ;;
                 --kv-quant-start)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --speculative)
+                    COMPREPLY=($(compgen -W "prompt-lookup" -- "${cur}"))
+                    return 0
+                    ;;
+                --draft-tokens)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -61,6 +61,8 @@ complete -c rmx -n "__fish_rmx_using_subcommand run" -l kv-group-size -d 'Elemen
 64\t''
 128\t''"
 complete -c rmx -n "__fish_rmx_using_subcommand run" -l kv-quant-start -d 'Quantize the KV cache only once it holds N positions (mlx-lm\'s --quantized-kv-start; default 0, from the start)' -r
+complete -c rmx -n "__fish_rmx_using_subcommand run" -l speculative -d 'Guess tokens ahead and let the model check them in one forward pass; the answer is the one it would be without. prompt-lookup copies the guesses from the prompt and the answer so far (fast where the answer repeats its input: editing code, quoting). Not for models with sliding-window or recurrent layers (-v says so)' -r -f -a "prompt-lookup\t''"
+complete -c rmx -n "__fish_rmx_using_subcommand run" -l draft-tokens -d 'The most tokens guessed per step [default: 6]' -r
 complete -c rmx -n "__fish_rmx_using_subcommand run" -l raw -d 'Send the prompt as-is, without the chat template'
 complete -c rmx -n "__fish_rmx_using_subcommand run" -l think -d 'Ask reasoning models to think first (sets the template\'s enable_thinking)'
 complete -c rmx -n "__fish_rmx_using_subcommand run" -l no-think -d 'Ask reasoning models not to think, and hide any reasoning they still print'
@@ -80,6 +82,8 @@ complete -c rmx -n "__fish_rmx_using_subcommand chat" -l kv-group-size -d 'Eleme
 64\t''
 128\t''"
 complete -c rmx -n "__fish_rmx_using_subcommand chat" -l kv-quant-start -d 'Quantize the KV cache only once it holds N positions (mlx-lm\'s --quantized-kv-start; default 0, from the start)' -r
+complete -c rmx -n "__fish_rmx_using_subcommand chat" -l speculative -d 'Guess tokens ahead and let the model check them in one forward pass; the answer is the one it would be without. prompt-lookup copies the guesses from the prompt and the answer so far (fast where the answer repeats its input: editing code, quoting). Not for models with sliding-window or recurrent layers (-v says so)' -r -f -a "prompt-lookup\t''"
+complete -c rmx -n "__fish_rmx_using_subcommand chat" -l draft-tokens -d 'The most tokens guessed per step [default: 6]' -r
 complete -c rmx -n "__fish_rmx_using_subcommand chat" -l raw -d 'Send the prompt as-is, without the chat template'
 complete -c rmx -n "__fish_rmx_using_subcommand chat" -l think -d 'Ask reasoning models to think first (sets the template\'s enable_thinking)'
 complete -c rmx -n "__fish_rmx_using_subcommand chat" -l no-think -d 'Ask reasoning models not to think, and hide any reasoning they still print'
