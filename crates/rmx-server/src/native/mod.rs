@@ -194,3 +194,37 @@ fn stats(f: &crate::service::Final) -> rmx_api::DoneStats {
         speculation_off: f.usage.speculation_off.map(|o| o.to_string()),
     }
 }
+
+#[cfg(test)]
+mod speculative_tests {
+    use super::*;
+
+    fn options(method: Option<&str>, k: Option<usize>) -> rmx_api::Options {
+        rmx_api::Options {
+            speculative: method.map(str::to_string),
+            draft_tokens: k,
+            ..rmx_api::Options::default()
+        }
+    }
+
+    fn refusal(o: rmx_api::Options) -> String {
+        match speculative(Some(&o)) {
+            Err(NativeError(ServiceError::BadRequest(m))) => m,
+            other => panic!("not a 400: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn speculation_options_are_checked_and_defaulted() {
+        assert_eq!(speculative(None).ok(), Some(None));
+        let default = speculative(Some(&options(Some("prompt-lookup"), None))).ok();
+        assert_eq!(
+            default.flatten().map(|s| s.draft_tokens()),
+            Some(rmx_engine::speculative::DEFAULT_DRAFT_TOKENS)
+        );
+        assert!(refusal(options(Some("prompt-lookup"), Some(0))).contains("between 1 and 16"));
+        assert!(refusal(options(Some("prompt-lookup"), Some(17))).contains("between 1 and 16"));
+        assert!(refusal(options(Some("medusa"), None)).contains("expected \"prompt-lookup\""));
+        assert!(refusal(options(None, Some(4))).contains("needs speculative"));
+    }
+}
