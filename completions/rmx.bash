@@ -355,7 +355,7 @@ _rmx() {
             return 0
             ;;
         rmx__subcmd__bench)
-            opts="-h -V --prompt-tokens --gen-tokens --rounds --warmup --streams --json --json-schema --submit --kv-bits --kv-group-size --kv-quant-start --yes --help --version"
+            opts="-h -V --prompt-tokens --gen-tokens --rounds --warmup --streams --json --json-schema --submit --kv-bits --kv-group-size --kv-quant-start --speculative --draft-tokens --yes --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -394,6 +394,14 @@ _rmx() {
                     return 0
                     ;;
                 --kv-quant-start)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --speculative)
+                    COMPREPLY=($(compgen -W "prompt-lookup" -- "${cur}"))
+                    return 0
+                    ;;
+                --draft-tokens)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -244,6 +244,8 @@ set edit:completion:arg-completer[rmx] = {|@words|
             cand --kv-bits 'Store keys and values 4- or 8-bit (MLX''s quantized form, as mlx-lm''s --kv-bits): about 0.28x / 0.53x the memory of a bf16 cache at groups of 64. Full-attention layers only (sliding windows and recurrent states stay as they are); such an answer decodes alone, without the prefix cache'
             cand --kv-group-size 'Elements per quantization group of the KV cache (must divide the model''s head size)'
             cand --kv-quant-start 'Quantize the KV cache only once it holds N positions (mlx-lm''s --quantized-kv-start; default 0, from the start)'
+            cand --speculative 'Guess tokens ahead and let the model check them in one forward pass; the answer is the one it would be without. prompt-lookup copies the guesses from the prompt and the answer so far (fast where the answer repeats its input: editing code, quoting). Not for models with sliding-window or recurrent layers (-v says so)'
+            cand --draft-tokens 'The most tokens guessed per step [default: 6]'
             cand --json 'Print a JSON record (hardware, versions, model, every case) instead of a table'
             cand --submit 'Offer the JSON record to the community benchmarks repository [env: RMX_BENCH_REPO, default rmx-project/benchmarks]: shows it, asks, keeps a copy under the rmx home (benchmarks/), and opens a pull request through gh when it is installed'
             cand --yes 'Send without asking (with --submit)'

@@ -175,6 +175,8 @@ complete -c rmx -n "__fish_rmx_using_subcommand bench" -l kv-group-size -d 'Elem
 64\t''
 128\t''"
 complete -c rmx -n "__fish_rmx_using_subcommand bench" -l kv-quant-start -d 'Quantize the KV cache only once it holds N positions (mlx-lm\'s --quantized-kv-start; default 0, from the start)' -r
+complete -c rmx -n "__fish_rmx_using_subcommand bench" -l speculative -d 'Guess tokens ahead and let the model check them in one forward pass; the answer is the one it would be without. prompt-lookup copies the guesses from the prompt and the answer so far (fast where the answer repeats its input: editing code, quoting). Not for models with sliding-window or recurrent layers (-v says so)' -r -f -a "prompt-lookup\t''"
+complete -c rmx -n "__fish_rmx_using_subcommand bench" -l draft-tokens -d 'The most tokens guessed per step [default: 6]' -r
 complete -c rmx -n "__fish_rmx_using_subcommand bench" -l json -d 'Print a JSON record (hardware, versions, model, every case) instead of a table'
 complete -c rmx -n "__fish_rmx_using_subcommand bench" -l submit -d 'Offer the JSON record to the community benchmarks repository [env: RMX_BENCH_REPO, default rmx-project/benchmarks]: shows it, asks, keeps a copy under the rmx home (benchmarks/), and opens a pull request through gh when it is installed'
 complete -c rmx -n "__fish_rmx_using_subcommand bench" -l yes -d 'Send without asking (with --submit)'

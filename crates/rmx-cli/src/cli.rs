@@ -562,6 +562,8 @@ pub struct BenchArgs {
     pub submit: bool,
     #[command(flatten)]
     pub kv: KvArgs,
+    #[command(flatten)]
+    pub spec: SpecArgs,
     /// Send without asking (with --submit).
     #[arg(long, requires = "submit")]
     pub yes: bool,

@@ -35,6 +35,26 @@ pub struct BenchConfig {
     /// Every generation stores its KV cache quantized (`rmx bench --kv-bits`); such
     /// sequences decode one by one, so several streams then take turns.
     pub kv_quant: Option<rmx_models::cache::KvQuant>,
+    /// Every generation speculates (`rmx bench --speculative`); such sequences decode one by
+    /// one. The synthetic prompts repeat nothing, so prompt lookup rarely guesses there: what
+    /// this measures is the cost of the guesses, not a real prompt's gain.
+    pub speculative: Option<crate::Speculation>,
+}
+
+/// What every measured generation is asked for besides its prompt and length.
+#[derive(Clone, Copy)]
+struct Knobs {
+    kv_quant: Option<rmx_models::cache::KvQuant>,
+    speculative: Option<crate::Speculation>,
+}
+
+impl BenchConfig {
+    fn knobs(&self) -> Knobs {
+        Knobs {
+            kv_quant: self.kv_quant,
+            speculative: self.speculative,
+        }
+    }
 }
 
 impl Default for BenchConfig {
@@ -47,6 +67,7 @@ impl Default for BenchConfig {
             constraint: None,
             streams: Vec::new(),
             kv_quant: None,
+            speculative: None,
         }
     }
 }
@@ -104,6 +125,9 @@ pub struct BenchCase {
     /// The case with several sequences at once, one entry per stream count.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub concurrent: Vec<StreamsCase>,
+    /// Guesses made and accepted over the measured rounds, when they speculated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speculative: Option<crate::speculative::Drafts>,
 }
 
 /// A case run as `streams` sequences at once, each with its own prompt.
@@ -152,6 +176,7 @@ struct Round {
     ttft_ms: f64,
     tokens: usize,
     ids: Vec<u32>,
+    drafts: Option<crate::speculative::Drafts>,
 }
 
 /// Submits one measured generation: `gen` tokens whatever the model says (no EOS), the
@@ -161,7 +186,7 @@ fn submit(
     prompt: Vec<u32>,
     gen: usize,
     constraint: Option<&Compiled>,
-    kv_quant: Option<rmx_models::cache::KvQuant>,
+    knobs: Knobs,
 ) -> Result<(UnboundedReceiver<Event>, usize)> {
     let n = prompt.len();
     let mut req = GenerateRequest::new(prompt, gen);
@@ -169,7 +194,8 @@ fn submit(
     // Each round reads the same prompt: measure its prefill, not the prefix cache.
     req.no_prefix_cache = true;
     req.constraint = constraint.cloned();
-    req.kv_quant = kv_quant;
+    req.kv_quant = knobs.kv_quant;
+    req.speculative = knobs.speculative;
     Ok((engine.generate(req)?, n))
 }
 
@@ -179,9 +205,9 @@ fn one(
     prompt: Vec<u32>,
     gen: usize,
     constraint: Option<&Compiled>,
-    kv_quant: Option<rmx_models::cache::KvQuant>,
+    knobs: Knobs,
 ) -> Result<Round> {
-    let (rx, n) = submit(engine, prompt, gen, constraint, kv_quant)?;
+    let (rx, n) = submit(engine, prompt, gen, constraint, knobs)?;
     finish(rx, n).map(|(round, _)| round)
 }
 
@@ -198,6 +224,7 @@ fn finish(mut rx: UnboundedReceiver<Event>, prompt_tokens: usize) -> Result<(Rou
                     ttft_ms: timings.time_to_first_token.as_secs_f64() * 1e3,
                     tokens: usage.completion_tokens,
                     ids,
+                    drafts: usage.drafts,
                 };
                 return Ok((round, timings));
             }
@@ -220,12 +247,12 @@ fn together(
     engine: &Engine,
     prompts: Vec<Vec<u32>>,
     gen: usize,
-    kv_quant: Option<rmx_models::cache::KvQuant>,
+    knobs: Knobs,
 ) -> Result<StreamsRound> {
     let start = Instant::now();
     let mut waiting = Vec::with_capacity(prompts.len());
     for prompt in prompts {
-        waiting.push(submit(engine, prompt, gen, None, kv_quant)?);
+        waiting.push(submit(engine, prompt, gen, None, knobs)?);
     }
     // Events wait in their channels, so reading the streams one after another loses nothing;
     // the engine's own timings say when each stream's first and last tokens came.
@@ -271,7 +298,7 @@ fn run_streams(
         let prompts = (0..streams)
             .map(|s| synthetic_prompt(p, vocab, ((case * 1000 + r) * 1000 + s) as u64 + 1))
             .collect();
-        let round = together(engine, prompts, g, cfg.kv_quant)?;
+        let round = together(engine, prompts, g, cfg.knobs())?;
         let warm = r < cfg.warmup;
         progress(&format!(
             "prompt {p} / gen {g} x {streams} streams: {} {}: {:.1} tok/s aggregate, TTFT p95 \
@@ -314,17 +341,18 @@ pub fn run(
         let (mut pre, mut dec, mut ttft) = (vec![], vec![], vec![]);
         let (mut c_dec, mut c_tokens) = (vec![], vec![]);
         let mut tokens = Vec::new();
+        let mut drafts = crate::speculative::Drafts::default();
         rmx_mlx::reset_peak_memory();
         for r in 0..cfg.warmup + cfg.rounds {
             let prompt = synthetic_prompt(p, vocab, (ci * 1000 + r) as u64);
             let constrained_first = r % 2 == 1;
             let mut under = None;
             if let (Some(c), true) = (&compiled, constrained_first) {
-                under = Some(one(engine, prompt.clone(), g, Some(c), cfg.kv_quant)?);
+                under = Some(one(engine, prompt.clone(), g, Some(c), cfg.knobs())?);
             }
-            let free = one(engine, prompt.clone(), g, None, cfg.kv_quant)?;
+            let free = one(engine, prompt.clone(), g, None, cfg.knobs())?;
             if let (Some(c), false) = (&compiled, constrained_first) {
-                under = Some(one(engine, prompt, g, Some(c), cfg.kv_quant)?);
+                under = Some(one(engine, prompt, g, Some(c), cfg.knobs())?);
             }
             let warm = r < cfg.warmup;
             let mut line = format!(
@@ -345,6 +373,10 @@ pub fn run(
                 tokens = free.ids.clone();
             }
             if !warm {
+                if let Some(d) = free.drafts {
+                    drafts.drafted += d.drafted;
+                    drafts.accepted += d.accepted;
+                }
                 pre.push(free.prefill_tps);
                 dec.push(free.decode_tps);
                 ttft.push(free.ttft_ms);
@@ -382,6 +414,7 @@ pub fn run(
             constrained,
             tokens,
             concurrent,
+            speculative: cfg.speculative.map(|_| drafts),
         });
     }
     Ok(out)

@@ -26,6 +26,14 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             Some((bits, group, start)) => Some(rmx_engine::KvQuant::new(bits, group, start)?),
             None => None,
         },
+        speculative: match args.spec.speculative.as_deref() {
+            Some(_) => Some(rmx_engine::Speculation::prompt_lookup(
+                args.spec
+                    .draft_tokens
+                    .map_or(rmx_engine::speculative::DEFAULT_DRAFT_TOKENS, usize::from),
+            )?),
+            None => None,
+        },
         ..BenchConfig::default()
     };
     if !args.prompt_tokens.is_empty() || !args.gen_tokens.is_empty() {
@@ -49,6 +57,9 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         || cfg.streams.contains(&0)
     {
         bail!("--rounds, --prompt-tokens, --gen-tokens and --streams must be at least 1");
+    }
+    if cfg.speculative.is_some() && args.submit {
+        bail!("--submit takes the standard benchmark only; leave out --speculative");
     }
     if cfg.kv_quant.is_some() && args.submit {
         bail!("--submit takes the standard benchmark only; leave out --kv-bits");
@@ -269,6 +280,7 @@ fn record(
             "group_size": q.group_size,
             "start": q.start,
         })),
+        "speculative": cfg.speculative,
         "cases": cases,
     })
 }
@@ -302,6 +314,10 @@ fn print_table(engine: &Engine, cases: &[BenchCase], ranks: Option<(i32, &str, &
     if constrained {
         header.extend(["DECODE w/ SCHEMA", "RATIO"]);
     }
+    let speculative = cases.iter().any(|c| c.speculative.is_some());
+    if speculative {
+        header.push("GUESSES ACCEPTED");
+    }
     t.set_header(header);
     for c in cases {
         let mut row = vec![
@@ -319,6 +335,10 @@ fn print_table(engine: &Engine, cases: &[BenchCase], ranks: Option<(i32, &str, &
                 s.gen_tokens.median
             ));
             row.push(format!("{:.3}", s.decode_ratio));
+        }
+        if let Some(d) = &c.speculative {
+            let rate = 100.0 * d.accepted as f64 / d.drafted.max(1) as f64;
+            row.push(format!("{} of {} ({rate:.0}%)", d.accepted, d.drafted));
         }
         t.add_row(row);
     }
