@@ -231,7 +231,7 @@ _rmx() {
             return 0
             ;;
         rmx__subcmd__alias__subcmd__add)
-            opts="-h -V --tool-parser --reasoning-parser --context-length --help --version"
+            opts="-h -V --tool-parser --reasoning-parser --context-length --kv-bits --kv-group-size --kv-quant-start --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -246,6 +246,18 @@ _rmx() {
                     return 0
                     ;;
                 --context-length)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kv-bits)
+                    COMPREPLY=($(compgen -W "4 8" -- "${cur}"))
+                    return 0
+                    ;;
+                --kv-group-size)
+                    COMPREPLY=($(compgen -W "32 64 128" -- "${cur}"))
+                    return 0
+                    ;;
+                --kv-quant-start)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

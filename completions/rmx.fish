@@ -145,6 +145,12 @@ complete -c rmx -n "__fish_rmx_using_subcommand alias; and not __fish_seen_subco
 complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcommand_from add" -l tool-parser -d 'How the model writes tool calls: hermes, qwen3_coder, llama3_json, mistral, gemma, gemma4, harmony, none' -r
 complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcommand_from add" -l reasoning-parser -d 'How the model marks its reasoning: think, harmony, none' -r
 complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcommand_from add" -l context-length -d 'The model\'s context length in tokens' -r
+complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcommand_from add" -l kv-bits -d 'Store keys and values 4- or 8-bit (MLX\'s quantized form, as mlx-lm\'s --kv-bits): about 0.28x / 0.53x the memory of a bf16 cache at groups of 64. Full-attention layers only (sliding windows and recurrent states stay as they are); such an answer decodes alone, without the prefix cache' -r -f -a "4\t''
+8\t''"
+complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcommand_from add" -l kv-group-size -d 'Elements per quantization group of the KV cache (must divide the model\'s head size)' -r -f -a "32\t''
+64\t''
+128\t''"
+complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcommand_from add" -l kv-quant-start -d 'Quantize the KV cache only once it holds N positions (mlx-lm\'s --quantized-kv-start; default 0, from the start)' -r
 complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcommand_from add" -s h -l help -d 'Print help'
 complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcommand_from add" -s V -l version -d 'Print version'
 complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcommand_from rm" -s h -l help -d 'Print help'

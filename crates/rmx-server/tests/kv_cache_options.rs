@@ -7,6 +7,7 @@ mod common_api;
 use axum::http::StatusCode;
 use common_api::{app, call, model_name, service};
 use serde_json::{json, Value};
+use std::path::PathBuf;
 
 #[tokio::test]
 async fn kv_options_out_of_range_are_400_naming_what_is_allowed() {
@@ -67,21 +68,65 @@ async fn kv_bits_answer_through_the_native_routes() {
 /// elements: (1 + 4/32) / 2 of bf16's), which `rmx ps` shows as the saving.
 #[tokio::test]
 async fn ps_shows_the_kv_cache_and_what_quantizing_saves() {
-    use rmx_server::service::{InternalRequest, PromptInput};
-    use tower::ServiceExt;
+    let home = tempfile::tempdir().expect("tempdir");
+    let (svc, qwen3) = qwen3_service(home.path());
+    let kv = rmx_engine::KvQuant::new(8, 32, 0).unwrap();
+    quantized_in_ps(&svc, &qwen3.to_string_lossy(), Some(kv), kv).await;
+}
+
+/// An alias's hint (`rmx alias add --kv-bits`) applies to requests that do not say; one MLX
+/// cannot store is a 400 naming the alias.
+#[tokio::test]
+async fn an_aliases_kv_hint_applies_and_a_bad_one_is_400() {
+    use rmx_store::ModelHints;
+
+    let hint = |bits, group| ModelHints {
+        kv_bits: Some(bits),
+        kv_group_size: Some(group),
+        ..ModelHints::default()
+    };
+    let home = tempfile::tempdir().expect("tempdir");
+    let (svc, qwen3) = qwen3_service(home.path());
+    let path = qwen3.to_string_lossy().into_owned();
+    svc.store().add_alias("q5", &path, hint(5, 32)).unwrap();
+    let req = json!({"model": "q5", "prompt": "hi", "stream": false});
+    let (status, body) = call(&app(svc), "/api/generate", req).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let msg = body["error"].as_str().unwrap_or_default();
+    assert!(msg.contains("alias") && msg.contains("4 or 8"), "{body}");
 
     let home = tempfile::tempdir().expect("tempdir");
+    let (svc, _) = qwen3_service(home.path());
+    svc.store().add_alias("q4", &path, hint(4, 32)).unwrap();
+    let kv = rmx_engine::KvQuant::new(4, 32, 0).unwrap();
+    quantized_in_ps(&svc, "q4", None, kv).await;
+}
+
+/// A service that may load the tiny bf16 Qwen3 (heads of 32) by its folder, and the folder.
+fn qwen3_service(home: &std::path::Path) -> (std::sync::Arc<rmx_server::Service>, PathBuf) {
     let qwen3 = rmx_tests::models::tiny_qwen3();
     // Called from here, not through the socket: the model's folder must be under a root.
     let root = qwen3.parent().expect("a parent").to_path_buf();
-    let svc = common_api::service_with_roots(home.path(), vec![root]);
+    (common_api::service_with_roots(home, vec![root]), qwen3)
+}
+
+/// Starts a long answer of `model` (asking for `asked`) and checks `/api/ps` while it runs:
+/// a KV cache of `want`'s ratio to its unquantized size (bf16: 2 bytes an element).
+async fn quantized_in_ps(
+    svc: &std::sync::Arc<rmx_server::Service>,
+    model: &str,
+    asked: Option<rmx_engine::KvQuant>,
+    want: rmx_engine::KvQuant,
+) {
+    use rmx_server::service::{InternalRequest, PromptInput};
+    use tower::ServiceExt;
+
     let app = app(svc.clone());
-    let kv = rmx_engine::KvQuant::new(8, 32, 0).unwrap();
     let req = InternalRequest {
-        model: qwen3.to_string_lossy().into_owned(),
+        model: model.into(),
         prompt: PromptInput::Raw("Once upon a time".into()),
         max_tokens: Some(100_000),
-        kv_quant: Some(kv),
+        kv_quant: asked,
         ..Default::default()
     };
     let mut stream = svc.generate(req).await.expect("generate");
@@ -91,19 +136,16 @@ async fn ps_shows_the_kv_cache_and_what_quantizing_saves() {
         let resp = app.clone().oneshot(common_api::get("/api/ps")).await;
         let (_, body) = common_api::json(resp.expect("ps")).await;
         let m = &body["models"][0];
-        let (q, plain) = (
-            m["kv_cache"].as_u64().unwrap(),
-            m["kv_cache_unquantized"].as_u64().unwrap(),
-        );
-        // bf16: 2 bytes an element unquantized.
-        if q > 0 && q as f64 == plain as f64 * kv.ratio(2) {
+        let q = m["kv_cache"].as_u64().unwrap();
+        let plain = m["kv_cache_unquantized"].as_u64().unwrap();
+        if q > 0 && q as f64 == plain as f64 * want.ratio(2) {
             return;
         }
         seen.push((q, plain));
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     panic!(
-        "kv_cache vs kv_cache_unquantized, want ratio {}: {seen:?}",
-        kv.ratio(2)
+        "{model}: kv_cache vs kv_cache_unquantized, want ratio {}: {seen:?}",
+        want.ratio(2)
     );
 }
