@@ -504,6 +504,9 @@ pub struct AliasAddArgs {
     /// The model's context length in tokens.
     #[arg(long, value_name = "TOKENS")]
     pub context_length: Option<u64>,
+    /// How answers through this alias store their KV cache unless the request says.
+    #[command(flatten)]
+    pub kv: KvArgs,
 }
 
 /// The parser names are the alias files' spelling (serde's), so one spelling serves both.

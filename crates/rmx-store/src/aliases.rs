@@ -57,6 +57,15 @@ pub struct ModelHints {
     pub reasoning_parser: ReasoningParser,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_length: Option<u64>,
+    /// How answers store the KV cache on this model unless the request says (`rmx alias add
+    /// --kv-bits`): mlx-lm's kv_bits (4 or 8), kv_group_size (32, 64, 128) and
+    /// quantized_kv_start, checked where a request uses them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_bits: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_group_size: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_quant_start: Option<i32>,
 }
 
 impl ModelHints {
@@ -78,7 +87,7 @@ impl ModelHints {
         ModelHints {
             tool_parser,
             reasoning_parser,
-            context_length: None,
+            ..ModelHints::default()
         }
     }
 }
@@ -210,6 +219,15 @@ pub fn add_user_alias(
     table["reasoning_parser"] = toml_edit::value(reasoning);
     if let Some(len) = hints.context_length {
         table["context_length"] = toml_edit::value(i64::try_from(len).unwrap_or(i64::MAX));
+    }
+    for (key, v) in [
+        ("kv_bits", hints.kv_bits),
+        ("kv_group_size", hints.kv_group_size),
+        ("kv_quant_start", hints.kv_quant_start),
+    ] {
+        if let Some(v) = v {
+            table[key] = toml_edit::value(i64::from(v));
+        }
     }
     match position_of(rows, name) {
         Some(i) => {

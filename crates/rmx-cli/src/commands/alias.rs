@@ -49,6 +49,9 @@ fn add(args: AliasAddArgs) -> Result<ExitCode> {
             tool_parser: args.tool_parser.unwrap_or_default(),
             reasoning_parser: args.reasoning_parser.unwrap_or_default(),
             context_length: args.context_length,
+            kv_bits: args.kv.settings().map(|s| s.0),
+            kv_group_size: args.kv.settings().map(|s| s.1),
+            kv_quant_start: args.kv.settings().map(|s| s.2),
         },
     )?;
     println!("{} -> {}", alias.name, alias.repo);

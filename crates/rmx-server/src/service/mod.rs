@@ -293,6 +293,7 @@ impl Service {
         }
         let resolved = self.resolve(&req.model)?;
         let hints = resolved.hints;
+        let alias_kv = alias_kv_quant(hints.as_ref())?;
         let keep_alive = req.keep_alive.unwrap_or(self.default_keep_alive);
         let lease = self.models.acquire(resolved, keep_alive).await?;
         let loaded = lease.loaded()?.clone();
@@ -315,7 +316,8 @@ impl Service {
         greq.top_logprobs = req.logprobs;
         greq.constraint = built.constraint;
         greq.keep_special_tokens = built.keep_special;
-        greq.kv_quant = req.kv_quant.or(self.kv_quant);
+        // The request's own, else the alias's, else the daemon's (`rmx serve --kv-bits`).
+        greq.kv_quant = req.kv_quant.or(alias_kv).or(self.kv_quant);
         greq.speculative = req.speculative;
         let engine_rx = engine.generate(greq)?;
         let (tx, rx) = mpsc::unbounded_channel();
@@ -340,6 +342,22 @@ impl Service {
             SystemTime::now(),
         ))
     }
+}
+
+/// An alias's KV-cache hint (`rmx alias add --kv-bits`, or a hand-edited aliases.toml), held
+/// to what MLX can store.
+fn alias_kv_quant(
+    hints: Option<&rmx_store::ModelHints>,
+) -> Result<Option<rmx_engine::KvQuant>, ServiceError> {
+    let Some((hints, bits)) = hints.and_then(|h| Some((h, h.kv_bits?))) else {
+        return Ok(None);
+    };
+    let group = hints
+        .kv_group_size
+        .unwrap_or(rmx_engine::KvQuant::DEFAULT_GROUP_SIZE);
+    rmx_engine::KvQuant::new(bits, group, hints.kv_quant_start.unwrap_or(0))
+        .map(Some)
+        .map_err(|e| ServiceError::BadRequest(format!("the model's alias: {e}")))
 }
 
 /// A language model passes; an embedding model is refused, naming what it does.

@@ -89,6 +89,7 @@ fn user_aliases_add_override_list_and_remove() -> Result<(), StoreError> {
         tool_parser: ToolParser::Mistral,
         reasoning_parser: ReasoningParser::None,
         context_length: Some(8192),
+        ..ModelHints::default()
     };
     s.add_alias("mine", "me/My-Model-4bit", hints)?;
     // Overriding a built-in.
@@ -186,6 +187,7 @@ fn issue_21_a_folder_alias_keeps_its_hints() -> Result<(), StoreError> {
         tool_parser: ToolParser::Hermes,
         reasoning_parser: ReasoningParser::Think,
         context_length: Some(4096),
+        ..ModelHints::default()
     };
     s.add_alias("dev", &model.display().to_string(), hints)?;
     let resolved = s.resolve("dev")?;

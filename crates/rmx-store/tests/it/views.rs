@@ -43,6 +43,7 @@ async fn list_info_remove() -> Result<(), StoreError> {
             tool_parser: ToolParser::Hermes,
             reasoning_parser: ReasoningParser::Think,
             context_length: Some(4096),
+            ..ModelHints::default()
         },
     )?;
     store.pull("tiny", &NoProgress).await?;
