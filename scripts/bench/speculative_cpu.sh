@@ -20,7 +20,9 @@ stop() {
 }
 trap stop EXIT
 "$rmx" import "$gguf" --name smollm2 >/dev/null
-file=$(git -C "$(dirname "$0")" show 52f7c14:crates/rmx-engine/src/sampler.rs | head -n 100)
+# The first 100 lines of crates/rmx-engine/src/sampler.rs at 52f7c14, kept beside this script
+# so the prompt is the same wherever it runs (the GPU machine gets no git history).
+file=$(cat "$(dirname "$0")/speculative_edit_source.rs.txt")
 prompt="Here is a Rust file:
 
 \`\`\`rust
