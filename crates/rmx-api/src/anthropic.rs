@@ -160,10 +160,12 @@ pub enum ContentBlock {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         is_error: Option<bool>,
     },
-    /// Read so the error can name what is unsupported.
+    /// An image; the daemon reads a `{"type": "base64", "media_type", "data"}` source and
+    /// fetches no URL.
     Image {
         source: Value,
     },
+    /// Read so the error can name what is unsupported.
     Document {
         source: Value,
     },

@@ -41,8 +41,7 @@ pub struct Message {
     /// For `role: "tool"`: which tool answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_name: Option<String>,
-    /// Base64 images, as Ollama's vision models take them. Read so that a request carrying
-    /// them is refused (no vision yet), not answered as if they were not there.
+    /// Base64 images (PNG, JPEG, WebP, GIF), as Ollama's vision models take them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<String>,
 }

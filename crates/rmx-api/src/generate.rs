@@ -31,7 +31,7 @@ pub struct GenerateRequest {
     /// against it (`docs/api.md` lists what is enforced).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<serde_json::Value>,
-    /// Base64 images for vision models: refused until rmx reads images.
+    /// Base64 images (PNG, JPEG, WebP, GIF) for vision models.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<String>,
 }

@@ -331,7 +331,7 @@ async fn issue_20_ollamas_413_is_json() {
 }
 
 #[tokio::test]
-async fn issue_20_ollama_refuses_unknown_roles_and_images_instead_of_misreading_them() {
+async fn issue_20_ollama_refuses_unknown_roles_and_bad_images_instead_of_misreading_them() {
     let user = json!({"role": "user", "content": "hi"});
     for (path, body, names) in [
         (
@@ -342,13 +342,13 @@ async fn issue_20_ollama_refuses_unknown_roles_and_images_instead_of_misreading_
         (
             "/api/chat",
             json!({"model": "m", "messages": [{"role": "user", "content": "what is this?",
-                                                "images": ["aGk="]}]}),
-            "messages[0].images",
+                                                "images": ["not base64!"]}]}),
+            "messages[0].images[0]",
         ),
         (
             "/api/generate",
-            json!({"model": "m", "prompt": "what is this?", "images": ["aGk="]}),
-            "images",
+            json!({"model": "m", "prompt": "what is this?", "images": ["not base64!"]}),
+            "images[0]",
         ),
     ] {
         let (status, body) = call(post(path, body.to_string())).await;

@@ -138,10 +138,11 @@ pub enum ContentPart {
     Text {
         text: String,
     },
-    /// Read so the error can say what is unsupported, rather than "unknown variant".
+    /// An image; the daemon reads `{"url": "data:image/...;base64,..."}` and fetches no URL.
     ImageUrl {
         image_url: Value,
     },
+    /// Read so the error can say what is unsupported, rather than "unknown variant".
     InputAudio {
         input_audio: Value,
     },

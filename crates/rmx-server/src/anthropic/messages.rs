@@ -181,15 +181,23 @@ pub fn template_messages(req: &MessagesRequest) -> Result<Vec<TemplateMessage>, 
     }
     for (i, m) in req.messages.iter().enumerate() {
         let mut text = String::new();
+        // The turn's text and images in order, for a turn with images.
+        let mut parts = Vec::new();
         let mut reasoning = String::new();
         let mut calls = Vec::new();
         for (j, block) in m.content.blocks().into_iter().enumerate() {
             match block {
                 ContentBlock::Text { text: t } => {
-                    if !text.is_empty() {
-                        text.push('\n');
-                    }
+                    let sep = if text.is_empty() { "" } else { "\n" };
+                    text.push_str(sep);
                     text.push_str(&t);
+                    parts.push(service::ContentPart::Text(format!("{sep}{t}")));
+                }
+                ContentBlock::Image { source } => {
+                    let bytes = image_source(&source).map_err(|e| {
+                        AnthropicError::Invalid(format!("messages.{i}.content.{j}.source: {e}"))
+                    })?;
+                    parts.push(service::ContentPart::Image(Arc::new(bytes)));
                 }
                 ContentBlock::Thinking { thinking, .. } => reasoning.push_str(&thinking),
                 ContentBlock::RedactedThinking { .. } => {}
@@ -213,9 +221,9 @@ pub fn template_messages(req: &MessagesRequest) -> Result<Vec<TemplateMessage>, 
                     msg.tool_call_id = Some(tool_use_id);
                     out.push(msg);
                 }
-                ContentBlock::Image { .. } | ContentBlock::Document { .. } => {
+                ContentBlock::Document { .. } => {
                     return Err(AnthropicError::Invalid(format!(
-                        "messages.{i}.content.{j}: image and document blocks are not supported by this server (text only)"
+                        "messages.{i}.content.{j}: document blocks are not supported by this server (text and images only)"
                     )));
                 }
             }
@@ -224,16 +232,41 @@ pub fn template_messages(req: &MessagesRequest) -> Result<Vec<TemplateMessage>, 
             Role::User => service::Role::User,
             Role::Assistant => service::Role::Assistant,
         };
-        if role == service::Role::User && text.is_empty() && calls.is_empty() {
+        let images = parts
+            .iter()
+            .any(|p| matches!(p, service::ContentPart::Image(_)));
+        if role == service::Role::User && text.is_empty() && calls.is_empty() && !images {
             // A turn of only tool results.
             continue;
         }
-        let mut msg = TemplateMessage::new(role, text);
+        let mut msg = TemplateMessage::with_parts(role, parts);
         msg.reasoning_content = Some(reasoning).filter(|r| !r.is_empty());
         msg.tool_calls = calls;
         out.push(msg);
     }
     Ok(out)
+}
+
+/// An image block's bytes: a `base64` source (the server fetches no URL).
+fn image_source(source: &Value) -> Result<Vec<u8>, String> {
+    match source.get("type").and_then(Value::as_str) {
+        Some("base64") => {
+            let data = source
+                .get("data")
+                .and_then(Value::as_str)
+                .ok_or("a base64 image source needs a `data` string".to_string())?;
+            service::decode_base64(data)
+        }
+        Some("url") => Err(
+            "image URLs are not fetched: URL fetching is not enabled on this \
+             server; send the image as a base64 source"
+                .into(),
+        ),
+        other => Err(format!(
+            "image sources of type {other:?} are not supported; send {{\"type\": \"base64\", \
+             \"media_type\": \"image/png\", \"data\": ...}}"
+        )),
+    }
 }
 
 /// The whole answer as one message: thinking, then text, then tool_use blocks.

@@ -305,13 +305,35 @@ fn request_becomes_template_messages() {
 }
 
 #[test]
-fn images_are_refused_naming_the_block() {
-    let req: MessagesRequest = serde_json::from_value(json!({
-        "model": "m", "max_tokens": 5,
-        "messages": [{"role": "user", "content": [{"type": "text", "text": "see"},
-            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": ""}}]}]
-    }))
-    .expect("request");
-    let e = messages::to_internal(&req).expect_err("refused");
-    assert!(e.to_string().contains("messages.0.content.1"), "{e}");
+fn base64_images_become_parts_and_url_sources_are_refused_naming_the_block() {
+    let req = |source: Value| -> MessagesRequest {
+        serde_json::from_value(json!({
+            "model": "m", "max_tokens": 5,
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "see"},
+                {"type": "image", "source": source}, {"type": "text", "text": "this"}]}]
+        }))
+        .expect("request")
+    };
+    let ok = messages::template_messages(&req(
+        json!({"type": "base64", "media_type": "image/png", "data": "AQID"}),
+    ))
+    .expect("read");
+    assert_eq!(ok[0].content, "see\nthis");
+    assert_eq!(
+        ok[0].images().map(|b| b.to_vec()).collect::<Vec<_>>(),
+        vec![vec![1u8, 2, 3]]
+    );
+    let url = messages::to_internal(&req(json!({"type": "url", "url": "https://x/a.png"})))
+        .expect_err("refused");
+    assert!(
+        url.to_string().contains("messages.0.content.1.source"),
+        "{url}"
+    );
+    assert!(
+        url.to_string().contains("URL fetching is not enabled"),
+        "{url}"
+    );
+    let bad = messages::to_internal(&req(json!({"type": "base64", "data": "not base64!"})))
+        .expect_err("refused");
+    assert!(bad.to_string().contains("not valid base64"), "{bad}");
 }

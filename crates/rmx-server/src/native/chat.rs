@@ -11,8 +11,8 @@ use rmx_api::{ChatRequest, ChatResponse, DoneStats, FunctionCall, Message, ToolC
 use serde_json::{Map, Value};
 
 use super::{
-    kv_quant, ndjson, now_rfc3339, parse, sampling, shape, speculative, stats, NativeError,
-    NO_IMAGES,
+    image_parts, kv_quant, ndjson, now_rfc3339, parse, sampling, shape, speculative, stats,
+    NativeError,
 };
 use crate::error::ServiceError;
 use crate::service::{
@@ -26,7 +26,12 @@ pub async fn chat(State(svc): State<Arc<Service>>, body: Bytes) -> Result<Respon
     let internal = InternalRequest {
         model: req.model.clone(),
         prompt: PromptInput::Chat {
-            messages: req.messages.iter().map(to_template).collect(),
+            messages: req
+                .messages
+                .iter()
+                .enumerate()
+                .map(to_template)
+                .collect::<Result<_, _>>()?,
             tools: (!req.tools.is_empty()).then(|| Value::Array(req.tools.clone())),
             template_kwargs: Map::new(),
         },
@@ -110,18 +115,13 @@ pub async fn chat(State(svc): State<Arc<Service>>, body: Bytes) -> Result<Respon
     Ok(ndjson::response(rx))
 }
 
-/// Ollama's roles, and no images: a message this server would otherwise misread (an unknown
-/// role reaches the template as-is; images would be dropped) is a 400 that says which.
+/// Ollama's roles: a message this server would otherwise misread (an unknown role reaches the
+/// template as-is) is a 400 that says which.
 fn check_messages(messages: &[Message]) -> Result<(), NativeError> {
     for (i, m) in messages.iter().enumerate() {
         if let Role::Other(role) = Role::parse(&m.role) {
             return Err(NativeError(ServiceError::BadRequest(format!(
                 "messages[{i}].role: unknown role {role:?} (expected system, user, assistant or tool)"
-            ))));
-        }
-        if !m.images.is_empty() {
-            return Err(NativeError(ServiceError::BadRequest(format!(
-                "messages[{i}].images: {NO_IMAGES}"
             ))));
         }
     }
@@ -140,8 +140,15 @@ fn call(name: &str, arguments: &str) -> ToolCall {
 
 /// A message as chat templates read it (OpenAI-shaped; reasoning as `reasoning_content`, the
 /// name Qwen's and DeepSeek's templates use).
-fn to_template(m: &Message) -> TemplateMessage {
-    let mut t = TemplateMessage::new(Role::parse(&m.role), m.content.clone());
+/// Its `images` become image parts before its text.
+fn to_template((i, m): (usize, &Message)) -> Result<TemplateMessage, NativeError> {
+    let role = Role::parse(&m.role);
+    let mut t = if m.images.is_empty() {
+        TemplateMessage::new(role, m.content.clone())
+    } else {
+        let field = format!("messages[{i}].images");
+        TemplateMessage::with_parts(role, image_parts(&field, &m.images, &m.content)?)
+    };
     t.reasoning_content = m.thinking.clone();
     t.tool_calls = m
         .tool_calls
@@ -151,5 +158,5 @@ fn to_template(m: &Message) -> TemplateMessage {
         })
         .collect();
     t.name = m.tool_name.clone();
-    t
+    Ok(t)
 }

@@ -10,8 +10,8 @@ use rmx_api::{DoneStats, GenerateRequest, GenerateResponse};
 use serde_json::Map;
 
 use super::{
-    kv_quant, ndjson, now_rfc3339, parse, sampling, shape, speculative, stats, NativeError,
-    NO_IMAGES,
+    image_parts, kv_quant, ndjson, now_rfc3339, parse, sampling, shape, speculative, stats,
+    NativeError,
 };
 use crate::error::ServiceError;
 use crate::service::{InternalRequest, PromptInput, Role, Service, ServiceEvent, TemplateMessage};
@@ -21,10 +21,12 @@ pub async fn generate(
     body: Bytes,
 ) -> Result<Response, NativeError> {
     let req: GenerateRequest = parse(&body)?;
-    if !req.images.is_empty() {
-        return Err(NativeError(ServiceError::BadRequest(format!(
-            "images: {NO_IMAGES}"
-        ))));
+    if req.raw && !req.images.is_empty() {
+        return Err(NativeError(ServiceError::BadRequest(
+            "images: a raw prompt takes no images (the chat template places them); send the \
+             request without `raw`"
+                .into(),
+        )));
     }
     if req.prompt.is_empty() && req.system.is_none() {
         return load_or_unload(&svc, req).await;
@@ -37,7 +39,10 @@ pub async fn generate(
         if let Some(s) = &req.system {
             messages.push(TemplateMessage::new(Role::System, s.clone()));
         }
-        messages.push(TemplateMessage::new(Role::User, req.prompt.clone()));
+        messages.push(TemplateMessage::with_parts(
+            Role::User,
+            image_parts("images", &req.images, &req.prompt)?,
+        ));
         PromptInput::Chat {
             messages,
             tools: None,

@@ -46,9 +46,24 @@ fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, NativeError> {
     })
 }
 
-/// Why a request with images is refused, on both Ollama routes.
-const NO_IMAGES: &str =
-    "images are not supported by this server yet (text only); send the request without them";
+/// A user turn with Ollama's `images` (base64 files), as the content parts the core reads:
+/// the images first, then the text, where Ollama's own prompts put them. `field` names the
+/// list in errors (`images`, `messages[0].images`).
+fn image_parts(
+    field: &str,
+    images: &[String],
+    text: &str,
+) -> Result<Vec<crate::service::ContentPart>, NativeError> {
+    use crate::service::ContentPart;
+    let mut parts = Vec::with_capacity(images.len() + 1);
+    for (j, data) in images.iter().enumerate() {
+        let bytes = crate::service::decode_base64(data)
+            .map_err(|e| NativeError(ServiceError::BadRequest(format!("{field}[{j}]: {e}"))))?;
+        parts.push(ContentPart::Image(std::sync::Arc::new(bytes)));
+    }
+    parts.push(ContentPart::Text(text.to_string()));
+    Ok(parts)
+}
 
 /// Ollama's `format`: `"json"` constrains the answer to one JSON object, a JSON schema to a
 /// value valid against it; `""` or none leaves it free.

@@ -10,9 +10,9 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use rmx_api::openai::{
     AssistantMessage, ChatChoice, ChatCompletion, ChatCompletionChunk, ChatCompletionRequest,
-    ChatMessage, ChoiceLogprobs, ChunkChoice, ChunkDelta, ErrorResponse, FunctionCall,
-    FunctionCallDelta, LogprobContent, ResponseFormat, Role, ToolCall, ToolCallDelta, ToolChoice,
-    ToolChoiceMode, TopLogprob,
+    ChatMessage, ChoiceLogprobs, ChunkChoice, ChunkDelta, ContentPart, ErrorResponse, FunctionCall,
+    FunctionCallDelta, LogprobContent, MessageContent, ResponseFormat, Role, ToolCall,
+    ToolCallDelta, ToolChoice, ToolChoiceMode, TopLogprob,
 };
 use serde_json::{json, Value};
 
@@ -216,16 +216,13 @@ pub fn template_messages(messages: &[ChatMessage]) -> Result<Vec<TemplateMessage
             Role::Assistant => service::Role::Assistant,
             Role::Tool => service::Role::Tool,
         };
-        let text = match &m.content {
-            Some(c) => c.text().map_err(|kind| {
-                OpenAiError::invalid(
-                    &format!("messages[{i}].content"),
-                    format!("content parts of type `{kind}` are not supported by this server (text only)"),
-                )
-            })?,
-            None => String::new(),
+        let mut msg = match &m.content {
+            Some(MessageContent::Parts(parts)) => {
+                TemplateMessage::with_parts(role, content_parts(i, parts)?)
+            }
+            Some(c) => TemplateMessage::new(role, c.text().unwrap_or_default()),
+            None => TemplateMessage::new(role, String::new()),
         };
-        let mut msg = TemplateMessage::new(role, text);
         msg.reasoning_content = m.reasoning_content.clone().filter(|r| !r.is_empty());
         msg.tool_calls = m
             .tool_calls
@@ -242,6 +239,48 @@ pub fn template_messages(messages: &[ChatMessage]) -> Result<Vec<TemplateMessage
         msg.tool_call_id = m.tool_call_id.clone();
         msg.name = m.name.clone();
         out.push(msg);
+    }
+    Ok(out)
+}
+
+/// A message's parts: text, and `image_url` images sent inline as data URIs (the server
+/// fetches no URLs); audio and files are refused.
+fn content_parts(
+    i: usize,
+    parts: &[ContentPart],
+) -> Result<Vec<service::ContentPart>, OpenAiError> {
+    let mut out = Vec::with_capacity(parts.len());
+    for (j, part) in parts.iter().enumerate() {
+        let param = || format!("messages[{i}].content[{j}]");
+        match part {
+            ContentPart::Text { text } => out.push(service::ContentPart::Text(text.clone())),
+            ContentPart::ImageUrl { image_url } => {
+                // `{"url": ...}` as OpenAI sends it; a bare string as some clients do.
+                let url = image_url
+                    .get("url")
+                    .unwrap_or(image_url)
+                    .as_str()
+                    .ok_or_else(|| {
+                        OpenAiError::invalid(&param(), "image_url needs a `url` string")
+                    })?;
+                let bytes = service::image_url_bytes(url)
+                    .map_err(|e| OpenAiError::invalid(&format!("{}.image_url", param()), e))?;
+                out.push(service::ContentPart::Image(Arc::new(bytes)));
+            }
+            ContentPart::InputAudio { .. } | ContentPart::File { .. } => {
+                let kind = match part {
+                    ContentPart::InputAudio { .. } => "input_audio",
+                    _ => "file",
+                };
+                return Err(OpenAiError::invalid(
+                    &param(),
+                    format!(
+                        "content parts of type `{kind}` are not supported by this server \
+                         (text and image_url only)"
+                    ),
+                ));
+            }
+        }
     }
     Ok(out)
 }

@@ -364,7 +364,7 @@ fn chat_request_checks_name_the_param() {
     assert_eq!(
         param(json!({"model": "m", "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}))
             .as_deref(),
-        Some("messages[0].content")
+        Some("messages[0].content[0].image_url")
     );
     let _ = ChatMessage::new(Role::User, "x");
 }

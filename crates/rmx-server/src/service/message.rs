@@ -4,8 +4,10 @@
 //! template as they serialize: an absent field is absent, never null, since templates test
 //! `message.reasoning_content is defined`.
 
+use std::sync::Arc;
+
 use serde::{Serialize, Serializer};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 /// Who speaks. Roles the templates know are variants; any other a client sends (Ollama passes
 /// roles through) is kept as given, for the template to accept or refuse.
@@ -50,8 +52,13 @@ impl Serialize for Role {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TemplateMessage {
     pub role: Role,
-    /// The text (surfaces refuse content they cannot turn into text, like images).
+    /// The text (for a message with images, its text parts joined).
     pub content: String,
+    /// A message with images: its content in order, text and images. The template then reads
+    /// `content` as a list of `{"type": "text", "text"}` and `{"type": "image"}` parts (as
+    /// Gemma 3's does); empty for a text-only message.
+    #[serde(skip)]
+    pub parts: Vec<ContentPart>,
     /// The turn's thinking, under the name Qwen's and DeepSeek's templates read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reasoning_content: Option<String>,
@@ -71,11 +78,64 @@ impl TemplateMessage {
         TemplateMessage {
             role,
             content: content.into(),
+            parts: Vec::new(),
             reasoning_content: None,
             tool_calls: Vec::new(),
             tool_call_id: None,
             name: None,
         }
+    }
+}
+
+/// A part of a message with images.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ContentPart {
+    Text(String),
+    /// The image file's bytes as the client sent them (PNG, JPEG, WebP or GIF), decoded and
+    /// checked by the model's image processor when the prompt is built.
+    Image(Arc<Vec<u8>>),
+}
+
+impl TemplateMessage {
+    /// A message of these parts; `content` is their text joined.
+    pub fn with_parts(role: Role, parts: Vec<ContentPart>) -> TemplateMessage {
+        let text: String = parts
+            .iter()
+            .filter_map(|p| match p {
+                ContentPart::Text(t) => Some(t.as_str()),
+                ContentPart::Image(_) => None,
+            })
+            .collect();
+        let mut m = TemplateMessage::new(role, text);
+        if parts.iter().any(|p| matches!(p, ContentPart::Image(_))) {
+            m.parts = parts;
+        }
+        m
+    }
+
+    /// The images' bytes, in order.
+    pub fn images(&self) -> impl Iterator<Item = &Arc<Vec<u8>>> {
+        self.parts.iter().filter_map(|p| match p {
+            ContentPart::Image(bytes) => Some(bytes),
+            ContentPart::Text(_) => None,
+        })
+    }
+
+    /// The message as the template reads it: `content` a list of parts where it has images.
+    pub fn template_value(&self) -> Result<Value, serde_json::Error> {
+        let mut v = serde_json::to_value(self)?;
+        if !self.parts.is_empty() {
+            let parts: Vec<Value> = self
+                .parts
+                .iter()
+                .map(|p| match p {
+                    ContentPart::Text(t) => json!({"type": "text", "text": t}),
+                    ContentPart::Image(_) => json!({"type": "image"}),
+                })
+                .collect();
+            v["content"] = Value::Array(parts);
+        }
+        Ok(v)
     }
 }
 
@@ -135,6 +195,34 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&other).ok(),
             Some(json!({"role": "ipython", "content": "x"}))
+        );
+    }
+
+    #[test]
+    fn a_message_with_images_reads_as_parts_in_order() {
+        let img = ContentPart::Image(Arc::new(vec![1, 2]));
+        let m = TemplateMessage::with_parts(
+            Role::User,
+            vec![
+                ContentPart::Text("a ".into()),
+                img.clone(),
+                ContentPart::Text("b".into()),
+            ],
+        );
+        assert_eq!(m.content, "a b");
+        assert_eq!(m.images().count(), 1);
+        assert_eq!(
+            m.template_value().ok(),
+            Some(
+                json!({"role": "user", "content": [{"type": "text", "text": "a "},
+                {"type": "image"}, {"type": "text", "text": "b"}]})
+            )
+        );
+        let text = TemplateMessage::with_parts(Role::User, vec![ContentPart::Text("t".into())]);
+        assert!(text.parts.is_empty());
+        assert_eq!(
+            text.template_value().ok(),
+            Some(json!({"role": "user", "content": "t"}))
         );
     }
 }

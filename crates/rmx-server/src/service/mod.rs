@@ -54,6 +54,7 @@ mod embed;
 mod events;
 mod folders;
 mod hold;
+mod image_data;
 mod message;
 mod prompt;
 mod prompt_tokens;
@@ -78,10 +79,12 @@ pub use events::{
     CollectedCall, Completion, Final, FinishReason, ServiceEvent, ServiceStream, TokenLogprob,
 };
 pub use folders::ModelRoots;
-pub use message::{CalledFunction, Role, TemplateMessage, TemplateToolCall};
+pub use image_data::{decode_base64, image_url_bytes};
+pub use message::{CalledFunction, ContentPart, Role, TemplateMessage, TemplateToolCall};
 pub(crate) use pull_locks::PullLocks;
 pub use request::{
     strict_tool_specs, tool_specs, InternalRequest, PromptInput, Shape, FORCED_TOOL_CALL,
+    MAX_IMAGES_PER_REQUEST,
 };
 pub use rerank::{RerankRequest, Reranked};
 pub use rmx_engine::{SamplingParams, Timings, Usage};
@@ -319,6 +322,7 @@ impl Service {
         // The request's own, else the alias's, else the daemon's (`rmx serve --kv-bits`).
         greq.kv_quant = req.kv_quant.or(alias_kv).or(self.kv_quant);
         greq.speculative = req.speculative;
+        greq.images = built.images;
         let engine_rx = engine.generate(greq)?;
         let (tx, rx) = mpsc::unbounded_channel();
         let pump = Pump {

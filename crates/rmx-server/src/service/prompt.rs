@@ -14,7 +14,10 @@ use rmx_text::toolcall::{ToolCallFormat, ToolCallParser};
 use serde_json::Value;
 
 use super::prompt_tokens::prompt_tokens;
-use super::{InternalRequest, PromptInput, ServiceError, Shape, FORCED_TOOL_CALL};
+use super::{
+    InternalRequest, PromptInput, ServiceError, Shape, TemplateMessage, FORCED_TOOL_CALL,
+    MAX_IMAGES_PER_REQUEST,
+};
 
 /// How long a render may take before the request is answered with
 /// [`ServiceError::TemplateLimit`]. Fuel (`rmx_text::template::limits`) ends a runaway template
@@ -55,6 +58,8 @@ pub(super) struct BuiltPrompt {
     /// in some tokenizers (harmony's, Gemma 4's `<|tool_call>` and `<|channel>`).
     pub(super) keep_special: bool,
     pub(super) constraint: Option<Compiled>,
+    /// The chat's images, decoded and preprocessed, in the order of their placeholders.
+    pub(super) images: Vec<rmx_vision::PixelValues>,
 }
 
 /// Gemma 4's channel markers.
@@ -80,13 +85,21 @@ fn build_prompt(
             harmony: None,
             keep_special: false,
             constraint: constraint(engine, req.shape.as_ref(), None, Think::No)?,
+            images: Vec::new(),
         }),
         PromptInput::Chat {
             messages,
             tools,
             template_kwargs,
         } => {
+            let (image_input, images) = chat_images(engine, &req.model, messages)?;
             if !engine.has_chat_template() {
+                if !images.is_empty() {
+                    return Err(ServiceError::BadRequest(format!(
+                        "the model `{}` has no chat template to place images in; send text",
+                        req.model
+                    )));
+                }
                 // A base model has no chat format: complete the messages' text as it stands.
                 let text: Vec<&str> = messages.iter().map(|m| m.content.as_str()).collect();
                 return Ok(BuiltPrompt {
@@ -96,6 +109,7 @@ fn build_prompt(
                     harmony: None,
                     keep_special: false,
                     constraint: constraint(engine, req.shape.as_ref(), None, Think::No)?,
+                    images: Vec::new(),
                 });
             }
             let mut kwargs = template_kwargs.clone();
@@ -107,7 +121,11 @@ fn build_prompt(
             let tools = tools
                 .clone()
                 .filter(|t| t.as_array().is_some_and(|a| !a.is_empty()));
-            let messages = serde_json::to_value(messages)
+            let messages = messages
+                .iter()
+                .map(TemplateMessage::template_value)
+                .collect::<Result<Vec<_>, _>>()
+                .map(Value::Array)
                 .map_err(|e| ServiceError::Internal(format!("the chat as template input: {e}")))?;
             let chat = ChatPrompt {
                 messages,
@@ -134,7 +152,18 @@ fn build_prompt(
                 }
                 (other, _) => other.into(),
             })?;
-            let tokens = prompt_tokens(engine, &rendered, false)?;
+            let tokens = match &image_input {
+                // Each image's marker in the rendered chat widened into its placeholders.
+                Some(input) if !images.is_empty() => {
+                    let text = input.prompt.expand(&rendered, images.len()).map_err(|e| {
+                        ServiceError::BadRequest(format!(
+                            "the images do not fit the model's chat template: {e}"
+                        ))
+                    })?;
+                    prompt_tokens(engine, &text, false)?
+                }
+                _ => prompt_tokens(engine, &rendered, false)?,
+            };
             let harmony = template.contains("<|channel|>")
                 || hints.is_some_and(|h| {
                     h.tool_parser == ToolParser::Harmony
@@ -148,6 +177,7 @@ fn build_prompt(
                     harmony: Some(HarmonyParser::new()),
                     keep_special: true,
                     constraint: constraint(engine, req.shape.as_ref(), None, Think::No)?,
+                    images,
                 });
             }
             let thinks = template.contains("<think>")
@@ -197,9 +227,47 @@ fn build_prompt(
                 tools,
                 harmony: None,
                 constraint: constraint(engine, req.shape.as_ref(), format, think)?,
+                images,
             })
         }
     }
+}
+
+/// The chat's images checked and preprocessed (on this blocking thread: decoding is CPU work),
+/// with how the model takes them; refused when there are too many, the model reads text only,
+/// or an image is not one it can read (unknown format, truncated, too large by its header).
+fn chat_images(
+    engine: &Engine,
+    model: &str,
+    messages: &[TemplateMessage],
+) -> Result<(Option<rmx_engine::ImageInput>, Vec<rmx_vision::PixelValues>), ServiceError> {
+    let bytes: Vec<_> = messages.iter().flat_map(|m| m.images()).collect();
+    if bytes.is_empty() {
+        return Ok((None, Vec::new()));
+    }
+    if bytes.len() > MAX_IMAGES_PER_REQUEST {
+        return Err(ServiceError::BadRequest(format!(
+            "the request has {} images, over the limit of {MAX_IMAGES_PER_REQUEST} per request; \
+             send fewer images",
+            bytes.len()
+        )));
+    }
+    let input = engine.image_input()?.ok_or_else(|| {
+        ServiceError::BadRequest(format!(
+            "the model `{model}` takes no images (it reads text only); send text, or use a \
+             vision model (Gemma 3 with its vision tower)"
+        ))
+    })?;
+    let pixels = bytes
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            input.prepare(b).map_err(|e| {
+                ServiceError::BadRequest(format!("image {} of the request: {e}", i + 1))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((Some(input), pixels))
 }
 
 /// The engine's constraint for a requested shape, compiled; a tool call needs a format that

@@ -1,0 +1,275 @@
+//! Images through the HTTP surfaces (issue #27), over a real TCP port: OpenAI `image_url` data
+//! URIs, Ollama's base64 `images` (`/api/chat`, `/api/generate`) and Anthropic's base64 image
+//! blocks reach the tiny Gemma 3 vision-language model (tests/py/tiny_vlm.py). The same image
+//! and text give the same greedy answer on every surface, another image another answer, and
+//! the image's placeholders count as prompt tokens. Bad input is a 400 in each API's own
+//! shape: a file that is no image, a truncated one, a decompression bomb (a huge size in a
+//! small PNG header), too many images, a URL to fetch, an image for a text-only model.
+
+#![allow(clippy::unwrap_used)]
+
+mod common_api;
+
+use std::io::Cursor;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
+use common_api::{app, model_name, raw_request, serve, service};
+use rmx_server::service::MAX_IMAGES_PER_REQUEST;
+use serde_json::{json, Value};
+
+/// Placeholders per image in the tiny VLM (`mm_tokens_per_image`).
+const PER_IMAGE: u64 = 16;
+const MAX_TOKENS: u64 = 8;
+const QUESTION: &str = "What is in this picture?";
+
+/// The tiny VLM, made once per version of its generator (as rmx-engine's tests/images.rs).
+fn vlm() -> String {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let script = std::fs::read(rmx_tests::py("tiny_vlm.py")).unwrap();
+        let hash = script.iter().fold(0xcbf29ce484222325u64, |h, b| {
+            (h ^ *b as u64).wrapping_mul(0x100000001b3)
+        });
+        let dir = rmx_tests::target_dir().join(format!("test-models/vlm-{hash:016x}/gemma3-f32"));
+        if !dir.join("config.json").exists() {
+            std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
+            let status = Command::new(rmx_tests::python())
+                .arg(rmx_tests::py("tiny_vlm.py"))
+                .args(["make", "--quant", "f32", "--out"])
+                .arg(&dir)
+                .status()
+                .expect("run tiny_vlm.py");
+            assert!(status.success(), "tiny_vlm.py make failed");
+        }
+        dir
+    })
+    .to_string_lossy()
+    .into_owned()
+}
+
+fn png(img: image::RgbImage) -> Vec<u8> {
+    let mut out = Cursor::new(Vec::new());
+    image::DynamicImage::ImageRgb8(img)
+        .write_to(&mut out, image::ImageFormat::Png)
+        .unwrap();
+    out.into_inner()
+}
+
+fn noise() -> Vec<u8> {
+    let mut state = 777u32;
+    png(image::RgbImage::from_fn(45, 61, |_, _| {
+        state ^= state << 13;
+        state ^= state >> 17;
+        state ^= state << 5;
+        image::Rgb([(state >> 8) as u8, (state >> 16) as u8, (state >> 24) as u8])
+    }))
+}
+
+fn bands() -> Vec<u8> {
+    png(image::RgbImage::from_fn(70, 20, |x, y| {
+        image::Rgb([(x * 3) as u8, (y * 12) as u8, ((x + y) * 5) as u8])
+    }))
+}
+
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in bytes {
+        crc ^= b as u32;
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+/// A small PNG whose header claims 100000 x 100000 pixels (CRC fixed): a bomb before inflation.
+fn bomb() -> Vec<u8> {
+    let mut png = bands();
+    png[16..20].copy_from_slice(&100_000u32.to_be_bytes());
+    png[20..24].copy_from_slice(&100_000u32.to_be_bytes());
+    let crc = crc32(&png[12..29]);
+    png[29..33].copy_from_slice(&crc.to_be_bytes());
+    png
+}
+
+fn b64(bytes: &[u8]) -> String {
+    STANDARD.encode(bytes)
+}
+
+fn openai(model: &str, images: &[Vec<u8>]) -> Value {
+    let mut content: Vec<Value> = images
+        .iter()
+        .map(|i| json!({"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{}", b64(i))}}))
+        .collect();
+    content.push(json!({"type": "text", "text": QUESTION}));
+    json!({"model": model, "messages": [{"role": "user", "content": content}],
+           "temperature": 0, "max_tokens": MAX_TOKENS})
+}
+
+fn ollama_chat(model: &str, images: &[Vec<u8>]) -> Value {
+    let images: Vec<String> = images.iter().map(|i| b64(i)).collect();
+    json!({"model": model, "stream": false,
+           "messages": [{"role": "user", "content": QUESTION, "images": images}],
+           "options": {"temperature": 0, "num_predict": MAX_TOKENS}})
+}
+
+fn ollama_generate(model: &str, images: &[Vec<u8>]) -> Value {
+    let images: Vec<String> = images.iter().map(|i| b64(i)).collect();
+    json!({"model": model, "stream": false, "prompt": QUESTION, "images": images,
+           "options": {"temperature": 0, "num_predict": MAX_TOKENS}})
+}
+
+fn anthropic(model: &str, images: &[Vec<u8>]) -> Value {
+    let mut content: Vec<Value> = images
+        .iter()
+        .map(|i| json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": b64(i)}}))
+        .collect();
+    content.push(json!({"type": "text", "text": QUESTION}));
+    json!({"model": model, "messages": [{"role": "user", "content": content}],
+           "temperature": 0, "max_tokens": MAX_TOKENS})
+}
+
+async fn post(base: &str, path: &str, body: &Value) -> (u16, Value) {
+    let (status, text) = raw_request(base, "POST", path, &body.to_string()).await;
+    let v = serde_json::from_str(&text).unwrap_or_else(|_| panic!("{path}: not JSON: {text}"));
+    (status, v)
+}
+
+/// (answer, prompt tokens) of a whole answer on each surface.
+async fn answers(base: &str, model: &str, images: &[Vec<u8>]) -> Vec<(String, u64)> {
+    let (s, o) = post(base, "/v1/chat/completions", &openai(model, images)).await;
+    assert_eq!(s, 200, "{o}");
+    let (s, c) = post(base, "/api/chat", &ollama_chat(model, images)).await;
+    assert_eq!(s, 200, "{c}");
+    let (s, g) = post(base, "/api/generate", &ollama_generate(model, images)).await;
+    assert_eq!(s, 200, "{g}");
+    let (s, a) = post(base, "/v1/messages", &anthropic(model, images)).await;
+    assert_eq!(s, 200, "{a}");
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    let count = |v: &Value| v.as_u64().unwrap_or_default();
+    vec![
+        (
+            text(&o["choices"][0]["message"]["content"]),
+            count(&o["usage"]["prompt_tokens"]),
+        ),
+        (
+            text(&c["message"]["content"]),
+            count(&c["prompt_eval_count"]),
+        ),
+        (text(&g["response"]), count(&g["prompt_eval_count"])),
+        // Anthropic counts the prompt read from the prefix cache apart.
+        (
+            text(&a["content"][0]["text"]),
+            count(&a["usage"]["input_tokens"]) + count(&a["usage"]["cache_read_input_tokens"]),
+        ),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_27_an_image_reaches_the_model_on_every_surface() {
+    let home = tempfile::tempdir().unwrap();
+    let base = serve(app(service(home.path())));
+    let model = vlm();
+
+    let plain = answers(&base, &model, &[]).await;
+    let one = answers(&base, &model, &[noise()]).await;
+    let other = answers(&base, &model, &[bands()]).await;
+    let two = answers(&base, &model, &[noise(), bands()]).await;
+    for (name, got) in [("noise", &one), ("bands", &other), ("two", &two)] {
+        // OpenAI, Ollama chat and generate and Anthropic render the same user turn.
+        assert!(
+            got.iter().all(|a| a == &got[0]),
+            "{name}: the surfaces disagree: {got:?}"
+        );
+        assert!(!got[0].0.is_empty(), "{name}: an empty answer");
+    }
+    assert!(plain.iter().all(|a| a == &plain[0]), "{plain:?}");
+    // Each image takes its placeholders (and its begin/end markers) in the prompt.
+    let per_image = one[0].1 - plain[0].1;
+    assert!(per_image >= PER_IMAGE, "{one:?} vs {plain:?}");
+    assert_eq!(other[0].1, one[0].1, "two images of the same tokens' cost");
+    assert_eq!(two[0].1, plain[0].1 + 2 * per_image);
+    // The model sees the pixels: another image, another answer.
+    assert_ne!(
+        one[0].0, other[0].0,
+        "the answer does not depend on the image"
+    );
+    assert_ne!(one[0].0, plain[0].0);
+}
+
+/// The message of an error in `path`'s API shape.
+fn message(path: &str, v: &Value) -> String {
+    let m = match path {
+        "/v1/chat/completions" | "/v1/messages" => &v["error"]["message"],
+        _ => &v["error"],
+    };
+    m.as_str()
+        .unwrap_or_else(|| panic!("{path}: not its error shape: {v}"))
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_27_bad_images_are_a_400_in_each_apis_shape() {
+    let home = tempfile::tempdir().unwrap();
+    let base = serve(app(service(home.path())));
+    let model = vlm();
+    let text_model = model_name();
+    let good = bands();
+    let truncated = good[..good.len() / 2].to_vec();
+    let many = vec![good.clone(); MAX_IMAGES_PER_REQUEST + 1];
+    let cases: Vec<(&str, Vec<Vec<u8>>, &str, &str)> = vec![
+        (
+            "no image",
+            vec![b"plain text, not a picture".to_vec()],
+            &model,
+            "not PNG, JPEG, WebP or GIF",
+        ),
+        ("truncated", vec![truncated], &model, "could not be decoded"),
+        ("bomb", vec![bomb()], &model, "100000x100000 pixels"),
+        ("too many", many, &model, "over the limit of 8 per request"),
+        (
+            "text-only model",
+            vec![good.clone()],
+            &text_model,
+            "takes no images",
+        ),
+    ];
+    for (name, images, model, says) in &cases {
+        for (path, body) in [
+            ("/v1/chat/completions", openai(model, images)),
+            ("/api/chat", ollama_chat(model, images)),
+            ("/api/generate", ollama_generate(model, images)),
+            ("/v1/messages", anthropic(model, images)),
+        ] {
+            let (status, v) = post(&base, path, &body).await;
+            assert_eq!(status, 400, "{name} on {path}: {v}");
+            let msg = message(path, &v);
+            assert!(msg.contains(says), "{name} on {path}: {msg}");
+            if *name == "text-only model" {
+                assert!(msg.contains(*model), "{name} on {path}: {msg}");
+            }
+        }
+    }
+    let url = json!({"model": model, "max_tokens": 4, "messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}]}]});
+    let (status, v) = post(&base, "/v1/chat/completions", &url).await;
+    assert_eq!(status, 400, "{v}");
+    assert!(message("/v1/chat/completions", &v).contains("URL fetching is not enabled"));
+    assert_eq!(v["error"]["param"], "messages[0].content[0].image_url");
+    let url = json!({"model": model, "max_tokens": 4, "messages": [{"role": "user", "content": [
+        {"type": "image", "source": {"type": "url", "url": "https://example.com/cat.png"}}]}]});
+    let (status, v) = post(&base, "/v1/messages", &url).await;
+    assert_eq!(status, 400, "{v}");
+    assert!(message("/v1/messages", &v).contains("URL fetching is not enabled"));
+    // The daemon still answers after all that.
+    let (status, v) = post(&base, "/v1/chat/completions", &openai(&model, &[good])).await;
+    assert_eq!(status, 200, "{v}");
+}
