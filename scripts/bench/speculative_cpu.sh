@@ -15,7 +15,12 @@ export RMX_HOME=$home
 stop() {
   local pid
   pid=$(cat "$home/daemon.lock" 2>/dev/null || true)
-  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; fi
+  if [ -n "$pid" ]; then
+    kill "$pid" 2>/dev/null || true
+    # A daemon still answering or saving prefixes would load the next run's machine, and
+    # writes into the folder being removed.
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+  fi
   rm -rf "$home"
 }
 trap stop EXIT
