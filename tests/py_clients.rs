@@ -1,7 +1,7 @@
 //! The official Python clients (`openai`, `anthropic`, `ollama` from PyPI, pinned in
 //! scripts/requirements-test.txt) against the real daemon (`rmx serve` in a throwaway home) on
-//! a real TCP port, on the API suites' tiny Qwen3. Each script asserts its own checks and
-//! prints `ok <check>` per check passed.
+//! a real TCP port, on the API suites' tiny Qwen3 (images: the tiny Gemma 3 VLM). Each script
+//! asserts its own checks and prints `ok <check>` per check passed.
 //!
 //! These need RMX_TEST_PYTHON (`. scripts/test-env.sh`) and fail without it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -28,7 +28,11 @@ impl Server {
     /// over TCP may only under the daemon's model roots.
     fn start() -> Server {
         let roots = model_roots();
-        let home = TestHome::new().with_env("RMX_MODEL_ROOTS", &roots);
+        Server::start_in(TestHome::new().with_env("RMX_MODEL_ROOTS", &roots))
+    }
+
+    /// `rmx serve` in `home`, set up by the caller.
+    fn start_in(home: TestHome) -> Server {
         let daemon = home
             .cmd(&["serve"])
             .stdout(Stdio::null())
@@ -179,6 +183,56 @@ fn py_strict_types() {
             "responses and events",
             "messages, events, count_tokens",
             "models",
+            "errors",
+        ],
+    );
+}
+
+/// The tiny Gemma 3 vision-language model (tests/py/tiny_vlm.py), made once per version of its
+/// generator, in the folder rmx-engine's tests/images.rs uses.
+fn tiny_vlm() -> PathBuf {
+    let script = std::fs::read(py("tiny_vlm.py")).expect("read tiny_vlm.py");
+    let hash = script.iter().fold(0xcbf29ce484222325u64, |h, b| {
+        (h ^ *b as u64).wrapping_mul(0x100000001b3)
+    });
+    let dir = rmx_tests::target_dir().join(format!("test-models/vlm-{hash:016x}/gemma3-f32"));
+    if !dir.join("config.json").exists() {
+        std::fs::create_dir_all(dir.parent().expect("a parent")).expect("mkdir");
+        let status = Command::new(python())
+            .arg(py("tiny_vlm.py"))
+            .args(["make", "--quant", "f32", "--out"])
+            .arg(&dir)
+            .status()
+            .expect("run tiny_vlm.py");
+        assert!(status.success(), "tiny_vlm.py make failed");
+    }
+    dir
+}
+
+/// Issue #27: the three clients send images (an `image_url` data URI, a base64 image block,
+/// Ollama's `images`) to the tiny Gemma 3 VLM and get the same greedy answer, which another
+/// image changes; an image for the text-only tiny Qwen3 is each client's 400.
+#[test]
+fn py_vision_clients() {
+    let vlm = tiny_vlm();
+    let roots = std::env::join_paths([
+        PathBuf::from(model_roots()),
+        vlm.parent().expect("a parent").to_path_buf(),
+    ])
+    .expect("join the model roots");
+    let home = TestHome::new().with_env("RMX_MODEL_ROOTS", &roots.to_string_lossy());
+    let server = Server::start_in(home);
+    let out = run_on(
+        &server,
+        "vision_clients.py",
+        &[&vlm.to_string_lossy(), &model_name()],
+    );
+    assert_checks(
+        &out,
+        &[
+            "openai image_url data URI",
+            "anthropic base64 image",
+            "ollama images on chat and generate",
             "errors",
         ],
     );
