@@ -1,10 +1,10 @@
 //! Images through the HTTP surfaces (issue #27), over a real TCP port: OpenAI `image_url` data
 //! URIs, Ollama's base64 `images` (`/api/chat`, `/api/generate`) and Anthropic's base64 image
 //! blocks reach the tiny Gemma 3 vision-language model (tests/py/tiny_vlm.py). The same image
-//! and text give the same greedy answer on every surface, another image another answer, and
-//! the image's placeholders count as prompt tokens. Bad input is a 400 in each API's own
-//! shape: a file that is no image, a truncated one, a decompression bomb (a huge size in a
-//! small PNG header), too many images, a URL to fetch, an image for a text-only model.
+//! and text give the same greedy answer on every surface (and streamed), another image another
+//! answer, and the image's placeholders count as prompt tokens. Bad input is a 400 in each
+//! API's own shape: a file that is no image, a truncated one, a decompression bomb (a huge
+//! size in a small PNG header), too many images, a URL to fetch, an image for a text-only model.
 
 #![allow(clippy::unwrap_used)]
 
@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
-use common_api::{app, model_name, raw_request, serve, service};
+use common_api::{app, chat_stream, model_name, raw_request, serve, service, stream};
 use rmx_server::service::MAX_IMAGES_PER_REQUEST;
 use serde_json::{json, Value};
 
@@ -176,7 +176,9 @@ async fn answers(base: &str, model: &str, images: &[Vec<u8>]) -> Vec<(String, u6
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn issue_27_an_image_reaches_the_model_on_every_surface() {
     let home = tempfile::tempdir().unwrap();
-    let base = serve(app(service(home.path())));
+    let svc = service(home.path());
+    let base = serve(app(svc.clone()));
+    let router = app(svc);
     let model = vlm();
 
     let plain = answers(&base, &model, &[]).await;
@@ -197,6 +199,9 @@ async fn issue_27_an_image_reaches_the_model_on_every_surface() {
     assert!(per_image >= PER_IMAGE, "{one:?} vs {plain:?}");
     assert_eq!(other[0].1, one[0].1, "two images of the same tokens' cost");
     assert_eq!(two[0].1, plain[0].1 + 2 * per_image);
+    // Streamed, the same answer.
+    let sse = stream(&router, "/v1/chat/completions", openai(&model, &[noise()])).await;
+    assert_eq!(chat_stream(&sse).content, one[0].0, "{sse}");
     // The model sees the pixels: another image, another answer.
     assert_ne!(
         one[0].0, other[0].0,

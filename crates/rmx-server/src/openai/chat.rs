@@ -289,10 +289,13 @@ fn content_parts(
 pub fn add_system(messages: &mut Vec<TemplateMessage>, text: &str) {
     match messages.first_mut() {
         Some(first) if first.role == service::Role::System => {
-            if first.content.is_empty() {
-                first.content = text.to_string();
-            } else {
-                first.content = format!("{}\n\n{text}", first.content);
+            let sep = if first.content.is_empty() { "" } else { "\n\n" };
+            first.content = format!("{}{sep}{text}", first.content);
+            // A system message with images is read as its parts: the instruction goes last.
+            if !first.parts.is_empty() {
+                first
+                    .parts
+                    .push(service::ContentPart::Text(format!("{sep}{text}")));
             }
         }
         _ => messages.insert(0, TemplateMessage::new(service::Role::System, text)),

@@ -522,3 +522,25 @@ fn responses_stream_length_is_incomplete_and_errors_fail() {
     assert!(names.contains(&"response.output_item.done"));
     assert_eq!(s.response.error.map(|e| e.message).as_deref(), Some("boom"));
 }
+
+#[test]
+fn an_instruction_added_to_a_system_message_with_images_is_in_its_parts() {
+    let mut messages = vec![crate::service::TemplateMessage::with_parts(
+        crate::service::Role::System,
+        vec![
+            crate::service::ContentPart::Image(std::sync::Arc::new(vec![1])),
+            crate::service::ContentPart::Text("look".into()),
+        ],
+    )];
+    chat::add_system(&mut messages, "answer in JSON");
+    let content = messages[0]
+        .template_value()
+        .ok()
+        .map(|v| v["content"].clone());
+    assert_eq!(
+        content,
+        Some(json!([{"type": "image"}, {"type": "text", "text": "look"},
+            {"type": "text", "text": "\n\nanswer in JSON"}]))
+    );
+    assert_eq!(messages[0].content, "look\n\nanswer in JSON");
+}
