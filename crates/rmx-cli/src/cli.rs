@@ -567,6 +567,11 @@ pub struct BenchArgs {
     pub kv: KvArgs,
     #[command(flatten)]
     pub spec: SpecArgs,
+    /// Instead of the cases: time a speculative verify step of each K drafted tokens (K + 1
+    /// tokens through the model over a cache of the first --prompt-tokens, default 512)
+    /// against a plain decode step, and the speedup that makes at a few acceptance rates.
+    #[arg(long, value_delimiter = ',', value_name = "K,..")]
+    pub verify_cost: Vec<usize>,
     /// Send without asking (with --submit).
     #[arg(long, requires = "submit")]
     pub yes: bool,
