@@ -1,5 +1,5 @@
 //! Images through the HTTP surfaces (issue #27), over a real TCP port: OpenAI `image_url` data
-//! URIs, Ollama's base64 `images` (`/api/chat`, `/api/generate`) and Anthropic's base64 image
+//! URIs (and the Responses API's `input_image`), Ollama's base64 `images` (`/api/chat`, `/api/generate`) and Anthropic's base64 image
 //! blocks reach the tiny Gemma 3 vision-language model (tests/py/tiny_vlm.py). The same image
 //! and text give the same greedy answer on every surface (and streamed), another image another
 //! answer, and the image's placeholders count as prompt tokens. Bad input is a 400 in each
@@ -114,6 +114,16 @@ fn openai(model: &str, images: &[Vec<u8>]) -> Value {
            "temperature": 0, "max_tokens": MAX_TOKENS})
 }
 
+fn responses(model: &str, images: &[Vec<u8>]) -> Value {
+    let mut content: Vec<Value> = images
+        .iter()
+        .map(|i| json!({"type": "input_image", "image_url": format!("data:image/png;base64,{}", b64(i))}))
+        .collect();
+    content.push(json!({"type": "input_text", "text": QUESTION}));
+    json!({"model": model, "input": [{"role": "user", "content": content}],
+           "temperature": 0, "max_output_tokens": MAX_TOKENS})
+}
+
 fn ollama_chat(model: &str, images: &[Vec<u8>]) -> Value {
     let images: Vec<String> = images.iter().map(|i| b64(i)).collect();
     json!({"model": model, "stream": false,
@@ -153,13 +163,23 @@ async fn answers(base: &str, model: &str, images: &[Vec<u8>]) -> Vec<(String, u6
     assert_eq!(s, 200, "{g}");
     let (s, a) = post(base, "/v1/messages", &anthropic(model, images)).await;
     assert_eq!(s, 200, "{a}");
+    let (s, r) = post(base, "/v1/responses", &responses(model, images)).await;
+    assert_eq!(s, 200, "{r}");
     let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    let said = r["output"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|o| o["type"] == "message")
+        .map(|o| text(&o["content"][0]["text"]))
+        .unwrap_or_default();
     let count = |v: &Value| v.as_u64().unwrap_or_default();
     vec![
         (
             text(&o["choices"][0]["message"]["content"]),
             count(&o["usage"]["prompt_tokens"]),
         ),
+        (said, count(&r["usage"]["input_tokens"])),
         (
             text(&c["message"]["content"]),
             count(&c["prompt_eval_count"]),
@@ -186,7 +206,8 @@ async fn issue_27_an_image_reaches_the_model_on_every_surface() {
     let other = answers(&base, &model, &[bands()]).await;
     let two = answers(&base, &model, &[noise(), bands()]).await;
     for (name, got) in [("noise", &one), ("bands", &other), ("two", &two)] {
-        // OpenAI, Ollama chat and generate and Anthropic render the same user turn.
+        // OpenAI chat and Responses, Ollama chat and generate and Anthropic render the same
+        // user turn.
         assert!(
             got.iter().all(|a| a == &got[0]),
             "{name}: the surfaces disagree: {got:?}"
@@ -213,7 +234,7 @@ async fn issue_27_an_image_reaches_the_model_on_every_surface() {
 /// The message of an error in `path`'s API shape.
 fn message(path: &str, v: &Value) -> String {
     let m = match path {
-        "/v1/chat/completions" | "/v1/messages" => &v["error"]["message"],
+        "/v1/chat/completions" | "/v1/responses" | "/v1/messages" => &v["error"]["message"],
         _ => &v["error"],
     };
     m.as_str()
@@ -250,6 +271,7 @@ async fn issue_27_bad_images_are_a_400_in_each_apis_shape() {
     for (name, images, model, says) in &cases {
         for (path, body) in [
             ("/v1/chat/completions", openai(model, images)),
+            ("/v1/responses", responses(model, images)),
             ("/api/chat", ollama_chat(model, images)),
             ("/api/generate", ollama_generate(model, images)),
             ("/v1/messages", anthropic(model, images)),

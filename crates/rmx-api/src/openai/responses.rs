@@ -129,10 +129,20 @@ pub enum InputContent {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum InputPart {
-    InputText { text: String },
-    OutputText { text: String },
-    Refusal { refusal: String },
-    InputImage {},
+    InputText {
+        text: String,
+    },
+    OutputText {
+        text: String,
+    },
+    Refusal {
+        refusal: String,
+    },
+    /// An image; the daemon reads an `image_url` data URI (no `file_id`, no fetching).
+    InputImage {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        image_url: Option<String>,
+    },
     InputFile {},
 }
 
@@ -149,7 +159,7 @@ impl InputContent {
                             out.push_str(text)
                         }
                         InputPart::Refusal { refusal } => out.push_str(refusal),
-                        InputPart::InputImage {} => return Err("input_image"),
+                        InputPart::InputImage { .. } => return Err("input_image"),
                         InputPart::InputFile {} => return Err("input_file"),
                     }
                 }

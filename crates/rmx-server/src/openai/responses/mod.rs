@@ -15,7 +15,8 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response as HttpResponse};
 use axum::Json;
 use rmx_api::openai::{
-    InputItem, ResponsesInput, ResponsesRequest, ResponsesTool, Role, TypedInputItem,
+    InputContent, InputItem, InputPart, ResponsesInput, ResponsesRequest, ResponsesTool, Role,
+    TypedInputItem,
 };
 use serde_json::{json, Value};
 
@@ -178,6 +179,44 @@ pub fn to_internal(req: &ResponsesRequest) -> Result<InternalRequest, OpenAiErro
     })
 }
 
+/// A message item's content as parts: text, and `input_image` images sent inline as
+/// `image_url` data URIs (the server fetches no URLs); files are refused.
+fn input_parts(i: usize, content: &InputContent) -> Result<Vec<service::ContentPart>, OpenAiError> {
+    let parts = match content {
+        InputContent::Text(s) => return Ok(vec![service::ContentPart::Text(s.clone())]),
+        InputContent::Parts(parts) => parts,
+    };
+    let mut out = Vec::with_capacity(parts.len());
+    for (j, part) in parts.iter().enumerate() {
+        let param = format!("input[{i}].content[{j}]");
+        out.push(match part {
+            InputPart::InputText { text } | InputPart::OutputText { text } => {
+                service::ContentPart::Text(text.clone())
+            }
+            InputPart::Refusal { refusal } => service::ContentPart::Text(refusal.clone()),
+            InputPart::InputImage { image_url } => {
+                let url = image_url.as_deref().ok_or_else(|| {
+                    OpenAiError::invalid(
+                        &param,
+                        "input_image needs an `image_url` (a data URI; file_id is not supported)",
+                    )
+                })?;
+                let bytes = service::image_url_bytes(url)
+                    .map_err(|e| OpenAiError::invalid(&format!("{param}.image_url"), e))?;
+                service::ContentPart::Image(Arc::new(bytes))
+            }
+            InputPart::InputFile {} => {
+                return Err(OpenAiError::invalid(
+                    &param,
+                    "content of type `input_file` is not supported by this server (text and \
+                     input_image only)",
+                ))
+            }
+        });
+    }
+    Ok(out)
+}
+
 /// Input items → chat messages. Consecutive function calls join one assistant turn, and
 /// reasoning items go on the assistant turn that follows them, as chat templates expect.
 pub fn input_messages(req: &ResponsesRequest) -> Result<Vec<TemplateMessage>, OpenAiError> {
@@ -200,32 +239,27 @@ pub fn input_messages(req: &ResponsesRequest) -> Result<Vec<TemplateMessage>, Op
         };
         match item {
             TypedInputItem::Message(m) => {
-                let text = m.content.text().map_err(|kind| {
-                    OpenAiError::invalid(
-                        &format!("input[{i}].content"),
-                        format!(
-                            "content of type `{kind}` is not supported by this server (text only)"
-                        ),
-                    )
-                })?;
+                let parts = input_parts(i, &m.content)?;
                 let role = match m.role {
                     Role::Developer | Role::System => service::Role::System,
                     Role::Assistant => service::Role::Assistant,
                     Role::Tool => service::Role::Tool,
                     Role::User => service::Role::User,
                 };
+                let msg = TemplateMessage::with_parts(role.clone(), parts);
+                let text = msg.content.clone();
                 // Codex sends several developer/system items; templates take one system
                 // message, first.
-                if role == service::Role::System {
+                if role == service::Role::System && msg.parts.is_empty() {
                     if let Some(first) = out.first_mut().filter(|f| f.role == service::Role::System)
                     {
                         first.content = format!("{}\n\n{text}", first.content);
                         continue;
                     }
-                    out.insert(0, TemplateMessage::new(role, text));
+                    out.insert(0, msg);
                     continue;
                 }
-                let mut msg = TemplateMessage::new(role, text);
+                let mut msg = msg;
                 if msg.role == service::Role::Assistant {
                     msg.reasoning_content = reasoning.take();
                 }
