@@ -34,10 +34,13 @@ pub(crate) enum Command {
     Generate(GenerateRequest, UnboundedSender<Event>, Instant),
     Embed(EmbedJob),
     Rerank(RerankJob),
-    /// Runs on the engine thread with the model (measurements: verify_cost.rs); `None` where
-    /// the model cannot be run alone (a group's ranks run only mirrored turns).
-    Probe(Box<dyn FnOnce(Option<&dyn CausalLm>) + Send>),
+    /// Runs on the engine thread with the model (measurements: verify_cost.rs).
+    Probe(Probe),
 }
+
+/// A closure given the model, or `None` where the model cannot be run alone (a group's ranks
+/// run only mirrored turns; an embedding model has no decode step).
+pub(crate) type Probe = Box<dyn FnOnce(Option<&dyn CausalLm>) + Send>;
 
 /// Where [`Engine::rerank`]'s scores arrive: one per document, in their order.
 pub type Scores = tokio::sync::oneshot::Receiver<std::result::Result<Vec<f32>, String>>;
@@ -506,6 +509,17 @@ impl Engine {
                 "token id {bad} is outside the vocabulary ({vocab})"
             )));
         }
+        // Measured on an H200 (MLX 0.32.4): attention over a quantized cache fails in the
+        // first step with "[quantized_matmul] No implementation for problem shape", mlx-lm's
+        // generate_step with kv_bits too, so the request is refused before it starts.
+        if req.kv_quant.is_some() && rmx_mlx::backend() == rmx_mlx::Backend::Cuda {
+            return Err(EngineError::Invalid(
+                "a quantized KV cache (kv_bits) does not run on MLX's CUDA backend yet: it has no \
+                 quantized attention product for these shapes (mlx-lm fails the same way); leave \
+                 out kv_bits on NVIDIA GPUs"
+                    .into(),
+            ));
+        }
         let (tx, rx) = unbounded_channel();
         self.tx
             .as_ref()
@@ -798,7 +812,11 @@ impl Admit<'_> {
             } else {
                 None
             };
-        let speculation_off = match (req.speculative, self.no_speculation) {
+        let off = match req.kv_quant {
+            Some(_) => Some(Off::KvQuant),
+            None => self.no_speculation,
+        };
+        let speculation_off = match (req.speculative, off) {
             (Some(_), Some(off)) => {
                 req.speculative = None;
                 Some(off)

@@ -79,6 +79,10 @@ pub enum Off {
     /// The model is split over several processes (rmx launch): the ranks would have to agree
     /// on every block's length, which they do not exchange yet.
     Group,
+    /// The request quantizes its KV cache: a quantized cache is not cut back to drop rejected
+    /// guesses, and the verify forward would read keys quantized at other points than a plain
+    /// run's.
+    KvQuant,
 }
 
 impl std::fmt::Display for Off {
@@ -89,6 +93,7 @@ impl std::fmt::Display for Off {
                  layers' caches cannot be rolled back"
             }
             Off::Group => "speculative decoding is off for a model split over several processes",
+            Off::KvQuant => "speculative decoding is off for an answer with a quantized KV cache",
         })
     }
 }

@@ -435,3 +435,20 @@ fn a_cache_that_cannot_be_cut_turns_speculation_off_and_says_so() {
     assert_same(&spec, &plain, "gemma3");
     assert!(Off::Cache.to_string().contains("cannot be rolled back"));
 }
+
+/// A quantized KV cache is not cut back: such a request runs plainly (its quantized answer)
+/// and says why.
+#[test]
+fn a_quantized_kv_cache_turns_speculation_off_and_says_so() {
+    let e = Engine::load(&models::model("llama_hd64", "f32")).unwrap();
+    let prompt = e.raw_tokens(REPETITIVE).unwrap();
+    let quantized = |mut r: GenerateRequest| {
+        r.kv_quant = Some(rmx_engine::KvQuant::new(8, 64, 0).unwrap());
+        r
+    };
+    let plain = generate(&e, quantized(request(&prompt, 12)));
+    let spec = generate(&e, quantized(speculating(request(&prompt, 12), 4)));
+    assert_eq!(spec.off, Some(Off::KvQuant));
+    assert_eq!(spec.drafts, None);
+    assert_same(&spec, &plain, "llama_hd64 8-bit KV");
+}
