@@ -121,12 +121,7 @@ pub(crate) mod bridge {
             dilation: i32,
             groups: i32,
         ) -> Result<UniquePtr<Array>>;
-        fn conv2d(
-            x: &Array,
-            w: &Array,
-            stride: i32,
-            padding: i32,
-        ) -> Result<UniquePtr<Array>>;
+        fn conv2d(x: &Array, w: &Array, stride: i32, padding: i32) -> Result<UniquePtr<Array>>;
         fn put_along_axis(
             a: &Array,
             idx: &Array,

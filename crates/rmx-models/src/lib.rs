@@ -46,8 +46,8 @@ pub use embed::{Embedder, Pooling};
 pub use error::{ModelError, Result};
 pub use model::{CausalLm, ModelInfo, ModelKind};
 pub use parallel::{Parallel, ParallelMode};
-pub use vision::{ImageEncoder, ImageTokens};
 pub use registry::{
     is_supported, load, load_any, load_parallel, supported, supported_architectures, Loaded,
     PARALLEL,
 };
+pub use vision::{ImageEncoder, ImageTokens};

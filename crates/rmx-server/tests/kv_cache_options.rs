@@ -136,8 +136,10 @@ async fn quantized_in_ps(
         let resp = app.clone().oneshot(common_api::get("/api/ps")).await;
         let (_, body) = common_api::json(resp.expect("ps")).await;
         let m = &body["models"][0];
-        let q = m["kv_cache"].as_u64().unwrap();
-        let plain = m["kv_cache_unquantized"].as_u64().unwrap();
+        let q = m["kv_cache"].as_u64().expect("kv_cache in /api/ps");
+        let plain = m["kv_cache_unquantized"]
+            .as_u64()
+            .expect("kv_cache_unquantized in /api/ps");
         if q > 0 && q as f64 == plain as f64 * want.ratio(2) {
             return;
         }
