@@ -508,7 +508,10 @@ mod tests {
             Ok(Event::Error(m)) => {
                 assert!(m.starts_with(crate::group::GROUP_LOST), "{m}");
                 // No launcher restarts this test's group: the message says what to do.
-                assert!(m.contains("rank 1 ended") && m.contains("rmx launch"), "{m}");
+                assert!(
+                    m.contains("rank 1 ended") && m.contains("rmx launch"),
+                    "{m}"
+                );
             }
             other => panic!("the client got {other:?}"),
         }
