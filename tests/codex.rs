@@ -141,9 +141,14 @@ fn codex_exec_completes_a_turn_against_the_daemon() {
     );
     // `codex exec` prints the agent's last message on stdout: the model's reply, verbatim.
     assert_eq!(stdout.trim(), REPLY, "stderr: {stderr}");
-    // Nothing but Codex asked for this model, so the daemon loaded it for Codex's request.
+    // Nothing but Codex asked for this model, so the daemon loaded it for Codex's request,
+    // under the alias `rmx agents --setup` gave the folder (its name).
+    let alias = std::path::Path::new(&model)
+        .file_name()
+        .map(|n| n.to_string_lossy().to_lowercase())
+        .unwrap_or_default();
     let ps = home.ps();
-    assert!(ps.iter().any(|m| m["name"] == model.as_str()), "{ps:?}");
+    assert!(ps.iter().any(|m| m["name"] == alias.as_str()), "{ps:?}");
 
     std::process::Command::new("kill")
         .args(["-TERM", &serve.id().to_string()])
