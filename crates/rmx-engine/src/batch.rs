@@ -6,7 +6,7 @@
 //! never waits for the host: a row that step n finishes has one wasted row in step n+1, and
 //! leaves before step n+2.
 
-use rmx_mlx::{concatenate, Array};
+use rmx_mlx::{concatenate, r#where, Array};
 use rmx_models::{batch_cache, CausalLm, LayerCache};
 
 use crate::error::Result;
@@ -69,6 +69,18 @@ impl Batch {
             None => (Vec::new(), None),
         };
         let kept = self.rows.len();
+        // Rows whose latest choice a forced token replaces (a thought closed for the model):
+        // the token goes in as the row's input now, and out to its client when read.
+        let mut forced = Vec::with_capacity(kept);
+        for r in &mut self.rows {
+            forced.push(r.seq.take_forced()?);
+        }
+        if let Some(tokens) = feeds
+            .first_mut()
+            .filter(|_| forced.iter().any(Option::is_some))
+        {
+            *tokens = with_forced(tokens, &forced)?;
+        }
         if !joiners.is_empty() {
             let mut parts = Vec::with_capacity(joiners.len() + 1);
             if kept > 0 {
@@ -95,7 +107,7 @@ impl Batch {
         self.pending = Some(self.queue(model, &inputs)?);
         let t2 = std::time::Instant::now();
         if let Some(prev) = prev {
-            self.read(prev, kept, prefixes)?;
+            self.read(prev, &forced, prefixes)?;
         }
         if crate::trace::on() {
             let ms = |a: std::time::Instant, b: std::time::Instant| (b - a).as_secs_f64() * 1e3;
@@ -198,19 +210,29 @@ impl Batch {
         Ok(step)
     }
 
-    /// Reads a step's tokens for the first `n` rows (the ones it ran) and sends them. A row
-    /// that finishes leaves its cache to the prefix cache now (the step just queued has fed its
-    /// last token), so the next request already finds it.
-    fn read(&mut self, step: Step, n: usize, prefixes: &mut PrefixCache) -> Result<()> {
+    /// Reads a step's tokens for the rows it ran (one `forced` entry each: the token that
+    /// replaces the row's choice, if any) and sends them. A row that finishes leaves its cache
+    /// to the prefix cache now (the step just queued has fed its last token), so the next
+    /// request already finds it.
+    fn read(
+        &mut self,
+        step: Step,
+        forced: &[Option<u32>],
+        prefixes: &mut PrefixCache,
+    ) -> Result<()> {
         let ids = step.tokens.to_vec::<u32>()?;
-        for (i, (&id, alone)) in ids.iter().zip(&step.alone).enumerate().take(n) {
+        let rows = ids.iter().zip(&step.alone).zip(forced).enumerate();
+        for (i, ((&id, alone), forced)) in rows {
             let Some(row) = self.rows.get_mut(i) else {
                 break;
             };
             if row.done {
                 continue;
             }
-            row.done = row.seq.emit_token(id, alone.as_ref())?;
+            row.done = match forced {
+                Some(f) => row.seq.emit_forced(*f, alone.as_ref())?,
+                None => row.seq.emit_token(id, alone.as_ref())?,
+            };
             if row.done && prefixes.is_enabled() {
                 self.keep_prefix(i, prefixes);
             }
@@ -253,4 +275,14 @@ impl Batch {
         self.cache.clear();
         self.pending = None;
     }
+}
+
+/// `tokens` (`[B]` u32, still on the device) with the rows that have a forced token replaced.
+fn with_forced(tokens: &Array, forced: &[Option<u32>]) -> Result<Array> {
+    let n = forced.len() as i32;
+    let take: Vec<bool> = forced.iter().map(Option::is_some).collect();
+    let ids: Vec<u32> = forced.iter().map(|f| f.unwrap_or(0)).collect();
+    let take = Array::from_slice(&take, &[n])?;
+    let ids = Array::from_slice(&ids, &[n])?;
+    Ok(r#where(&take, &ids, tokens)?)
 }

@@ -812,9 +812,10 @@ impl Admit<'_> {
             } else {
                 None
             };
-        let off = match req.kv_quant {
-            Some(_) => Some(Off::KvQuant),
-            None => self.no_speculation,
+        let off = match (&req.kv_quant, &req.thought_budget) {
+            (Some(_), _) => Some(Off::KvQuant),
+            (None, Some(_)) => Some(Off::ThoughtBudget),
+            (None, None) => self.no_speculation,
         };
         let speculation_off = match (req.speculative, off) {
             (Some(_), Some(off)) => {

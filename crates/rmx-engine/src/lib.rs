@@ -24,6 +24,7 @@ pub mod rerank;
 pub mod sampler;
 mod sequence;
 pub mod speculative;
+mod thought;
 mod trace;
 pub mod verify_cost;
 
@@ -42,3 +43,4 @@ pub use rmx_text::constrain::{
 };
 pub use sequence::PREFILL_CHUNK;
 pub use speculative::Speculation;
+pub use thought::ThoughtBudget;

@@ -388,6 +388,8 @@ pub(crate) struct WireRequest {
     ignore_eos: bool,
     kv_quant: Option<rmx_models::cache::KvQuant>,
     no_prefix_cache: bool,
+    #[serde(default)]
+    thought_budget: Option<crate::ThoughtBudget>,
 }
 
 impl WireRequest {
@@ -407,6 +409,7 @@ impl WireRequest {
             kv_quant,
             no_prefix_cache,
             images,
+            thought_budget,
             // A group does not speculate (speculative::Off::Group): the lead's engine turns it
             // off and says so, and the followers never hear of it.
             speculative: _,
@@ -430,6 +433,7 @@ impl WireRequest {
             ignore_eos: *ignore_eos,
             kv_quant: *kv_quant,
             no_prefix_cache: *no_prefix_cache,
+            thought_budget: thought_budget.clone(),
         })
     }
 
@@ -443,6 +447,7 @@ impl WireRequest {
         r.ignore_eos = self.ignore_eos;
         r.kv_quant = self.kv_quant;
         r.no_prefix_cache = self.no_prefix_cache;
+        r.thought_budget = self.thought_budget;
         r
     }
 }

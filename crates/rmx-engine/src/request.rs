@@ -7,6 +7,7 @@ use rmx_text::constrain::Compiled;
 use serde::{Deserialize, Serialize};
 
 use crate::speculative::{Drafts, Off, Speculation};
+use crate::thought::ThoughtBudget;
 
 /// How to pick each next token. `temperature == 0` is greedy, exactly as mlx-lm.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -92,6 +93,8 @@ pub struct GenerateRequest {
     /// Guess tokens ahead and let the model check them in one forward (speculative.rs); the
     /// output is what it would be without.
     pub speculative: Option<Speculation>,
+    /// Close the answer's thought after this many tokens (thought.rs).
+    pub thought_budget: Option<ThoughtBudget>,
 }
 
 impl GenerateRequest {
@@ -110,6 +113,7 @@ impl GenerateRequest {
             no_prefix_cache: false,
             images: Vec::new(),
             speculative: None,
+            thought_budget: None,
         }
     }
 }

@@ -21,6 +21,8 @@ pub struct Sampler {
     seen: Option<Array>,
     /// Occurrences in the output (presence/frequency penalties), `[1, vocab]` f32.
     counts: Option<Array>,
+    /// `seen` and `counts` before the last choice was counted, for [`Sampler::replace_last`].
+    before_last: (Option<Array>, Option<Array>),
 }
 
 /// One step's lazily computed choice.
@@ -73,6 +75,7 @@ impl Sampler {
             ids,
             seen,
             counts,
+            before_last: (None, None),
         })
     }
 
@@ -168,6 +171,7 @@ impl Sampler {
 
     fn observe(&mut self, token: &Array) -> Result<()> {
         let Some(ids) = &self.ids else { return Ok(()) };
+        self.before_last = (self.seen.clone(), self.counts.clone());
         let hit = ids.equal(&token.reshape(&[1, 1])?.astype(Dtype::U32)?)?;
         if let Some(c) = &self.counts {
             self.counts = Some(c.add(&hit.astype(Dtype::F32)?)?);
@@ -176,6 +180,19 @@ impl Sampler {
             self.seen = Some(s.logical_or(&hit)?);
         }
         Ok(())
+    }
+
+    /// The last choice was not used: `token` went to the model in its place (a thought closed
+    /// for the model, thought.rs). The penalties count `token` instead; the random key stays
+    /// split, which keeps a seeded answer repeatable.
+    pub fn replace_last(&mut self, token: u32) -> Result<()> {
+        let (Some(seen), Some(counts)) = std::mem::take(&mut self.before_last) else {
+            // No penalties, or no choice counted since the last replacement.
+            return Ok(());
+        };
+        self.seen = Some(seen);
+        self.counts = Some(counts);
+        self.observe(&Array::from_slice(&[token], &[1])?)
     }
 
     /// Arrays that carry state across steps (evaluate them with the step).
@@ -193,4 +210,37 @@ pub(crate) fn clock_seed() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pick(s: &mut Sampler, logits: &[f32]) -> u32 {
+        let l = Array::from_slice(logits, &[1, logits.len() as i32]).unwrap();
+        s.choose(&l).unwrap().token.item::<u32>().unwrap()
+    }
+
+    #[test]
+    fn a_replaced_choice_is_penalized_as_the_token_that_took_its_place() {
+        for params in [
+            SamplingParams {
+                repetition_penalty: 2.0,
+                ..SamplingParams::default()
+            },
+            SamplingParams {
+                frequency_penalty: 3.0,
+                ..SamplingParams::default()
+            },
+        ] {
+            let mut s = Sampler::new(&params, 4, &[]).unwrap();
+            assert_eq!(pick(&mut s, &[0.0, 5.0, 1.0, 0.0]), 1);
+            s.replace_last(2).unwrap();
+            // Token 2 now counts as seen and token 1 does not.
+            assert_eq!(pick(&mut s, &[0.0, 5.0, 4.9, 0.0]), 1, "{params:?}");
+            let mut s = Sampler::new(&params, 4, &[]).unwrap();
+            assert_eq!(pick(&mut s, &[0.0, 5.0, 1.0, 0.0]), 1);
+            assert_eq!(pick(&mut s, &[0.0, 5.0, 4.9, 0.0]), 2, "{params:?}");
+        }
+    }
 }

@@ -10,7 +10,7 @@
 //! then reads token n, advances the grammar and computes the mask while the device runs the
 //! forward, and only the sampling waits for the mask.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -28,6 +28,7 @@ use crate::load::Busy;
 use crate::request::{Event, FinishReason, GenerateRequest, Timings, TokenLogprob, Usage};
 use crate::sampler::{Choice, Sampler};
 use crate::speculative::{self, Drafts, Off};
+use crate::thought::ThoughtWatch;
 
 /// mlx-lm's default prefill chunk.
 pub const PREFILL_CHUNK: usize = 2048;
@@ -97,6 +98,11 @@ pub struct Sequence {
     drafts: Drafts,
     /// Why the request's speculation was turned off.
     speculation_off: Option<Off>,
+    /// The request's thinking budget, watching the answer's thought.
+    thought: Option<ThoughtWatch>,
+    /// Tokens that go to the model next in place of its own choices (a thought closed for
+    /// it): each replaces one sampled token, as input and as output.
+    forced: VecDeque<u32>,
 }
 
 /// How a sequence starts: when it was asked for, the prefix cache's part in it.
@@ -216,6 +222,12 @@ impl Sequence {
             None => None,
         };
         let sampler = Sampler::new(&req.sampling, model.info().vocab_size, &req.prompt)?;
+        let mut thought = req.thought_budget.clone().map(ThoughtWatch::new);
+        let forced: VecDeque<u32> = thought
+            .as_mut()
+            .and_then(|w| w.at_start())
+            .unwrap_or_default()
+            .into();
         let mut stop_ids: HashSet<u32> = if req.ignore_eos {
             HashSet::new()
         } else {
@@ -246,6 +258,8 @@ impl Sequence {
             feed: None,
             drafts: Drafts::default(),
             speculation_off,
+            thought,
+            forced,
             pending: None,
             generated: 0,
             submitted,
@@ -306,6 +320,13 @@ impl Sequence {
         }
         let last = self.req.prompt[total - 1];
         let first = self.step(model, &Array::from_slice(&[last], &[1, 1])?)?;
+        if let Some(id) = self.take_forced()? {
+            if self.emit_forced(id, Some(&first))? {
+                return Ok(Prep::Finished);
+            }
+            self.feed = Some(Array::from_slice(&[id], &[1])?);
+            return Ok(Prep::Ready);
+        }
         if self.emit(&first)? {
             return Ok(Prep::Finished);
         }
@@ -398,18 +419,27 @@ impl Sequence {
         let Some(current) = self.pending.take() else {
             return Ok(Progress::Working);
         };
+        // A token forced in place of this choice goes to the model and the client instead.
+        let forced = self.take_forced()?;
+        let input = match forced {
+            Some(id) => Array::from_slice(&[id], &[1, 1])?,
+            None => current.choice.token.reshape(&[1, 1])?,
+        };
         if self.constraint.is_some() {
             // The next step's mask depends on this token, so it is sampled after this token
             // is read; its forward pass is queued first, to run while the mask is computed.
             let t0 = Instant::now();
             let logits = if self.generated + 1 < self.req.max_tokens {
-                let t = current.choice.token.reshape(&[1, 1])?;
-                Some(self.forward(model, &t)?)
+                Some(self.forward(model, &input)?)
             } else {
                 None
             };
             let t1 = Instant::now();
-            if self.emit(&current)? {
+            let done = match forced {
+                Some(id) => self.emit_forced(id, Some(&current))?,
+                None => self.emit(&current)?,
+            };
+            if done {
                 return Ok(Progress::Finished);
             }
             let t2 = Instant::now();
@@ -431,12 +461,14 @@ impl Sequence {
         }
         // Queue the next step before reading this one, unless this is the last token.
         let next = if self.generated + 1 < self.req.max_tokens {
-            let t = current.choice.token.reshape(&[1, 1])?;
-            Some(self.step(model, &t)?)
+            Some(self.step(model, &input)?)
         } else {
             None
         };
-        let done = self.emit(&current)?;
+        let done = match forced {
+            Some(id) => self.emit_forced(id, Some(&current))?,
+            None => self.emit(&current)?,
+        };
         if done {
             return Ok(Progress::Finished);
         }
@@ -598,6 +630,17 @@ impl Sequence {
         })
     }
 
+    /// The token that replaces this sequence's latest choice, if one is forced (a thought
+    /// closed for the model): the sampler counts it instead. The caller feeds it to the model
+    /// and sends it with [`Sequence::emit_token`].
+    pub fn take_forced(&mut self) -> Result<Option<u32>> {
+        let Some(id) = self.forced.pop_front() else {
+            return Ok(None);
+        };
+        self.sampler.replace_last(id)?;
+        Ok(Some(id))
+    }
+
     /// The sampler's arrays that carry over to the next step.
     pub fn sampler_state(&self) -> Vec<&Array> {
         self.sampler.state()
@@ -639,6 +682,27 @@ impl Sequence {
         self.emit_token(id, Some(p))
     }
 
+    /// Sends token `id`, forced in place of `p`'s choice, with the model's logprob of it at
+    /// that step when logprobs were asked for; true when the generation is over.
+    pub fn emit_forced(&mut self, id: u32, p: Option<&Pending>) -> Result<bool> {
+        let given = match p {
+            Some(p) if p.chosen_lp.is_some() => {
+                let token = Array::from_slice(&[id], &[1])?;
+                let chosen_lp = p.choice.logprobs.reshape(&[-1])?.take(&token, 0)?;
+                Some(Pending {
+                    choice: Choice {
+                        token,
+                        logprobs: p.choice.logprobs.clone(),
+                    },
+                    top: p.top.clone(),
+                    chosen_lp: Some(chosen_lp),
+                })
+            }
+            _ => None,
+        };
+        self.emit_token(id, given.as_ref())
+    }
+
     /// Sends token `id` (with `p`'s logprobs, when it was sampled alone); true when the
     /// generation is over.
     pub fn emit_token(&mut self, id: u32, p: Option<&Pending>) -> Result<bool> {
@@ -672,6 +736,9 @@ impl Sequence {
             _ => None,
         };
         let text = self.detok.push(id).unwrap_or_default();
+        if let Some(ids) = self.thought.as_mut().and_then(|w| w.push(&text)) {
+            self.forced.extend(ids);
+        }
         let out = self.stop.push(&text);
         let _ = self.tx.send(Event::Token {
             id,

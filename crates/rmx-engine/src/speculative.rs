@@ -83,6 +83,9 @@ pub enum Off {
     /// guesses, and the verify forward would read keys quantized at other points than a plain
     /// run's.
     KvQuant,
+    /// The request caps its thought (thought.rs): the tokens that close it replace the
+    /// model's choice one at a time, which a block of guesses would have to stop for.
+    ThoughtBudget,
 }
 
 impl std::fmt::Display for Off {
@@ -94,6 +97,9 @@ impl std::fmt::Display for Off {
             }
             Off::Group => "speculative decoding is off for a model split over several processes",
             Off::KvQuant => "speculative decoding is off for an answer with a quantized KV cache",
+            Off::ThoughtBudget => {
+                "speculative decoding is off for an answer with a thinking budget"
+            }
         })
     }
 }
