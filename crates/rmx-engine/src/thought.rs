@@ -196,7 +196,7 @@ mod tests {
     #[test]
     fn a_close_tag_split_over_tokens_with_wide_characters_is_seen() {
         let mut w = ThoughtWatch::new(budget(100, true));
-        let texts = ["é", "日本語の考え", "</th", "ink", "x"];
+        let texts = ["é", "日本語の考え", "</th", "ink>", "x"];
         assert_eq!(forced_after(&mut w, &texts), None);
         assert_eq!(w.state, State::Done);
     }
