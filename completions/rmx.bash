@@ -429,7 +429,7 @@ _rmx() {
             return 0
             ;;
         rmx__subcmd__chat)
-            opts="-v -h -V --raw --max-tokens --temperature --top-p --top-k --seed --system --think --no-think --verbose --keep-alive --kv-bits --kv-group-size --kv-quant-start --speculative --draft-tokens --help --version"
+            opts="-v -h -V --raw --max-tokens --temperature --top-p --top-k --seed --system --think --no-think --thinking-budget --verbose --keep-alive --kv-bits --kv-group-size --kv-quant-start --speculative --draft-tokens --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -456,6 +456,10 @@ _rmx() {
                     return 0
                     ;;
                 --system)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --thinking-budget)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1047,7 +1051,7 @@ _rmx() {
             return 0
             ;;
         rmx__subcmd__run)
-            opts="-v -h -V --raw --max-tokens --temperature --top-p --top-k --seed --system --think --no-think --verbose --keep-alive --kv-bits --kv-group-size --kv-quant-start --speculative --draft-tokens --help --version"
+            opts="-v -h -V --raw --max-tokens --temperature --top-p --top-k --seed --system --think --no-think --thinking-budget --verbose --keep-alive --kv-bits --kv-group-size --kv-quant-start --speculative --draft-tokens --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1074,6 +1078,10 @@ _rmx() {
                     return 0
                     ;;
                 --system)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --thinking-budget)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -54,6 +54,7 @@ complete -c rmx -n "__fish_rmx_using_subcommand run" -l top-p -d 'Nucleus sampli
 complete -c rmx -n "__fish_rmx_using_subcommand run" -l top-k -d 'Keep only the K most likely tokens (0: all)' -r
 complete -c rmx -n "__fish_rmx_using_subcommand run" -l seed -d 'Random seed: the same seed and prompt give the same answer' -r
 complete -c rmx -n "__fish_rmx_using_subcommand run" -l system -d 'A system message placed before the prompt' -r
+complete -c rmx -n "__fish_rmx_using_subcommand run" -l thinking-budget -d 'Close a reasoning model\'s thought after N tokens, so the answer starts (0: at once)' -r
 complete -c rmx -n "__fish_rmx_using_subcommand run" -l keep-alive -d 'How long the model stays loaded after the answer: 5m, 30s, 0 (unload at once), -1 (until stopped) [default: $RMX_KEEP_ALIVE or 5m]' -r
 complete -c rmx -n "__fish_rmx_using_subcommand run" -l kv-bits -d 'Store keys and values 4- or 8-bit (MLX\'s quantized form, as mlx-lm\'s --kv-bits): about 0.28x / 0.53x the memory of a bf16 cache at groups of 64. Full-attention layers only (sliding windows and recurrent states stay as they are); such an answer decodes alone, without the prefix cache' -r -f -a "4\t''
 8\t''"
@@ -75,6 +76,7 @@ complete -c rmx -n "__fish_rmx_using_subcommand chat" -l top-p -d 'Nucleus sampl
 complete -c rmx -n "__fish_rmx_using_subcommand chat" -l top-k -d 'Keep only the K most likely tokens (0: all)' -r
 complete -c rmx -n "__fish_rmx_using_subcommand chat" -l seed -d 'Random seed: the same seed and prompt give the same answer' -r
 complete -c rmx -n "__fish_rmx_using_subcommand chat" -l system -d 'A system message placed before the prompt' -r
+complete -c rmx -n "__fish_rmx_using_subcommand chat" -l thinking-budget -d 'Close a reasoning model\'s thought after N tokens, so the answer starts (0: at once)' -r
 complete -c rmx -n "__fish_rmx_using_subcommand chat" -l keep-alive -d 'How long the model stays loaded after the answer: 5m, 30s, 0 (unload at once), -1 (until stopped) [default: $RMX_KEEP_ALIVE or 5m]' -r
 complete -c rmx -n "__fish_rmx_using_subcommand chat" -l kv-bits -d 'Store keys and values 4- or 8-bit (MLX\'s quantized form, as mlx-lm\'s --kv-bits): about 0.28x / 0.53x the memory of a bf16 cache at groups of 64. Full-attention layers only (sliding windows and recurrent states stay as they are); such an answer decodes alone, without the prefix cache' -r -f -a "4\t''
 8\t''"

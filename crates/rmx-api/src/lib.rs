@@ -26,7 +26,7 @@ pub use models::{
     ErrorResponse, ModelDetails, ModelRequest, ModelSplit, PsResponse, RunningModel, ShowResponse,
     StoredModel, TagsResponse, VersionResponse,
 };
-pub use options::Options;
+pub use options::{Options, Think};
 pub use pull::{PlannedFile, PullEvent, PullRequest, PullResponse};
 
 /// The version the daemon reports on `/api/version`; the CLI compares it with its own.

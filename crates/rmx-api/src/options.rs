@@ -42,4 +42,36 @@ pub struct Options {
     /// rmx's own: the most tokens guessed per step with `speculative`, 1 to 16 (default 6).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub draft_tokens: Option<usize>,
+    /// rmx's own: close the model's thought after this many tokens (0: at once), so the
+    /// answer starts; a thinking model only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_budget: Option<usize>,
+}
+
+/// Ollama's `think`: on or off, or an effort level (`"low"`, `"medium"`, `"high"`), which
+/// turns thinking on, goes to the template as `reasoning_effort` and caps the thought.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Think {
+    On(bool),
+    Level(String),
+}
+
+impl Think {
+    /// The levels Ollama takes.
+    pub const LEVELS: [&'static str; 3] = ["low", "medium", "high"];
+
+    pub fn enabled(&self) -> bool {
+        match self {
+            Think::On(on) => *on,
+            Think::Level(_) => true,
+        }
+    }
+
+    pub fn level(&self) -> Option<&str> {
+        match self {
+            Think::On(_) => None,
+            Think::Level(l) => Some(l),
+        }
+    }
 }

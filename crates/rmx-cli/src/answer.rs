@@ -19,6 +19,7 @@ pub fn options(gen: &GenArgs) -> Options {
         num_predict: Some(gen.max_tokens as i64),
         speculative: gen.spec.speculative.clone(),
         draft_tokens: gen.spec.draft_tokens.map(usize::from),
+        thinking_budget: gen.thinking_budget,
         ..kv_options(&gen.kv)
     }
 }
@@ -36,11 +37,11 @@ pub fn kv_options(kv: &crate::cli::KvArgs) -> Options {
     }
 }
 
-pub fn think(gen: &GenArgs) -> Option<bool> {
+pub fn think(gen: &GenArgs) -> Option<rmx_api::Think> {
     if gen.no_think {
-        Some(false)
+        Some(rmx_api::Think::On(false))
     } else if gen.think {
-        Some(true)
+        Some(rmx_api::Think::On(true))
     } else {
         None
     }

@@ -370,6 +370,9 @@ pub struct GenArgs {
     /// Ask reasoning models not to think, and hide any reasoning they still print.
     #[arg(long)]
     pub no_think: bool,
+    /// Close a reasoning model's thought after N tokens, so the answer starts (0: at once).
+    #[arg(long, value_name = "N")]
+    pub thinking_budget: Option<usize>,
     /// Print prompt and decode speed after each answer.
     #[arg(long, short)]
     pub verbose: bool,

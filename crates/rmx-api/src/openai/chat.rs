@@ -54,9 +54,13 @@ pub struct ChatCompletionRequest {
     /// Template variables (`enable_thinking`, ...), as vLLM takes them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chat_template_kwargs: Option<Map<String, Value>>,
-    /// `none`/`minimal` turn thinking off; anything else leaves it on.
+    /// `none`/`minimal` turn thinking off; `low`, `medium` and `high` also cap the thought
+    /// (rmx-server's thinking.rs); the template sees the value too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_effort: Option<String>,
+    /// vLLM's: the thought is closed for the model after this many tokens (0: at once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_token_budget: Option<u32>,
     /// vLLM's constraint on the answer: a JSON schema, a regex, a choice or a Lark grammar.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub structured_outputs: Option<StructuredOutputs>,

@@ -142,6 +142,22 @@ pub fn to_internal(req: &MessagesRequest) -> Result<InternalRequest, AnthropicEr
         Some(Thinking::Disabled) => Some(false),
         Some(Thinking::Adaptive) | None => None,
     };
+    // The thought is closed for the model after its budget (the engine's thought.rs); as
+    // Anthropic's API does, the budget must leave room for the answer.
+    let thinking_budget = match req.thinking {
+        Some(Thinking::Enabled {
+            budget_tokens: Some(b),
+        }) => {
+            if b >= req.max_tokens {
+                return Err(AnthropicError::Invalid(format!(
+                    "`max_tokens` ({}) must be greater than `thinking.budget_tokens` ({b})",
+                    req.max_tokens
+                )));
+            }
+            Some(b as usize)
+        }
+        _ => None,
+    };
     let sampling = SamplingParams {
         // Anthropic's default is 1.
         temperature: req.temperature.unwrap_or(1.0),
@@ -162,6 +178,7 @@ pub fn to_internal(req: &MessagesRequest) -> Result<InternalRequest, AnthropicEr
         logprobs: None,
         keep_alive: None,
         think,
+        thinking_budget,
         shape,
         kv_quant: None,
         speculative: None,

@@ -8,11 +8,11 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use rmx_api::{ChatRequest, ChatResponse, DoneStats, FunctionCall, Message, ToolCall};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::{
     image_parts, kv_quant, ndjson, now_rfc3339, parse, sampling, shape, speculative, stats,
-    NativeError,
+    thinking, NativeError,
 };
 use crate::error::ServiceError;
 use crate::service::{
@@ -23,6 +23,7 @@ pub async fn chat(State(svc): State<Arc<Service>>, body: Bytes) -> Result<Respon
     let req: ChatRequest = parse(&body)?;
     check_messages(&req.messages)?;
     let (sampling, max_tokens, stop) = sampling(req.options.as_ref())?;
+    let thinks = thinking(req.think.as_ref(), req.options.as_ref())?;
     let internal = InternalRequest {
         model: req.model.clone(),
         prompt: PromptInput::Chat {
@@ -33,21 +34,22 @@ pub async fn chat(State(svc): State<Arc<Service>>, body: Bytes) -> Result<Respon
                 .map(to_template)
                 .collect::<Result<_, _>>()?,
             tools: (!req.tools.is_empty()).then(|| Value::Array(req.tools.clone())),
-            template_kwargs: Map::new(),
+            template_kwargs: thinks.template_kwargs.clone(),
         },
         sampling,
         max_tokens,
         stop,
         logprobs: None,
         keep_alive: req.keep_alive,
-        think: req.think,
+        think: thinks.think,
+        thinking_budget: thinks.budget,
         shape: shape(req.format.as_ref())?,
         kv_quant: kv_quant(req.options.as_ref())?,
         speculative: speculative(req.options.as_ref())?,
     };
     // Ollama's `done_reason` says "cancelled" when the daemon shuts down mid-answer.
     let mut stream = svc.generate(internal).await?.cancel_as_done();
-    let hide_reasoning = req.think == Some(false);
+    let hide_reasoning = thinks.think == Some(false);
     let model = req.model;
     let chunk = move |message: Message, stats: Option<DoneStats>| ChatResponse {
         model: model.clone(),

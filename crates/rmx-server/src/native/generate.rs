@@ -7,11 +7,10 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use rmx_api::{DoneStats, GenerateRequest, GenerateResponse};
-use serde_json::Map;
 
 use super::{
     image_parts, kv_quant, ndjson, now_rfc3339, parse, sampling, shape, speculative, stats,
-    NativeError,
+    thinking, NativeError,
 };
 use crate::error::ServiceError;
 use crate::service::{InternalRequest, PromptInput, Role, Service, ServiceEvent, TemplateMessage};
@@ -32,6 +31,7 @@ pub async fn generate(
         return load_or_unload(&svc, req).await;
     }
     let (sampling, max_tokens, stop) = sampling(req.options.as_ref())?;
+    let thinks = thinking(req.think.as_ref(), req.options.as_ref())?;
     let prompt = if req.raw {
         PromptInput::Raw(req.prompt.clone())
     } else {
@@ -46,7 +46,7 @@ pub async fn generate(
         PromptInput::Chat {
             messages,
             tools: None,
-            template_kwargs: Map::new(),
+            template_kwargs: thinks.template_kwargs.clone(),
         }
     };
     let internal = InternalRequest {
@@ -57,14 +57,15 @@ pub async fn generate(
         stop,
         logprobs: None,
         keep_alive: req.keep_alive,
-        think: req.think,
+        think: thinks.think,
+        thinking_budget: thinks.budget,
         shape: shape(req.format.as_ref())?,
         kv_quant: kv_quant(req.options.as_ref())?,
         speculative: speculative(req.options.as_ref())?,
     };
     // Ollama's `done_reason` says "cancelled" when the daemon shuts down mid-answer.
     let mut stream = svc.generate(internal).await?.cancel_as_done();
-    let hide_reasoning = req.think == Some(false);
+    let hide_reasoning = thinks.think == Some(false);
     let model = req.model;
     let chunk = move |response: String, thinking: Option<String>, stats: Option<DoneStats>| {
         GenerateResponse {

@@ -169,6 +169,39 @@ fn kv_quant(
         .map_err(|e| NativeError(ServiceError::BadRequest(format!("options: {e}"))))
 }
 
+/// How a request thinks: Ollama's `think` (on, off, or a level, which also goes to the
+/// template as `reasoning_effort` and caps the thought: thinking.rs) and rmx's
+/// `thinking_budget` option, which wins over a level's cap.
+struct Thinking {
+    think: Option<bool>,
+    template_kwargs: serde_json::Map<String, serde_json::Value>,
+    budget: Option<usize>,
+}
+
+fn thinking(
+    think: Option<&rmx_api::Think>,
+    options: Option<&rmx_api::Options>,
+) -> Result<Thinking, NativeError> {
+    let level = think.and_then(rmx_api::Think::level);
+    if let Some(l) = level.filter(|l| !rmx_api::Think::LEVELS.contains(l)) {
+        return Err(NativeError(ServiceError::BadRequest(format!(
+            "think: {l:?} is not a think value: expected true, false, \"low\", \"medium\" or \"high\""
+        ))));
+    }
+    let mut template_kwargs = serde_json::Map::new();
+    if let Some(l) = level {
+        template_kwargs.insert("reasoning_effort".into(), l.into());
+    }
+    let budget = options
+        .and_then(|o| o.thinking_budget)
+        .or_else(|| level.and_then(crate::service::thinking::effort_budget));
+    Ok(Thinking {
+        think: think.map(rmx_api::Think::enabled),
+        template_kwargs,
+        budget,
+    })
+}
+
 /// rmx's speculation options (`speculative`, `draft_tokens`): `None` without `speculative`;
 /// an unknown method or a count out of range, a 400 that says what is allowed.
 fn speculative(

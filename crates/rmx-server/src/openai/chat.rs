@@ -17,7 +17,9 @@ use rmx_api::openai::{
 use serde_json::{json, Value};
 
 use super::error::OpenAiError;
-use super::{json_instruction, new_id, structured, template_kwargs, unix_time, usage, Knobs};
+use super::{
+    json_instruction, new_id, structured, template_kwargs, thinking_budget, unix_time, usage, Knobs,
+};
 use crate::service::{
     self, strict_tool_specs, tool_specs, Completion, FinishReason, InternalRequest, PromptInput,
     Service, ServiceEvent, Shape, TemplateMessage, TemplateToolCall, TokenLogprob,
@@ -198,6 +200,10 @@ pub fn to_internal(req: &ChatCompletionRequest) -> Result<InternalRequest, OpenA
             .unwrap_or(false)
             .then(|| req.top_logprobs.unwrap_or(0) as usize),
         keep_alive: None,
+        thinking_budget: thinking_budget(
+            req.thinking_token_budget,
+            req.reasoning_effort.as_deref(),
+        ),
         think,
         shape,
         kv_quant: None,

@@ -164,6 +164,8 @@ pub fn to_internal(req: &CompletionRequest) -> Result<(InternalRequest, String),
             stop: req.stop.clone().map(|s| s.into_vec()).unwrap_or_default(),
             logprobs: req.logprobs.map(|n| n as usize),
             keep_alive: None,
+            // A raw prompt has no thought to close.
+            thinking_budget: None,
             think: None,
             shape: req
                 .structured_outputs

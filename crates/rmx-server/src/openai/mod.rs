@@ -140,6 +140,13 @@ pub fn template_kwargs(
     (out, think)
 }
 
+/// The thought's budget: vLLM's `thinking_token_budget`, else the effort's (thinking.rs).
+pub fn thinking_budget(explicit: Option<u32>, effort: Option<&str>) -> Option<usize> {
+    explicit
+        .map(|n| n as usize)
+        .or_else(|| effort.and_then(crate::service::thinking::effort_budget))
+}
+
 /// The instruction that goes with `response_format`: constrained decoding enforces the shape,
 /// but a model that is told what is wanted writes better content into it.
 pub fn json_instruction(schema: Option<&Value>) -> String {

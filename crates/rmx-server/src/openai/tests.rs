@@ -544,3 +544,27 @@ fn an_instruction_added_to_a_system_message_with_images_is_in_its_parts() {
     );
     assert_eq!(messages[0].content, "look\n\nanswer in JSON");
 }
+
+#[test]
+fn an_effort_caps_the_thought_unless_a_budget_is_given() {
+    let req = |extra: Value| {
+        let mut body = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+        body.as_object_mut()
+            .expect("object")
+            .extend(extra.as_object().expect("object").clone());
+        let req: ChatCompletionRequest = serde_json::from_value(body).expect("request");
+        chat::to_internal(&req).expect("valid")
+    };
+    assert_eq!(req(json!({})).thinking_budget, None);
+    assert_eq!(
+        req(json!({"reasoning_effort": "low"})).thinking_budget,
+        Some(1024)
+    );
+    let both = req(json!({"reasoning_effort": "high", "thinking_token_budget": 7}));
+    assert_eq!(both.thinking_budget, Some(7));
+    // The template still sees the effort.
+    assert!(
+        matches!(&both.prompt, crate::service::PromptInput::Chat { template_kwargs, .. }
+        if template_kwargs["reasoning_effort"] == "high")
+    );
+}

@@ -62,6 +62,7 @@ mod pull_locks;
 mod pump;
 mod request;
 mod rerank;
+pub mod thinking;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -323,6 +324,12 @@ impl Service {
         greq.kv_quant = req.kv_quant.or(alias_kv).or(self.kv_quant);
         greq.speculative = req.speculative;
         greq.images = built.images;
+        // A budget for a model that does not think (or thinks in harmony's channels) has
+        // nothing to close.
+        greq.thought_budget = match (req.thinking_budget, &built.thought) {
+            (Some(n), Some(tags)) => Some(tags.budget(engine, n)?),
+            _ => None,
+        };
         let engine_rx = engine.generate(greq)?;
         let (tx, rx) = mpsc::unbounded_channel();
         let pump = Pump {

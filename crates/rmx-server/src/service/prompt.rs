@@ -14,6 +14,7 @@ use rmx_text::toolcall::{ToolCallFormat, ToolCallParser};
 use serde_json::Value;
 
 use super::prompt_tokens::prompt_tokens;
+use super::thinking::ThoughtTags;
 use super::{
     InternalRequest, PromptInput, ServiceError, Shape, TemplateMessage, FORCED_TOOL_CALL,
     MAX_IMAGES_PER_REQUEST,
@@ -60,6 +61,8 @@ pub(super) struct BuiltPrompt {
     pub(super) constraint: Option<Compiled>,
     /// The chat's images, decoded and preprocessed, in the order of their placeholders.
     pub(super) images: Vec<rmx_vision::PixelValues>,
+    /// How the model's thought is marked, where the engine can close it (a thinking budget).
+    pub(super) thought: Option<ThoughtTags>,
 }
 
 /// Gemma 4's channel markers.
@@ -86,6 +89,7 @@ fn build_prompt(
             keep_special: false,
             constraint: constraint(engine, req.shape.as_ref(), None, Think::No)?,
             images: Vec::new(),
+            thought: None,
         }),
         PromptInput::Chat {
             messages,
@@ -110,6 +114,7 @@ fn build_prompt(
                     keep_special: false,
                     constraint: constraint(engine, req.shape.as_ref(), None, Think::No)?,
                     images: Vec::new(),
+                    thought: None,
                 });
             }
             let mut kwargs = template_kwargs.clone();
@@ -178,6 +183,9 @@ fn build_prompt(
                     keep_special: true,
                     constraint: constraint(engine, req.shape.as_ref(), None, Think::No)?,
                     images,
+                    // Harmony's analysis channel is not closed for the model yet: its effort
+                    // goes to the template (`reasoning_effort`), which is how GPT-OSS budgets.
+                    thought: None,
                 });
             }
             let thinks = template.contains("<think>")
@@ -186,24 +194,27 @@ fn build_prompt(
             // Gemma 4 thinks in a channel, `<|channel>thought ... <channel|>`. A constrained
             // answer then starts at once (the constraint knows `<think>` only).
             let channel = template.contains(CHANNEL_START) && template.contains(CHANNEL_END);
-            let (reasoning, think) = if channel {
+            let (reasoning, think, thought) = if channel {
                 let start_tag = format!("{CHANNEL_START}thought");
+                let starts_inside = rendered.trim_end().ends_with(&start_tag);
+                let tags = ThoughtTags::channel(&start_tag, CHANNEL_END, starts_inside);
                 let config = ReasoningConfig {
-                    starts_in_reasoning: rendered.trim_end().ends_with(&start_tag),
+                    starts_in_reasoning: starts_inside,
                     start_tag,
                     end_tag: CHANNEL_END.to_string(),
                     enabled: true,
                 };
-                (ReasoningParser::new(config), Think::No)
+                (ReasoningParser::new(config), Think::No, Some(tags))
             } else if thinks {
                 let think = if inside {
                     Think::Inside
                 } else {
                     Think::MayOpen
                 };
-                (ReasoningParser::think_tags(inside), think)
+                let tags = ThoughtTags::think(inside);
+                (ReasoningParser::think_tags(inside), think, Some(tags))
             } else {
-                (ReasoningParser::disabled(), Think::No)
+                (ReasoningParser::disabled(), Think::No, None)
             };
             // The alias's format, else the one the template shows, else (no alias) the one
             // the model's family writes: many templates render tool calls without markers
@@ -228,6 +239,7 @@ fn build_prompt(
                 harmony: None,
                 constraint: constraint(engine, req.shape.as_ref(), format, think)?,
                 images,
+                thought,
             })
         }
     }

@@ -49,6 +49,9 @@ pub struct InternalRequest {
     pub keep_alive: Option<KeepAlive>,
     /// Some(b): sets the template's `enable_thinking` (unless `template_kwargs` has it).
     pub think: Option<bool>,
+    /// Close the answer's thought after this many tokens (Anthropic `budget_tokens`, an
+    /// effort's budget: thinking.rs).
+    pub thinking_budget: Option<usize>,
     /// Keep the answer in this shape (constrained decoding).
     pub shape: Option<Shape>,
     /// Store the answer's KV cache quantized (`--kv-bits`); None: the daemon's default.

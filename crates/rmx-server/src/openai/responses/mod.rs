@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 use super::chat::add_system;
 use super::error::OpenAiError;
 use super::structured::{responses_format, TextFormat};
-use super::{json_instruction, template_kwargs, unix_time, Knobs};
+use super::{json_instruction, template_kwargs, thinking_budget, unix_time, Knobs};
 use crate::service::{
     self, strict_tool_specs, tool_specs, InternalRequest, PromptInput, Service, ServiceEvent,
     Shape, TemplateMessage, TemplateToolCall,
@@ -173,6 +173,7 @@ pub fn to_internal(req: &ResponsesRequest) -> Result<InternalRequest, OpenAiErro
         logprobs: None,
         keep_alive: None,
         think,
+        thinking_budget: thinking_budget(req.thinking_token_budget, effort),
         shape,
         kv_quant: None,
         speculative: None,
