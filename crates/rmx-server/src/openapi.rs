@@ -383,7 +383,10 @@ fn schemas() -> Value {
                 "logprobs": {"type": "boolean"},
                 "top_logprobs": {"type": "integer", "minimum": 0, "maximum": 20},
                 "chat_template_kwargs": {"type": "object"},
-                "reasoning_effort": {"type": "string"},
+                "reasoning_effort": {"type": "string",
+                    "description": "Goes to the chat template; `none`/`minimal` turn thinking off, and `low`, `medium`, `high` cap the thought at 1,024, 4,096 and 16,384 tokens (docs/api.md, Thinking budgets)."},
+                "thinking_token_budget": {"type": "integer", "minimum": 0,
+                    "description": "vLLM's extension: the thought is closed for the model after this many tokens, and the answer follows."},
                 "n": {"const": 1}
             }))
         },
