@@ -30,9 +30,11 @@ pub const MAX_DRAFT_TOKENS: usize = 16;
 /// more than this, and a wrong block of 6 costs a CPU or GPU little more than one token.
 pub const DEFAULT_DRAFT_TOKENS: usize = 6;
 
-/// The longest and shortest run of trailing tokens looked up, longest first: a longer match
-/// is more likely to continue the same way, and one token alone matches too much by chance.
-const NGRAM_MAX: usize = 4;
+/// The longest and shortest run of trailing tokens matched: the longest match wins, since it
+/// is the likeliest to go on the same way (in code, a short run like `    }\n` recurs all over
+/// a file, and only a longer one finds the place being copied); one token alone matches too
+/// much by chance. The cap bounds a step's search in very repetitive text.
+const NGRAM_MAX: usize = 64;
 const NGRAM_MIN: usize = 2;
 
 /// How a request speculates.
@@ -104,26 +106,37 @@ impl std::fmt::Display for Off {
     }
 }
 
-/// Up to `k` tokens that may follow `context`: the tokens after the latest earlier place where
-/// `context`'s last n tokens occur, for the longest n from [`NGRAM_MAX`] down to
-/// [`NGRAM_MIN`] that occurs. Empty when none does.
+/// Up to `k` tokens that may follow `context`: the tokens after the earlier place whose
+/// preceding tokens match the most of `context`'s last ones (at least [`NGRAM_MIN`], counted
+/// up to [`NGRAM_MAX`]), the latest of those places on a tie. Empty when none matches.
 pub fn prompt_lookup(context: &[u32], k: usize) -> Vec<u32> {
     let len = context.len();
-    for n in (NGRAM_MIN..=NGRAM_MAX).rev() {
-        if len <= n {
+    let Some(&last) = context.last() else {
+        return Vec::new();
+    };
+    // (matched length, where the copy starts): the end of each earlier run that ends like
+    // `context`, scanned latest first so the first of the longest is the latest.
+    let mut best = (0, 0);
+    for end in (1..len).rev() {
+        if context[end - 1] != last {
             continue;
         }
-        let tail = &context[len - n..];
-        // Latest start first; a match must end before the tail itself starts to overlap.
-        for start in (0..len - n).rev() {
-            if &context[start..start + n] == tail {
-                let from = start + n;
-                let to = (from + k).min(len);
-                return context[from..to].to_vec();
+        let most = NGRAM_MAX.min(end);
+        let n = (0..most)
+            .take_while(|&i| context[end - 1 - i] == context[len - 1 - i])
+            .count();
+        if n > best.0 {
+            best = (n, end);
+            if n == NGRAM_MAX {
+                break;
             }
         }
     }
-    Vec::new()
+    let (n, from) = best;
+    if n < NGRAM_MIN {
+        return Vec::new();
+    }
+    context[from..(from + k).min(len)].to_vec()
 }
 
 /// Cuts every layer's cache back to its first `len` positions (the KV buffers keep their
@@ -163,6 +176,24 @@ mod tests {
         // A 4-gram beats a later 2-gram.
         let ctx = [1, 2, 3, 4, 10, 3, 4, 11, 1, 2, 3, 4];
         assert_eq!(prompt_lookup(&ctx, 1), vec![10]);
+    }
+
+    #[test]
+    fn a_longer_match_wins_over_a_later_short_one() {
+        // Copying a file: the run "1 2 3 4" recurs, and only the longer one finds the line
+        // being copied (the latest "1 2 3 4" is followed by 60).
+        let file = [7, 8, 9, 1, 2, 3, 4, 50, 51, 6, 1, 2, 3, 4, 60];
+        let mut ctx = file.to_vec();
+        ctx.extend([99, 7, 8, 9, 1, 2, 3, 4]);
+        assert_eq!(prompt_lookup(&ctx, 2), vec![50, 51]);
+        // The cap: past NGRAM_MAX tokens of agreement, the latest place wins.
+        let run: Vec<u32> = (0..NGRAM_MAX as u32 + 5).collect();
+        let mut ctx = run.clone();
+        ctx.push(500);
+        ctx.extend(&run[5..]);
+        ctx.push(600);
+        ctx.extend(&run[5..]);
+        assert_eq!(prompt_lookup(&ctx, 1), vec![600]);
     }
 
     #[test]
