@@ -130,6 +130,9 @@ struct Constrained {
     /// The model's vocabulary size: the logits can be wider than the tokenizer.
     width: usize,
     mask: MaskRow,
+    /// The last mask's device array, while the grammar allows the same ids again (inside a
+    /// string most steps do): it is reused, with no upload and no expansion on the device.
+    last: Option<Array>,
     /// Host time the last mask took, grammar to device array (for `RMX_TRACE_STEPS`).
     last_mask_ms: f64,
 }
@@ -142,6 +145,8 @@ enum MaskRow {
     Bools(Vec<bool>),
     Bits {
         words: Vec<u32>,
+        /// The words the last device array was made of.
+        sent: Vec<u32>,
         word_of: Array,
         bit_of: Array,
     },
@@ -149,13 +154,19 @@ enum MaskRow {
 
 impl MaskRow {
     fn new(width: usize) -> Result<MaskRow> {
-        if rmx_mlx::backend() == rmx_mlx::Backend::Cpu {
+        let bits = match rmx_settings::var(rmx_settings::EnvVars::RMX_MASK_ROW).as_deref() {
+            Some("bits") => true,
+            Some("bools") => false,
+            _ => rmx_mlx::backend() != rmx_mlx::Backend::Cpu,
+        };
+        if !bits {
             return Ok(MaskRow::Bools(vec![false; width]));
         }
         let word_of: Vec<u32> = (0..width as u32).map(|i| i / 32).collect();
         let bit_of: Vec<u32> = (0..width as u32).map(|i| 1 << (i % 32)).collect();
         Ok(MaskRow::Bits {
             words: vec![0; width.div_ceil(32)],
+            sent: Vec::new(),
             word_of: Array::from_slice(&word_of, &[width as i32])?,
             bit_of: Array::from_slice(&bit_of, &[width as i32])?,
         })
@@ -184,13 +195,21 @@ impl Constrained {
             }
             MaskRow::Bits {
                 words,
+                sent,
                 word_of,
                 bit_of,
             } => {
                 mask.fill_words(words);
-                expand_bits(words, word_of, bit_of)?.reshape(&row)?
+                match &self.last {
+                    Some(last) if words == sent => last.clone(),
+                    _ => {
+                        sent.clone_from(words);
+                        expand_bits(words, word_of, bit_of)?.reshape(&row)?
+                    }
+                }
             }
         };
+        self.last = Some(array.clone());
         self.last_mask_ms = t.elapsed().as_secs_f64() * 1e3;
         Ok(array)
     }
@@ -217,6 +236,7 @@ impl Sequence {
                 state: ConstraintState::new(c),
                 width,
                 mask: MaskRow::new(width)?,
+                last: None,
                 last_mask_ms: 0.0,
             }),
             None => None,

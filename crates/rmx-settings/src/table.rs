@@ -70,6 +70,10 @@ env_vars! {
     RMX_PREFIX_DISK_MB in Engine;
     /// `1`: a line on stderr per batch step and per prefill unit, with where its host time went.
     RMX_TRACE_STEPS in Engine;
+    /// How a constrained answer's mask of allowed tokens goes to the device: `bits` (a 32nd of
+    /// the bytes, expanded on the device) or `bools` (a byte per token). Default: `bools` on
+    /// the CPU backend, `bits` on a GPU. For measuring one against the other.
+    RMX_MASK_ROW in Engine;
     /// Set by `rmx launch` in the processes it starts: how the model is split over them,
     /// `tensor` or `pipeline`. With MLX's `MLX_RANK` and `MLX_HOSTFILE` (the ring's settings),
     /// a command that loads a model loads its share as one rank of the group.
