@@ -1051,12 +1051,16 @@ _rmx() {
             return 0
             ;;
         rmx__subcmd__run)
-            opts="-v -h -V --raw --max-tokens --temperature --top-p --top-k --seed --system --think --no-think --thinking-budget --verbose --keep-alive --kv-bits --kv-group-size --kv-quant-start --speculative --draft-tokens --help --version"
+            opts="-v -h -V --image --raw --max-tokens --temperature --top-p --top-k --seed --system --think --no-think --thinking-budget --verbose --keep-alive --kv-bits --kv-group-size --kv-quant-start --speculative --draft-tokens --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --image)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --max-tokens)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

@@ -48,6 +48,7 @@ complete -c rmx -n "__fish_rmx_needs_command" -f -a "share" -d 'Let others use a
 complete -c rmx -n "__fish_rmx_needs_command" -f -a "launch" -d 'Run an rmx command with its model split over several processes (ranks), joined by MLX\'s ring backend (or nccl, one NVIDIA GPU a rank): tensor parallel (every layer split) or pipeline parallel (each rank a range of layers)'
 complete -c rmx -n "__fish_rmx_needs_command" -f -a "worker" -d 'A rank other than 0 of `rmx launch` (started by it, not by hand)'
 complete -c rmx -n "__fish_rmx_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c rmx -n "__fish_rmx_using_subcommand run" -l image -d 'An image file for the prompt: PNG, JPEG, WebP or GIF (its first frame). Repeat for more, up to 8. Needs a vision model: for now Gemma 3 (4B and up) with its vision tower, a `vision_config` in its config.json; a text-only model refuses images. The file is sent as it is and the daemon reads it. Not with --raw (the chat template places the images). Without a prompt on a terminal, the chat\'s first message carries them' -r -F
 complete -c rmx -n "__fish_rmx_using_subcommand run" -l max-tokens -d 'Stop after this many generated tokens' -r
 complete -c rmx -n "__fish_rmx_using_subcommand run" -l temperature -d 'Sampling temperature; 0 picks the most likely token every time' -r
 complete -c rmx -n "__fish_rmx_using_subcommand run" -l top-p -d 'Nucleus sampling: keep the most likely tokens that add up to P' -r

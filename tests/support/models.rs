@@ -64,6 +64,28 @@ pub fn tiny_qwen3() -> PathBuf {
     model("qwen3", "bf16")
 }
 
+/// The tiny random-weight Gemma 3 vision-language model (`py/tiny_vlm.py`, mlx-vlm's classes;
+/// `quant`: f32 or bf16), made on first use into `test-models/vlm-<generator hash>/gemma3-<quant>`,
+/// the folder the crates' own image tests use.
+pub fn tiny_vlm(quant: &str) -> PathBuf {
+    let script = crate::py("tiny_vlm.py");
+    let dir = generated_dir(&script, "vlm-", &format!("gemma3-{quant}"));
+    let lock = building(&dir);
+    let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
+    if !dir.join("config.json").exists() {
+        std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
+        // The script writes beside the folder and renames it into place.
+        let status = std::process::Command::new(crate::python())
+            .arg(&script)
+            .args(["make", "--quant", quant, "--out"])
+            .arg(&dir)
+            .status()
+            .expect("run tiny_vlm.py");
+        assert!(status.success(), "tiny_vlm.py make --quant {quant} failed");
+    }
+    dir
+}
+
 /// Runs tiny_models.py with `args` (on one of this process's workers); its stdout.
 pub fn run(args: &[&str]) -> String {
     let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();

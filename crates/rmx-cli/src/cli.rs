@@ -27,6 +27,10 @@ pub enum Command {
     /// The prompt goes through the model's chat template unless --raw is given. Without a
     /// prompt argument, the prompt is read from standard input when it is piped, and an
     /// interactive chat starts when it is a terminal. Runs in the daemon (started if needed).
+    #[command(after_help = "Examples:\n  \
+        rmx run ./my-mlx-model \"Why is the sky blue?\"\n  \
+        rmx run ~/models/gemma-3-4b-it --image photo.jpg \"What is in this picture?\"\n  \
+        rmx run ~/models/gemma-3-4b-it --image a.png --image b.png \"What changed?\"")]
     Run(RunArgs),
     /// Chat with a model interactively (type /help for commands).
     Chat(ChatArgs),
@@ -252,6 +256,13 @@ pub struct RunArgs {
     pub model: String,
     /// The prompt (read from standard input when absent and piped).
     pub prompt: Option<String>,
+    /// An image file for the prompt: PNG, JPEG, WebP or GIF (its first frame). Repeat for
+    /// more, up to 8. Needs a vision model: for now Gemma 3 (4B and up) with its vision tower,
+    /// a `vision_config` in its config.json; a text-only model refuses images. The file is
+    /// sent as it is and the daemon reads it. Not with --raw (the chat template places the
+    /// images). Without a prompt on a terminal, the chat's first message carries them.
+    #[arg(long = "image", value_name = "FILE", conflicts_with = "raw")]
+    pub images: Vec<PathBuf>,
     #[command(flatten)]
     pub gen: GenArgs,
 }

@@ -7,6 +7,7 @@ mod cli;
 mod commands;
 mod daemon;
 mod doctor;
+mod images;
 mod output;
 mod progress;
 mod tunnel;

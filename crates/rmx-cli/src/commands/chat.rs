@@ -17,13 +17,17 @@ use serde::{Deserialize, Serialize};
 use crate::answer::{chat, chat_request};
 use crate::cli::{ChatArgs, GenArgs};
 use crate::daemon;
+use crate::images::{self, Image};
 use crate::output::{print_stats, StreamPrinter};
 
 const HELP: &str = "\
 Commands:
   /help                 this help
   /system <text>        set the system message (empty: remove it)
-  /clear                forget the conversation
+  /clear                forget the conversation (and any attached images)
+  /image <file>         attach an image (PNG, JPEG, WebP, GIF) to your next message;
+                        vision models only (Gemma 3 4B and up); up to 8 in a conversation
+  /image                list the attached images; /image clear drops them
   /save <file>          save the conversation (JSON)
   /load <file>          load a saved conversation
   /think on|off         ask the model to think first, or not (off also hides reasoning)
@@ -34,7 +38,7 @@ Multi-line input: start and end with \"\"\", or end lines with \\.
 Ctrl-C stops an answer.";
 
 pub fn run(args: ChatArgs) -> Result<ExitCode> {
-    repl(args.model, args.gen)
+    repl(args.model, args.gen, Vec::new())
 }
 
 /// A saved conversation (`/save`, `/load`).
@@ -51,9 +55,12 @@ struct Chat {
     model: String,
     gen: GenArgs,
     messages: Vec<Message>,
+    /// Images for the next user message (`/image`, `rmx run --image` without a prompt).
+    attached: Vec<Image>,
 }
 
-pub fn repl(model: String, gen: GenArgs) -> Result<ExitCode> {
+/// The chat; `attached` images go with the first message.
+pub fn repl(model: String, gen: GenArgs, attached: Vec<Image>) -> Result<ExitCode> {
     let rt = daemon::runtime()?;
     let client = rt.block_on(async {
         let client = daemon::connect().await?;
@@ -69,6 +76,7 @@ pub fn repl(model: String, gen: GenArgs) -> Result<ExitCode> {
         model,
         gen,
         messages: Vec::new(),
+        attached,
     };
     let mut editor = DefaultEditor::new().context("starting the line editor")?;
     let history = history_path();
@@ -79,6 +87,9 @@ pub fn repl(model: String, gen: GenArgs) -> Result<ExitCode> {
         "Chatting with {}. /help for commands, Ctrl-D to leave.",
         chat.model
     );
+    if !chat.attached.is_empty() {
+        chat.list_attached();
+    }
     loop {
         let input = match read_input(&mut editor) {
             Ok(Some(text)) => text,
@@ -164,7 +175,11 @@ fn read_input(editor: &mut DefaultEditor) -> Result<Option<String>, ReadlineErro
 
 impl Chat {
     async fn ask(&mut self, text: String) -> Result<()> {
-        self.messages.push(Message::new("user", text));
+        let attached = std::mem::take(&mut self.attached);
+        self.messages.push(Message {
+            images: attached.iter().map(|i| i.base64.clone()).collect(),
+            ..Message::new("user", text)
+        });
         let mut messages = Vec::new();
         if let Some(s) = &self.gen.system {
             messages.push(Message::new("system", s.clone()));
@@ -178,8 +193,16 @@ impl Chat {
         let turn = match chat(&self.client, &req, &mut printer, cancel).await {
             Ok(t) => t,
             Err(e) => {
-                // The question stays unanswered: take it back so it can be asked again.
+                // The question stays unanswered: take it back so it can be asked again. Its
+                // images go too: the daemon's refusal is most often about them (a text-only
+                // model, a file that is no image), and resending them would fail again.
                 self.messages.pop();
+                if !attached.is_empty() {
+                    return Err(anyhow::anyhow!(
+                        "{e:#}\n(the message and its {} were not kept: /image attaches again)",
+                        count(attached.len())
+                    ));
+                }
                 return Err(e);
             }
         };
@@ -217,8 +240,10 @@ impl Chat {
             }
             "clear" => {
                 self.messages.clear();
+                self.attached.clear();
                 println!("Conversation cleared.");
             }
+            "image" => self.image(arg)?,
             "save" => {
                 if arg.is_empty() {
                     bail!("usage: /save <file>");
@@ -285,6 +310,59 @@ impl Chat {
         Ok(true)
     }
 
+    /// `/image <file>` attaches a file to the next message; `/image` lists what is attached,
+    /// `/image clear` drops it.
+    fn image(&mut self, arg: &str) -> Result<()> {
+        match arg {
+            "" => self.list_attached(),
+            "clear" => {
+                let n = self.attached.len();
+                self.attached.clear();
+                println!("Dropped {}.", count(n));
+            }
+            file => {
+                // The daemon counts every image of the conversation, which is resent each turn.
+                let sent = self.messages.iter().map(|m| m.images.len()).sum::<usize>();
+                if sent + self.attached.len() >= images::MAX {
+                    bail!(
+                        "the conversation holds {} (sent and attached), the most one request \
+                         takes; /clear starts a new conversation",
+                        count(sent + self.attached.len())
+                    );
+                }
+                let image = images::read(&expand_home(unquote(file)))?;
+                let total = self
+                    .messages
+                    .iter()
+                    .flat_map(|m| &m.images)
+                    .chain(self.attached.iter().map(|i| &i.base64))
+                    .map(String::len)
+                    .sum::<usize>();
+                images::check_size(total + image.base64.len())?;
+                self.attached.push(image);
+                self.list_attached();
+            }
+        }
+        Ok(())
+    }
+
+    fn list_attached(&self) {
+        if self.attached.is_empty() {
+            println!("No images attached. /image <file> attaches one to your next message.");
+            return;
+        }
+        let names: Vec<String> = self
+            .attached
+            .iter()
+            .map(|i| i.path.display().to_string())
+            .collect();
+        println!(
+            "Attached to your next message: {} ({}).",
+            names.join(", "),
+            count(names.len())
+        );
+    }
+
     fn set(&mut self, arg: &str) -> Result<()> {
         let Some((param, value)) = arg.split_once(char::is_whitespace) else {
             bail!("usage: /set <temperature|top_p|max_tokens|seed> <value>");
@@ -300,5 +378,32 @@ impl Chat {
         }
         println!("Set {param} to {value}.");
         Ok(())
+    }
+}
+
+/// "1 image", "3 images".
+fn count(n: usize) -> String {
+    if n == 1 {
+        "1 image".into()
+    } else {
+        format!("{n} images")
+    }
+}
+
+/// A path as typed or dropped into a terminal, which may quote it when it has spaces.
+fn unquote(arg: &str) -> &str {
+    for q in ['"', '\''] {
+        if let Some(inner) = arg.strip_prefix(q).and_then(|a| a.strip_suffix(q)) {
+            return inner;
+        }
+    }
+    arg
+}
+
+/// `~/` at the start of a path is the home folder, as in a shell (no shell reads these lines).
+fn expand_home(path: &str) -> PathBuf {
+    match (path.strip_prefix("~/"), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
+        _ => PathBuf::from(path),
     }
 }

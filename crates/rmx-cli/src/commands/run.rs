@@ -1,5 +1,6 @@
 //! `rmx run <model> [prompt]`: one prompt, the answer streamed from the daemon, exit. Without a
-//! prompt, standard input is the prompt when piped, and a chat starts on a terminal.
+//! prompt, standard input is the prompt when piped, and a chat starts on a terminal. `--image`
+//! files go with the prompt (or the chat's first message).
 
 use std::io::{IsTerminal, Read};
 use std::process::ExitCode;
@@ -10,13 +11,17 @@ use rmx_api::{Client, GenerateRequest, Message};
 use crate::answer::{chat, chat_request, generate, options};
 use crate::cli::RunArgs;
 use crate::daemon;
+use crate::images;
 use crate::output::{print_stats, StreamPrinter};
 
 pub fn run(args: RunArgs) -> Result<ExitCode> {
+    // Read before anything else, so a wrong path is said before a daemon starts or a model
+    // loads.
+    let images = images::read_all(&args.images)?;
     let prompt = match args.prompt {
         Some(p) => p,
         None if std::io::stdin().is_terminal() => {
-            return super::chat::repl(args.model, args.gen);
+            return super::chat::repl(args.model, args.gen, images);
         }
         None => {
             let mut s = String::new();
@@ -47,7 +52,10 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             if let Some(s) = &args.gen.system {
                 messages.push(Message::new("system", s.clone()));
             }
-            messages.push(Message::new("user", prompt));
+            messages.push(Message {
+                images: images.into_iter().map(|i| i.base64).collect(),
+                ..Message::new("user", prompt)
+            });
             let req = chat_request(&args.model, messages, &args.gen);
             chat(&client, &req, &mut printer, std::future::pending()).await?
         };
