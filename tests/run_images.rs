@@ -187,6 +187,41 @@ fn chat_attaches_images_to_the_next_message() -> Result<(), rexpect::error::Erro
         "with the image {with_image} prompt tokens, without {without}"
     );
     p.exp_string(">>> ")?;
+    // The daemon counts the images of the whole conversation: the ninth is refused here.
+    for _ in 0..8 {
+        line(&mut p, &format!("/image {}", red.display()))?;
+        p.exp_string("Attached to your next message:")?;
+    }
+    line(&mut p, &format!("/image {}", red.display()))?;
+    p.exp_string("the conversation holds 8 images")?;
+    line(&mut p, "/image clear")?;
+    p.exp_string("Dropped 8 images.")?;
+    p.send_control('d')?;
+    p.exp_eof()?;
+
+    // `rmx run` without a prompt on a terminal: the chat's first message carries the images.
+    let mut cmd = home.cmd(&["run", &vlm(), "--image", red.to_str().unwrap()]);
+    cmd.env("TERM", "xterm");
+    let mut p = spawn_command(cmd, Some(60_000))?;
+    p.exp_string("Attached to your next message:")?;
+    p.exp_string(">>> ")?;
+    p.send_control('d')?;
+    p.exp_eof()?;
+
+    // A text-only model's refusal is said, and the message and its image are not kept.
+    let qwen = rmx_tests::models::tiny_qwen3().display().to_string();
+    let mut cmd = home.cmd(&["chat", &qwen, "--max-tokens", "4"]);
+    cmd.env("TERM", "xterm");
+    let mut p = spawn_command(cmd, Some(60_000))?;
+    p.exp_string(">>> ")?;
+    line(&mut p, &format!("/image {}", red.display()))?;
+    p.exp_string("(1 image)")?;
+    line(&mut p, "What is this?")?;
+    p.exp_string("takes no images")?;
+    p.exp_string("not kept")?;
+    p.exp_string(">>> ")?;
+    line(&mut p, "/image")?;
+    p.exp_string("No images attached.")?;
     p.send_control('d')?;
     p.exp_eof()?;
     Ok(())
