@@ -188,33 +188,12 @@ fn py_strict_types() {
     );
 }
 
-/// The tiny Gemma 3 vision-language model (tests/py/tiny_vlm.py), made once per version of its
-/// generator, in the folder rmx-engine's tests/images.rs uses.
-fn tiny_vlm() -> PathBuf {
-    let script = std::fs::read(py("tiny_vlm.py")).expect("read tiny_vlm.py");
-    let hash = script.iter().fold(0xcbf29ce484222325u64, |h, b| {
-        (h ^ *b as u64).wrapping_mul(0x100000001b3)
-    });
-    let dir = rmx_tests::target_dir().join(format!("test-models/vlm-{hash:016x}/gemma3-f32"));
-    if !dir.join("config.json").exists() {
-        std::fs::create_dir_all(dir.parent().expect("a parent")).expect("mkdir");
-        let status = Command::new(python())
-            .arg(py("tiny_vlm.py"))
-            .args(["make", "--quant", "f32", "--out"])
-            .arg(&dir)
-            .status()
-            .expect("run tiny_vlm.py");
-        assert!(status.success(), "tiny_vlm.py make failed");
-    }
-    dir
-}
-
 /// Issue #27: the three clients send images (an `image_url` data URI, a base64 image block,
 /// Ollama's `images`) to the tiny Gemma 3 VLM and get the same greedy answer, which another
 /// image changes; an image for the text-only tiny Qwen3 is each client's 400.
 #[test]
 fn py_vision_clients() {
-    let vlm = tiny_vlm();
+    let vlm = rmx_tests::models::tiny_vlm("f32");
     let roots = std::env::join_paths([
         PathBuf::from(model_roots()),
         vlm.parent().expect("a parent").to_path_buf(),
