@@ -9,7 +9,7 @@ use crate::config::QuantConfig;
 use crate::error::{ModelError, Result};
 use crate::fastpath::{self, fast_path, QkvRope, QkvRows};
 use crate::layers::{Linear, RmsNorm};
-use crate::quantized_attention::quantized_sdpa;
+use crate::product_attention::{few_query_sdpa, quantized_sdpa, FEW_QUERIES};
 use crate::rope::Rope;
 use crate::tensor_parallel::{self, Heads, Split};
 use crate::weights::Weights;
@@ -132,6 +132,10 @@ pub struct Attention {
     rope: Rope,
     sinks: Option<Array>,
     output_gate: bool,
+    /// A few queries at once (a speculative verify step, a short prompt chunk) attend through
+    /// explicit products rather than MLX's fused kernel, which on CUDA is built anew for each
+    /// key length (product_attention.rs); chosen with the fast path at load.
+    few_queries: bool,
 }
 
 impl Attention {
@@ -202,6 +206,7 @@ impl Attention {
             rope,
             sinks,
             output_gate: s.output_gate,
+            few_queries: fast_path().kernels,
         })
     }
 
@@ -270,6 +275,10 @@ impl Attention {
                 (q, k, v)
             }
         };
+        if self.few_queries && self.sinks.is_none() && (2..=FEW_QUERIES).contains(&q.dim(2)) {
+            let out = few_query_sdpa(&q, &k, &v, self.scale, mask)?;
+            return heads_last(out, &s, gate);
+        }
         let out = fast::scaled_dot_product_attention(
             &q,
             &k,

@@ -335,7 +335,7 @@ pub(crate) fn forward_group(
     // Every cache at the same step with the same capacity, so each grows (or not) alike.
     let step = match &caches[0] {
         LayerCache::Full(kv) => (kv.offset, kv.capacity()),
-        // A quantized cache is read by MLX's quantized_matmul (quantized_attention.rs).
+        // A quantized cache is read by MLX's quantized_matmul (product_attention.rs).
         LayerCache::Quantized(_)
         | LayerCache::Rotating(_)
         | LayerCache::Recurrent(_)

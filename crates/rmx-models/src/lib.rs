@@ -26,7 +26,7 @@ mod moe_kernels;
 mod parallel;
 mod phi3;
 mod pipeline;
-mod quantized_attention;
+mod product_attention;
 mod qwen2;
 mod qwen3;
 mod qwen3_5;
