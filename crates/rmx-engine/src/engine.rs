@@ -583,7 +583,7 @@ fn run(
         snapshot_prefill: !trimmable,
         no_speculation: if role_in_group {
             Some(Off::Group)
-        } else if !trimmable {
+        } else if !model.make_cache().iter().all(LayerCache::cuts_back_blocks) {
             Some(Off::Cache)
         } else {
             None

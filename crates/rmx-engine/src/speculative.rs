@@ -13,9 +13,11 @@
 //! per emitted token, in order, so even a seeded request's tokens are those of a plain run
 //! (up to the rounding of a k+1-token forward against a one-token one).
 //!
-//! Rejected guesses are rolled back by cutting the full KV caches back to the tokens kept
-//! ([`cut_to`]); a model with a sliding-window or recurrent layer cannot be cut, so the engine
-//! does not speculate for it ([`Off::Cache`]).
+//! Rejected guesses are rolled back by cutting the KV caches back to the tokens kept
+//! ([`cut_to`]): a full cache simply forgets them, and a sliding window's, written by the
+//! block's multi-token update in temporal order, drops them as if the block had been shorter.
+//! A model with a recurrent layer cannot be cut, so the engine does not speculate for it
+//! ([`Off::Cache`]).
 
 use rmx_models::LayerCache;
 use serde::{Deserialize, Serialize};
@@ -75,8 +77,8 @@ pub fn check_draft_tokens(k: usize) -> Result<()> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Off {
-    /// The model has sliding-window or recurrent layers, whose caches cannot be cut back to
-    /// drop rejected guesses.
+    /// The model has recurrent layers, whose state cannot be cut back to drop rejected
+    /// guesses.
     Cache,
     /// The model is split over several processes (rmx launch): the ranks would have to agree
     /// on every block's length, which they do not exchange yet.
@@ -94,8 +96,8 @@ impl std::fmt::Display for Off {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Off::Cache => {
-                "speculative decoding is off for this model: its sliding-window or recurrent \
-                 layers' caches cannot be rolled back"
+                "speculative decoding is off for this model: its recurrent layers' state cannot \
+                 be rolled back"
             }
             Off::Group => "speculative decoding is off for a model split over several processes",
             Off::KvQuant => "speculative decoding is off for an answer with a quantized KV cache",
@@ -143,13 +145,10 @@ pub fn prompt_lookup(context: &[u32], k: usize) -> Vec<u32> {
 /// size; the next write goes over what was cut).
 pub fn cut_to(cache: &mut [LayerCache], len: i32) -> Result<()> {
     for c in cache {
-        match c {
-            LayerCache::Full(kv) if kv.offset >= len => kv.offset = len,
-            _ => {
-                return Err(EngineError::Invalid(
-                    "speculative decoding cannot roll back this cache".into(),
-                ))
-            }
+        if !c.cut_back(len) {
+            return Err(EngineError::Invalid(
+                "speculative decoding cannot roll back this cache".into(),
+            ));
         }
     }
     Ok(())

@@ -422,18 +422,48 @@ fn sampled_prompt_lookup_keeps_the_distribution() {
     }
 }
 
-/// A model with sliding-window layers (Gemma 3) cannot cut its cache back: the request runs
-/// plainly and says why.
+/// A model with recurrent layers (Qwen3.5's Gated DeltaNet) cannot cut its state back: the
+/// request runs plainly and says why.
 #[test]
 fn a_cache_that_cannot_be_cut_turns_speculation_off_and_says_so() {
-    let e = Engine::load(&models::model("gemma3", "f32")).unwrap();
+    let e = Engine::load(&models::model("qwen3_5", "f32")).unwrap();
     let prompt = e.raw_tokens(REPETITIVE).unwrap();
     let plain = generate(&e, request(&prompt, 12));
     let spec = generate(&e, speculating(request(&prompt, 12), 4));
     assert_eq!(spec.off, Some(Off::Cache));
     assert_eq!(spec.drafts, None);
-    assert_same(&spec, &plain, "gemma3");
+    assert_same(&spec, &plain, "qwen3_5");
     assert!(Off::Cache.to_string().contains("cannot be rolled back"));
+}
+
+/// Gemma 3's sliding-window layers (a window of 8 in the tiny model, so blocks land on both
+/// sides of the ring's wrap) drop refused guesses too: the same tokens as without.
+#[test]
+fn a_sliding_window_model_speculates_and_keeps_its_greedy_tokens() {
+    let e = Engine::load(&models::model("gemma3", "f32")).unwrap();
+    let (three, cycling) = three_ids(&e);
+    let mut total = Drafts::default();
+    for (prompt, bias) in [
+        (e.raw_tokens(REPETITIVE).unwrap(), None),
+        (cycling, Some(three)),
+    ] {
+        let base = |n| match bias {
+            Some(ids) => narrowed(request(&prompt, n), &ids),
+            None => request(&prompt, n),
+        };
+        let plain = generate(&e, base(40));
+        for k in [2, 6] {
+            let spec = generate(&e, speculating(base(40), k));
+            assert_eq!(spec.off, None);
+            assert_same(&spec, &plain, &format!("gemma3 k={k}"));
+            add(&mut total, &spec);
+        }
+    }
+    assert!(total.accepted > 0, "no guess was agreed with: {total:?}");
+    assert!(
+        total.accepted < total.drafted,
+        "no guess was refused: {total:?}"
+    );
 }
 
 /// A quantized KV cache is not cut back: such a request runs plainly (its quantized answer)

@@ -127,6 +127,26 @@ impl LayerCache {
         matches!(self, LayerCache::Full(_) | LayerCache::Quantized(_))
     }
 
+    /// Whether the positions a forward just wrote can be dropped again (a speculative block's
+    /// rejected guesses, [`LayerCache::cut_back`]): a full cache's always, a window's as long
+    /// as they replaced nothing still needed; a recurrent state has folded them in.
+    pub fn cuts_back_blocks(&self) -> bool {
+        matches!(self, LayerCache::Full(_) | LayerCache::Rotating(_))
+    }
+
+    /// Drops the positions from `len` on, which the last forward wrote; false when this cache
+    /// cannot (see [`LayerCache::cuts_back_blocks`]).
+    pub fn cut_back(&mut self, len: i32) -> bool {
+        match self {
+            LayerCache::Full(kv) if kv.offset >= len => {
+                kv.offset = len;
+                true
+            }
+            LayerCache::Rotating(r) => r.cut_back(len),
+            _ => false,
+        }
+    }
+
     /// A copy that owns its own buffers: the fast path's decode kernels write into a KV
     /// cache's buffers in place, so a stored cache and a live one never share them.
     pub fn snapshot(&self) -> Result<LayerCache> {

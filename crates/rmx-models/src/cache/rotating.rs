@@ -125,6 +125,37 @@ impl RotatingKvCache {
         Ok(out)
     }
 
+    /// Drops the positions from `len` on, which the last update wrote (a speculative block's
+    /// rejected guesses); false when they cannot be dropped. They can while nothing they
+    /// replaced is needed: the buffer is in temporal order — after a multi-token update, which
+    /// keeps the window's last `max_size - 1` positions before the block, or before the ring
+    /// first wraps. What stays is then what an update with only the kept tokens leaves.
+    pub fn cut_back(&mut self, len: i32) -> bool {
+        let drop = self.offset - len;
+        if drop == 0 {
+            return true;
+        }
+        let (Some(k), Some(v)) = (&self.keys, &self.values) else {
+            return false;
+        };
+        let buf = k.dim(2);
+        let in_order = self.idx == buf || (self.offset <= buf && self.idx == self.offset);
+        if drop < 0 || drop > self.idx || !in_order {
+            return false;
+        }
+        let keep = self.idx - drop;
+        if self.idx == buf {
+            let (Ok(k), Ok(v)) = (seq_slice(k, 0, keep), seq_slice(v, 0, keep)) else {
+                return false;
+            };
+            self.keys = Some(k);
+            self.values = Some(v);
+        }
+        self.idx = keep;
+        self.offset = len;
+        true
+    }
+
     pub fn update_and_fetch(&mut self, k: &Array, v: &Array) -> Result<(Array, Array)> {
         if k.dim(2) == 1 {
             self.update_in_place(k, v)
@@ -171,5 +202,75 @@ impl RotatingKvCache {
 
     pub fn state(&self) -> Vec<&Array> {
         self.keys.iter().chain(self.values.iter()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `n` positions of one head, `[1, 1, n, 2]`, numbered from `from`.
+    fn kv(from: i32, n: i32) -> Array {
+        let v: Vec<f32> = (from..from + n)
+            .flat_map(|p| [p as f32, -p as f32])
+            .collect();
+        Array::from_slice(&v, &[1, 1, n, 2]).unwrap()
+    }
+
+    /// The positions a cache holds, in the buffer's order.
+    fn held(c: &RotatingKvCache) -> Vec<f32> {
+        let k = c.keys.as_ref().unwrap();
+        let v = k.to_vec::<f32>().unwrap();
+        v.chunks(2).map(|p| p[0]).collect()
+    }
+
+    /// A block of 5 cut back by 3 leaves what a block of the 2 kept tokens leaves, before the
+    /// ring wraps and after, and the next tokens go on from there alike.
+    #[test]
+    fn a_cut_block_leaves_what_the_shorter_block_would() {
+        for before in [3, 10, 21] {
+            let mut cut = RotatingKvCache::new(8);
+            let mut short = RotatingKvCache::new(8);
+            for p in 0..before {
+                cut.update_and_fetch(&kv(p, 1), &kv(p, 1)).unwrap();
+                short.update_and_fetch(&kv(p, 1), &kv(p, 1)).unwrap();
+            }
+            cut.update_and_fetch(&kv(before, 5), &kv(before, 5))
+                .unwrap();
+            assert!(cut.cut_back(before + 2));
+            short
+                .update_and_fetch(&kv(before, 2), &kv(before, 2))
+                .unwrap();
+            assert_eq!((cut.offset, cut.idx), (short.offset, short.idx), "{before}");
+            assert_eq!(held(&cut), held(&short), "{before}");
+            for p in before + 2..before + 12 {
+                let (a, _) = cut.update_and_fetch(&kv(p, 1), &kv(p, 1)).unwrap();
+                let (b, _) = short.update_and_fetch(&kv(p, 1), &kv(p, 1)).unwrap();
+                assert_eq!(
+                    a.to_vec::<f32>().unwrap(),
+                    b.to_vec::<f32>().unwrap(),
+                    "{p}"
+                );
+            }
+        }
+    }
+
+    /// Single-token steps before the ring wraps can be cut; once a step has overwritten a
+    /// position that is still in the window, it cannot.
+    #[test]
+    fn only_positions_that_replaced_nothing_needed_are_dropped() {
+        let mut c = RotatingKvCache::new(8);
+        for p in 0..5 {
+            c.update_and_fetch(&kv(p, 1), &kv(p, 1)).unwrap();
+        }
+        assert!(c.cut_back(3));
+        let (k, _) = c.update_and_fetch(&kv(3, 1), &kv(3, 1)).unwrap();
+        assert_eq!(k.dim(2), 4);
+        for p in 4..20 {
+            c.update_and_fetch(&kv(p, 1), &kv(p, 1)).unwrap();
+        }
+        // 20 positions in a ring of 8: the last write went mid-ring over one still needed.
+        assert!(!c.cut_back(18));
+        assert_eq!(c.offset, 20);
     }
 }
