@@ -244,7 +244,7 @@ impl Batch {
     /// decoded alone leaves it), copied out of a batch otherwise. A cache that cannot be
     /// copied or evaluated only costs the prefill it would have saved.
     fn keep_prefix(&mut self, i: usize, prefixes: &mut PrefixCache) {
-        let mut tokens = self.rows[i].seq.read_tokens();
+        let mut tokens = self.rows[i].seq.cache_tokens();
         let cache = if self.rows.len() == 1 {
             let cache = std::mem::take(&mut self.cache);
             let read = cache.first().map_or(0, |c| c.offset() as usize);

@@ -804,14 +804,18 @@ impl Admit<'_> {
         };
         let enabled = self.prefixes.is_enabled();
         // A stored cache that cannot be copied only costs the prefill it would have saved.
-        // A quantized-KV request reads no stored prefix (request.rs `kv_quant`).
-        // Nor a request with images (images.rs).
-        let prefix =
-            if enabled && !req.no_prefix_cache && req.kv_quant.is_none() && req.images.is_empty() {
-                self.lookup(&req.prompt)
-            } else {
-                None
-            };
+        // A quantized-KV request reads no stored prefix (request.rs `kv_quant`). A request
+        // with images is keyed by their pixels (images.rs).
+        let cache_key = if req.images.is_empty() {
+            None
+        } else {
+            crate::images::cache_key(self.model, &req.prompt, &req.images)
+        };
+        let prefix = if enabled && !req.no_prefix_cache && req.kv_quant.is_none() {
+            self.lookup(cache_key.as_deref().unwrap_or(&req.prompt))
+        } else {
+            None
+        };
         let off = match (&req.kv_quant, &req.thought_budget) {
             (Some(_), _) => Some(Off::KvQuant),
             (None, Some(_)) => Some(Off::ThoughtBudget),
@@ -828,11 +832,9 @@ impl Admit<'_> {
             speculation_off,
             submitted: at,
             prefix: prefix.map(|(len, cache)| Prefix { len, cache }),
-            snapshot_prefill: enabled
-                && self.snapshot_prefill
-                && req.kv_quant.is_none()
-                && req.images.is_empty(),
+            snapshot_prefill: enabled && self.snapshot_prefill && req.kv_quant.is_none(),
             busy: self.load.busy(),
+            cache_key,
         };
         match Sequence::new(req, tx.clone(), self.model, self.tokenizer, start) {
             Ok(s) => active.push(s),

@@ -2,13 +2,16 @@
 //! the sequence is admitted, then each prefill chunk is given the feature rows of the image
 //! placeholders it reads, in prompt order.
 //!
-//! A request with images neither reads nor fills the prefix cache and is prefilled alone: its
-//! tokens (placeholders) say nothing of the pixels, so a cache keyed on them would answer
-//! another image's prompt.
+//! The prefix cache keys on tokens, and an image's placeholder tokens say nothing of its
+//! pixels: a request with images is looked up and stored under its prompt with each image's
+//! placeholders replaced by an id made from a hash of that image's pixel values
+//! ([`cache_key`]), so the next turn of a chat about the same image reads it from the cache and
+//! another image's prompt never does. It is prefilled alone.
 
 use rmx_mlx::Array;
 use rmx_models::{CausalLm, LayerCache};
 use rmx_vision::PixelValues;
+use sha2::{Digest, Sha256};
 
 use crate::error::{EngineError, Result};
 
@@ -18,6 +21,45 @@ pub(crate) struct ImageRows {
     /// Rows handed out so far.
     used: i32,
     placeholder: u32,
+}
+
+/// `prompt` as the prefix cache knows it: each image's placeholders replaced by one id made
+/// from its pixel values' SHA-256, past every vocabulary (2^31 and up); `None` for a model that
+/// takes no images (the request fails at admission anyway).
+pub(crate) fn cache_key(
+    model: &dyn CausalLm,
+    prompt: &[u32],
+    images: &[PixelValues],
+) -> Option<Vec<u32>> {
+    let tokens = model.vision()?.tokens();
+    let ids: Vec<u32> = images
+        .iter()
+        .map(|img| {
+            let mut h = Sha256::new();
+            h.update([img.width, img.height].map(u32::to_le_bytes).concat());
+            let bytes: Vec<u8> = img.data.iter().flat_map(|v| v.to_le_bytes()).collect();
+            h.update(&bytes);
+            let d = h.finalize();
+            0x8000_0000 | (u32::from_le_bytes([d[0], d[1], d[2], d[3]]) & 0x7FFF_FFFF)
+        })
+        .collect();
+    let mut seen = 0;
+    Some(
+        prompt
+            .iter()
+            .map(|&t| {
+                if t != tokens.image_token {
+                    return t;
+                }
+                let id = ids
+                    .get(seen / tokens.per_image.max(1))
+                    .copied()
+                    .unwrap_or(t);
+                seen += 1;
+                id
+            })
+            .collect(),
+    )
 }
 
 impl ImageRows {
@@ -70,6 +112,11 @@ impl ImageRows {
             used: 0,
             placeholder: tokens.image_token,
         })
+    }
+
+    /// Skips the rows of the placeholders in `read`, the prompt tokens a cached prefix holds.
+    pub fn skip_read(&mut self, read: &[u32]) {
+        self.used += read.iter().filter(|&&t| t == self.placeholder).count() as i32;
     }
 
     /// The model over one prefill chunk (`[1, L]`), with the rows of the placeholders in it.

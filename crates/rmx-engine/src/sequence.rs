@@ -98,6 +98,8 @@ pub struct Sequence {
     drafts: Drafts,
     /// Why the request's speculation was turned off.
     speculation_off: Option<Off>,
+    /// See [`Start::cache_key`].
+    cache_key: Option<Vec<u32>>,
     /// The request's thinking budget, watching the answer's thought.
     thought: Option<ThoughtWatch>,
     /// Tokens that go to the model next in place of its own choices (a thought closed for
@@ -116,6 +118,9 @@ pub struct Start {
     pub busy: Busy,
     /// Why the engine turned off the request's speculation (already cleared from it).
     pub speculation_off: Option<Off>,
+    /// The prompt as the prefix cache knows it, where it differs from the tokens (images:
+    /// images.rs `cache_key`).
+    pub cache_key: Option<Vec<u32>>,
 }
 
 /// A cache to start from: the first `len` prompt tokens, already read.
@@ -229,6 +234,7 @@ impl Sequence {
             snapshot_prefill,
             busy,
             speculation_off,
+            cache_key,
         } = start;
         let width = model.info().vocab_size.max(0) as usize;
         let constraint = match &req.constraint {
@@ -261,7 +267,9 @@ impl Sequence {
         let images = if req.images.is_empty() {
             None
         } else {
-            Some(ImageRows::encode(model, &req.images, &req.prompt)?)
+            let mut rows = ImageRows::encode(model, &req.images, &req.prompt)?;
+            rows.skip_read(&req.prompt[..cached]);
+            Some(rows)
         };
         Ok(Sequence {
             images,
@@ -278,6 +286,7 @@ impl Sequence {
             feed: None,
             drafts: Drafts::default(),
             speculation_off,
+            cache_key,
             thought,
             forced,
             pending: None,
@@ -407,6 +416,17 @@ impl Sequence {
         t
     }
 
+    /// [`Sequence::read_tokens`] as the prefix cache keys them (an image's placeholders by
+    /// the image: images.rs).
+    pub fn cache_tokens(&self) -> Vec<u32> {
+        let mut t = self
+            .cache_key
+            .clone()
+            .unwrap_or_else(|| self.req.prompt.clone());
+        t.extend(&self.emitted);
+        t
+    }
+
     fn snapshot_prompt(&mut self) -> Result<()> {
         if self.snapshot_prefill && self.prefilled > self.cached {
             self.snapshot_prefill = false;
@@ -415,7 +435,8 @@ impl Sequence {
                 .iter()
                 .map(LayerCache::snapshot)
                 .collect::<rmx_models::Result<Vec<_>>>()?;
-            self.snapshot = Some((self.req.prompt[..self.prefilled].to_vec(), cache));
+            let key = self.cache_key.as_deref().unwrap_or(&self.req.prompt);
+            self.snapshot = Some((key[..self.prefilled].to_vec(), cache));
         }
         Ok(())
     }
@@ -678,15 +699,10 @@ impl Sequence {
             // Quantized keys are no answer for a request without (or with other) settings.
             return Ok(None);
         }
-        if !self.req.images.is_empty() {
-            // Keyed on tokens, an entry would answer the same prompt with another image.
-            return Ok(None);
-        }
         let Some(read) = self.cache.first().map(|c| c.offset() as usize) else {
             return Ok(None);
         };
-        let mut tokens = self.req.prompt;
-        tokens.extend(self.emitted);
+        let mut tokens = self.cache_tokens();
         if read == 0 || read > tokens.len() {
             return Ok(None);
         }

@@ -2,8 +2,9 @@
 //! Gemma 3 vision-language model (tests/py/tiny_vlm.py), rmx's own prompt (the template's image
 //! markers widened: Engine::chat_tokens_with_images) and pixels (ImageInput::prepare), one and
 //! two images, f32
-//! token for token; fed to mlx-vlm as they are. A prompt repeated with another image is not
-//! answered from the prefix cache; bad image requests fail with what to do.
+//! token for token; fed to mlx-vlm as they are. A prompt repeated with the same image reads it
+//! from the prefix cache, with another image it does not; bad image requests fail with what to
+//! do.
 
 #![allow(clippy::unwrap_used)]
 
@@ -190,4 +191,50 @@ fn a_text_model_refuses_images() {
     };
     let err = run(&engine, &ids, vec![img]).unwrap_err();
     assert!(err.contains("takes no images"), "{err}");
+}
+
+/// The prompt's cached tokens and the answer, for `images`.
+fn cached_and_answer(engine: &Engine, ids: &[u32], images: Vec<PixelValues>) -> (usize, Vec<u32>) {
+    let mut req = GenerateRequest::new(ids.to_vec(), MAX_TOKENS);
+    req.ignore_eos = true;
+    req.images = images;
+    let mut rx = engine.generate(req).unwrap();
+    let mut out = Vec::new();
+    while let Some(ev) = rx.blocking_recv() {
+        match ev {
+            Event::Token { id, .. } => out.push(id),
+            Event::Done { usage, .. } => return (usage.cached_tokens, out),
+            Event::Error(e) => panic!("{e}"),
+        }
+    }
+    panic!("stream ended without Done");
+}
+
+/// The prefix cache keys an image by its pixels: the same image again is read from the cache
+/// (past its placeholders, same answer); another image shares only the text before it.
+#[test]
+fn the_prefix_cache_keys_images_by_their_pixels() {
+    let dir = rmx_tests::models::tiny_vlm("f32");
+    let work = rmx_tests::target_tmp("engine-image-prefix");
+    let imgs = images(&work);
+    let engine = Engine::load(&dir).unwrap();
+    let ids = prompt(&engine, 1, "What is in this picture?");
+    let image_token = *ids
+        .iter()
+        .max_by_key(|&&t| ids.iter().filter(|&&u| u == t).count())
+        .unwrap();
+    let first = ids.iter().position(|&t| t == image_token).unwrap();
+    let last = ids.iter().rposition(|&t| t == image_token).unwrap();
+
+    let (cached, answer) = cached_and_answer(&engine, &ids, pixels(&engine, &imgs[..1]));
+    assert_eq!(cached, 0);
+    let (cached, again) = cached_and_answer(&engine, &ids, pixels(&engine, &imgs[..1]));
+    assert!(cached > last, "cached {cached}, the image ends at {last}");
+    assert_eq!(again, answer);
+    let (cached, other) = cached_and_answer(&engine, &ids, pixels(&engine, &imgs[1..]));
+    assert!(
+        cached <= first,
+        "cached {cached}, the image starts at {first}"
+    );
+    assert_ne!(other, answer);
 }
