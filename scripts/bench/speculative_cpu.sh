@@ -9,7 +9,8 @@ set -euo pipefail
 rmx=$(realpath "${1:-target/release/rmx}")
 max=${2:-400}
 k=${3:-6}
-gguf=${RMX_TEST_GGUF_SMOLLM2:?source scripts/fetch-gguf.sh first}
+# GGUF picks another model (Gemma 3 270M: GGUF=$RMX_TEST_GGUF_GEMMA3).
+gguf=${GGUF:-${RMX_TEST_GGUF_SMOLLM2:?source scripts/fetch-gguf.sh first}}
 home=$(mktemp -d)
 export RMX_HOME=$home
 stop() {
