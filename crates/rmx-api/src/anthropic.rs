@@ -35,6 +35,13 @@ pub struct MessagesRequest {
     pub thinking: Option<Thinking>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Value>,
+    /// rmx's own: guess tokens ahead and check them in one forward; "prompt-lookup" copies
+    /// them from the prompt and the answer so far. The answer is the one it would be without.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative: Option<String>,
+    /// rmx's own: the most tokens guessed per step with `speculative`, 1 to 16 (default 6).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_tokens: Option<usize>,
 }
 
 /// `POST /v1/messages/count_tokens`: a messages request without `max_tokens`.
@@ -68,6 +75,8 @@ impl From<CountTokensRequest> for MessagesRequest {
             tool_choice: r.tool_choice,
             thinking: r.thinking,
             metadata: None,
+            speculative: None,
+            draft_tokens: None,
         }
     }
 }

@@ -8,7 +8,8 @@
 //! - [`openai`], [`anthropic`]: the `/v1/...` compatibility surfaces (translations into the
 //!   service core); [`wire`]: the request bodies and SSE both share; [`openapi`]:
 //!   `/openapi.json`.
-//! - `sampling`: the ranges sampling values are held to, on every surface.
+//! - `sampling`: the ranges sampling values are held to, on every surface; `speculation`: the
+//!   speculation fields, read the same way on every surface.
 //! - [`security`]: API key, CORS and rate-limit layers for the TCP listener; `origin`: the
 //!   `Origin` and `Host` checks before them.
 //! - [`metrics`]: `GET /metrics` for Prometheus.
@@ -38,6 +39,7 @@ mod sampling;
 pub mod security;
 pub mod service;
 pub mod share;
+mod speculation;
 pub mod wire;
 
 pub use error::ServiceError;

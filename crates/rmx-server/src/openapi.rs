@@ -333,7 +333,11 @@ fn schemas() -> Value {
         "frequency_penalty": {"type": "number", "minimum": -2, "maximum": 2},
         "stop": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
         "stream": {"type": "boolean"},
-        "stream_options": {"type": "object", "properties": {"include_usage": {"type": "boolean"}}}
+        "stream_options": {"type": "object", "properties": {"include_usage": {"type": "boolean"}}},
+        "speculative": {"const": "prompt-lookup",
+            "description": "rmx's extension: guess tokens by copying them from the prompt and the answer so far, and let the model check them in one forward pass. The answer is the one it would be without; `usage.completion_tokens_details` counts the guesses as `accepted_prediction_tokens` and `rejected_prediction_tokens` (chat and completions). Default: the daemon's (`rmx serve --speculative`)."},
+        "draft_tokens": {"type": "integer", "minimum": 1, "maximum": 16,
+            "description": "rmx's extension: the most tokens guessed a step with `speculative` (default 6)."}
     });
     let with = |extra: Value| -> Value {
         let mut props = sampling.as_object().cloned().unwrap_or_default();
@@ -416,7 +420,9 @@ fn schemas() -> Value {
                 "top_p": {"type": "number"},
                 "reasoning": {"type": "object", "properties": {"effort": {"type": "string"}}},
                 "store": {"type": "boolean", "description": "Accepted and ignored: the server keeps no state."},
-                "previous_response_id": {"type": "null", "description": "Refused: the server keeps no state."}
+                "previous_response_id": {"type": "null", "description": "Refused: the server keeps no state."},
+                "speculative": sampling["speculative"],
+                "draft_tokens": sampling["draft_tokens"]
             }
         },
         "AnthropicMessage": {
@@ -441,7 +447,9 @@ fn schemas() -> Value {
                 "top_k": {"type": "integer"},
                 "tools": {"type": "array", "items": {"type": "object"}},
                 "tool_choice": {"type": "object", "description": "`any` or a named `tool` is enforced by constrained decoding: the reply is one `tool_use` block whose input is valid against the tool's `input_schema` (Hermes and Llama 3 JSON tool-call formats; others answer 400)."},
-                "thinking": {"type": "object"}
+                "thinking": {"type": "object"},
+                "speculative": sampling["speculative"],
+                "draft_tokens": sampling["draft_tokens"]
             }
         },
         "CountTokensRequest": {

@@ -53,6 +53,7 @@ fn app(home: &std::path::Path, hub: &str, cors_origins: &[&str]) -> Router {
         memory_budget: 8 << 30,
         model_roots: Default::default(),
         kv_quant: None,
+        speculative: None,
     });
     let config = SecurityConfig {
         cors_origins: cors_origins.iter().map(|s| s.to_string()).collect(),

@@ -74,6 +74,13 @@ pub struct PromptTokensDetails {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 pub struct CompletionTokensDetails {
     pub reasoning_tokens: usize,
+    /// OpenAI's count for Predicted Outputs, here rmx's `speculative`: guessed tokens the
+    /// model agreed with. Only on an answer that speculated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accepted_prediction_tokens: Option<usize>,
+    /// Guessed tokens the model refused (checked, then dropped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejected_prediction_tokens: Option<usize>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]

@@ -158,6 +158,8 @@ pub fn to_internal(req: &MessagesRequest) -> Result<InternalRequest, AnthropicEr
         }
         _ => None,
     };
+    let speculative = crate::speculation::parse(req.speculative.as_deref(), req.draft_tokens)
+        .map_err(|e| AnthropicError::Invalid(e.to_string()))?;
     let sampling = SamplingParams {
         // Anthropic's default is 1.
         temperature: req.temperature.unwrap_or(1.0),
@@ -181,7 +183,7 @@ pub fn to_internal(req: &MessagesRequest) -> Result<InternalRequest, AnthropicEr
         thinking_budget,
         shape,
         kv_quant: None,
-        speculative: None,
+        speculative,
     })
 }
 

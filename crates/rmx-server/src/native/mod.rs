@@ -202,30 +202,16 @@ fn thinking(
     })
 }
 
-/// rmx's speculation options (`speculative`, `draft_tokens`): `None` without `speculative`;
-/// an unknown method or a count out of range, a 400 that says what is allowed.
+/// rmx's speculation options (`speculative`, `draft_tokens`), read as on every surface
+/// ([`crate::speculation`]).
 fn speculative(
     options: Option<&rmx_api::Options>,
 ) -> Result<Option<rmx_engine::Speculation>, NativeError> {
-    let bad = |m: String| NativeError(ServiceError::BadRequest(format!("options: {m}")));
     let Some(o) = options else {
         return Ok(None);
     };
-    match o.speculative.as_deref() {
-        None if o.draft_tokens.is_some() => Err(bad(
-            "draft_tokens needs speculative (\"prompt-lookup\")".into(),
-        )),
-        None => Ok(None),
-        Some("prompt-lookup") => rmx_engine::Speculation::prompt_lookup(
-            o.draft_tokens
-                .unwrap_or(rmx_engine::speculative::DEFAULT_DRAFT_TOKENS),
-        )
-        .map(Some)
-        .map_err(|e| bad(e.to_string())),
-        Some(other) => Err(bad(format!(
-            "unknown speculative method {other:?}: expected \"prompt-lookup\""
-        ))),
-    }
+    crate::speculation::parse(o.speculative.as_deref(), o.draft_tokens)
+        .map_err(|e| NativeError(ServiceError::BadRequest(format!("options: {e}"))))
 }
 
 fn stats(f: &crate::service::Final) -> rmx_api::DoneStats {

@@ -18,7 +18,8 @@ use serde_json::{json, Value};
 
 use super::error::OpenAiError;
 use super::{
-    json_instruction, new_id, structured, template_kwargs, thinking_budget, unix_time, usage, Knobs,
+    json_instruction, new_id, speculative, structured, template_kwargs, thinking_budget, unix_time,
+    usage, Knobs,
 };
 use crate::service::{
     self, strict_tool_specs, tool_specs, Completion, FinishReason, InternalRequest, PromptInput,
@@ -207,7 +208,7 @@ pub fn to_internal(req: &ChatCompletionRequest) -> Result<InternalRequest, OpenA
         think,
         shape,
         kv_quant: None,
-        speculative: None,
+        speculative: speculative(req.speculative.as_deref(), req.draft_tokens)?,
     })
 }
 

@@ -173,7 +173,7 @@ pub fn to_internal(req: &CompletionRequest) -> Result<(InternalRequest, String),
                 .map(structured::shape)
                 .transpose()?,
             kv_quant: None,
-            speculative: None,
+            speculative: super::speculative(req.speculative.as_deref(), req.draft_tokens)?,
         },
         prompt,
     ))

@@ -59,6 +59,10 @@ pub fn usage(u: &EngineUsage, reasoning_tokens: usize) -> rmx_api::openai::Usage
         }),
         completion_tokens_details: Some(rmx_api::openai::CompletionTokensDetails {
             reasoning_tokens,
+            // Speculation's guesses fill OpenAI's Predicted Outputs counts, the same idea
+            // (tokens proposed ahead and checked by the model).
+            accepted_prediction_tokens: u.drafts.map(|d| d.accepted),
+            rejected_prediction_tokens: u.drafts.map(|d| d.drafted.saturating_sub(d.accepted)),
         }),
     }
 }
@@ -145,6 +149,16 @@ pub fn thinking_budget(explicit: Option<u32>, effort: Option<&str>) -> Option<us
     explicit
         .map(|n| n as usize)
         .or_else(|| effort.and_then(crate::service::thinking::effort_budget))
+}
+
+/// rmx's `speculative` and `draft_tokens` fields ([`crate::speculation`]); a bad one is a 400
+/// naming it.
+pub fn speculative(
+    method: Option<&str>,
+    draft_tokens: Option<usize>,
+) -> Result<Option<rmx_engine::Speculation>, OpenAiError> {
+    crate::speculation::parse(method, draft_tokens)
+        .map_err(|e| OpenAiError::invalid(e.param, e.message))
 }
 
 /// The instruction that goes with `response_format`: constrained decoding enforces the shape,

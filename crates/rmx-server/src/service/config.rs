@@ -21,6 +21,8 @@ pub struct ServiceConfig {
     pub model_roots: ModelRoots,
     /// How answers store their KV cache when the request does not say (`rmx serve --kv-bits`).
     pub kv_quant: Option<rmx_engine::KvQuant>,
+    /// How answers speculate when the request does not say (`rmx serve --speculative`).
+    pub speculative: Option<rmx_engine::Speculation>,
 }
 
 impl ServiceConfig {
@@ -41,6 +43,7 @@ impl ServiceConfig {
             memory_budget,
             model_roots: ModelRoots::from_env().map_err(ServiceError::BadRequest)?,
             kv_quant: None,
+            speculative: None,
         })
     }
 }

@@ -102,6 +102,7 @@ pub struct Service {
     model_roots: ModelRoots,
     metrics: Arc<crate::metrics::Metrics>,
     kv_quant: Option<rmx_engine::KvQuant>,
+    speculative: Option<rmx_engine::Speculation>,
 }
 
 impl Service {
@@ -140,6 +141,7 @@ impl Service {
             model_roots: config.model_roots,
             metrics: Default::default(),
             kv_quant: config.kv_quant,
+            speculative: config.speculative,
         })
     }
 
@@ -322,7 +324,9 @@ impl Service {
         greq.keep_special_tokens = built.keep_special;
         // The request's own, else the alias's, else the daemon's (`rmx serve --kv-bits`).
         greq.kv_quant = req.kv_quant.or(alias_kv).or(self.kv_quant);
-        greq.speculative = req.speculative;
+        // The request's own, else the daemon's (`rmx serve --speculative`). The answer is the
+        // one it would be without, so a default changes only the speed.
+        greq.speculative = req.speculative.or(self.speculative);
         greq.images = built.images;
         // A budget for a model that does not think (or thinks in harmony's channels) has
         // nothing to close.

@@ -23,19 +23,25 @@ pub fn service(home: &Path) -> Arc<Service> {
 
 /// [`service`] whose TCP requests may name folders under `roots` (RMX_MODEL_ROOTS).
 pub fn service_with_roots(home: &Path, roots: Vec<PathBuf>) -> Arc<Service> {
+    Service::new(config(home, roots))
+}
+
+/// The setup of [`service_with_roots`], for a suite that changes a daemon default first.
+pub fn config(home: &Path, roots: Vec<PathBuf>) -> ServiceConfig {
     let store = Store::new(StoreConfig::new(
         home.join("hub"),
         home.join("rmx"),
         "http://127.0.0.1:9",
     ));
-    Service::new(ServiceConfig {
+    ServiceConfig {
         store,
         default_keep_alive: KeepAlive::from_env(),
         max_loaded_models: 2,
         memory_budget: 8 << 30,
         model_roots: ModelRoots::new(roots),
         kv_quant: None,
-    })
+        speculative: None,
+    }
 }
 
 /// A model folder at `dir` whose files link to the tiny model's.

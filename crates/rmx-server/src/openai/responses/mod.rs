@@ -176,7 +176,7 @@ pub fn to_internal(req: &ResponsesRequest) -> Result<InternalRequest, OpenAiErro
         thinking_budget: thinking_budget(req.thinking_token_budget, effort),
         shape,
         kv_quant: None,
-        speculative: None,
+        speculative: super::speculative(req.speculative.as_deref(), req.draft_tokens)?,
     })
 }
 
