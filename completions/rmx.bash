@@ -1121,7 +1121,7 @@ _rmx() {
             return 0
             ;;
         rmx__subcmd__serve)
-            opts="-h -V --host --port --api-key --background --kv-bits --kv-group-size --kv-quant-start --help --version"
+            opts="-h -V --host --port --api-key --background --kv-bits --kv-group-size --kv-quant-start --speculative --draft-tokens --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1148,6 +1148,14 @@ _rmx() {
                     return 0
                     ;;
                 --kv-quant-start)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --speculative)
+                    COMPREPLY=($(compgen -W "prompt-lookup" -- "${cur}"))
+                    return 0
+                    ;;
+                --draft-tokens)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

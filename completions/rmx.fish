@@ -63,7 +63,7 @@ complete -c rmx -n "__fish_rmx_using_subcommand run" -l kv-group-size -d 'Elemen
 64\t''
 128\t''"
 complete -c rmx -n "__fish_rmx_using_subcommand run" -l kv-quant-start -d 'Quantize the KV cache only once it holds N positions (mlx-lm\'s --quantized-kv-start; default 0, from the start)' -r
-complete -c rmx -n "__fish_rmx_using_subcommand run" -l speculative -d 'Guess tokens ahead and let the model check them in one forward pass; the answer is the one it would be without. prompt-lookup copies the guesses from the prompt and the answer so far (fast where the answer repeats its input: editing code, quoting). Not for models with sliding-window or recurrent layers (-v says so)' -r -f -a "prompt-lookup\t''"
+complete -c rmx -n "__fish_rmx_using_subcommand run" -l speculative -d 'Guess tokens ahead and let the model check them in one forward pass; the answer is the one it would be without. prompt-lookup copies the guesses from the prompt and the answer so far (fast where the answer repeats its input: editing code, quoting). Models with recurrent layers answer without it (-v and the answer\'s stats say so)' -r -f -a "prompt-lookup\t''"
 complete -c rmx -n "__fish_rmx_using_subcommand run" -l draft-tokens -d 'The most tokens guessed per step [default: 6]' -r
 complete -c rmx -n "__fish_rmx_using_subcommand run" -l raw -d 'Send the prompt as-is, without the chat template'
 complete -c rmx -n "__fish_rmx_using_subcommand run" -l think -d 'Ask reasoning models to think first (sets the template\'s enable_thinking)'
@@ -85,7 +85,7 @@ complete -c rmx -n "__fish_rmx_using_subcommand chat" -l kv-group-size -d 'Eleme
 64\t''
 128\t''"
 complete -c rmx -n "__fish_rmx_using_subcommand chat" -l kv-quant-start -d 'Quantize the KV cache only once it holds N positions (mlx-lm\'s --quantized-kv-start; default 0, from the start)' -r
-complete -c rmx -n "__fish_rmx_using_subcommand chat" -l speculative -d 'Guess tokens ahead and let the model check them in one forward pass; the answer is the one it would be without. prompt-lookup copies the guesses from the prompt and the answer so far (fast where the answer repeats its input: editing code, quoting). Not for models with sliding-window or recurrent layers (-v says so)' -r -f -a "prompt-lookup\t''"
+complete -c rmx -n "__fish_rmx_using_subcommand chat" -l speculative -d 'Guess tokens ahead and let the model check them in one forward pass; the answer is the one it would be without. prompt-lookup copies the guesses from the prompt and the answer so far (fast where the answer repeats its input: editing code, quoting). Models with recurrent layers answer without it (-v and the answer\'s stats say so)' -r -f -a "prompt-lookup\t''"
 complete -c rmx -n "__fish_rmx_using_subcommand chat" -l draft-tokens -d 'The most tokens guessed per step [default: 6]' -r
 complete -c rmx -n "__fish_rmx_using_subcommand chat" -l raw -d 'Send the prompt as-is, without the chat template'
 complete -c rmx -n "__fish_rmx_using_subcommand chat" -l think -d 'Ask reasoning models to think first (sets the template\'s enable_thinking)'
@@ -108,6 +108,8 @@ complete -c rmx -n "__fish_rmx_using_subcommand serve" -l kv-group-size -d 'Elem
 64\t''
 128\t''"
 complete -c rmx -n "__fish_rmx_using_subcommand serve" -l kv-quant-start -d 'Quantize the KV cache only once it holds N positions (mlx-lm\'s --quantized-kv-start; default 0, from the start)' -r
+complete -c rmx -n "__fish_rmx_using_subcommand serve" -l speculative -d 'Guess tokens ahead and let the model check them in one forward pass; the answer is the one it would be without. prompt-lookup copies the guesses from the prompt and the answer so far (fast where the answer repeats its input: editing code, quoting). Models with recurrent layers answer without it (-v and the answer\'s stats say so)' -r -f -a "prompt-lookup\t''"
+complete -c rmx -n "__fish_rmx_using_subcommand serve" -l draft-tokens -d 'The most tokens guessed per step [default: 6]' -r
 complete -c rmx -n "__fish_rmx_using_subcommand serve" -l background -d 'Started by another rmx command: a taken TCP port is a warning, the socket still serves'
 complete -c rmx -n "__fish_rmx_using_subcommand serve" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rmx -n "__fish_rmx_using_subcommand serve" -s V -l version -d 'Print version'
@@ -184,7 +186,7 @@ complete -c rmx -n "__fish_rmx_using_subcommand bench" -l kv-group-size -d 'Elem
 64\t''
 128\t''"
 complete -c rmx -n "__fish_rmx_using_subcommand bench" -l kv-quant-start -d 'Quantize the KV cache only once it holds N positions (mlx-lm\'s --quantized-kv-start; default 0, from the start)' -r
-complete -c rmx -n "__fish_rmx_using_subcommand bench" -l speculative -d 'Guess tokens ahead and let the model check them in one forward pass; the answer is the one it would be without. prompt-lookup copies the guesses from the prompt and the answer so far (fast where the answer repeats its input: editing code, quoting). Not for models with sliding-window or recurrent layers (-v says so)' -r -f -a "prompt-lookup\t''"
+complete -c rmx -n "__fish_rmx_using_subcommand bench" -l speculative -d 'Guess tokens ahead and let the model check them in one forward pass; the answer is the one it would be without. prompt-lookup copies the guesses from the prompt and the answer so far (fast where the answer repeats its input: editing code, quoting). Models with recurrent layers answer without it (-v and the answer\'s stats say so)' -r -f -a "prompt-lookup\t''"
 complete -c rmx -n "__fish_rmx_using_subcommand bench" -l draft-tokens -d 'The most tokens guessed per step [default: 6]' -r
 complete -c rmx -n "__fish_rmx_using_subcommand bench" -l verify-cost -d 'Instead of the cases: time a speculative verify step of each K drafted tokens (K + 1 tokens through the model over a cache of the first --prompt-tokens, default 512) against a plain decode step, and the speedup that makes at a few acceptance rates' -r
 complete -c rmx -n "__fish_rmx_using_subcommand bench" -l json -d 'Print a JSON record (hardware, versions, model, every case) instead of a table'

@@ -488,3 +488,41 @@ fn a_second_daemon_for_the_same_home_is_refused() {
         .unwrap();
     assert!(first.wait().unwrap().success());
 }
+
+/// Issue #24: `rmx serve --speculative prompt-lookup` speculates for requests that name no
+/// speculation: a plain `rmx run -v` prints the guesses its answer's stats count.
+#[test]
+fn serve_speculative_is_the_default_of_requests_that_do_not_say() {
+    let (home, model) = (home(), model());
+    let mut serve = home
+        .cmd(&[
+            "serve",
+            "--speculative",
+            "prompt-lookup",
+            "--draft-tokens",
+            "4",
+        ])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    home.wait_until("the daemon to listen", Duration::from_secs(30), || {
+        home.socket().exists()
+    });
+    let out = home.run(&[
+        "run",
+        &model,
+        "a a a a a a a a",
+        "--raw",
+        "--max-tokens",
+        "16",
+        "-v",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    std::process::Command::new("kill")
+        .args(["-TERM", &serve.id().to_string()])
+        .status()
+        .unwrap();
+    serve.wait().unwrap();
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("guessed tokens accepted"), "{stderr}");
+}

@@ -320,6 +320,10 @@ pub struct ServeArgs {
     /// The KV cache of answers whose request does not say (Ollama options `kv_bits`, ...).
     #[command(flatten)]
     pub kv: KvArgs,
+    /// How answers whose request does not say speculate (the `speculative` and `draft_tokens`
+    /// fields of every API).
+    #[command(flatten)]
+    pub spec: SpecArgs,
 }
 
 #[derive(Debug, Args)]
@@ -402,13 +406,28 @@ pub struct GenArgs {
 pub struct SpecArgs {
     /// Guess tokens ahead and let the model check them in one forward pass; the answer is the
     /// one it would be without. prompt-lookup copies the guesses from the prompt and the answer
-    /// so far (fast where the answer repeats its input: editing code, quoting). Not for models
-    /// with sliding-window or recurrent layers (-v says so).
+    /// so far (fast where the answer repeats its input: editing code, quoting). Models with
+    /// recurrent layers answer without it (-v and the answer's stats say so).
     #[arg(long, value_name = "METHOD", value_parser = ["prompt-lookup"])]
     pub speculative: Option<String>,
     /// The most tokens guessed per step [default: 6].
     #[arg(long, value_name = "K", requires = "speculative", value_parser = clap::value_parser!(u8).range(1..=16))]
     pub draft_tokens: Option<u8>,
+}
+
+impl SpecArgs {
+    /// The speculation asked for, if --speculative was given; the parsers above hold the
+    /// values to what the engine takes.
+    pub fn speculation(&self) -> Result<Option<rmx_engine::Speculation>, rmx_engine::EngineError> {
+        match self.speculative.as_deref() {
+            Some(_) => rmx_engine::Speculation::prompt_lookup(
+                self.draft_tokens
+                    .map_or(rmx_engine::speculative::DEFAULT_DRAFT_TOKENS, usize::from),
+            )
+            .map(Some),
+            None => Ok(None),
+        }
+    }
 }
 
 /// How the KV cache is stored: mlx-lm's `--kv-bits`, `--kv-group-size` and

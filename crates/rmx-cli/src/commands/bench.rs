@@ -26,14 +26,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             Some((bits, group, start)) => Some(rmx_engine::KvQuant::new(bits, group, start)?),
             None => None,
         },
-        speculative: match args.spec.speculative.as_deref() {
-            Some(_) => Some(rmx_engine::Speculation::prompt_lookup(
-                args.spec
-                    .draft_tokens
-                    .map_or(rmx_engine::speculative::DEFAULT_DRAFT_TOKENS, usize::from),
-            )?),
-            None => None,
-        },
+        speculative: args.spec.speculation()?,
         ..BenchConfig::default()
     };
     if !args.prompt_tokens.is_empty() || !args.gen_tokens.is_empty() {
