@@ -27,24 +27,9 @@ fn tiny_vlm(args: &[String]) {
     assert!(status.success(), "tiny_vlm.py {args:?} failed");
 }
 
-/// The model, made once per version of the generator (as crates/rmx-models/tests/gemma3_vision.rs).
+/// The model, made once per version of the generator (rmx_tests::models::tiny_vlm).
 fn model() -> PathBuf {
-    let script = std::fs::read(rmx_tests::py("tiny_vlm.py")).unwrap();
-    let hash = script.iter().fold(0xcbf29ce484222325u64, |h, b| {
-        (h ^ *b as u64).wrapping_mul(0x100000001b3)
-    });
-    let dir = rmx_tests::target_dir().join(format!("test-models/vlm-{hash:016x}/gemma3-f32"));
-    if !dir.join("config.json").exists() {
-        std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
-        tiny_vlm(&[
-            "make".into(),
-            "--quant".into(),
-            "f32".into(),
-            "--out".into(),
-            dir.display().to_string(),
-        ]);
-    }
-    dir
+    rmx_tests::models::tiny_vlm("f32")
 }
 
 fn images(dir: &Path) -> Vec<PathBuf> {

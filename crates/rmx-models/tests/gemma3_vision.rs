@@ -26,18 +26,9 @@ fn tiny_vlm(args: &[&str]) {
     assert!(status.success(), "tiny_vlm.py {args:?} failed");
 }
 
-/// The model, made once per version of the generator.
+/// The model, made once per version of the generator (rmx_tests::models::tiny_vlm).
 fn model(quant: &str) -> PathBuf {
-    let script = std::fs::read(rmx_tests::py("tiny_vlm.py")).unwrap();
-    let hash = script.iter().fold(0xcbf29ce484222325u64, |h, b| {
-        (h ^ *b as u64).wrapping_mul(0x100000001b3)
-    });
-    let dir = rmx_tests::target_dir().join(format!("test-models/vlm-{hash:016x}/gemma3-{quant}"));
-    if !dir.join("config.json").exists() {
-        std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
-        tiny_vlm(&["make", "--quant", quant, "--out", dir.to_str().unwrap()]);
-    }
-    dir
+    rmx_tests::models::tiny_vlm(quant)
 }
 
 /// Two images of odd sizes: one shrunk, one stretched to the tower's 32x32.

@@ -11,9 +11,6 @@
 mod common_api;
 
 use std::io::Cursor;
-use std::path::PathBuf;
-use std::process::Command;
-use std::sync::OnceLock;
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
@@ -26,29 +23,11 @@ const PER_IMAGE: u64 = 16;
 const MAX_TOKENS: u64 = 8;
 const QUESTION: &str = "What is in this picture?";
 
-/// The tiny VLM, made once per version of its generator (as rmx-engine's tests/images.rs).
+/// The tiny VLM, made once per version of its generator (rmx_tests::models::tiny_vlm).
 fn vlm() -> String {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let script = std::fs::read(rmx_tests::py("tiny_vlm.py")).unwrap();
-        let hash = script.iter().fold(0xcbf29ce484222325u64, |h, b| {
-            (h ^ *b as u64).wrapping_mul(0x100000001b3)
-        });
-        let dir = rmx_tests::target_dir().join(format!("test-models/vlm-{hash:016x}/gemma3-f32"));
-        if !dir.join("config.json").exists() {
-            std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
-            let status = Command::new(rmx_tests::python())
-                .arg(rmx_tests::py("tiny_vlm.py"))
-                .args(["make", "--quant", "f32", "--out"])
-                .arg(&dir)
-                .status()
-                .expect("run tiny_vlm.py");
-            assert!(status.success(), "tiny_vlm.py make failed");
-        }
-        dir
-    })
-    .to_string_lossy()
-    .into_owned()
+    rmx_tests::models::tiny_vlm("f32")
+        .to_string_lossy()
+        .into_owned()
 }
 
 fn png(img: image::RgbImage) -> Vec<u8> {
