@@ -166,6 +166,9 @@ openai_chat(model, "plain")
 openai_chat(model, "logprobs", logprobs=True, top_logprobs=2)
 openai_chat(model, "tools offered", tools=OPENAI_TOOLS, tool_choice="auto")
 openai_chat(model, "json_object", response_format={"type": "json_object"})
+# rmx's speculation: the guesses land in OpenAI's Predicted Outputs counts.
+guessed = openai_chat(model, "speculating", speculative="prompt-lookup", draft_tokens=4)
+assert guessed.usage.completion_tokens_details.rejected_prediction_tokens is not None, guessed.usage
 called = openai_chat(scripted, "thought and tool call", tools=OPENAI_TOOLS)
 assert called.choices[0].message.tool_calls, called
 assert called.choices[0].finish_reason == "tool_calls", called
@@ -173,6 +176,7 @@ ok("chat and chunks")
 
 openai_completion("plain")
 openai_completion("logprobs", logprobs=2)
+openai_completion("speculating", speculative="prompt-lookup", draft_tokens=4)
 ok("completions and chunks")
 
 responses(model, "plain")
@@ -186,7 +190,7 @@ ok("responses and events")
 anthropic(model, "plain")
 anthropic(model, "stop sequence", stop_sequences=["the"])
 whole, kinds = anthropic(scripted, "thinking and tool use", tools=ANTHROPIC_TOOLS,
-                         thinking={"type": "enabled", "budget_tokens": 1024})
+                         thinking={"type": "enabled", "budget_tokens": 1024}, max_tokens=2048)
 assert [b.type for b in whole.content][-1] == "tool_use", whole.content
 assert whole.stop_reason == "tool_use", whole
 assert "thinking" in [b.type for b in whole.content], whole.content
