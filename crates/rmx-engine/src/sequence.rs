@@ -100,6 +100,10 @@ pub struct Sequence {
     speculation_off: Option<Off>,
     /// See [`Start::cache_key`].
     cache_key: Option<Vec<u32>>,
+    /// A speculating sequence decodes plainly, pipelined, while the lookup finds nothing to
+    /// guess; once it finds something, the queued step's token is the last plain one and the
+    /// next unit of work is a speculative block.
+    guess_again: bool,
     /// The request's thinking budget, watching the answer's thought.
     thought: Option<ThoughtWatch>,
     /// Tokens that go to the model next in place of its own choices (a thought closed for
@@ -287,6 +291,7 @@ impl Sequence {
             drafts: Drafts::default(),
             speculation_off,
             cache_key,
+            guess_again: false,
             thought,
             forced,
             pending: None,
@@ -500,8 +505,10 @@ impl Sequence {
             }
             return Ok(Progress::Working);
         }
-        // Queue the next step before reading this one, unless this is the last token.
-        let next = if self.generated + 1 < self.req.max_tokens {
+        // Queue the next step before reading this one, unless this is the last token (or the
+        // last plain one before a speculative block).
+        let last_plain = std::mem::take(&mut self.guess_again);
+        let next = if self.generated + 1 < self.req.max_tokens && !last_plain {
             Some(self.step(model, &input)?)
         } else {
             None
@@ -512,6 +519,10 @@ impl Sequence {
         };
         if done {
             return Ok(Progress::Finished);
+        }
+        if let (Some(s), true) = (self.req.speculative, next.is_some()) {
+            let context = self.read_tokens();
+            self.guess_again = !speculative::prompt_lookup(&context, s.draft_tokens()).is_empty();
         }
         self.pending = next;
         Ok(Progress::Working)
@@ -530,6 +541,12 @@ impl Sequence {
         // The last token counts as one of the block's tokens, so `max_tokens` is never passed.
         let left = self.req.max_tokens.saturating_sub(self.generated);
         let guesses = speculative::prompt_lookup(&context, k.min(left.saturating_sub(1)));
+        if guesses.is_empty() && self.constraint.is_none() {
+            // Nothing to guess: plain steps, the next one queued before this one is read,
+            // until the lookup finds something again (`guess_again`).
+            self.pending = Some(self.step(model, &Array::from_slice(&[last], &[1, 1])?)?);
+            return Ok(Progress::Working);
+        }
         let read = (context.len() - 1) as i32;
         let mut feed = Vec::with_capacity(guesses.len() + 1);
         feed.push(last);
