@@ -35,7 +35,7 @@ fn bits_and_bools_give_the_same_constrained_answers() {
         std::env::set_var("RMX_MASK_ROW", form);
         let out: Vec<Vec<u32>> = shapes
             .iter()
-            .flat_map(|c| (0..2).map(move |seed| (c, seed)))
+            .zip([1, 0])
             .map(|(c, seed)| answer(&e, c, seed))
             .collect();
         std::env::remove_var("RMX_MASK_ROW");
