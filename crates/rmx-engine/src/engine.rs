@@ -563,7 +563,10 @@ fn run(
     if let Some(group) = role.group() {
         prefixes = prefixes.in_group(group.clone(), model.info().num_layers.max(0) as usize);
     }
-    let trimmable = model.make_cache().iter().all(LayerCache::is_trimmable);
+    // What the model's caches can do, read off one empty set of them.
+    let kinds = model.make_cache();
+    let trimmable = kinds.iter().all(LayerCache::is_trimmable);
+    let cuts_back = kinds.iter().all(LayerCache::cuts_back_blocks);
     // A group's ranks must find the same prefixes: each rank's disk is its own, so it is off.
     let disk = match (
         &options.prefix_dir,
@@ -583,7 +586,7 @@ fn run(
         snapshot_prefill: !trimmable,
         no_speculation: if role_in_group {
             Some(Off::Group)
-        } else if !model.make_cache().iter().all(LayerCache::cuts_back_blocks) {
+        } else if !cuts_back {
             Some(Off::Cache)
         } else {
             None
