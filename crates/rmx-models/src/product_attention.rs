@@ -54,31 +54,24 @@ pub(crate) fn quantized_sdpa(
     quant: &KvQuant,
 ) -> Result<Array> {
     let spec = quant.spec();
+    // `x` times the packed `m` (transposed for the keys), with a repeat axis when grouped.
+    let product = |x: &Array, m: &Quantized, grouped: bool, transpose: bool| -> Result<Array> {
+        let expanded;
+        let m = if grouped {
+            expanded = expand(m)?;
+            &expanded
+        } else {
+            m
+        };
+        Ok(quantized_matmul(x, m, spec, transpose)?)
+    };
     by_products(
         queries,
         keys.weight.dim(-3),
         scale,
         mask,
-        |q, grouped| {
-            let expanded;
-            let k = if grouped {
-                expanded = expand(keys)?;
-                &expanded
-            } else {
-                keys
-            };
-            Ok(quantized_matmul(q, k, spec, true)?)
-        },
-        |p, grouped| {
-            let expanded;
-            let v = if grouped {
-                expanded = expand(values)?;
-                &expanded
-            } else {
-                values
-            };
-            Ok(quantized_matmul(p, v, spec, false)?)
-        },
+        |q, grouped| product(q, keys, grouped, true),
+        |p, grouped| product(p, values, grouped, false),
     )
 }
 
