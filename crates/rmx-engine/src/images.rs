@@ -37,8 +37,11 @@ pub(crate) fn cache_key(
         .map(|img| {
             let mut h = Sha256::new();
             h.update([img.width, img.height].map(u32::to_le_bytes).concat());
-            let bytes: Vec<u8> = img.data.iter().flat_map(|v| v.to_le_bytes()).collect();
-            h.update(&bytes);
+            // In pieces: the same digest without a copy of the whole tensor.
+            for piece in img.data.chunks(16 * 1024) {
+                let bytes: Vec<u8> = piece.iter().flat_map(|v| v.to_le_bytes()).collect();
+                h.update(&bytes);
+            }
             let d = h.finalize();
             0x8000_0000 | (u32::from_le_bytes([d[0], d[1], d[2], d[3]]) & 0x7FFF_FFFF)
         })
