@@ -10,8 +10,10 @@ CASES=${*:-"llama3-8b:4bit qwen3-0.6b:4bit llama3-8b:8bit llama3-8b:bf16 qwen3-0
 here=$(cd "$(dirname "$0")" && pwd)
 work=${BENCH_DIR:-/tmp/rmx-bench}
 rounds=${ROUNDS:-3}
-# AB=1 also times rmx with its CUDA fast path off (RMX_FAST_PATH=0), for docs/perf.md's notes.
+# AB=1 also times rmx with its CUDA fast path off (RMX_FAST_PATH=0), for docs/perf.md's notes;
+# AB_ENV='VAR=VALUE ...' sets what the second run changes instead (e.g. RMX_DELTA_STEP=0).
 ab=${AB:-0}
+ab_env=${AB_ENV:-RMX_FAST_PATH=0}
 mkdir -p "$work"
 bw=$(python3 "$here/bench/mlx_side.py" copybw | python3 -c 'import json,sys; print(json.load(sys.stdin)["copy_bytes_per_s"])')
 printf 'copy bandwidth: %.0f GB/s\n' "$(python3 -c "print($bw/1e9)")"
@@ -24,10 +26,10 @@ for c in $CASES; do
   r_dec=$("$RMX" bench "$dir" --prompt-tokens 64 --gen-tokens 128 --rounds "$rounds" --json)
   r_pre=$("$RMX" bench "$dir" --prompt-tokens 2048 --gen-tokens 1 --rounds "$rounds" --json)
   if [ "$ab" = 1 ]; then
-    RMX_FAST_PATH=0 "$RMX" bench "$dir" --prompt-tokens 64 --gen-tokens 128 --rounds "$rounds" --json |
-      python3 -c 'import json,sys; c=json.load(sys.stdin)["cases"][0]; print("  '"$shape-$quant"' without the fast path: decode %.1f tok/s" % c["decode_tps"]["median"])'
-    RMX_FAST_PATH=0 "$RMX" bench "$dir" --prompt-tokens 2048 --gen-tokens 1 --rounds "$rounds" --json |
-      python3 -c 'import json,sys; c=json.load(sys.stdin)["cases"][0]; print("  '"$shape-$quant"' without the fast path: prefill@2K %.0f tok/s" % c["prefill_tps"]["median"])'
+    env $ab_env "$RMX" bench "$dir" --prompt-tokens 64 --gen-tokens 128 --rounds "$rounds" --json |
+      python3 -c 'import json,sys; c=json.load(sys.stdin)["cases"][0]; print("  '"$shape-$quant"' with '"$ab_env"': decode %.1f tok/s" % c["decode_tps"]["median"])'
+    env $ab_env "$RMX" bench "$dir" --prompt-tokens 2048 --gen-tokens 1 --rounds "$rounds" --json |
+      python3 -c 'import json,sys; c=json.load(sys.stdin)["cases"][0]; print("  '"$shape-$quant"' with '"$ab_env"': prefill@2K %.0f tok/s" % c["prefill_tps"]["median"])'
   fi
   # Same logits on this backend? (greedy continuation of a 64- and a 1024-token prompt). On a
   # peaked copy of the model (mlx_side.py make --peaked): the timing models' logits are so flat
@@ -39,6 +41,9 @@ for c in $CASES; do
     [ "${LOGITS:-1}" = 0 ] || [ -f "$lmodel/config.json" ] || python3 "$here/bench/mlx_side.py" make --shape "$shape" --quant "$quant" --out "$lmodel" --peaked >/dev/null
   fi
   [ "${LOGITS:-1}" = 0 ] || python3 "$here/bench/logits_check.py" "$RMX" "$lmodel" --gen 32 --drift | sed 's/^/  logits: /' || echo "  logits: CHECK FAILED for $shape-$quant"
+  if [ "$ab" = 1 ] && [ "${LOGITS:-1}" != 0 ]; then
+    env $ab_env python3 "$here/bench/logits_check.py" "$RMX" "$lmodel" --gen 32 --drift | sed "s/^/  logits with $ab_env: /" || echo "  logits with $ab_env: CHECK FAILED for $shape-$quant"
+  fi
   rows+=("$(python3 - "$dir" "$bw" "$m_dec" "$m_pre" "$r_dec" "$r_pre" <<'PY'
 import json, os, sys
 d, bw = sys.argv[1], float(sys.argv[2])

@@ -67,6 +67,12 @@ KERNELS = [
               ("int32_t", "pos"), ("float", "par"), ("T", "kc"), ("T", "vc")],
      ["o"], "rmx::decode_attn<T, H, KV, D, NORM, TRADITIONAL, QOFF, KOFF, VOFF>(qs, ks, vs, qn, kn, inv_freq, pos, par, kc, vc, o);",
      dict(H=4, KV=1, D=256, NORM="true", TRADITIONAL="false", QOFF=0, KOFF=0, VOFF=0)),
+    # Qwen3.5's gated attention: a quarter of each 256-wide head rotated, q rows with a gate.
+    ("attn", [("T", "qs"), ("T", "ks"), ("T", "vs"), ("T", "qn"), ("T", "kn"), ("float", "inv_freq"),
+              ("int32_t", "pos"), ("float", "par"), ("T", "kc"), ("T", "vc")],
+     ["o"], "rmx::decode_attn<T, H, KV, D, NORM, TRADITIONAL, QOFF, KOFF, VOFF, ROT, GATED>(qs, ks, vs, qn, kn, inv_freq, pos, par, kc, vc, o);",
+     dict(H=16, KV=4, D=256, NORM="true", TRADITIONAL="false", QOFF=0, KOFF=8192, VOFF=9216, ROT=64,
+          GATED="true")),
     ("swiglu", [("T", "gate"), ("T", "up")], ["y"], "rmx::swiglu<T, F, GS, US, GOFF, UOFF>(gate, up, y);",
      dict(F=3072, GS=6144, US=6144, GOFF=0, UOFF=3072)),
     ("qkv_rope", [("T", "qkv"), ("T", "qn"), ("T", "kn"), ("float", "inv_freq"), ("int32_t", "offset"), ("float", "eps")],
@@ -85,6 +91,16 @@ for dk, hk, hv in ((128, 16, 32), (192, 16, 64)):
                     ["y", ("float", "state_out")],
                     "rmx::gated_delta<T, Dk, Dv, Hk, Hv>(q, k, v, g, beta, state_in, tlen, y, state_out);",
                     dict(Dk=dk, Dv=128, Hk=hk, Hv=hv)))
+
+# A DeltaNet layer's fused decode step (fastpath/gated_delta.rs delta_step) at Qwen3.5-9B's shape
+# and at the default's (key heads of 192, 64 value heads); its weights' type W is a template
+# parameter of its own (bf16 here, under either activation type).
+for dk, hk, hv in ((128, 16, 32), (192, 16, 64)):
+    KERNELS.append(("gated_delta", [("T", "proj"), ("T", "conv_in"), ("W", "conv_w"), ("W", "dt_bias"),
+                                    ("float", "rate"), ("W", "norm_w"), ("float", "state_in"), ("float", "eps")],
+                    ["y", "conv_out", ("float", "state_out")],
+                    "rmx::delta_step<T, W, Dk, Dv, Hk, Hv, K, NT>(proj, conv_in, conv_w, dt_bias, rate, norm_w, state_in, eps, y, conv_out, state_out);",
+                    dict(Dk=dk, Dv=128, Hk=hk, Hv=hv, K=4, NT=256, W="__nv_bfloat16")))
 
 # A MoE layer's decode step (moe_kernels.rs) at the Qwen3-30B-A3B shape (hidden 2048, experts of
 # 768, top 8) in 4 and 8 bits.
@@ -172,9 +188,14 @@ for bits, hid, h, kv, f, qk, nl in ((4, 4096, 32, 8, 14336, "false", 4), (8, 102
 
 
 def program(sec, ins, outs, body, tmpl, dtype):
-    args = [f"const {dtype if t == 'T' else t}* {n}" for t, n in ins]
+    # Template parameters that name a type (a value starting "__nv_" or "float") stand for it in
+    # the parameter list and are `using` declarations in the body.
+    types = {k: v for k, v in tmpl.items() if isinstance(v, str) and (v.startswith("__nv_") or v == "float")}
+    args = [f"const {dtype if t == 'T' else types.get(t, t)}* {n}" for t, n in ins]
     args += [f"{dtype}* {n}" if isinstance(n, str) else f"{n[0]}* {n[1]}" for n in outs]
-    consts = "".join(f"  constexpr {'bool' if v in ('true', 'false') else 'int'} {k} = {v};\n" for k, v in tmpl.items())
+    consts = "".join(f"  using {k} = {v};\n" if k in types else
+                     f"  constexpr {'bool' if v in ('true', 'false') else 'int'} {k} = {v};\n"
+                     for k, v in tmpl.items())
     return (PRELUDE + section(sec) + "\n__global__ void k(" + ", ".join(args) + ") {\n"
             + f"  using T = {dtype};\n" + consts + "  " + body + "\n}\n")
 

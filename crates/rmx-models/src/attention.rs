@@ -121,6 +121,9 @@ pub struct Attention {
     /// The rope's inverse frequencies, when the fused decode kernel can run (fast path, rope
     /// over the whole head).
     decode_inv_freq: Option<Array>,
+    /// The same for a rope over part of the head or an output gate (Qwen3.5's gated
+    /// attention), which only the one-sequence decode kernel takes.
+    step_inv_freq: Option<Array>,
     head_dim: i32,
     o: Linear,
     q_norm: Option<RmsNorm>,
@@ -176,16 +179,14 @@ impl Attention {
             (true, None) => Some(w.take(&format!("{path}.sinks"), &[s.heads])?),
         };
         // rmx's fused kernels implement neither sinks nor ropes beyond a frequency table.
-        let decode_inv_freq = match rope.layout() {
-            (dims, _)
-                if fast_path().kernels
-                    && dims == s.head_dim
-                    && sinks.is_none()
-                    && !s.output_gate =>
-            {
-                rope.inv_freq()?
-            }
-            _ => None,
+        let (dims, _) = rope.layout();
+        let fits = fast_path().kernels && sinks.is_none() && dims > 0 && dims % 2 == 0;
+        let (decode_inv_freq, step_inv_freq) = if !fits {
+            (None, None)
+        } else if dims == s.head_dim && !s.output_gate {
+            (rope.inv_freq()?, None)
+        } else {
+            (None, rope.inv_freq()?)
         };
         let o_split = match (&tp, split) {
             (Some(tp), Some(h)) => Some(Split::Cols(h.q.scaled(s.head_dim), tp.group())),
@@ -194,6 +195,7 @@ impl Attention {
         let o_path = format!("{path}.o_proj");
         Ok(Attention {
             decode_inv_freq,
+            step_inv_freq,
             head_dim: s.head_dim,
             qkv: Qkv::load(w, q, path, s, q_out, kvd, split)?,
             o: tensor_parallel::linear(w, q, &o_path, qd, s.hidden, s.o_bias, o_split)?,
@@ -350,6 +352,8 @@ impl Attention {
             norms,
             traditional: self.rope.layout().1,
             inv_freq,
+            rotated: self.rope.layout().0,
+            gated: self.output_gate,
         }
     }
 
@@ -365,9 +369,11 @@ impl Attention {
         if let (Some(inv_freq), LayerCache::Batch(b)) = (&self.decode_inv_freq, &mut *cache) {
             return self.decode_attention_batch(input, inv_freq, b);
         }
-        let (Some(inv_freq), LayerCache::Full(kv), AttnMask::None) =
-            (&self.decode_inv_freq, cache, mask)
-        else {
+        let inv_freq = self
+            .decode_inv_freq
+            .as_ref()
+            .or(self.step_inv_freq.as_ref());
+        let (Some(inv_freq), LayerCache::Full(kv), AttnMask::None) = (inv_freq, cache, mask) else {
             return Ok(None);
         };
         let x = input.raw();

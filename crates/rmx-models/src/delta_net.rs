@@ -10,7 +10,8 @@ use rmx_mlx::{concatenate, fast, stack, Array, Dtype};
 use crate::cache::LayerCache;
 use crate::config::QuantConfig;
 use crate::error::{ModelError, Result};
-use crate::layers::{silu, Linear};
+use crate::fastpath::{DeltaStepShape, DeltaStepWeights};
+use crate::layers::{silu, Linear, RmsNorm};
 use crate::weights::Weights;
 
 /// The shape of a DeltaNet layer (the config's `linear_*` fields).
@@ -60,9 +61,11 @@ impl DeltaNetShape {
     }
 }
 
-/// The input projections: Qwen3.5's four, or Qwen3-Next's two fused ones whose outputs are
-/// interleaved per key head.
+/// The input projections: Qwen3.5's four, the same four joined into one product at load (the
+/// CUDA fast path: one launch where a decode step ran four), or Qwen3-Next's two fused ones
+/// whose outputs are interleaved per key head.
 enum InProj {
+    Joined(Linear),
     Split {
         qkv: Linear,
         z: Linear,
@@ -81,11 +84,15 @@ pub struct GatedDeltaNet {
     /// `[conv_dim, kernel, 1]`: one filter per channel.
     conv: Array,
     dt_bias: Array,
-    a_log: Array,
+    /// `-exp(A_log)` in float32, made once at load (mlx-lm makes it at every call; same ops).
+    rate: Array,
     norm: Array,
     out: Linear,
     /// The recurrence runs as rmx's CUDA kernel (fastpath::gated_delta), chosen at load.
     kernel: bool,
+    /// A decode step runs as one kernel after the joined projection (fastpath::delta_step),
+    /// chosen at load.
+    step: Option<DeltaStepShape>,
 }
 
 /// What the projections give one chunk of tokens: the convolution's input `[B, S, conv_dim]`,
@@ -111,30 +118,63 @@ impl GatedDeltaNet {
         let lin = |w: &mut Weights, name: &str, out: i32| {
             Linear::load(w, q, &format!("{path}.{name}"), h, out, false)
         };
+        let step_shape = DeltaStepShape {
+            k_heads: s.k_heads,
+            v_heads: s.v_heads,
+            k_dim: s.k_dim,
+            v_dim: s.v_dim,
+            conv_kernel: s.conv_kernel,
+        };
+        let step_fits = crate::fastpath::delta_step_fits(step_shape);
         let proj = if fused {
             InProj::Fused {
                 qkvz: lin(w, "in_proj_qkvz", 2 * kd + 2 * vd)?,
                 ba: lin(w, "in_proj_ba", 2 * hv)?,
             }
         } else {
-            InProj::Split {
-                qkv: lin(w, "in_proj_qkv", 2 * kd + vd)?,
-                z: lin(w, "in_proj_z", vd)?,
-                b: lin(w, "in_proj_b", hv)?,
-                a: lin(w, "in_proj_a", hv)?,
+            let parts = [
+                lin(w, "in_proj_qkv", 2 * kd + vd)?,
+                lin(w, "in_proj_z", vd)?,
+                lin(w, "in_proj_b", hv)?,
+                lin(w, "in_proj_a", hv)?,
+            ];
+            // Joined only where the step kernel will read it: off the fast path the four stay
+            // mlx-lm's four products (Linear::fuse also declines there).
+            let joined = if step_fits {
+                Linear::fuse(parts)?
+            } else {
+                Err(parts)
+            };
+            match joined {
+                Ok(all) => InProj::Joined(all),
+                Err([qkv, z, b, a]) => InProj::Split { qkv, z, b, a },
             }
         };
+        let conv = w.take(
+            &format!("{path}.conv1d.weight"),
+            &[s.conv_dim(), s.conv_kernel, 1],
+        )?;
+        let dt_bias = w.take(&format!("{path}.dt_bias"), &[hv])?;
+        let rate = w
+            .take(&format!("{path}.A_log"), &[hv])?
+            .astype(Dtype::F32)?
+            .exp()?
+            .negative()?;
+        rate.eval()?;
+        let norm = w.take(&format!("{path}.norm.weight"), &[s.v_dim])?;
+        let step = (matches!(proj, InProj::Joined(_))
+            && dt_bias.dtype() == conv.dtype()
+            && norm.dtype() == conv.dtype())
+        .then_some(step_shape);
         Ok(GatedDeltaNet {
             proj,
-            conv: w.take(
-                &format!("{path}.conv1d.weight"),
-                &[s.conv_dim(), s.conv_kernel, 1],
-            )?,
-            dt_bias: w.take(&format!("{path}.dt_bias"), &[hv])?,
-            a_log: w.take(&format!("{path}.A_log"), &[hv])?,
-            norm: w.take(&format!("{path}.norm.weight"), &[s.v_dim])?,
+            conv,
+            dt_bias,
+            rate,
+            norm,
             out: Linear::load(w, q, &format!("{path}.out_proj"), vd, h, false)?,
             kernel: crate::fastpath::gated_delta_fits(s.k_dim),
+            step,
             s,
         })
     }
@@ -144,6 +184,18 @@ impl GatedDeltaNet {
         let (b_, l) = (sh[0], sh[1]);
         let s = &self.s;
         Ok(match &self.proj {
+            InProj::Joined(all) => {
+                let (c, vd) = (s.conv_dim(), s.value_dim());
+                let p = all
+                    .forward(x)?
+                    .split_at(&[c, c + vd, c + vd + s.v_heads], -1)?;
+                Projected {
+                    qkv: p[0].clone(),
+                    z: p[1].reshape(&[b_, l, s.v_heads, s.v_dim])?,
+                    b: p[2].clone(),
+                    a: p[3].clone(),
+                }
+            }
             InProj::Split { qkv, z, b, a } => Projected {
                 qkv: qkv.forward(x)?,
                 z: z.forward(x)?.reshape(&[b_, l, s.v_heads, s.v_dim])?,
@@ -172,6 +224,53 @@ impl GatedDeltaNet {
     /// Whether the recurrence runs as rmx's CUDA kernel, for `rmx run -v`.
     pub fn uses_kernel(&self) -> bool {
         self.kernel
+    }
+
+    /// Whether a decode step runs as the one step kernel, for `rmx run -v`.
+    pub fn uses_step_kernel(&self) -> bool {
+        self.step.is_some()
+    }
+
+    /// `x + mixer(norm(x))`, advancing `cache`. A decode step on the fast path is three launches:
+    /// the joined projection with the norm folded in, the step kernel, and the out projection
+    /// adding the residual.
+    pub fn forward_prenorm(
+        &self,
+        x: &Array,
+        norm: &RmsNorm,
+        cache: &mut LayerCache,
+    ) -> Result<Array> {
+        let (Some(shape), InProj::Joined(all), LayerCache::Recurrent(rc)) =
+            (self.step, &self.proj, &mut *cache)
+        else {
+            return Ok(x.add(&self.forward(&norm.forward(x)?, cache)?)?);
+        };
+        if x.dim(1) != 1 {
+            return Ok(x.add(&self.forward(&norm.forward(x)?, cache)?)?);
+        }
+        let s = &self.s;
+        let b = x.dim(0);
+        let proj = all.forward_prenorm(x, norm)?;
+        let conv = match rc.conv.take() {
+            Some(c) => c,
+            None => Array::zeros(&[b, s.conv_kernel - 1, s.conv_dim()], x.dtype())?,
+        };
+        let state = match rc.state.take() {
+            Some(st) => st,
+            None => Array::zeros(&[b, s.v_heads, s.v_dim, s.k_dim], Dtype::F32)?,
+        };
+        let weights = DeltaStepWeights {
+            conv: &self.conv,
+            dt_bias: &self.dt_bias,
+            rate: &self.rate,
+            norm: &self.norm,
+            eps: [s.eps, qk_eps(s.k_dim)],
+        };
+        let (y, conv, state) = crate::fastpath::delta_step(&proj, &conv, &state, &weights, shape)?;
+        rc.conv = Some(conv);
+        rc.state = Some(state);
+        rc.offset += 1;
+        self.out.forward_residual(&y, x)
     }
 
     /// The mixer's output for `x` `[B, S, hidden]` (already normed), advancing `cache`.
@@ -219,9 +318,8 @@ impl GatedDeltaNet {
 
     /// mlx-lm's `compute_g`: `exp(-exp(A_log in float32) * softplus(a + dt_bias))`.
     fn decay(&self, a: &Array) -> Result<Array> {
-        let rate = self.a_log.astype(Dtype::F32)?.exp()?.negative()?;
         let softplus = a.add(&self.dt_bias)?.logaddexp_scalar(0.0)?;
-        Ok(rate.multiply(&softplus)?.exp()?)
+        Ok(self.rate.multiply(&softplus)?.exp()?)
     }
 
     /// `Qwen3NextRMSNormGated`: `rms_norm(y) * silu(z)`, the product in float32.
@@ -236,10 +334,16 @@ impl GatedDeltaNet {
 /// `Dk^-0.5` readout scale folded into q.
 fn normalize_qk(q: &Array, k: &Array, k_dim: i32) -> Result<(Array, Array)> {
     let inv_scale = (k_dim as f64).powf(-0.5);
-    let eps = (1e-6 * inv_scale * inv_scale) as f32;
+    let eps = qk_eps(k_dim);
     let q = fast::rms_norm(q, None, eps)?.multiply_scalar(inv_scale * inv_scale)?;
     let k = fast::rms_norm(k, None, eps)?.multiply_scalar(inv_scale)?;
     Ok((q, k))
+}
+
+/// The q/k RMS norms' epsilon: an L2 norm's 1e-6 rescaled by `1 / k_dim`.
+fn qk_eps(k_dim: i32) -> f32 {
+    let inv_scale = (k_dim as f64).powf(-0.5);
+    (1e-6 * inv_scale * inv_scale) as f32
 }
 
 /// The gated delta rule token by token (mlx-lm's `gated_delta_ops`): q, k `[B, T, Hk, Dk]`,

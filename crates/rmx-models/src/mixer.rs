@@ -25,7 +25,7 @@ impl Mixer {
     ) -> Result<Array> {
         match self {
             Mixer::Attention(a) => a.forward_prenorm(x, norm, mask, cache),
-            Mixer::DeltaNet(d) => Ok(x.add(&d.forward(&norm.forward(x)?, cache)?)?),
+            Mixer::DeltaNet(d) => d.forward_prenorm(x, norm, cache),
         }
     }
 
@@ -52,6 +52,9 @@ impl Mixer {
     /// For `rmx info` and `rmx run -v`.
     pub fn kind(&self, sliding: bool) -> &'static str {
         match (self, sliding) {
+            (Mixer::DeltaNet(d), _) if d.uses_step_kernel() => {
+                "linear attention (Gated DeltaNet, CUDA step and recurrence kernels)"
+            }
             (Mixer::DeltaNet(d), _) if d.uses_kernel() => {
                 "linear attention (Gated DeltaNet, CUDA recurrence kernel)"
             }

@@ -128,6 +128,10 @@ env_vars! {
     /// The most rows (a batch's decode step) rmx's small-batch quantized product takes; `1`
     /// leaves every product of several rows to MLX. Default: 32.
     RMX_QGEMM_ROWS in FastPath;
+    /// `0` runs a Gated DeltaNet layer's decode step (Qwen3.5/3.6) as MLX's ops around the
+    /// recurrence kernel instead of one fused step kernel after one joined input projection.
+    /// Default: on.
+    RMX_DELTA_STEP in FastPath;
 
     /// `owner/name` of the GitHub repository `rmx bench --submit` opens its pull request on.
     /// Default: `rmx-project/benchmarks`.

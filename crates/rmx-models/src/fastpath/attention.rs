@@ -12,7 +12,7 @@ const DECODE_ATTN: Spec = Spec {
     section: "attn",
     inputs: &["qs", "ks", "vs", "qn", "kn", "inv_freq", "pos", "par", "kc", "vc"],
     outputs: &["o"],
-    body: "rmx::decode_attn<T, H, KV, D, NORM, TRADITIONAL, QOFF, KOFF, VOFF>(qs, ks, vs, qn, kn, inv_freq, pos, par, kc, vc, o);",
+    body: "rmx::decode_attn<T, H, KV, D, NORM, TRADITIONAL, QOFF, KOFF, VOFF, ROT, GATED>(qs, ks, vs, qn, kn, inv_freq, pos, par, kc, vc, o);",
 };
 const DECODE_ATTN_BATCH: Spec = Spec {
     name: "rmx_decode_attn_batch",
@@ -45,8 +45,14 @@ pub struct QkvRope<'a> {
     /// Per-head RMS norm weights for q and k, and their epsilon.
     pub norms: Option<(&'a Array, &'a Array, f32)>,
     pub traditional: bool,
-    /// `[head_dim / 2]` float32 inverse frequencies, rope scale folded in.
+    /// `[rotated / 2]` float32 inverse frequencies, rope scale folded in.
     pub inv_freq: &'a Array,
+    /// Dimensions of a head the rope turns: `head_dim`, or fewer (Qwen3.5's partial rotary
+    /// factor), which only `decode_attention` takes.
+    pub rotated: i32,
+    /// q's rows hold each head's queries then its output gate (Qwen3-Next / Qwen3.5), which
+    /// only `decode_attention` takes.
+    pub gated: bool,
 }
 
 impl<'a> QkvRope<'a> {
@@ -57,7 +63,17 @@ impl<'a> QkvRope<'a> {
     }
 
     /// Whether the head kernels take rows of `dtype`: bf16 or f16, norm weights of the same.
+    /// Only `decode_attention` takes a partial rope or an output gate.
     fn takes(&self, dtype: Dtype) -> bool {
+        self.whole() && self.takes_any(dtype)
+    }
+
+    /// A rope over the whole head and no output gate.
+    fn whole(&self) -> bool {
+        self.rotated == self.head_dim && !self.gated
+    }
+
+    fn takes_any(&self, dtype: Dtype) -> bool {
         matches!(dtype, Dtype::Bf16 | Dtype::F16)
             && self
                 .norms
@@ -164,15 +180,28 @@ pub enum QkvRows<'a> {
 /// Whether `decode_attention` serves a step with `dtype` rows at a context of `positions`
 /// (the new token included); checked before the cache hands out a slot.
 pub fn decode_attention_fits(p: &QkvRope, dtype: Dtype, positions: i32) -> bool {
-    positions <= fast_path().attn_max && attention_heads_fit(p, dtype)
+    positions <= fast_path().attn_max && heads_fit(p) && p.takes_any(dtype)
 }
 
 /// Whether the attention kernels take these heads: the one-launch layer kernel at any context
 /// (its positions are split across up to 64 warps a head), `decode_attention` up to
 /// `RMX_FAST_ATTN_MAX`.
 pub fn attention_heads_fit(p: &QkvRope, dtype: Dtype) -> bool {
+    heads_fit(p) && p.takes(dtype)
+}
+
+/// The head shape `decode_attn` takes (whole warps of rotary pairs, its shared memory), with
+/// a partial rope of an even number of dimensions.
+fn heads_fit(p: &QkvRope) -> bool {
     let (h, kv, d) = (p.heads, p.kv_heads, p.head_dim);
-    fast_path().kernels && kv > 0 && h % kv == 0 && d % 64 == 0 && d <= 256 && p.takes(dtype)
+    fast_path().kernels
+        && kv > 0
+        && h % kv == 0
+        && d % 64 == 0
+        && d <= 256
+        && p.rotated > 0
+        && p.rotated % 2 == 0
+        && p.rotated <= d
 }
 
 /// One token's attention in one kernel (see `decode_attn` in kernels/attn.cuh): q and k
@@ -188,8 +217,10 @@ pub fn decode_attention(
     offset: i32,
 ) -> Result<Array> {
     let (h, kv, d) = (p.heads, p.kv_heads, p.head_dim);
+    // A gated q row holds 2 D values a head.
+    let qd = if p.gated { 2 * h * d } else { h * d };
     let (srcs, offs) = match rows {
-        QkvRows::Fused(r) => ([*r; 3], [0, h * d, (h + kv) * d]),
+        QkvRows::Fused(r) => ([*r; 3], [0, qd, qd + kv * d]),
         QkvRows::Separate(a) => (*a, [0; 3]),
     };
     let dtype = srcs[0].dtype();
@@ -211,6 +242,8 @@ pub fn decode_attention(
                 ("QOFF", TemplateArg::Int(offs[0])),
                 ("KOFF", TemplateArg::Int(offs[1])),
                 ("VOFF", TemplateArg::Int(offs[2])),
+                ("ROT", TemplateArg::Int(p.rotated)),
+                ("GATED", TemplateArg::Bool(p.gated)),
             ],
         ]
         .concat(),

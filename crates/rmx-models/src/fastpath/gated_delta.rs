@@ -74,3 +74,91 @@ pub fn gated_delta(
         _ => unreachable!("the kernel has two outputs"),
     }
 }
+
+const DELTA_STEP: Spec = Spec {
+    name: "rmx_delta_step",
+    section: "gated_delta",
+    inputs: &[
+        "proj", "conv_in", "conv_w", "dt_bias", "rate", "norm_w", "state_in", "eps",
+    ],
+    outputs: &["y", "conv_out", "state_out"],
+    body: "rmx::delta_step<T, W, Dk, Dv, Hk, Hv, K, NT>(proj, conv_in, conv_w, dt_bias, rate, norm_w, state_in, eps, y, conv_out, state_out);",
+};
+
+/// Threads of a `delta_step` block (one sequence's value head): 8 warps take its value rows.
+const STEP_THREADS: i32 = 256;
+
+/// The shape of a DeltaNet layer as `delta_step` needs it.
+#[derive(Debug, Clone, Copy)]
+pub struct DeltaStepShape {
+    pub k_heads: i32,
+    pub v_heads: i32,
+    pub k_dim: i32,
+    pub v_dim: i32,
+    pub conv_kernel: i32,
+}
+
+/// A DeltaNet layer's weights that `delta_step` reads (besides the joined projection's output).
+pub struct DeltaStepWeights<'a> {
+    /// `[channels, kernel, 1]`.
+    pub conv: &'a Array,
+    pub dt_bias: &'a Array,
+    /// `-exp(A_log)`, float32.
+    pub rate: &'a Array,
+    pub norm: &'a Array,
+    /// `{norm eps, q/k eps}`.
+    pub eps: [f32; 2],
+}
+
+/// Whether a decode step of a DeltaNet layer of this shape runs as `delta_step` (decided once,
+/// at load, with `RMX_DELTA_STEP`): what `gated_delta` takes, a convolution of 2+ taps, and
+/// heads whose q, k and v fit the block's shared memory.
+pub fn delta_step_fits(s: DeltaStepShape) -> bool {
+    gated_delta_fits(s.k_dim)
+        && fast_path().delta_step
+        && s.conv_kernel >= 2
+        && s.k_heads > 0
+        && s.v_heads % s.k_heads == 0
+        && s.k_dim <= 512
+        && (1..=1024).contains(&s.v_dim)
+}
+
+/// One decode step of a DeltaNet layer from its joined projection `proj` `[B, 1, P]` (`[qkv | z |
+/// b | a]`), the convolution's cached inputs `conv` `[B, kernel - 1, channels]` and the state
+/// (float32 `[B, Hv, Dv, Dk]`), in one launch (kernels/gated_delta.cuh `delta_step`): the
+/// gated, normed output `[B, 1, Hv * Dv]` for the out projection, the new convolution cache and
+/// the new state.
+pub fn delta_step(
+    proj: &Array,
+    conv: &Array,
+    state: &Array,
+    w: &DeltaStepWeights,
+    s: DeltaStepShape,
+) -> Result<(Array, Array, Array)> {
+    let b = proj.dim(0);
+    let dtype = proj.dtype();
+    let eps = consts(&w.eps)?;
+    let out = kernel(&DELTA_STEP)?.launch(&Launch {
+        inputs: &[proj, conv, w.conv, w.dt_bias, w.rate, w.norm, state, &eps],
+        output_shapes: &[&[b, 1, s.v_heads * s.v_dim], &conv.shape(), &state.shape()],
+        output_dtypes: &[dtype, dtype, Dtype::F32],
+        grid: [STEP_THREADS, 1, b * s.v_heads],
+        threadgroup: [STEP_THREADS, 1, 1],
+        template: &[
+            ("T", TemplateArg::Dtype(dtype)),
+            ("W", TemplateArg::Dtype(w.conv.dtype())),
+            ("Dk", TemplateArg::Int(s.k_dim)),
+            ("Dv", TemplateArg::Int(s.v_dim)),
+            ("Hk", TemplateArg::Int(s.k_heads)),
+            ("Hv", TemplateArg::Int(s.v_heads)),
+            ("K", TemplateArg::Int(s.conv_kernel)),
+            ("NT", TemplateArg::Int(STEP_THREADS)),
+        ],
+        init_value: None,
+    })?;
+    let mut it = out.into_iter();
+    match (it.next(), it.next(), it.next()) {
+        (Some(y), Some(c), Some(st)) => Ok((y, c, st)),
+        _ => unreachable!("the kernel has three outputs"),
+    }
+}

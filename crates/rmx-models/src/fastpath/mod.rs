@@ -29,7 +29,9 @@ pub use attention::{
     attention_heads_fit, decode_attention, decode_attention_batch, decode_attention_fits,
     prefill_heads, qkv_rope, QkvRope, QkvRows,
 };
-pub use gated_delta::{gated_delta, gated_delta_fits};
+pub use gated_delta::{
+    delta_step, delta_step_fits, gated_delta, gated_delta_fits, DeltaStepShape, DeltaStepWeights,
+};
 pub use gemv::{dequant_prefill, qgemv, rows, Epilogue};
 pub(crate) use launch::{consts, kernel, on_device, pos_array, Spec};
 pub use settings::fast_path;

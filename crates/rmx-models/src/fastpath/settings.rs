@@ -46,6 +46,9 @@ pub struct FastPath {
     /// Products of 2 up to this many rows (a batch's decode step) through `qgemm_rows`
     /// (`RMX_QGEMM_ROWS`, default 32; 1 leaves them to MLX).
     pub qgemm_max_rows: usize,
+    /// A Gated DeltaNet layer's decode step as one kernel after one joined input projection
+    /// (`RMX_DELTA_STEP`, default on).
+    pub delta_step: bool,
 }
 
 /// A knob's number; one that is unset or not a number leaves the default.
@@ -86,6 +89,7 @@ pub fn fast_path() -> FastPath {
                 .map_or(1 << 32, |w| w as u64),
             prefill_heads: on && env_num(EnvVars::RMX_PREFILL_HEADS) != Some(0),
             qgemm_max_rows: env_num(EnvVars::RMX_QGEMM_ROWS).unwrap_or(QGEMM_MAX_ROWS),
+            delta_step: on && env_num(EnvVars::RMX_DELTA_STEP) != Some(0),
         }
     })
 }

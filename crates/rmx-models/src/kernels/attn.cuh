@@ -15,8 +15,13 @@ namespace rmx {
 // rope turns by `rope_pos`, and attention reads columns start..col. A sequence alone has
 // col = rope_pos = offset and start = 0; a batch row (decode_attn_batch) writes the batch's
 // common column and starts after its left padding.
+//
+// ROT < D rotates only a head's first ROT dimensions (Qwen3.5's partial rotary factor), as
+// MLX's rope with dims < D. GATED (Qwen3-Next / Qwen3.5's gated attention): q's row holds each
+// head's D queries then D gate values (so a head's q is 2D apart), and the output is
+// attention * sigmoid(gate), as mlx-lm's `output * mx.sigmoid(gate)` in T.
 template <typename T, int H, int KV, int D, bool NORM, bool TRADITIONAL, int QOFF, int KOFF,
-          int VOFF>
+          int VOFF, int ROT = D, bool GATED = false>
 __device__ __forceinline__ void decode_attn_at(
     const T* qs, const T* ks, const T* vs, const T* qn, const T* kn, const float* inv_freq,
     int col, int rope_pos, int start, int cap, const float* par, T* kc, T* vc, T* out) {
@@ -24,6 +29,8 @@ __device__ __forceinline__ void decode_attn_at(
   constexpr int PL = D / 32;
   // q and k pairs fill whole warps; the warps' partial rows fit in 48 KB of shared memory.
   static_assert(D % 64 == 0 && D <= 256, "head size");
+  static_assert(ROT % 2 == 0 && ROT > 0 && ROT <= D, "rotated dimensions");
+  constexpr int QSTRIDE = GATED ? 2 * D : D;
   const int h = blockIdx.x;
   const int g = h / (H / KV);
   const int t = threadIdx.x;
@@ -43,7 +50,7 @@ __device__ __forceinline__ void decode_attn_at(
   const int i2 = TRADITIONAL ? 2 * i + 1 : i + D / 2;
   float x1 = 0.f, x2 = 0.f;
   if (active) {
-    const T* src = is_k ? ks + KOFF + (size_t)g * D : qs + QOFF + (size_t)h * D;
+    const T* src = is_k ? ks + KOFF + (size_t)g * D : qs + QOFF + (size_t)h * QSTRIDE;
     x1 = to_float(src[i1]);
     x2 = to_float(src[i2]);
   } else if (t < 2 * D) {
@@ -64,12 +71,33 @@ __device__ __forceinline__ void decode_attn_at(
       x2 = to_float(static_cast<T>(to_float(static_cast<T>(x2 * inv)) * to_float(w[i2])));
     }
   }
-  if (active) {
-    const float theta = static_cast<float>(rope_pos) * inv_freq[i];
-    const float c = cos(theta), s = sin(theta);
-    float* dst = is_k ? kf : qf;
-    dst[i1] = to_float(static_cast<T>(x1 * c - x2 * s));
-    dst[i2] = to_float(static_cast<T>(x1 * s + x2 * c));
+  if constexpr (ROT == D) {
+    if (active) {
+      const float theta = static_cast<float>(rope_pos) * inv_freq[i];
+      const float c = cos(theta), s = sin(theta);
+      float* dst = is_k ? kf : qf;
+      dst[i1] = to_float(static_cast<T>(x1 * c - x2 * s));
+      dst[i2] = to_float(static_cast<T>(x1 * s + x2 * c));
+    }
+  } else {
+    // The rotated pairs are (j, j + ROT/2), or (2j, 2j + 1), of the first ROT dimensions: not
+    // the pairs the threads hold, so the normed head goes to shared memory first.
+    if (active) {
+      float* dst = is_k ? kf : qf;
+      dst[i1] = x1;
+      dst[i2] = x2;
+    }
+    __syncthreads();
+    if (active && i < ROT / 2) {
+      const int j1 = TRADITIONAL ? 2 * i : i;
+      const int j2 = TRADITIONAL ? 2 * i + 1 : i + ROT / 2;
+      float* dst = is_k ? kf : qf;
+      const float a = dst[j1], b = dst[j2];
+      const float theta = static_cast<float>(rope_pos) * inv_freq[i];
+      const float c = cos(theta), s = sin(theta);
+      dst[j1] = to_float(static_cast<T>(a * c - b * s));
+      dst[j2] = to_float(static_cast<T>(a * s + b * c));
+    }
   }
   __syncthreads();
   if (h % (H / KV) == 0 && t < D) {
@@ -128,17 +156,24 @@ __device__ __forceinline__ void decode_attn_at(
     float sum = 0.f;
 #pragma unroll
     for (int w = 0; w < NW; ++w) sum += acc[w][t];
-    out[(size_t)h * D + t] = static_cast<T>(sum / denom);
+    if constexpr (GATED) {
+      const float gate = to_float(qs[QOFF + (size_t)h * QSTRIDE + D + t]);
+      const float attended = to_float(static_cast<T>(sum / denom));
+      const float sig = to_float(static_cast<T>(1.f / (1.f + __expf(-gate))));
+      out[(size_t)h * D + t] = static_cast<T>(attended * sig);
+    } else {
+      out[(size_t)h * D + t] = static_cast<T>(sum / denom);
+    }
   }
 }
 
 // One sequence: pos = {offset, cap}.
 template <typename T, int H, int KV, int D, bool NORM, bool TRADITIONAL, int QOFF, int KOFF,
-          int VOFF>
+          int VOFF, int ROT = D, bool GATED = false>
 __device__ __forceinline__ void decode_attn(
     const T* qs, const T* ks, const T* vs, const T* qn, const T* kn, const float* inv_freq,
     const int32_t* pos, const float* par, const T* kc_in, const T* vc_in, T* out) {
-  decode_attn_at<T, H, KV, D, NORM, TRADITIONAL, QOFF, KOFF, VOFF>(
+  decode_attn_at<T, H, KV, D, NORM, TRADITIONAL, QOFF, KOFF, VOFF, ROT, GATED>(
       qs, ks, vs, qn, kn, inv_freq, pos[0], pos[0], 0, pos[1], par, const_cast<T*>(kc_in),
       const_cast<T*>(vc_in), out);
 }

@@ -58,3 +58,130 @@ __device__ __forceinline__ void gated_delta(const T* q, const T* k, const T* v, 
 }
 
 }  // namespace rmx
+
+namespace rmx {
+
+// x rounded to T and back: where mlx-lm's ops write an intermediate in the model's dtype, the
+// fused step rounds there too, so it follows the op-by-op layer closely.
+template <typename T>
+__device__ __forceinline__ float round_to(float x) {
+  return to_float(static_cast<T>(x));
+}
+
+// A Gated DeltaNet layer's decode step (one token per sequence) after its joined input
+// projection, in one launch. What mlx-lm's qwen3_5.py runs as ~25 ops: the causal convolution
+// over the cached inputs and this token's (with SiLU), the new convolution cache, q and k
+// L2-normed (as RMS norms, q times Dk^-1, k times Dk^-1/2), beta = sigmoid(b), the decay
+// g = exp(rate * softplus(a + dt_bias)), the gated delta rule on the state, and the output's RMS
+// norm gated by silu(z).
+// proj: [B, P] = [qkv (C) | z (Hv*Dv) | b (Hv) | a (Hv)], C = 2*Hk*Dk + Hv*Dv; conv_in and
+// conv_out: [B, K-1, C]; conv_w: [C, K]; dt_bias: [Hv]; rate: float [Hv] (-exp(A_log));
+// norm_w: [Dv]; state_in/out: float [B, Hv, Dv, Dk]; eps: float [2] {norm eps, q/k eps};
+// y: [B, Hv*Dv]. A block per (sequence, value head) of NT threads: every warp makes the key
+// head's q and k and the head's v (a few channels a thread), then takes value rows in turn
+// (each lane Dk/32 of a row's state, as gated_delta), then the block norms the head's output.
+// The q/k channels of the convolution cache are written by the first value head of their key
+// head, the v channels by their own.
+template <typename T, typename W, int Dk, int Dv, int Hk, int Hv, int K, int NT>
+__device__ __forceinline__ void delta_step(const T* proj, const T* conv_in, const W* conv_w,
+                                           const W* dt_bias, const float* rate, const W* norm_w,
+                                           const float* state_in, const float* eps, T* y,
+                                           T* conv_out, float* state_out) {
+  constexpr int C = 2 * Hk * Dk + Hv * Dv;
+  constexpr int P = C + Hv * Dv + 2 * Hv;
+  constexpr int NW = NT / 32;
+  constexpr int NP = Dk / 32;
+  __shared__ float sq[Dk], sk[Dk], sv[Dv], sy[Dv], red[3];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int n = blockIdx.z;
+  const int b = n / Hv, hv = n % Hv, hk = hv / (Hv / Hk);
+  const T* pr = proj + static_cast<size_t>(b) * P;
+  const T* ci = conv_in + static_cast<size_t>(b) * (K - 1) * C;
+  T* co = conv_out + static_cast<size_t>(b) * (K - 1) * C;
+  const bool owns_qk = hv % (Hv / Hk) == 0;
+  for (int i = tid; i < 2 * Dk + Dv; i += NT) {
+    const int c = i < Dk       ? hk * Dk + i
+                  : i < 2 * Dk ? Hk * Dk + hk * Dk + (i - Dk)
+                               : 2 * Hk * Dk + hv * Dv + (i - 2 * Dk);
+    float acc = 0.f;
+#pragma unroll
+    for (int j = 0; j < K - 1; ++j)
+      acc = fmaf(to_float(ci[static_cast<size_t>(j) * C + c]), to_float(conv_w[c * K + j]), acc);
+    const T xin = pr[c];
+    acc = fmaf(to_float(xin), to_float(conv_w[c * K + K - 1]), acc);
+    const float o = round_to<T>(acc);
+    const float act = round_to<T>(o * round_to<T>(1.f / (1.f + __expf(-o))));
+    if (i < Dk) sq[i] = act;
+    else if (i < 2 * Dk) sk[i - Dk] = act;
+    else sv[i - 2 * Dk] = act;
+    if (i >= 2 * Dk || owns_qk) {
+#pragma unroll
+      for (int j = 0; j + 1 < K - 1; ++j)
+        co[static_cast<size_t>(j) * C + c] = ci[static_cast<size_t>(j + 1) * C + c];
+      co[static_cast<size_t>(K - 2) * C + c] = xin;
+    }
+  }
+  __syncthreads();
+  if (warp < 2) {
+    const float* s = warp == 0 ? sq : sk;
+    float acc = 0.f;
+    for (int i = lane; i < Dk; i += 32) acc = fmaf(s[i], s[i], acc);
+    acc = warp_sum(acc);
+    if (lane == 0) red[warp] = acc;
+  }
+  __syncthreads();
+  const float inv = rsqrtf(static_cast<float>(Dk));
+  const float rq = rsqrtf(red[0] / Dk + eps[1]), rk = rsqrtf(red[1] / Dk + eps[1]);
+  const float q_scale = round_to<T>(inv * inv), k_scale = round_to<T>(inv);
+  float qv[NP], kv[NP];
+#pragma unroll
+  for (int i = 0; i < NP; ++i) {
+    qv[i] = round_to<T>(round_to<T>(sq[NP * lane + i] * rq) * q_scale);
+    kv[i] = round_to<T>(round_to<T>(sk[NP * lane + i] * rk) * k_scale);
+  }
+  const float beta = round_to<T>(1.f / (1.f + __expf(-to_float(pr[C + Hv * Dv + hv]))));
+  const float ab = round_to<T>(to_float(pr[C + Hv * Dv + Hv + hv]) + to_float(dt_bias[hv]));
+  const float soft = round_to<T>(fmaxf(ab, 0.f) + log1pf(__expf(-fabsf(ab))));
+  const float g = __expf(rate[hv] * soft);
+  const size_t head = static_cast<size_t>(n) * Dv * Dk;
+  for (int dv = warp; dv < Dv; dv += NW) {
+    const size_t row = head + static_cast<size_t>(dv) * Dk + NP * lane;
+    float s[NP];
+#pragma unroll
+    for (int i = 0; i < NP; ++i) s[i] = state_in[row + i];
+    float mem = 0.f;
+#pragma unroll
+    for (int i = 0; i < NP; ++i) {
+      s[i] *= g;
+      mem = fmaf(s[i], kv[i], mem);
+    }
+    mem = warp_sum(mem);
+    const float delta = (sv[dv] - mem) * beta;
+    float out = 0.f;
+#pragma unroll
+    for (int i = 0; i < NP; ++i) {
+      s[i] = fmaf(kv[i], delta, s[i]);
+      out = fmaf(s[i], qv[i], out);
+      state_out[row + i] = s[i];
+    }
+    out = warp_sum(out);
+    if (lane == 0) sy[dv] = round_to<T>(out);
+  }
+  __syncthreads();
+  if (warp == 0) {
+    float acc = 0.f;
+    for (int i = lane; i < Dv; i += 32) acc = fmaf(sy[i], sy[i], acc);
+    acc = warp_sum(acc);
+    if (lane == 0) red[2] = acc;
+  }
+  __syncthreads();
+  const float r = rsqrtf(red[2] / Dv + eps[0]);
+  for (int d = tid; d < Dv; d += NT) {
+    const float normed = round_to<T>(round_to<T>(sy[d] * r) * to_float(norm_w[d]));
+    const float z = to_float(pr[C + hv * Dv + d]);
+    const float gate = z / (1.f + __expf(-z));
+    y[static_cast<size_t>(b) * Hv * Dv + hv * Dv + d] = static_cast<T>(gate * normed);
+  }
+}
+
+}  // namespace rmx
