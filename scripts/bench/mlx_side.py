@@ -108,6 +108,20 @@ SHAPES = {
 }
 
 
+def shape_config(shape):
+    """SHAPES[shape], or with a suffix `@N` (`qwen3.5-9b@8`) the same layers but only the first N
+    of them: a kernel's logits check on real layer shapes in seconds rather than minutes."""
+    name, _, layers = shape.partition("@")
+    cfg = json.loads(json.dumps(SHAPES[name]))
+    if layers:
+        n = int(layers)
+        text = cfg.get("text_config", cfg)
+        text["num_hidden_layers"] = n
+        if "layer_types" in text:
+            text["layer_types"] = text["layer_types"][:n]
+    return cfg
+
+
 def make(shape, quant, out, peaked=False):
     """Random weights of `shape`'s real sizes. With `peaked`, the RMS-norm weights are ones (the
     final norm 4s) instead of N(0, 0.02): the logits then spread over several units, so a wrong
@@ -153,7 +167,7 @@ def make(shape, quant, out, peaked=False):
     from mlx.utils import tree_flatten, tree_map, tree_map_with_path
     from mlx_lm.utils import save_model, save_config, quantize_model
     import importlib
-    cfg = dict(SHAPES[shape])
+    cfg = shape_config(shape)
     mod = importlib.import_module(f"mlx_lm.models.{cfg['model_type']}")
     args = mod.ModelArgs.from_dict(cfg)
     model = mod.Model(args)

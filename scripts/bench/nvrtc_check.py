@@ -112,6 +112,11 @@ for bits in (4, 8):
                             ("T", "scores")],
                     ["y"], "rmx::moe_down<T, BITS, G, ROWS, K, TOPK>(act, w, scales, biases, idx, scores, y, N);",
                     dict(BITS=bits, G=64, ROWS=2, K=768, N=2048, TOPK=8)))
+# The router's choice (moe_kernels.rs route): Qwen3-30B-A3B (128 experts, top 8, renormalized),
+# Qwen3.5-35B-A3B (256, top 8), GPT-OSS-20B (32, top 4, softmax after).
+for e, k, mode in ((128, 8, 1), (256, 8, 1), (32, 4, 2), (60, 4, 0)):
+    KERNELS.append(("moe", [("T", "logits")], [("uint32_t", "idx"), "scores"],
+                    "rmx::moe_route<T, E, TOPK, MODE>(logits, idx, scores);", dict(E=e, TOPK=k, MODE=mode)))
 # ... and GPT-OSS's (hidden 2880, experts of 2880, top 4: linear biases, swiglu_oai).
 for bits in (4, 8):
     KERNELS.append(("moe", [("T", "x"), ("uint32_t", "w"), ("T", "scales"), ("T", "biases"), ("uint32_t", "idx"),

@@ -610,32 +610,43 @@ impl SparseMoe {
 
     fn routed(&self, x: &Array) -> Result<Array> {
         let logits = self.router.forward(x)?;
-        match self.routing {
+        let routed = if self.uses_kernels() {
+            crate::moe_kernels::route(&logits, self.top_k, self.routing)?
+        } else {
+            None
+        };
+        let (inds, scores) = match routed {
+            Some(r) => r,
+            None => self.route(&logits)?,
+        };
+        if let Some(y) = self.experts.decode_kernel(x, &inds, &scores)? {
+            return Ok(y);
+        }
+        let y = self.experts.forward(x, &inds)?;
+        let weighted = y.multiply(&scores.expand_dims(&[-1])?)?.sum(&[-2], false)?;
+        Ok(match self.routing {
+            Routing::SoftmaxTopK { .. } => weighted.astype(y.dtype())?,
+            Routing::TopKSoftmax => weighted,
+        })
+    }
+
+    /// The chosen experts' ids and weights by MLX's ops, as mlx-lm routes.
+    fn route(&self, logits: &Array) -> Result<(Array, Array)> {
+        Ok(match self.routing {
             Routing::SoftmaxTopK { normalize } => {
                 let gates = logits.softmax(&[-1], true)?;
-                let (inds, mut scores) = self.top_k(&gates)?;
+                let (inds, scores) = self.top_k(&gates)?;
                 if normalize {
-                    scores = scores.divide(&scores.sum(&[-1], true)?)?;
+                    let total = scores.sum(&[-1], true)?;
+                    (inds, scores.divide(&total)?)
+                } else {
+                    (inds, scores)
                 }
-                if let Some(y) = self.experts.decode_kernel(x, &inds, &scores)? {
-                    return Ok(y);
-                }
-                let y = self.experts.forward(x, &inds)?;
-                let dtype = y.dtype();
-                Ok(y.multiply(&scores.expand_dims(&[-1])?)?
-                    .sum(&[-2], false)?
-                    .astype(dtype)?)
             }
             Routing::TopKSoftmax => {
-                let (inds, top) = self.top_k(&logits)?;
-                let weights = top.softmax(&[-1], true)?;
-                if let Some(y) = self.experts.decode_kernel(x, &inds, &weights)? {
-                    return Ok(y);
-                }
-                let y = self.experts.forward(x, &inds)?;
-                Ok(y.multiply(&weights.expand_dims(&[-1])?)?
-                    .sum(&[-2], false)?)
+                let (inds, top) = self.top_k(logits)?;
+                (inds, top.softmax(&[-1], true)?)
             }
-        }
+        })
     }
 }

@@ -9,6 +9,7 @@ use rmx_mlx::{Array, Dtype, Launch, TemplateArg};
 
 use crate::error::Result;
 use crate::fastpath::{consts, fast_path, kernel, Spec};
+use crate::moe::Routing;
 
 const GATE_UP: Spec = Spec {
     name: "rmx_moe_gate_up",
@@ -41,6 +42,14 @@ const DOWN_BIAS: Spec = Spec {
     inputs: &["act", "w", "scales", "biases", "idx", "scores", "db"],
     outputs: &["y"],
     body: "rmx::moe_down<T, BITS, G, ROWS, K, TOPK, true>(act, w, scales, biases, idx, scores, y, N, db);",
+};
+
+const ROUTE: Spec = Spec {
+    name: "rmx_moe_route",
+    section: "moe",
+    inputs: &["logits"],
+    outputs: &["idx", "scores"],
+    body: "rmx::moe_route<T, E, TOPK, MODE>(logits, idx, scores);",
 };
 
 /// GPT-OSS's experts as the gate/up kernel takes them: their gate/up linear biases (`[E, 2F]`,
@@ -157,4 +166,53 @@ pub(crate) fn down(
         init_value: None,
     })?;
     Ok(out.into_iter().next().expect("one output"))
+}
+
+/// Most experts the router kernel takes (a warp's lanes hold E / 32 logits each).
+const ROUTE_MAX_EXPERTS: i32 = 1024;
+
+/// One token's router choice in one launch (`moe_route` in kernels/moe.cuh): the `top_k`
+/// expert ids (uint32 `[.., top_k]`) and their weights (`[.., top_k]` in the logits' dtype), as
+/// `routing` defines them. `None` off the fast path (`RMX_MOE_ROUTE=0` too), for several tokens
+/// or more experts than it takes; MLX's ops route those.
+pub(crate) fn route(
+    logits: &Array,
+    top_k: i32,
+    routing: Routing,
+) -> Result<Option<(Array, Array)>> {
+    let (e, dtype) = (logits.dim(-1), logits.dtype());
+    if !fast_path().moe_route
+        || logits.size() != e as usize
+        || !(1..=ROUTE_MAX_EXPERTS).contains(&e)
+        || !(1..=e.min(64)).contains(&top_k)
+        || !matches!(dtype, Dtype::Bf16 | Dtype::F16 | Dtype::F32)
+    {
+        return Ok(None);
+    }
+    let mode = match routing {
+        Routing::SoftmaxTopK { normalize: false } => 0,
+        Routing::SoftmaxTopK { normalize: true } => 1,
+        Routing::TopKSoftmax => 2,
+    };
+    let mut shape = logits.shape();
+    *shape.last_mut().expect("logits have a last axis") = top_k;
+    let out = kernel(&ROUTE)?.launch(&Launch {
+        inputs: &[logits],
+        output_shapes: &[&shape, &shape],
+        output_dtypes: &[Dtype::U32, dtype],
+        grid: [32, 1, 1],
+        threadgroup: [32, 1, 1],
+        template: &[
+            ("T", TemplateArg::Dtype(dtype)),
+            ("E", TemplateArg::Int(e)),
+            ("TOPK", TemplateArg::Int(top_k)),
+            ("MODE", TemplateArg::Int(mode)),
+        ],
+        init_value: None,
+    })?;
+    let mut it = out.into_iter();
+    match (it.next(), it.next()) {
+        (Some(i), Some(s)) => Ok(Some((i, s))),
+        _ => unreachable!("the kernel has two outputs"),
+    }
 }

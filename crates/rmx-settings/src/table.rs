@@ -132,6 +132,9 @@ env_vars! {
     /// recurrence kernel instead of one fused step kernel after one joined input projection.
     /// Default: on.
     RMX_DELTA_STEP in FastPath;
+    /// `0` routes a MoE layer's decode step (softmax, top-k, renormalization) by MLX's ops
+    /// instead of one kernel. Default: on.
+    RMX_MOE_ROUTE in FastPath;
 
     /// `owner/name` of the GitHub repository `rmx bench --submit` opens its pull request on.
     /// Default: `rmx-project/benchmarks`.

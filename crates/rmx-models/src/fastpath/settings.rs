@@ -49,6 +49,8 @@ pub struct FastPath {
     /// A Gated DeltaNet layer's decode step as one kernel after one joined input projection
     /// (`RMX_DELTA_STEP`, default on).
     pub delta_step: bool,
+    /// A MoE layer's router choice for one token as one kernel (`RMX_MOE_ROUTE`, default on).
+    pub moe_route: bool,
 }
 
 /// A knob's number; one that is unset or not a number leaves the default.
@@ -90,6 +92,7 @@ pub fn fast_path() -> FastPath {
             prefill_heads: on && env_num(EnvVars::RMX_PREFILL_HEADS) != Some(0),
             qgemm_max_rows: env_num(EnvVars::RMX_QGEMM_ROWS).unwrap_or(QGEMM_MAX_ROWS),
             delta_step: on && env_num(EnvVars::RMX_DELTA_STEP) != Some(0),
+            moe_route: on && env_num(EnvVars::RMX_MOE_ROUTE) != Some(0),
         }
     })
 }
