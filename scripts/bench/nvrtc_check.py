@@ -100,7 +100,7 @@ for dk, hk, hv in ((128, 16, 32), (192, 16, 64)):
                                     ("float", "rate"), ("W", "norm_w"), ("float", "state_in"), ("float", "eps")],
                     ["y", "conv_out", ("float", "state_out")],
                     "rmx::delta_step<T, W, Dk, Dv, Hk, Hv, K, NT>(proj, conv_in, conv_w, dt_bias, rate, norm_w, state_in, eps, y, conv_out, state_out);",
-                    dict(Dk=dk, Dv=128, Hk=hk, Hv=hv, K=4, NT=256, W="__nv_bfloat16")))
+                    dict(Dk=dk, Dv=128, Hk=hk, Hv=hv, K=4, NT=1024, W="__nv_bfloat16")))
 
 # A MoE layer's decode step (moe_kernels.rs) at the Qwen3-30B-A3B shape (hidden 2048, experts of
 # 768, top 8) in 4 and 8 bits.
@@ -112,6 +112,24 @@ for bits in (4, 8):
                             ("T", "scores")],
                     ["y"], "rmx::moe_down<T, BITS, G, ROWS, K, TOPK>(act, w, scales, biases, idx, scores, y, N);",
                     dict(BITS=bits, G=64, ROWS=2, K=768, N=2048, TOPK=8)))
+# The decode step's fused forms: gate/up with the layer's norm, down adding the residual.
+KERNELS.append(("moe", [("T", "x"), ("uint32_t", "w"), ("T", "scales"), ("T", "biases"), ("T", "nw"), ("float", "eps"),
+                        ("uint32_t", "idx")],
+                ["y"], "rmx::qgemv_swiglu<T, BITS, G, ROWS, K, true, true>(x, w, scales, biases, y, F, nw, eps, idx);",
+                dict(BITS=4, G=64, ROWS=2, K=2048, F=768)))
+KERNELS.append(("moe", [("T", "x"), ("uint32_t", "w"), ("T", "scales"), ("T", "biases"), ("T", "nw"), ("float", "eps"),
+                        ("uint32_t", "idx"), ("T", "lb"), ("float", "ap")],
+                ["y"], "rmx::qgemv_swiglu<T, BITS, G, ROWS, K, true, true, true>(x, w, scales, biases, y, F, nw, eps, idx, lb, ap);",
+                dict(BITS=4, G=64, ROWS=2, K=2880, F=2880)))
+KERNELS.append(("moe", [("T", "act"), ("uint32_t", "w"), ("T", "scales"), ("T", "biases"), ("uint32_t", "idx"),
+                        ("T", "scores"), ("T", "res")],
+                ["y"], "rmx::moe_down<T, BITS, G, ROWS, K, TOPK, false, true>(act, w, scales, biases, idx, scores, y, N, nullptr, res);",
+                dict(BITS=4, G=64, ROWS=2, K=768, N=2048, TOPK=8)))
+KERNELS.append(("moe", [("T", "act"), ("uint32_t", "w"), ("T", "scales"), ("T", "biases"), ("uint32_t", "idx"),
+                        ("T", "scores"), ("T", "db"), ("T", "res")],
+                ["y"], "rmx::moe_down<T, BITS, G, ROWS, K, TOPK, true, true>(act, w, scales, biases, idx, scores, y, N, db, res);",
+                dict(BITS=8, G=64, ROWS=2, K=2880, N=2880, TOPK=4)))
+
 # The router's choice (moe_kernels.rs route): Qwen3-30B-A3B (128 experts, top 8, renormalized),
 # Qwen3.5-35B-A3B (256, top 8), GPT-OSS-20B (32, top 4, softmax after).
 for e, k, mode in ((128, 8, 1), (256, 8, 1), (32, 4, 2), (60, 4, 0)):

@@ -649,6 +649,16 @@ impl Mlp {
         self.down.forward_residual(&a, x)
     }
 
+    /// `mlp(norm(x))` without the residual (a MoE layer's shared expert), the norm inside the
+    /// gate/up kernel on the fast path.
+    pub fn forward_of_norm(&self, x: &Array, norm: &RmsNorm) -> Result<Array> {
+        let a = match (&self.gate_up, self.gelu) {
+            (GateUp::Fused(both), false) => both.forward_swiglu(x, self.hidden, Some(norm))?,
+            _ => self.activated(&norm.forward(x)?)?,
+        };
+        self.down.forward(&a)
+    }
+
     /// The fused quantized `[gate; up]` and down weights of a bias-free SwiGLU MLP, and the
     /// hidden size, for the one-launch decoder layer.
     pub(crate) fn decode_parts(&self) -> Option<[(&Quantized, QuantSpec); 2]> {

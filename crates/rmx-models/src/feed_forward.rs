@@ -32,7 +32,7 @@ impl FeedForward {
     pub fn forward_prenorm(&self, x: &Array, norm: &RmsNorm) -> Result<Array> {
         match self {
             FeedForward::Dense(m) => m.forward_prenorm(x, norm),
-            FeedForward::Moe(m) => Ok(x.add(&m.forward(&norm.forward(x)?)?)?),
+            FeedForward::Moe(m) => m.forward_prenorm(x, norm),
         }
     }
 

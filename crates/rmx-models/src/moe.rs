@@ -10,7 +10,7 @@ use rmx_mlx::{gather_mm, Array, Backend, Dtype};
 use crate::attention::Mlp;
 use crate::config::QuantConfig;
 use crate::error::{ModelError, Result};
-use crate::layers::{swiglu, Linear};
+use crate::layers::{swiglu, Linear, RmsNorm};
 use crate::parallel::{Parallel, Part};
 use crate::weights::Weights;
 
@@ -400,9 +400,17 @@ impl SwitchGlu {
 
 impl SwitchGlu {
     /// One token's output through rmx's two kernels, `scores`-weighted and summed over the
-    /// chosen experts `idx` (`[.., k]`): `[.., dim]`. `None` where they do not apply (not the
-    /// fused CUDA path, several tokens, a down projection the kernel cannot read).
-    pub fn decode_kernel(&self, x: &Array, idx: &Array, scores: &Array) -> Result<Option<Array>> {
+    /// chosen experts `idx` (`[.., k]`): `[.., dim]`; of `rms_norm(x)` with `norm`'s weight and
+    /// epsilon, and plus `res`, where given. `None` where they do not apply (not the fused CUDA
+    /// path, several tokens, a down projection the kernel cannot read).
+    pub fn decode_kernel(
+        &self,
+        x: &Array,
+        idx: &Array,
+        scores: &Array,
+        norm: Option<(&Array, f32)>,
+        res: Option<&Array>,
+    ) -> Result<Option<Array>> {
         let (
             GateUp::Fused { both, hidden },
             SwitchLinear {
@@ -428,11 +436,24 @@ impl SwitchGlu {
             _ => return Ok(None),
         };
         let dim = x.dim(-1);
-        if x.size() != dim as usize || !crate::moe_kernels::fits(*dspec, down, *hidden) {
+        if x.size() != dim as usize
+            || !crate::moe_kernels::fits(*dspec, down, *hidden)
+            || norm.is_some_and(|(w, _)| w.dtype() != x.dtype() || w.size() != dim as usize)
+            || res.is_some_and(|r| r.dtype() != x.dtype() || r.size() != dim as usize)
+        {
             return Ok(None);
         }
-        let act = crate::moe_kernels::gate_up(x, both_q, *spec, idx, *hidden, oai)?;
-        let y = crate::moe_kernels::down(&act, down, *dspec, idx, scores, dim, down_bias.as_ref())?;
+        let act = crate::moe_kernels::gate_up(x, both_q, *spec, idx, *hidden, oai, norm)?;
+        let y = crate::moe_kernels::down(
+            &act,
+            down,
+            *dspec,
+            idx,
+            scores,
+            dim,
+            down_bias.as_ref(),
+            res,
+        )?;
         Ok(Some(y.reshape(&x.shape())?))
     }
 }
@@ -593,6 +614,38 @@ impl SparseMoe {
         Ok((inds, vals))
     }
 
+    /// `x + moe(norm(x))`. A decode step on the fast path is four launches (the router's product
+    /// with the norm folded in, its choice, the experts' gate/up with the norm folded in, their
+    /// down products adding the residual), where MLX's ops take ~12; a shared expert adds its
+    /// own products to the residual first.
+    pub fn forward_prenorm(&self, x: &Array, norm: &RmsNorm) -> Result<Array> {
+        if let Some(y) = self.decode_prenorm(x, norm)? {
+            return Ok(y);
+        }
+        Ok(x.add(&self.forward(&norm.forward(x)?)?)?)
+    }
+
+    fn decode_prenorm(&self, x: &Array, norm: &RmsNorm) -> Result<Option<Array>> {
+        // A rank's experts are a partial sum, summed over the group before the residual.
+        if self.group.is_some() || !self.uses_kernels() || x.size() != x.dim(-1) as usize {
+            return Ok(None);
+        }
+        let logits = self.router.forward_prenorm(x, norm)?;
+        let (inds, scores) = match crate::moe_kernels::route(&logits, self.top_k, self.routing)? {
+            Some(r) => r,
+            None => self.route(&logits)?,
+        };
+        let res = match &self.shared {
+            Some(s) => {
+                let gate = s.gate.forward_prenorm(x, norm)?.sigmoid()?;
+                x.add(&gate.multiply(&s.mlp.forward_of_norm(x, norm)?)?)?
+            }
+            None => x.clone(),
+        };
+        self.experts
+            .decode_kernel(x, &inds, &scores, Some(norm.parts()), Some(&res))
+    }
+
     pub fn forward(&self, x: &Array) -> Result<Array> {
         let y = self.routed(x)?;
         // One sum per block, after the experts are weighted and combined (either path of
@@ -619,7 +672,7 @@ impl SparseMoe {
             Some(r) => r,
             None => self.route(&logits)?,
         };
-        if let Some(y) = self.experts.decode_kernel(x, &inds, &scores)? {
+        if let Some(y) = self.experts.decode_kernel(x, &inds, &scores, None, None)? {
             return Ok(y);
         }
         let y = self.experts.forward(x, &inds)?;

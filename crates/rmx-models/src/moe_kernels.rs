@@ -18,6 +18,23 @@ const GATE_UP: Spec = Spec {
     outputs: &["y"],
     body: "rmx::qgemv_swiglu<T, BITS, G, ROWS, K, false, true>(x, w, scales, biases, y, F, nullptr, nullptr, idx);",
 };
+/// GATE_UP of `rms_norm(x)` with the norm's weight `nw` and epsilon: the layer's pre-norm in the
+/// same launch.
+const GATE_UP_NORM: Spec = Spec {
+    name: "rmx_moe_gate_up_norm",
+    section: "moe",
+    inputs: &["x", "w", "scales", "biases", "nw", "eps", "idx"],
+    outputs: &["y"],
+    body: "rmx::qgemv_swiglu<T, BITS, G, ROWS, K, true, true>(x, w, scales, biases, y, F, nw, eps, idx);",
+};
+/// GATE_UP_OAI of `rms_norm(x)`.
+const GATE_UP_OAI_NORM: Spec = Spec {
+    name: "rmx_moe_gate_up_oai_norm",
+    section: "moe",
+    inputs: &["x", "w", "scales", "biases", "nw", "eps", "idx", "lb", "ap"],
+    outputs: &["y"],
+    body: "rmx::qgemv_swiglu<T, BITS, G, ROWS, K, true, true, true>(x, w, scales, biases, y, F, nw, eps, idx, lb, ap);",
+};
 /// GATE_UP for GPT-OSS's experts: their linear biases `lb` (`[E, 2F]`) and swiglu_oai with
 /// `ap` = {alpha, limit}.
 const GATE_UP_OAI: Spec = Spec {
@@ -42,6 +59,22 @@ const DOWN_BIAS: Spec = Spec {
     inputs: &["act", "w", "scales", "biases", "idx", "scores", "db"],
     outputs: &["y"],
     body: "rmx::moe_down<T, BITS, G, ROWS, K, TOPK, true>(act, w, scales, biases, idx, scores, y, N, db);",
+};
+/// DOWN plus the residual `res`.
+const DOWN_RES: Spec = Spec {
+    name: "rmx_moe_down_res",
+    section: "moe",
+    inputs: &["act", "w", "scales", "biases", "idx", "scores", "res"],
+    outputs: &["y"],
+    body: "rmx::moe_down<T, BITS, G, ROWS, K, TOPK, false, true>(act, w, scales, biases, idx, scores, y, N, nullptr, res);",
+};
+/// DOWN_BIAS plus the residual `res`.
+const DOWN_BIAS_RES: Spec = Spec {
+    name: "rmx_moe_down_bias_res",
+    section: "moe",
+    inputs: &["act", "w", "scales", "biases", "idx", "scores", "db", "res"],
+    outputs: &["y"],
+    body: "rmx::moe_down<T, BITS, G, ROWS, K, TOPK, true, true>(act, w, scales, biases, idx, scores, y, N, db, res);",
 };
 
 const ROUTE: Spec = Spec {
@@ -94,8 +127,9 @@ fn biases(q: &Quantized) -> &Array {
 }
 
 /// `[k, F]`: silu(x . gate) * (x . up) of each chosen expert (or GPT-OSS's activation of the
-/// biased products, with `oai`), for one token `x` (`[.., hid]`), `both` the experts' fused
-/// `[E, 2F, hid]` gate/up weights and `idx` the `k` chosen ids.
+/// biased products, with `oai`), for one token `x` (`[.., hid]`, of `rms_norm(x)` with `norm`'s
+/// weight and epsilon), `both` the experts' fused `[E, 2F, hid]` gate/up weights and `idx` the
+/// `k` chosen ids.
 pub(crate) fn gate_up(
     x: &Array,
     both: &Quantized,
@@ -103,20 +137,31 @@ pub(crate) fn gate_up(
     idx: &Array,
     f: i32,
     oai: Option<Oai<'_>>,
+    norm: Option<(&Array, f32)>,
 ) -> Result<Array> {
     let (dtype, k) = (x.dtype(), idx.size() as i32);
     let hid = x.dim(-1);
     let r = fast_path().rows_per_warp;
     let warps = (f + r - 1) / r;
-    let params;
-    let mut inputs = vec![x, &both.weight, &both.scales, biases(both), idx];
-    let spec_k = match &oai {
-        Some(o) => {
+    let (params, eps);
+    let mut inputs = vec![x, &both.weight, &both.scales, biases(both)];
+    if let Some((nw, e)) = norm {
+        eps = consts(&[e])?;
+        inputs.extend([nw, &eps]);
+    }
+    inputs.push(idx);
+    let spec_k = match (&oai, norm.is_some()) {
+        (Some(o), normed) => {
             params = consts(&[o.alpha, o.limit])?;
             inputs.extend([o.bias, &params]);
-            &GATE_UP_OAI
+            if normed {
+                &GATE_UP_OAI_NORM
+            } else {
+                &GATE_UP_OAI
+            }
         }
-        None => &GATE_UP,
+        (None, true) => &GATE_UP_NORM,
+        (None, false) => &GATE_UP,
     };
     let out = kernel(spec_k)?.launch(&Launch {
         inputs: &inputs,
@@ -131,7 +176,8 @@ pub(crate) fn gate_up(
 }
 
 /// `[n]`: the chosen experts' down products of `act` (`[k, F]`), each plus its expert's `bias`
-/// row (`[E, n]`) where there is one, weighted by `scores` (`k`) and summed.
+/// row (`[E, n]`) where there is one, weighted by `scores` (`k`) and summed, plus `res` (`n`
+/// values, the residual stream) where given.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn down(
     act: &Array,
@@ -141,6 +187,7 @@ pub(crate) fn down(
     scores: &Array,
     n: i32,
     bias: Option<&Array>,
+    res: Option<&Array>,
 ) -> Result<Array> {
     let (dtype, k, f) = (act.dtype(), act.dim(0), act.dim(-1));
     let r = fast_path().rows_per_warp;
@@ -149,12 +196,13 @@ pub(crate) fn down(
     t.push(("TOPK", TemplateArg::Int(k)));
     let scores = scores.astype(dtype)?;
     let mut inputs = vec![act, &down.weight, &down.scales, biases(down), idx, &scores];
-    let spec_k = match bias {
-        Some(b) => {
-            inputs.push(b);
-            &DOWN_BIAS
-        }
-        None => &DOWN,
+    inputs.extend(bias);
+    inputs.extend(res);
+    let spec_k = match (bias, res) {
+        (Some(_), Some(_)) => &DOWN_BIAS_RES,
+        (Some(_), None) => &DOWN_BIAS,
+        (None, Some(_)) => &DOWN_RES,
+        (None, None) => &DOWN,
     };
     let out = kernel(spec_k)?.launch(&Launch {
         inputs: &inputs,

@@ -85,8 +85,11 @@ const DELTA_STEP: Spec = Spec {
     body: "rmx::delta_step<T, W, Dk, Dv, Hk, Hv, K, NT>(proj, conv_in, conv_w, dt_bias, rate, norm_w, state_in, eps, y, conv_out, state_out);",
 };
 
-/// Threads of a `delta_step` block (one sequence's value head): 8 warps take its value rows.
-const STEP_THREADS: i32 = 256;
+/// Threads of a `delta_step` block (one sequence's value head): 32 warps take its value rows,
+/// 4 each at Qwen3.5's 128. A head has one block (32 blocks a layer for Qwen3.5-9B), so the
+/// state's 64 KB a head is read by as many warps as a block holds: with 8 warps (16 rows each,
+/// one after another) the H100 decoded the Qwen3.5-9B shape at 234 tok/s (docs/perf.md).
+const STEP_THREADS: i32 = 1024;
 
 /// The shape of a DeltaNet layer as `delta_step` needs it.
 #[derive(Debug, Clone, Copy)]

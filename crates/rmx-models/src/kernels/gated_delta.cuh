@@ -77,9 +77,10 @@ __device__ __forceinline__ float round_to(float x) {
 // proj: [B, P] = [qkv (C) | z (Hv*Dv) | b (Hv) | a (Hv)], C = 2*Hk*Dk + Hv*Dv; conv_in and
 // conv_out: [B, K-1, C]; conv_w: [C, K]; dt_bias: [Hv]; rate: float [Hv] (-exp(A_log));
 // norm_w: [Dv]; state_in/out: float [B, Hv, Dv, Dk]; eps: float [2] {norm eps, q/k eps};
-// y: [B, Hv*Dv]. A block per (sequence, value head) of NT threads: every warp makes the key
-// head's q and k and the head's v (a few channels a thread), then takes value rows in turn
-// (each lane Dk/32 of a row's state, as gated_delta), then the block norms the head's output.
+// y: [B, Hv*Dv]. A block per (sequence, value head) of NT threads: the threads make the key
+// head's q and k and the head's v (a channel or a few each), then each warp takes value rows
+// dv = warp, warp + NT/32, ... (each lane Dk/32 of a row's state, as gated_delta), then the
+// block norms the head's output.
 // The q/k channels of the convolution cache are written by the first value head of their key
 // head, the v channels by their own.
 template <typename T, typename W, int Dk, int Dv, int Hk, int Hv, int K, int NT>
@@ -144,25 +145,38 @@ __device__ __forceinline__ void delta_step(const T* proj, const T* conv_in, cons
   const float soft = round_to<T>(fmaxf(ab, 0.f) + log1pf(__expf(-fabsf(ab))));
   const float g = __expf(rate[hv] * soft);
   const size_t head = static_cast<size_t>(n) * Dv * Dk;
-  for (int dv = warp; dv < Dv; dv += NW) {
-    const size_t row = head + static_cast<size_t>(dv) * Dk + NP * lane;
-    float s[NP];
+  // A warp's R value rows: all their state loads are issued before the first warp sum, so a
+  // warp waits on global memory once rather than once a row (one block is all a head gets).
+  constexpr int R = (Dv + NW - 1) / NW;
+  float s[R][NP];
 #pragma unroll
-    for (int i = 0; i < NP; ++i) s[i] = state_in[row + i];
+  for (int r = 0; r < R; ++r) {
+    const int dv = warp + r * NW;
+    if (dv < Dv) {
+      const float* src = state_in + head + static_cast<size_t>(dv) * Dk + NP * lane;
+#pragma unroll
+      for (int i = 0; i < NP; ++i) s[r][i] = src[i];
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int dv = warp + r * NW;
+    if (dv >= Dv) break;
     float mem = 0.f;
 #pragma unroll
     for (int i = 0; i < NP; ++i) {
-      s[i] *= g;
-      mem = fmaf(s[i], kv[i], mem);
+      s[r][i] *= g;
+      mem = fmaf(s[r][i], kv[i], mem);
     }
     mem = warp_sum(mem);
     const float delta = (sv[dv] - mem) * beta;
     float out = 0.f;
+    float* dst = state_out + head + static_cast<size_t>(dv) * Dk + NP * lane;
 #pragma unroll
     for (int i = 0; i < NP; ++i) {
-      s[i] = fmaf(kv[i], delta, s[i]);
-      out = fmaf(s[i], qv[i], out);
-      state_out[row + i] = s[i];
+      s[r][i] = fmaf(kv[i], delta, s[r][i]);
+      out = fmaf(s[r][i], qv[i], out);
+      dst[i] = s[r][i];
     }
     out = warp_sum(out);
     if (lane == 0) sy[dv] = round_to<T>(out);

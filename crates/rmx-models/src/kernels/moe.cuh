@@ -8,11 +8,14 @@ namespace rmx {
 // moe_down: y[n] = sum_j scores[j] * (act[j] . down[e_j, n]), each expert's product rounded to
 // T before it is weighted, as mlx-lm's separate ops round it. K is the experts' hidden size F.
 // With BIAS, expert e's linear bias db[e, n] ([E, N]) is added to its product, rounded to T.
+// With RES, the layer's residual res[n] is added to the rounded sum (the decoder layer's
+// `x + moe(norm(x))` in the same launch).
 // Grid: x over warps of ROWS outputs.
-template <typename T, int BITS, int G, int ROWS, int K, int TOPK, bool BIAS = false>
+template <typename T, int BITS, int G, int ROWS, int K, int TOPK, bool BIAS = false,
+          bool RES = false>
 __device__ __forceinline__ void moe_down(
     const T* act, const uint32_t* w, const T* scales, const T* biases, const uint32_t* idx,
-    const T* scores, T* y, int N, const T* db = nullptr) {
+    const T* scores, T* y, int N, const T* db = nullptr, const T* res = nullptr) {
   constexpr int PER = 128 / BITS;
   constexpr int CHUNKS = K / PER;
   constexpr int WORDS = K * BITS / 32;
@@ -53,7 +56,14 @@ __device__ __forceinline__ void moe_down(
   if (lane == 0) {
 #pragma unroll
     for (int r = 0; r < ROWS; ++r) {
-      if (row0 + r < N) y[row0 + r] = static_cast<T>(total[r]);
+      if (row0 + r < N) {
+        if constexpr (RES) {
+          y[row0 + r] =
+              static_cast<T>(to_float(static_cast<T>(total[r])) + to_float(res[row0 + r]));
+        } else {
+          y[row0 + r] = static_cast<T>(total[r]);
+        }
+      }
     }
   }
 }
