@@ -137,11 +137,13 @@ __device__ __forceinline__ void moe_route(const T* logits, uint32_t* idx, T* sco
 #pragma unroll
     for (int j = 0; j < TOPK; ++j) picked[j] = picked[j] / total;
   } else if constexpr (MODE == 2) {
+    // picked[0] is the largest logit; kept apart, as the loop below overwrites picked[0] first.
+    const float top = picked[0];
     float sum = 0.f;
 #pragma unroll
-    for (int j = 0; j < TOPK; ++j) sum += expf(picked[j] - picked[0]);
+    for (int j = 0; j < TOPK; ++j) sum += expf(picked[j] - top);
 #pragma unroll
-    for (int j = 0; j < TOPK; ++j) picked[j] = expf(picked[j] - picked[0]) / sum;
+    for (int j = 0; j < TOPK; ++j) picked[j] = expf(picked[j] - top) / sum;
   }
 #pragma unroll
   for (int j = 0; j < TOPK; ++j) {
