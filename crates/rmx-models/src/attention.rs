@@ -185,8 +185,12 @@ impl Attention {
             (None, None)
         } else if dims == s.head_dim && !s.output_gate {
             (rope.inv_freq()?, None)
-        } else {
+        } else if s.output_gate {
             (None, rope.inv_freq()?)
+        } else {
+            // A partial rope without the gate (Phi-4-mini's 0.75) would take the same kernel,
+            // but only the gated shape has been checked against mlx-lm on the GPU.
+            (None, None)
         };
         let o_split = match (&tp, split) {
             (Some(tp), Some(h)) => Some(Split::Cols(h.q.scaled(s.head_dim), tp.group())),
