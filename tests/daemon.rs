@@ -526,3 +526,48 @@ fn serve_speculative_is_the_default_of_requests_that_do_not_say() {
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("guessed tokens accepted"), "{stderr}");
 }
+
+/// The daemon's environment as the kernel reports it (what it started with).
+#[cfg(target_os = "linux")]
+fn daemon_env(pid: u32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .unwrap()
+        .split(|b| *b == 0)
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .collect()
+}
+
+/// MLX's CUDA backend keeps the kernels it compiled in `MLX_PTX_CACHE_DIR`, by default under
+/// the temporary folder a reboot empties; rmx points it into the home (rmx_mlx::
+/// runtime_defaults), and a folder the user named wins.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_daemon_keeps_compiled_kernels_in_the_home_unless_told_otherwise() {
+    let model = model();
+    let ours = home();
+    let out = ours
+        .cmd(&["run", &model, "Hi", "--max-tokens", "2"])
+        .env_remove("MLX_PTX_CACHE_DIR")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let pid = ours.daemon_pid().expect("a daemon started");
+    let want = format!(
+        "MLX_PTX_CACHE_DIR={}",
+        ours.home().join("cache/cuda-kernels/mlx-").display()
+    );
+    let env = daemon_env(pid);
+    assert!(
+        env.iter().any(|v| v.starts_with(&want)),
+        "{want} in {env:?}"
+    );
+
+    let theirs = home().with_env("MLX_PTX_CACHE_DIR", "/somewhere/else");
+    theirs.ok(&["run", &model, "Hi", "--max-tokens", "2"]);
+    let pid = theirs.daemon_pid().expect("a daemon started");
+    let env = daemon_env(pid);
+    assert!(
+        env.iter().any(|v| v == "MLX_PTX_CACHE_DIR=/somewhere/else"),
+        "{env:?}"
+    );
+}

@@ -14,7 +14,10 @@ mod tunnel;
 
 fn main() -> std::process::ExitCode {
     quiet_when_the_reader_leaves();
-    rmx_mlx::runtime_defaults();
+    let cache = rmx_store::StoreConfig::from_env()
+        .ok()
+        .map(|c| c.rmx_home.join("cache"));
+    rmx_mlx::runtime_defaults(cache.as_deref());
     commands::dispatch(<cli::Cli as clap::Parser>::parse())
 }
 

@@ -29,9 +29,24 @@ impl Backend {
 /// starts. At 20, measured on the H100 (docs/perf.md row 25), Qwen3-0.6B 4-bit prefill@2K rose
 /// from 139K to 168K tok/s with decode unchanged. Not on macOS: the Metal backend reads the same
 /// variable, with defaults per chip of its own.
-pub fn runtime_defaults() {
-    if cfg!(not(target_os = "macos")) && std::env::var_os("MLX_MAX_OPS_PER_BUFFER").is_none() {
+///
+/// `MLX_PTX_CACHE_DIR`: where MLX's CUDA backend keeps the kernels NVRTC compiled (rmx's and its
+/// own). Its default is under the temporary folder, which a reboot empties, and a model's first
+/// tokens then wait for every kernel to compile again (3-6 minutes for Qwen3.5 or GPT-OSS on an
+/// H100, docs/perf.md session 18). rmx keeps them in `cache_dir/cuda-kernels/mlx-<version>`
+/// (`cache_dir` is `$RMX_HOME/cache`); one folder a machine, as MLX's own is.
+pub fn runtime_defaults(cache_dir: Option<&std::path::Path>) {
+    if cfg!(target_os = "macos") {
+        return;
+    }
+    if std::env::var_os("MLX_MAX_OPS_PER_BUFFER").is_none() {
         std::env::set_var("MLX_MAX_OPS_PER_BUFFER", "20");
+    }
+    if let (None, Some(dir)) = (std::env::var_os("MLX_PTX_CACHE_DIR"), cache_dir) {
+        let kernels = dir
+            .join("cuda-kernels")
+            .join(format!("mlx-{BUILD_MLX_VERSION}"));
+        std::env::set_var("MLX_PTX_CACHE_DIR", kernels);
     }
 }
 
