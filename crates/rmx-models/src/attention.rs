@@ -349,14 +349,15 @@ impl Attention {
             }
             _ => None,
         };
+        let (rotated, traditional) = self.rope.layout();
         QkvRope {
             heads: self.heads,
             kv_heads: self.kv_heads,
             head_dim: self.head_dim,
             norms,
-            traditional: self.rope.layout().1,
+            traditional,
             inv_freq,
-            rotated: self.rope.layout().0,
+            rotated,
             gated: self.output_gate,
         }
     }

@@ -10,7 +10,7 @@ use rmx_mlx::{concatenate, fast, stack, Array, Dtype};
 use crate::cache::LayerCache;
 use crate::config::QuantConfig;
 use crate::error::{ModelError, Result};
-use crate::fastpath::{DeltaStepShape, DeltaStepWeights};
+use crate::fastpath::DeltaStepWeights;
 use crate::layers::{silu, Linear, RmsNorm};
 use crate::weights::Weights;
 
@@ -92,7 +92,7 @@ pub struct GatedDeltaNet {
     kernel: bool,
     /// A decode step runs as one kernel after the joined projection (fastpath::delta_step),
     /// chosen at load.
-    step: Option<DeltaStepShape>,
+    step: bool,
 }
 
 /// What the projections give one chunk of tokens: the convolution's input `[B, S, conv_dim]`,
@@ -118,14 +118,7 @@ impl GatedDeltaNet {
         let lin = |w: &mut Weights, name: &str, out: i32| {
             Linear::load(w, q, &format!("{path}.{name}"), h, out, false)
         };
-        let step_shape = DeltaStepShape {
-            k_heads: s.k_heads,
-            v_heads: s.v_heads,
-            k_dim: s.k_dim,
-            v_dim: s.v_dim,
-            conv_kernel: s.conv_kernel,
-        };
-        let step_fits = crate::fastpath::delta_step_fits(step_shape);
+        let step_fits = crate::fastpath::delta_step_fits(&s);
         let proj = if fused {
             InProj::Fused {
                 qkvz: lin(w, "in_proj_qkvz", 2 * kd + 2 * vd)?,
@@ -162,10 +155,9 @@ impl GatedDeltaNet {
             .negative()?;
         rate.eval()?;
         let norm = w.take(&format!("{path}.norm.weight"), &[s.v_dim])?;
-        let step = (matches!(proj, InProj::Joined(_))
+        let step = matches!(proj, InProj::Joined(_))
             && dt_bias.dtype() == conv.dtype()
-            && norm.dtype() == conv.dtype())
-        .then_some(step_shape);
+            && norm.dtype() == conv.dtype();
         Ok(GatedDeltaNet {
             proj,
             conv,
@@ -228,7 +220,7 @@ impl GatedDeltaNet {
 
     /// Whether a decode step runs as the one step kernel, for `rmx run -v`.
     pub fn uses_step_kernel(&self) -> bool {
-        self.step.is_some()
+        self.step
     }
 
     /// `x + mixer(norm(x))`, advancing `cache`. A decode step on the fast path is three launches:
@@ -240,14 +232,12 @@ impl GatedDeltaNet {
         norm: &RmsNorm,
         cache: &mut LayerCache,
     ) -> Result<Array> {
-        let (Some(shape), InProj::Joined(all), LayerCache::Recurrent(rc)) =
-            (self.step, &self.proj, &mut *cache)
+        // One token a sequence (a decode step) on the step kernel; anything else by `forward`.
+        let (true, InProj::Joined(all), LayerCache::Recurrent(rc), 1) =
+            (self.step, &self.proj, &mut *cache, x.dim(1))
         else {
             return Ok(x.add(&self.forward(&norm.forward(x)?, cache)?)?);
         };
-        if x.dim(1) != 1 {
-            return Ok(x.add(&self.forward(&norm.forward(x)?, cache)?)?);
-        }
         let s = &self.s;
         let b = x.dim(0);
         let proj = all.forward_prenorm(x, norm)?;
@@ -266,7 +256,7 @@ impl GatedDeltaNet {
             norm: &self.norm,
             eps: [s.eps, qk_eps(s.k_dim)],
         };
-        let (y, conv, state) = crate::fastpath::delta_step(&proj, &conv, &state, &weights, shape)?;
+        let (y, conv, state) = crate::fastpath::delta_step(&proj, &conv, &state, &weights, s)?;
         rc.conv = Some(conv);
         rc.state = Some(state);
         rc.offset += 1;

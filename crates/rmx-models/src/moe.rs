@@ -631,10 +631,7 @@ impl SparseMoe {
             return Ok(None);
         }
         let logits = self.router.forward_prenorm(x, norm)?;
-        let (inds, scores) = match crate::moe_kernels::route(&logits, self.top_k, self.routing)? {
-            Some(r) => r,
-            None => self.route(&logits)?,
-        };
+        let (inds, scores) = self.choose(&logits)?;
         let res = match &self.shared {
             Some(s) => {
                 let gate = s.gate.forward_prenorm(x, norm)?.sigmoid()?;
@@ -663,15 +660,7 @@ impl SparseMoe {
 
     fn routed(&self, x: &Array) -> Result<Array> {
         let logits = self.router.forward(x)?;
-        let routed = if self.uses_kernels() {
-            crate::moe_kernels::route(&logits, self.top_k, self.routing)?
-        } else {
-            None
-        };
-        let (inds, scores) = match routed {
-            Some(r) => r,
-            None => self.route(&logits)?,
-        };
+        let (inds, scores) = self.choose(&logits)?;
         if let Some(y) = self.experts.decode_kernel(x, &inds, &scores, None, None)? {
             return Ok(y);
         }
@@ -681,6 +670,17 @@ impl SparseMoe {
             Routing::SoftmaxTopK { .. } => weighted.astype(y.dtype())?,
             Routing::TopKSoftmax => weighted,
         })
+    }
+
+    /// The chosen experts' ids and weights: one token's by the router kernel where the expert
+    /// kernels run (moe_kernels::route), else by `route`.
+    fn choose(&self, logits: &Array) -> Result<(Array, Array)> {
+        if self.uses_kernels() {
+            if let Some(r) = crate::moe_kernels::route(logits, self.top_k, self.routing)? {
+                return Ok(r);
+            }
+        }
+        self.route(logits)
     }
 
     /// The chosen experts' ids and weights by MLX's ops, as mlx-lm routes.

@@ -258,9 +258,6 @@ pub(crate) fn route(
         ],
         init_value: None,
     })?;
-    let mut it = out.into_iter();
-    match (it.next(), it.next()) {
-        (Some(i), Some(s)) => Ok(Some((i, s))),
-        _ => unreachable!("the kernel has two outputs"),
-    }
+    let [idx, scores] = <[Array; 2]>::try_from(out).expect("the kernel has two outputs");
+    Ok(Some((idx, scores)))
 }

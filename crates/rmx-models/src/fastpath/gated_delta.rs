@@ -5,6 +5,7 @@ use rmx_mlx::{Array, Dtype, Launch, TemplateArg};
 
 use super::launch::{consts, kernel, on_device, Spec};
 use super::settings::fast_path;
+use crate::delta_net::DeltaNetShape;
 use crate::error::Result;
 
 const GATED_DELTA: Spec = Spec {
@@ -68,11 +69,8 @@ pub fn gated_delta(
         ],
         init_value: None,
     })?;
-    let mut it = out.into_iter();
-    match (it.next(), it.next()) {
-        (Some(y), Some(s)) => Ok((y, s)),
-        _ => unreachable!("the kernel has two outputs"),
-    }
+    let [y, s] = <[Array; 2]>::try_from(out).expect("the kernel has two outputs");
+    Ok((y, s))
 }
 
 const DELTA_STEP: Spec = Spec {
@@ -91,16 +89,6 @@ const DELTA_STEP: Spec = Spec {
 /// one after another) the H100 decoded the Qwen3.5-9B shape at 234 tok/s (docs/perf.md).
 const STEP_THREADS: i32 = 1024;
 
-/// The shape of a DeltaNet layer as `delta_step` needs it.
-#[derive(Debug, Clone, Copy)]
-pub struct DeltaStepShape {
-    pub k_heads: i32,
-    pub v_heads: i32,
-    pub k_dim: i32,
-    pub v_dim: i32,
-    pub conv_kernel: i32,
-}
-
 /// A DeltaNet layer's weights that `delta_step` reads (besides the joined projection's output).
 pub struct DeltaStepWeights<'a> {
     /// `[channels, kernel, 1]`.
@@ -113,15 +101,14 @@ pub struct DeltaStepWeights<'a> {
     pub eps: [f32; 2],
 }
 
-/// Whether a decode step of a DeltaNet layer of this shape runs as `delta_step` (decided once,
-/// at load, with `RMX_DELTA_STEP`): what `gated_delta` takes, a convolution of 2+ taps, and
-/// heads whose q, k and v fit the block's shared memory.
-pub fn delta_step_fits(s: DeltaStepShape) -> bool {
+/// Whether a decode step of a DeltaNet layer of this shape (already through
+/// `DeltaNetShape::check`: value heads a multiple of key heads) runs as `delta_step` (decided
+/// once, at load, with `RMX_DELTA_STEP`): what `gated_delta` takes, a convolution of 2+ taps,
+/// and heads whose q, k and v fit the block's shared memory.
+pub fn delta_step_fits(s: &DeltaNetShape) -> bool {
     gated_delta_fits(s.k_dim)
         && fast_path().delta_step
         && s.conv_kernel >= 2
-        && s.k_heads > 0
-        && s.v_heads % s.k_heads == 0
         && s.k_dim <= 512
         && (1..=1024).contains(&s.v_dim)
 }
@@ -136,7 +123,7 @@ pub fn delta_step(
     conv: &Array,
     state: &Array,
     w: &DeltaStepWeights,
-    s: DeltaStepShape,
+    s: &DeltaNetShape,
 ) -> Result<(Array, Array, Array)> {
     let b = proj.dim(0);
     let dtype = proj.dtype();
@@ -159,9 +146,6 @@ pub fn delta_step(
         ],
         init_value: None,
     })?;
-    let mut it = out.into_iter();
-    match (it.next(), it.next(), it.next()) {
-        (Some(y), Some(c), Some(st)) => Ok((y, c, st)),
-        _ => unreachable!("the kernel has three outputs"),
-    }
+    let [y, c, st] = <[Array; 3]>::try_from(out).expect("the kernel has three outputs");
+    Ok((y, c, st))
 }

@@ -30,7 +30,7 @@ pub use attention::{
     prefill_heads, qkv_rope, QkvRope, QkvRows,
 };
 pub use gated_delta::{
-    delta_step, delta_step_fits, gated_delta, gated_delta_fits, DeltaStepShape, DeltaStepWeights,
+    delta_step, delta_step_fits, gated_delta, gated_delta_fits, DeltaStepWeights,
 };
 pub use gemv::{dequant_prefill, qgemv, rows, Epilogue};
 pub(crate) use launch::{consts, kernel, on_device, pos_array, Spec};
