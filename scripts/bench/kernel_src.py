@@ -8,8 +8,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 KERNELS = ROOT / "crates/rmx-models/src/kernels"
 # kernel_source.rs's SECTIONS (their order) and SECTION_USES
 SECTIONS = ["common", "qgemv", "qkv_rope", "attn", "swiglu", "layer", "layer_rows", "gated_delta",
-            "moe"]
-SECTION_USES = {("moe", "qgemv"), ("layer_rows", "layer")}
+            "moe", "layer_delta"]
+SECTION_USES = {("moe", "qgemv"), ("layer_rows", "layer"), ("layer_delta", "layer"),
+                ("layer_delta", "gated_delta")}
 SPLITS = 64  # decode_layer.rs's SPLITS, the kernel's SMAX
 
 
@@ -43,3 +44,15 @@ def layer_shared_bytes(hid, h, d, f, bits):
     """The layer kernel's dynamic shared memory in bytes (decode_layer.rs's shared_bytes)."""
     k = max(hid, h * d, f)
     return 4 * (k + k // (128 // bits) + 32)
+
+
+def delta_layout(hid, hk, hv, dk, dv, f):
+    """The DeltaNet layer kernel's scratch offsets as template values, and the scratch size in
+    floats (decode_layer/delta.rs's scratch_layout)."""
+    lines = lambda n: (n + 31) // 32 * 32
+    p = 2 * hk * dk + 2 * hv * dv + 2 * hv
+    o_y = lines(p // 2)
+    o_h = o_y + lines(hv * dv // 2)
+    o_act = o_h + lines(hid // 2)
+    o_x = o_act + lines(f // 2)
+    return dict(O_Y=o_y, O_H=o_h, O_ACT=o_act, O_X=o_x), o_x + lines(hid // 2)

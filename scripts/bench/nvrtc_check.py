@@ -16,7 +16,7 @@ import pathlib
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from kernel_src import layer_layout, section
+from kernel_src import delta_layout, layer_layout, section
 
 FOUND = glob.glob(f"{sys.prefix}/lib/python3*/site-packages/nvidia/cuda_nvrtc")
 if not FOUND:
@@ -175,14 +175,15 @@ PER_LAYER = ["wq", "sq", "bq", "wo", "so", "bo", "wg", "sg", "bg", "wd", "sd", "
 LAYER_T = {"wq": "uint32_t", "wo": "uint32_t", "wg": "uint32_t", "wd": "uint32_t"}
 
 
-def layers_kernel(nl):
+def layers_kernel(nl, mlp="true"):
     ins = [("T", "x"), ("float", "inv_freq"), ("int32_t", "pos"), ("float", "par"), ("uint32_t", "bar")]
     ins += [(LAYER_T.get(p, "T"), f"{p}{i}") for i in range(nl) for p in PER_LAYER]
     body = f"__shared__ rmx::LayerPtrs<T> tab[{nl}];\nif (threadIdx.x == 0) {{\n"
     for i in range(nl):
         body += f"  tab[{i}] = rmx::LayerPtrs<T>{{{', '.join(f'{p}{i}' for p in PER_LAYER)}}};\n"
     body += ("}\n__syncthreads();\nrmx::decode_layers<T, BITS, G, HID, H, KV, D, F, QKNORM, TRADITIONAL, NT, "
-             f"SMAX, O_ML, O_PART, O_ATT, O_H, O_ACT, O_X, IDOT>(x, tab, {nl}, inv_freq, pos, par, bar, y, scratch);")
+             f"SMAX, O_ML, O_PART, O_ATT, O_H, O_ACT, O_X, IDOT, {mlp}>(x, tab, {nl}, inv_freq, pos, par, bar, y, "
+             "scratch);")
     return ins, body
 
 
@@ -191,6 +192,43 @@ KERNELS.append(("layer", _ins, ["y", ("float", "scratch")], _body,
                 dict(BITS=4, G=64, HID=1024, H=16, KV=8, D=128, F=3072, QKNORM="true",
                      TRADITIONAL="false", NT=512, **layer_layout(1024, 16, 8, 128, 3072)[0], IDOT="true")))
 
+# A MoE layer's attention half (the experts run after the launch), at Qwen3-30B-A3B's shape.
+_ins, _body = layers_kernel(1, mlp="false")
+KERNELS.append(("layer", _ins, ["y", ("float", "scratch")], _body,
+                dict(BITS=4, G=64, HID=2048, H=32, KV=4, D=128, F=0, QKNORM="true",
+                     TRADITIONAL="false", NT=512, **layer_layout(2048, 32, 4, 128, 0)[0], IDOT="true")))
+
+# Consecutive DeltaNet layers (decode_layer/delta.rs), at Qwen3.5-9B's and -27B's shapes.
+PER_DELTA = ["wi", "si", "bi", "wo", "so", "bo", "wg", "sg", "bg", "wd", "sd", "bd", "n1", "n2", "cw", "dtb",
+             "rate", "nw", "cvin", "stin"]
+DELTA_T = {"wi": "uint32_t", "wo": "uint32_t", "wg": "uint32_t", "wd": "uint32_t", "rate": "float",
+           "stin": "float"}
+
+
+def delta_kernel(nl, mlp="true"):
+    ins = [("T", "x"), ("float", "par"), ("uint32_t", "bar")]
+    ins += [(DELTA_T.get(p, "T"), f"{p}{i}") for i in range(nl) for p in PER_DELTA]
+    outs = ["y", ("float", "scratch")]
+    for i in range(nl):
+        outs += [f"cvout{i}", ("float", f"stout{i}")]
+    body = f"__shared__ rmx::DeltaPtrs<T> tab[{nl}];\nif (threadIdx.x == 0) {{\n"
+    for i in range(nl):
+        names = [f"{p}{i}" for p in PER_DELTA] + [f"cvout{i}", f"stout{i}"]
+        body += f"  tab[{i}] = rmx::DeltaPtrs<T>{{{', '.join(names)}}};\n"
+    body += ("}\n__syncthreads();\nrmx::decode_delta_layers<T, BITS, G, HID, HK, HV, DK, DV, KC, F, NT, O_Y, O_H, "
+             f"O_ACT, O_X, IDOT, {mlp}>(x, tab, {nl}, par, bar, y, scratch);")
+    return ins, outs, body
+
+
+# And a MoE hybrid's DeltaNet half (Qwen3.5-35B-A3B: the experts run after the launch).
+for bits, hid, hv, f, idot, nl, mlp in ((4, 4096, 32, 12288, "true", 3, "true"),
+                                        (8, 5120, 48, 17408, "false", 3, "true"),
+                                        (4, 2048, 32, 0, "true", 1, "false")):
+    _ins, _outs, _body = delta_kernel(nl, mlp)
+    KERNELS.append(("layer_delta", _ins, _outs, _body,
+                    dict(BITS=bits, G=64, HID=hid, HK=16, HV=hv, DK=128, DV=128, KC=4, F=f, NT=512,
+                         **delta_layout(hid, 16, hv, 128, 128, f)[0], IDOT=idot)))
+
 
 # A batch's decode step through the same layers (decode_layer.rs's rows_body()): one kernel for
 # any number of rows, its scratch offsets in pos.
@@ -198,7 +236,7 @@ def rows_kernel(nl):
     ins, body = layers_kernel(nl)
     ins = ins[:3] + [("int32_t", "pads")] + ins[3:]
     body = body.replace("rmx::decode_layers<", "rmx::decode_layers_rows<").replace(
-        "SMAX, O_ML, O_PART, O_ATT, O_H, O_ACT, O_X, IDOT>", "SMAX, MR>").replace(
+        "SMAX, O_ML, O_PART, O_ATT, O_H, O_ACT, O_X, IDOT, true>", "SMAX, MR>").replace(
         "inv_freq, pos, par,", "inv_freq, pos, pads, par,")
     return ins, body
 

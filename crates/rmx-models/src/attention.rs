@@ -507,9 +507,13 @@ pub(crate) struct AttnParts<'a> {
 }
 
 impl Attention {
-    /// `None` unless the projections are bias-free quantized (QKV fused) and the rope covers
-    /// the whole head.
+    /// `None` unless the projections are bias-free quantized (QKV fused), the rope covers
+    /// the whole head, and there is no output gate or sink column (which the layer kernel does
+    /// not compute).
     pub(crate) fn decode_parts(&self) -> Option<AttnParts<'_>> {
+        if self.output_gate || self.sinks.is_some() {
+            return None;
+        }
         let Qkv::Fused {
             qkv:
                 Linear::Quant {

@@ -7,6 +7,11 @@
 //! each; one launch per layer still left ~3.5 µs between kernels (Qwen3-0.6B 4-bit decode:
 //! 733-800 tok/s with one layer a launch, 1,114-1,160 with 8 or 32; docs/perf.md).
 //!
+//! The same phases serve the layer seam's other compositions (`OneLaunch`): a MoE layer's
+//! attention half (three phases, its experts after the launch), and Gated DeltaNet layers
+//! (delta.rs: the joined input projection, the step, the out projection, then the MLP or, in a
+//! MoE hybrid, the experts after the launch).
+//!
 //! The grid is one 512-thread block per SM (asked of the driver). The phases hand out their
 //! work as tickets that running blocks claim (the kernel's `Tickets`), so the kernel does not
 //! need every block resident at once: two models decoding on two streams, each holding part of
@@ -29,9 +34,30 @@ use crate::cache::{AttnMask, LayerCache};
 use crate::decoder_layer::DecoderLayer;
 use crate::error::Result;
 use crate::fastpath::{self, consts, fast_path, pos_array, QkvRope};
+use crate::feed_forward::FeedForward;
 use crate::kernel_source;
 
+mod delta;
 mod rows;
+
+/// How a decode step runs a layer in one launch of the layer kernel, decided at load
+/// (`fits`). A layer that fits none runs MLX's ops and rmx's per-op kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct OneLaunch {
+    /// The mixer is Gated DeltaNet (kernels/layer_delta.cuh, Qwen3.5), else attention
+    /// (kernels/layer.cuh: Llama, Qwen3, Qwen3-MoE).
+    pub delta: bool,
+    /// The dense MLP runs in the launch. Without it the launch is the mixer half of a MoE layer,
+    /// one layer a launch, and the experts (moe_kernels.rs) run after it.
+    pub mlp: bool,
+}
+
+impl OneLaunch {
+    /// Whether consecutive layers of this kind share a launch.
+    pub(crate) fn groups(self) -> bool {
+        self.mlp
+    }
+}
 
 // Threads per block: 16 warps per SM keep the weight loads in flight, and 512 threads leave each
 // up to 128 registers (ptxas: 96 today), so one block always fits an SM. 1,024 threads (measured
@@ -58,15 +84,17 @@ const PER_LAYER: [&str; 18] = [
 ];
 const SHARED_INPUTS: [&str; 5] = ["x", "inv_freq", "pos", "par", "bar"];
 
+/// A launch's kernel: (layers, shared memory bytes, batch rows, with the MLP).
+type KernelKey = (usize, i32, bool, bool);
+
 thread_local! {
     // The kernel's counters (`COUNTERS` words): zero once, then left at zero by every launch.
     // Per engine thread, like the model whose layers use it.
     static COUNTER_ARRAY: RefCell<Option<Array>> = const { RefCell::new(None) };
-    // The kernel for n layers a launch, by (n, shared memory bytes, batch rows).
-    static KERNELS: RefCell<HashMap<(usize, i32, bool), Rc<Kernel>>> = RefCell::new(HashMap::new());
+    static KERNELS: RefCell<HashMap<KernelKey, Rc<Kernel>>> = RefCell::new(HashMap::new());
 }
 
-fn counters() -> Result<Array> {
+pub(super) fn counters() -> Result<Array> {
     COUNTER_ARRAY.with(|b| {
         if let Some(a) = &*b.borrow() {
             return Ok(a.clone());
@@ -104,10 +132,11 @@ fn body(n: usize, call: &str) -> String {
     b
 }
 
-/// The launch's kernel: n layers, for one sequence or (`rows`) a batch's rows.
-fn kernel(n: usize, shared_memory: i32, rows: bool) -> Result<Rc<Kernel>> {
+/// The launch's kernel: n layers, for one sequence or (`rows`) a batch's rows; without the MLP
+/// phases where `mlp` is false (one sequence only).
+fn kernel(n: usize, shared_memory: i32, rows: bool, mlp: bool) -> Result<Rc<Kernel>> {
     KERNELS.with(|ks| {
-        if let Some(k) = ks.borrow().get(&(n, shared_memory, rows)) {
+        if let Some(k) = ks.borrow().get(&(n, shared_memory, rows, mlp)) {
             return Ok(k.clone());
         }
         let (names, body, name, section) = if rows {
@@ -120,15 +149,15 @@ fn kernel(n: usize, shared_memory: i32, rows: bool) -> Result<Rc<Kernel>> {
         } else {
             let call = format!(
                 "rmx::decode_layers<T, BITS, G, HID, H, KV, D, F, QKNORM, TRADITIONAL, NT, SMAX, \
-                 O_ML, O_PART, O_ATT, O_H, O_ACT, O_X, IDOT>(x, tab, {n}, inv_freq, pos, par, bar, \
-                 y, scratch);"
+                 O_ML, O_PART, O_ATT, O_H, O_ACT, O_X, IDOT, {mlp}>(x, tab, {n}, inv_freq, pos, par, \
+                 bar, y, scratch);"
             );
-            (
-                input_names(&SHARED_INPUTS, n),
-                body(n, &call),
-                format!("rmx_decode_layers{n}"),
-                "layer",
-            )
+            let name = if mlp {
+                format!("rmx_decode_layers{n}")
+            } else {
+                format!("rmx_decode_attention{n}")
+            };
+            (input_names(&SHARED_INPUTS, n), body(n, &call), name, "layer")
         };
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         let k = Rc::new(Kernel::with_shared_memory(
@@ -140,7 +169,7 @@ fn kernel(n: usize, shared_memory: i32, rows: bool) -> Result<Rc<Kernel>> {
             &kernel_source::header(section),
             shared_memory,
         )?);
-        ks.borrow_mut().insert((n, shared_memory, rows), k.clone());
+        ks.borrow_mut().insert((n, shared_memory, rows, mlp), k.clone());
         Ok(k)
     })
 }
@@ -176,6 +205,8 @@ struct Shape {
     ffn: i32,
     qk_norm: bool,
     traditional: bool,
+    /// The layer's dense MLP runs in the launch (false: its experts run after it, `ffn` is 0).
+    mlp: bool,
     // eps, q/k norm eps and the attention scale, as bits: the launch passes one set.
     par: [u32; 3],
 }
@@ -189,17 +220,27 @@ struct Prepared<'a> {
     par: [f32; 3],
 }
 
+/// A layer's dense MLP as the kernel reads it (fused `[gate; up]`, down, hidden size): `Some(None)`
+/// for a MoE layer, whose experts run after the launch; `None` for an MLP the kernel cannot run.
+type MlpParts<'a> = Option<([(&'a Quantized, QuantSpec); 2], i32)>;
+
+fn mlp_parts(layer: &DecoderLayer) -> Option<MlpParts<'_>> {
+    match &layer.ffn {
+        FeedForward::Dense(m) => Some(Some((m.decode_parts()?, m.hidden()))),
+        FeedForward::Moe(_) => Some(None),
+    }
+}
+
 /// `layer`'s parts for the kernel, or `None` when it does not apply to it (unfused or biased or
-/// mixed quantization, odd sizes, too many heads).
+/// mixed quantization, odd sizes, too many heads). A MoE layer's parts are its attention half's
+/// (`Shape::mlp` false).
 fn prepare(layer: &DecoderLayer, dtype: Dtype) -> Option<Prepared<'_>> {
-    let mlp = layer.ffn.dense()?;
-    let (a, [gu, down]) = (
-        layer.mixer.attention()?.decode_parts()?,
-        mlp.decode_parts()?,
-    );
+    let mlp = mlp_parts(layer)?;
+    let a = layer.mixer.attention()?.decode_parts()?;
     let (qkv, o, rope) = (a.qkv, a.o, a.rope);
     let (h, kvh, d) = (rope.heads, rope.kv_heads, rope.head_dim);
-    let f = mlp.hidden();
+    // Without the MLP its four tensors are never read: the attention's stand in for them.
+    let ([gu, down], f) = mlp.unwrap_or(([qkv, o], 0));
     let spec = qkv.1;
     let (n1, eps) = layer.input_norm.parts();
     let (n2, eps2) = layer.post_norm.parts();
@@ -218,7 +259,7 @@ fn prepare(layer: &DecoderLayer, dtype: Dtype) -> Option<Prepared<'_>> {
         || eps != eps2
         || n1.dtype() != dtype
         || n2.dtype() != dtype
-        || gu.0.weight.dim(0) != 2 * f
+        || (mlp.is_some() && gu.0.weight.dim(0) != 2 * f)
         || qkv.0.weight.dim(0) != (h + 2 * kvh) * d
         || h > MAX_HEADS
     {
@@ -257,6 +298,7 @@ fn prepare(layer: &DecoderLayer, dtype: Dtype) -> Option<Prepared<'_>> {
         ffn: f,
         qk_norm: rope.norms.is_some(),
         traditional: rope.traditional,
+        mlp: mlp.is_some(),
         par: par.map(f32::to_bits),
     };
     Some(Prepared {
@@ -267,31 +309,49 @@ fn prepare(layer: &DecoderLayer, dtype: Dtype) -> Option<Prepared<'_>> {
     })
 }
 
-/// Whether the one-launch kernel can run `layer` (CUDA, and `prepare` takes it in the dtype
-/// of its norms, which is the dtype its activations have): decided once, at load.
-pub(crate) fn fits(layer: &DecoderLayer) -> bool {
-    fast_path().layer_blocks.is_some()
-        && prepare(layer, layer.input_norm.parts().0.dtype()).is_some()
+/// How the one-launch kernel runs `layer`, if it can (CUDA, and `prepare` or `delta::prepare`
+/// takes it in the dtype of its norms, which is the dtype its activations have): decided once,
+/// at load.
+pub(crate) fn fits(layer: &DecoderLayer) -> Option<OneLaunch> {
+    fast_path().layer_blocks?;
+    let dtype = layer.input_norm.parts().0.dtype();
+    let mlp = if layer.mixer.is_recurrent() {
+        delta::prepare(layer, dtype)?.mlp()
+    } else {
+        prepare(layer, dtype)?.shape.mlp
+    };
+    Some(OneLaunch {
+        delta: layer.mixer.is_recurrent(),
+        mlp,
+    })
 }
 
-/// `x + mlp(x + attention(x))` of one token through the one-launch kernel; `None` when it does
-/// not apply, and nothing has changed then.
+/// One token through `layer` with the one-launch kernel: the whole layer, or (a MoE layer) its
+/// mixer half and then its experts; `None` when it does not apply, and nothing has
+/// changed then.
 pub(crate) fn forward(
     layer: &DecoderLayer,
     x: &Array,
     mask: &AttnMask,
     cache: &mut LayerCache,
 ) -> Result<Option<Array>> {
-    forward_group(
+    let h = forward_group(
         std::slice::from_ref(layer),
         x,
         mask,
         std::slice::from_mut(cache),
-    )
+    )?;
+    match (h, layer.one_launch) {
+        (Some(h), Some(OneLaunch { mlp: false, .. })) => {
+            Ok(Some(layer.ffn.forward_prenorm(&h, &layer.post_norm)?))
+        }
+        (h, _) => Ok(h),
+    }
 }
 
-/// One token through consecutive `layers` (at most 32) in one launch; `None` when the kernel
-/// does not apply to all of them alike (not CUDA, not one token of full-attention caches at the
+/// One token through consecutive `layers` (at most 32) of one `OneLaunch` kind in one launch
+/// (of a MoE layer: through its mixer half, one layer); `None` when the kernel does not
+/// apply to all of them alike (not CUDA, not one token of full-attention caches at the
 /// same step, different shapes; see `prepare`), and nothing has changed then. Any context
 /// length: measured on the H100 (Qwen3-0.6B 4-bit, 2,048 positions), this kernel decodes at
 /// 865 tok/s where the per-op path with MLX's attention, which took contexts past 1,024 before,
@@ -316,6 +376,9 @@ pub(crate) fn forward_group(
     let hid = x.dim(-1);
     if n == 0 || n > MAX_LAYERS || caches.len() != n || !matches!(dtype, Dtype::Bf16 | Dtype::F16) {
         return Ok(None);
+    }
+    if layers[0].mixer.is_recurrent() {
+        return delta::forward_group(layers, x, caches, blocks);
     }
     if let LayerCache::Batch(_) = &caches[0] {
         return rows::forward(layers, x, caches, blocks);
@@ -346,6 +409,7 @@ pub(crate) fn forward_group(
         .all(|c| matches!(c, LayerCache::Full(kv) if (kv.offset, kv.capacity()) == step));
     if s.hid != hid
         || !same_step
+        || (!s.mlp && n > 1)
         || prepared.iter().any(|p| p.shape != s)
         || !fastpath::attention_heads_fit(&first.rope, dtype)
     {
@@ -364,7 +428,7 @@ pub(crate) fn forward_group(
     let bar = counters()?;
     let (h, kvh, d, f) = (s.heads, s.kv_heads, s.head_dim, s.ffn);
     let lay = scratch_layout(hid, h, kvh, d, f);
-    let kernel = kernel(n, shared_bytes(hid, h, d, f, s.spec.bits), false)?;
+    let kernel = kernel(n, shared_bytes(hid, h, d, f, s.spec.bits), false, s.mlp)?;
     let mut inputs: Vec<&Array> = vec![x, first.rope.inv_freq, &pos, &par, &bar];
     for (p, (keys, values, _)) in prepared.iter().zip(&slots) {
         inputs.extend(p.tensors);

@@ -6,6 +6,7 @@
 use rmx_mlx::Array;
 
 use crate::cache::{AttnMask, LayerCache};
+use crate::decode_layer::OneLaunch;
 use crate::error::Result;
 use crate::feed_forward::FeedForward;
 use crate::layers::RmsNorm;
@@ -18,10 +19,10 @@ pub(crate) struct DecoderLayer {
     pub ffn: FeedForward,
     pub input_norm: RmsNorm,
     pub post_norm: RmsNorm,
-    /// Chosen at load: a decode step of this layer runs as one launch of the CUDA layer kernel
-    /// (decode_layer.rs), which takes bias-free 4/8-bit affine dense layers; otherwise MLX's ops
+    /// Chosen at load: how a decode step of this layer runs as one launch of the CUDA layer
+    /// kernel (decode_layer.rs), which takes bias-free 4/8-bit affine layers; `None`: MLX's ops
     /// and rmx's per-op kernels.
-    pub one_launch: bool,
+    pub one_launch: Option<OneLaunch>,
 }
 
 impl DecoderLayer {
@@ -31,7 +32,7 @@ impl DecoderLayer {
             ffn,
             input_norm,
             post_norm,
-            one_launch: false,
+            one_launch: None,
         }
     }
 
@@ -48,10 +49,11 @@ impl DecoderLayer {
     /// says so at the end.
     pub fn describe(&self, sliding: bool) -> String {
         let layer = format!("{} + {}", self.mixer.kind(sliding), self.ffn.kind());
-        if self.one_launch {
-            format!("{layer} (one CUDA launch)")
-        } else {
-            layer
+        match self.one_launch {
+            Some(OneLaunch { mlp: true, .. }) => format!("{layer} (one CUDA launch)"),
+            Some(OneLaunch { delta: true, .. }) => format!("{layer} (DeltaNet in one CUDA launch)"),
+            Some(_) => format!("{layer} (attention in one CUDA launch)"),
+            None => layer,
         }
     }
 }

@@ -5,6 +5,7 @@
 //! `gated_delta.py` reference recurrence (`gated_delta_ops`), which is what mlx-lm runs off
 //! Metal; its Metal kernel computes the same rule.
 
+use rmx_mlx::quant::{QuantSpec, Quantized};
 use rmx_mlx::{concatenate, fast, stack, Array, Dtype};
 
 use crate::cache::LayerCache;
@@ -27,13 +28,13 @@ pub struct DeltaNetShape {
 }
 
 impl DeltaNetShape {
-    fn key_dim(&self) -> i32 {
+    pub(crate) fn key_dim(&self) -> i32 {
         self.k_heads * self.k_dim
     }
-    fn value_dim(&self) -> i32 {
+    pub(crate) fn value_dim(&self) -> i32 {
         self.v_heads * self.v_dim
     }
-    fn conv_dim(&self) -> i32 {
+    pub(crate) fn conv_dim(&self) -> i32 {
         2 * self.key_dim() + self.value_dim()
     }
 
@@ -76,6 +77,21 @@ enum InProj {
         qkvz: Linear,
         ba: Linear,
     },
+}
+
+/// A DeltaNet layer's tensors for the one-launch layer kernel (`GatedDeltaNet::decode_parts`).
+pub(crate) struct DeltaParts<'a> {
+    /// The joined `[qkv | z | b | a]` input projection.
+    pub proj: (&'a Quantized, QuantSpec),
+    pub out: (&'a Quantized, QuantSpec),
+    /// `[conv_dim, kernel, 1]`.
+    pub conv: &'a Array,
+    pub dt_bias: &'a Array,
+    /// `-exp(A_log)`, float32.
+    pub rate: &'a Array,
+    pub norm: &'a Array,
+    pub shape: DeltaNetShape,
+    pub qk_eps: f32,
 }
 
 pub struct GatedDeltaNet {
@@ -210,6 +226,38 @@ impl GatedDeltaNet {
                     a: pba[1].reshape(&[b_, l, s.v_heads])?,
                 }
             }
+        })
+    }
+
+    /// What the one-launch layer kernel reads of this mixer (decode_layer/delta.rs): `None`
+    /// unless a decode step takes the step kernel (so the projections are joined) and both
+    /// projections are bias-free quantized.
+    pub(crate) fn decode_parts(&self) -> Option<DeltaParts<'_>> {
+        let (
+            true,
+            InProj::Joined(Linear::Quant {
+                q: proj,
+                spec: proj_spec,
+                bias: None,
+            }),
+            Linear::Quant {
+                q: out,
+                spec: out_spec,
+                bias: None,
+            },
+        ) = (self.step, &self.proj, &self.out)
+        else {
+            return None;
+        };
+        Some(DeltaParts {
+            proj: (proj, *proj_spec),
+            out: (out, *out_spec),
+            conv: &self.conv,
+            dt_bias: &self.dt_bias,
+            rate: &self.rate,
+            norm: &self.norm,
+            shape: self.s,
+            qk_eps: qk_eps(self.s.k_dim),
         })
     }
 

@@ -36,13 +36,6 @@ impl FeedForward {
         }
     }
 
-    pub fn dense(&self) -> Option<&Mlp> {
-        match self {
-            FeedForward::Dense(m) => Some(m),
-            FeedForward::Moe(_) => None,
-        }
-    }
-
     /// For `rmx run -v`: "dense", "moe", or "moe (CUDA expert kernels)" where a decode step
     /// takes rmx's MoE kernels (moe_kernels.rs).
     pub fn kind(&self) -> &'static str {

@@ -14,10 +14,16 @@ const SECTIONS: &[(&str, &str)] = &[
     ("layer_rows", include_str!("kernels/layer_rows.cuh")),
     ("gated_delta", include_str!("kernels/gated_delta.cuh")),
     ("moe", include_str!("kernels/moe.cuh")),
+    ("layer_delta", include_str!("kernels/layer_delta.cuh")),
 ];
 
 /// Sections built on another's helpers: (section, the section it uses).
-const SECTION_USES: &[(&str, &str)] = &[("moe", "qgemv"), ("layer_rows", "layer")];
+const SECTION_USES: &[(&str, &str)] = &[
+    ("moe", "qgemv"),
+    ("layer_rows", "layer"),
+    ("layer_delta", "layer"),
+    ("layer_delta", "gated_delta"),
+];
 
 /// The NVRTC header for kernels of one section: "common", the sections it uses, and its own,
 /// without comment lines. Ends in a newline: MLX appends its own source after a header, and a

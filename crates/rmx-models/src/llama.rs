@@ -76,7 +76,7 @@ fn forward_layer(
     mask: &AttnMask,
     cache: &mut LayerCache,
 ) -> Result<Array> {
-    if layer.one_launch {
+    if layer.one_launch.is_some() {
         if let Some(y) = decode_layer::forward(layer, x, mask, cache)? {
             return Ok(y);
         }
@@ -412,10 +412,14 @@ impl CausalLm for Llama {
                 (Some(m), true) => m,
                 _ => &fa_mask,
             };
-            // A decode step runs up to `group` consecutive full-attention layers in one launch
-            // of the layer kernel where it applies (decode_layer.rs); otherwise layer by layer.
+            // A decode step runs up to `group` consecutive full-attention (or DeltaNet) layers
+            // of one kind in one launch of the layer kernel where it applies (decode_layer.rs);
+            // otherwise layer by layer.
+            let kind = self.layers[i].one_launch.filter(|k| k.groups());
             let end = (i..self.layers.len().min(i + group))
-                .take_while(|&j| !self.sliding[j] && self.layers[j].one_launch)
+                .take_while(|&j| {
+                    kind.is_some() && !self.sliding[j] && self.layers[j].one_launch == kind
+                })
                 .last()
                 .map_or(i, |j| j + 1);
             if n == 1 && end > i + 1 {

@@ -96,6 +96,7 @@ pub(super) fn forward(
         .iter()
         .all(|c| matches!(c, LayerCache::Batch(b) if b.slot_state() == step));
     if n > MAX_LAYERS
+        || !s.mlp
         || s.hid != hid
         || step.2 != rows as usize
         || !same_step
@@ -137,7 +138,7 @@ pub(super) fn forward(
     )?)?;
     let par = consts(&first.par)?;
     let bar = counters()?;
-    let kernel = kernel(n, shared, true)?;
+    let kernel = kernel(n, shared, true, true)?;
     let mut inputs: Vec<&Array> = vec![x, first.rope.inv_freq, &pos, &pads, &par, &bar];
     for (p, (keys, values, _, _)) in prepared.iter().zip(&slots) {
         inputs.extend(p.tensors);

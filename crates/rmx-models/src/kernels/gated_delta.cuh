@@ -68,6 +68,17 @@ __device__ __forceinline__ float round_to(float x) {
   return to_float(static_cast<T>(x));
 }
 
+// One element of the projection: through L2 (CG) where another block of the same launch wrote
+// it (the layer kernel's in-projection phase), as a plain load where an earlier launch did.
+template <bool CG, typename T>
+__device__ __forceinline__ float proj_at(const T* p) {
+  if constexpr (CG) {
+    return to_float(__ldcg(p));
+  } else {
+    return to_float(*p);
+  }
+}
+
 // A Gated DeltaNet layer's decode step (one token per sequence) after its joined input
 // projection, in one launch. What mlx-lm's qwen3_5.py runs as ~25 ops: the causal convolution
 // over the cached inputs and this token's (with SiLU), the new convolution cache, q and k
@@ -83,18 +94,20 @@ __device__ __forceinline__ float round_to(float x) {
 // block norms the head's output.
 // The q/k channels of the convolution cache are written by the first value head of their key
 // head, the v channels by their own.
-template <typename T, typename W, int Dk, int Dv, int Hk, int Hv, int K, int NT>
-__device__ __forceinline__ void delta_step(const T* proj, const T* conv_in, const W* conv_w,
+// delta_head is sequence x value head n's share, which every thread of the block calls: the
+// standalone kernel's block n (delta_step), or a ticket of the layer kernel's DeltaNet phase
+// (kernels/layer_delta.cuh), which reads proj through L2 (CG: another block wrote it).
+template <typename T, typename W, int Dk, int Dv, int Hk, int Hv, int K, int NT, bool CG>
+__device__ __forceinline__ void delta_head(int n, const T* proj, const T* conv_in, const W* conv_w,
                                            const W* dt_bias, const float* rate, const W* norm_w,
-                                           const float* state_in, const float* eps, T* y,
-                                           T* conv_out, float* state_out) {
+                                           const float* state_in, float eps_norm, float eps_qk,
+                                           T* y, T* conv_out, float* state_out) {
   constexpr int C = 2 * Hk * Dk + Hv * Dv;
   constexpr int P = C + Hv * Dv + 2 * Hv;
   constexpr int NW = NT / 32;
   constexpr int NP = Dk / 32;
   __shared__ float sq[Dk], sk[Dk], sv[Dv], sy[Dv], red[3];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int n = blockIdx.z;
   const int b = n / Hv, hv = n % Hv, hk = hv / (Hv / Hk);
   const T* pr = proj + static_cast<size_t>(b) * P;
   const T* ci = conv_in + static_cast<size_t>(b) * (K - 1) * C;
@@ -108,8 +121,8 @@ __device__ __forceinline__ void delta_step(const T* proj, const T* conv_in, cons
 #pragma unroll
     for (int j = 0; j < K - 1; ++j)
       acc = fmaf(to_float(ci[static_cast<size_t>(j) * C + c]), to_float(conv_w[c * K + j]), acc);
-    const T xin = pr[c];
-    acc = fmaf(to_float(xin), to_float(conv_w[c * K + K - 1]), acc);
+    const float xin = proj_at<CG>(pr + c);
+    acc = fmaf(xin, to_float(conv_w[c * K + K - 1]), acc);
     const float o = round_to<T>(acc);
     const float act = round_to<T>(o * round_to<T>(1.f / (1.f + __expf(-o))));
     if (i < Dk) sq[i] = act;
@@ -119,7 +132,7 @@ __device__ __forceinline__ void delta_step(const T* proj, const T* conv_in, cons
 #pragma unroll
       for (int j = 0; j + 1 < K - 1; ++j)
         co[static_cast<size_t>(j) * C + c] = ci[static_cast<size_t>(j + 1) * C + c];
-      co[static_cast<size_t>(K - 2) * C + c] = xin;
+      co[static_cast<size_t>(K - 2) * C + c] = static_cast<T>(xin);
     }
   }
   __syncthreads();
@@ -132,7 +145,7 @@ __device__ __forceinline__ void delta_step(const T* proj, const T* conv_in, cons
   }
   __syncthreads();
   const float inv = rsqrtf(static_cast<float>(Dk));
-  const float rq = rsqrtf(red[0] / Dk + eps[1]), rk = rsqrtf(red[1] / Dk + eps[1]);
+  const float rq = rsqrtf(red[0] / Dk + eps_qk), rk = rsqrtf(red[1] / Dk + eps_qk);
   const float q_scale = round_to<T>(inv * inv), k_scale = round_to<T>(inv);
   float qv[NP], kv[NP];
 #pragma unroll
@@ -140,8 +153,8 @@ __device__ __forceinline__ void delta_step(const T* proj, const T* conv_in, cons
     qv[i] = round_to<T>(round_to<T>(sq[NP * lane + i] * rq) * q_scale);
     kv[i] = round_to<T>(round_to<T>(sk[NP * lane + i] * rk) * k_scale);
   }
-  const float beta = round_to<T>(1.f / (1.f + __expf(-to_float(pr[C + Hv * Dv + hv]))));
-  const float ab = round_to<T>(to_float(pr[C + Hv * Dv + Hv + hv]) + to_float(dt_bias[hv]));
+  const float beta = round_to<T>(1.f / (1.f + __expf(-proj_at<CG>(pr + C + Hv * Dv + hv))));
+  const float ab = round_to<T>(proj_at<CG>(pr + C + Hv * Dv + Hv + hv) + to_float(dt_bias[hv]));
   const float soft = round_to<T>(fmaxf(ab, 0.f) + log1pf(__expf(-fabsf(ab))));
   const float g = __expf(rate[hv] * soft);
   const size_t head = static_cast<size_t>(n) * Dv * Dk;
@@ -189,13 +202,23 @@ __device__ __forceinline__ void delta_step(const T* proj, const T* conv_in, cons
     if (lane == 0) red[2] = acc;
   }
   __syncthreads();
-  const float r = rsqrtf(red[2] / Dv + eps[0]);
+  const float r = rsqrtf(red[2] / Dv + eps_norm);
   for (int d = tid; d < Dv; d += NT) {
     const float normed = round_to<T>(round_to<T>(sy[d] * r) * to_float(norm_w[d]));
-    const float z = to_float(pr[C + hv * Dv + d]);
+    const float z = proj_at<CG>(pr + C + hv * Dv + d);
     const float gate = z / (1.f + __expf(-z));
     y[static_cast<size_t>(b) * Hv * Dv + hv * Dv + d] = static_cast<T>(gate * normed);
   }
+}
+
+template <typename T, typename W, int Dk, int Dv, int Hk, int Hv, int K, int NT>
+__device__ __forceinline__ void delta_step(const T* proj, const T* conv_in, const W* conv_w,
+                                           const W* dt_bias, const float* rate, const W* norm_w,
+                                           const float* state_in, const float* eps, T* y,
+                                           T* conv_out, float* state_out) {
+  delta_head<T, W, Dk, Dv, Hk, Hv, K, NT, false>(blockIdx.z, proj, conv_in, conv_w, dt_bias, rate,
+                                                 norm_w, state_in, eps[0], eps[1], y, conv_out,
+                                                 state_out);
 }
 
 }  // namespace rmx

@@ -750,6 +750,47 @@ __device__ __forceinline__ void dot2(float* smem, const uint32_t* w, const T* sc
   }
 }
 
+// A layer's last two phases, p and p + 1 (t: the block's first ticket of p): act = silu(gate) *
+// up of rms_norm(h), rounded as mlx-lm's ops (see the swiglu section), then y = h + act Wd^T.
+// The caller waits for p + 1 before it reads y. scratch: for RMX_LAYER_TIME only.
+template <bool IDOT, typename T, int BITS, int G, int HID, int F, int NT, int KMAX>
+__device__ __forceinline__ void ffn_phases(Tickets& tk, int p, int t, const T* hb, const T* n2,
+                                           float eps, const uint32_t* wg, const T* sg,
+                                           const T* bg, const uint32_t* wd, const T* sd,
+                                           const T* bd, T* act, T* yout, float* smem,
+                                           float* scratch) {
+  const int lane = threadIdx.x & 31;
+  const int warps = blockDim.x >> 5;
+  const int warp = threadIdx.x >> 5;
+  const int nw = gridDim.x * warps;
+  tk.run(p, t, true, [&] { stage_x<IDOT, T, HID, BITS, NT, true, KMAX>(hb, n2, eps, smem); },
+         [&](int t) {
+           for (int r = t * warps + warp; r < F; r += nw) {
+             float gv, uv;
+             dot2<IDOT, T, BITS, G, HID, KMAX>(smem, wg, sg, bg, r, F + r, gv, uv);
+             gv = round_t<T>(gv);
+             uv = round_t<T>(uv);
+             if (lane == 0) {
+               const float sig = round_t<T>(1.f / (1.f + __expf(-gv)));
+               act[r] = static_cast<T>(round_t<T>(gv * sig) * uv);
+             }
+           }
+         });
+  t = tk.wait(p);
+  RMX_LAYER_TIME(4);
+  tk.run(p + 1, t, true, [&] { stage_x<IDOT, T, F, BITS, NT, false, KMAX>(act, nullptr, 0.f, smem); },
+         [&](int t) {
+           for (int r = 2 * (t * warps + warp); r < HID; r += 2 * nw) {
+             float a, b;
+             dot2<IDOT, T, BITS, G, F, KMAX>(smem, wd, sd, bd, r, r + 1, a, b);
+             if (lane == 0) {
+               yout[r] = static_cast<T>(round_t<T>(a) + load1<true>(hb + r));
+               yout[r + 1] = static_cast<T>(round_t<T>(b) + load1<true>(hb + r + 1));
+             }
+           }
+         });
+}
+
 // nl consecutive layers (tab: their tensors, in shared memory), each layer's five phases
 // following the last layer's with the same tickets: one launch instead of nl, without the
 // ~3.5 us between kernels. pos = {offset, cap} (every layer's cache at the same step);
@@ -762,7 +803,7 @@ __device__ __forceinline__ void dot2(float* smem, const uint32_t* w, const T* sc
 // bar: uint32 counters that outlive the launch, zero before the first (Tickets' TK_*).
 template <typename T, int BITS, int G, int HID, int H, int KV, int D, int F, bool QKNORM,
           bool TRADITIONAL, int NT, int SMAX, int O_ML, int O_PART, int O_ATT, int O_H,
-          int O_ACT, int O_X, bool IDOT>
+          int O_ACT, int O_X, bool IDOT, bool MLP>
 __device__ __forceinline__ void decode_layers(
     const T* x, const LayerPtrs<T>* tab, int nl, const float* inv_freq, const int32_t* pos,
     const float* par, const uint32_t* bar_in, T* y, float* scratch) {
@@ -786,7 +827,8 @@ __device__ __forceinline__ void decode_layers(
   const int warp = threadIdx.x >> 5;
   const int nw = gridDim.x * warps;
   __shared__ int ticket_slot;
-  Tickets tk(bar, &ticket_slot, LAYER_PHASES * nl);
+  constexpr int NPH = MLP ? LAYER_PHASES : LAYER_PHASES - 2;
+  Tickets tk(bar, &ticket_slot, NPH * nl);
   unsigned int* heads_done = bar + TK_HEADS;  // per head: splits finished in this layer
   const int offset = pos[0];
   const int cap = pos[1];
@@ -798,7 +840,7 @@ __device__ __forceinline__ void decode_layers(
     T* yout = l + 1 == nl ? y : xb;
     T* kc = const_cast<T*>(L.kc);
     T* vc = const_cast<T*>(L.vc);
-    const int p0 = LAYER_PHASES * l;
+    const int p0 = NPH * l;
     if (l > 0) t = tk.wait(p0 - 1);
     RMX_LAYER_TIME(0);
     // 1. QKV = rms_norm(x) Wqkv^T.
@@ -914,6 +956,7 @@ __device__ __forceinline__ void decode_layers(
     RMX_LAYER_TIME(2);
 
     // 3. h = x + att Wo^T (the product rounded to T first, as the separate ops would).
+    T* hout = MLP ? hb : yout;
     tk.run(p0 + 2, t, true,
            [&] { stage_x<IDOT, T, H * D, BITS, NT, false, KMAX>(att, nullptr, 0.f, smem); },
            [&](int t) {
@@ -921,45 +964,21 @@ __device__ __forceinline__ void decode_layers(
                float a, b;
                dot2<IDOT, T, BITS, G, H * D, KMAX>(smem, L.wo, L.so, L.bo, r, r + 1, a, b);
                if (lane == 0) {
-                 hb[r] = static_cast<T>(round_t<T>(a) + load1<true>(xin + r));
-                 hb[r + 1] = static_cast<T>(round_t<T>(b) + load1<true>(xin + r + 1));
+                 hout[r] = static_cast<T>(round_t<T>(a) + load1<true>(xin + r));
+                 hout[r + 1] = static_cast<T>(round_t<T>(b) + load1<true>(xin + r + 1));
                }
              }
            });
-    t = tk.wait(p0 + 2);
-    RMX_LAYER_TIME(3);
 
-    // 4. act = silu(gate) * up of rms_norm(h), rounded as mlx-lm's ops (see the swiglu section).
-    tk.run(p0 + 3, t, true,
-           [&] { stage_x<IDOT, T, HID, BITS, NT, true, KMAX>(hb, L.n2, par[0], smem); },
-           [&](int t) {
-             for (int r = t * warps + warp; r < F; r += nw) {
-               float gv, uv;
-               dot2<IDOT, T, BITS, G, HID, KMAX>(smem, L.wg, L.sg, L.bg, r, F + r, gv, uv);
-               gv = round_t<T>(gv);
-               uv = round_t<T>(uv);
-               if (lane == 0) {
-                 const float sig = round_t<T>(1.f / (1.f + __expf(-gv)));
-                 act[r] = static_cast<T>(round_t<T>(gv * sig) * uv);
-               }
-             }
-           });
-    t = tk.wait(p0 + 3);
-    RMX_LAYER_TIME(4);
-
-    // 5. y = h + act Wd^T.
-    tk.run(p0 + 4, t, true,
-           [&] { stage_x<IDOT, T, F, BITS, NT, false, KMAX>(act, nullptr, 0.f, smem); },
-           [&](int t) {
-             for (int r = 2 * (t * warps + warp); r < HID; r += 2 * nw) {
-               float a, b;
-               dot2<IDOT, T, BITS, G, F, KMAX>(smem, L.wd, L.sd, L.bd, r, r + 1, a, b);
-               if (lane == 0) {
-                 yout[r] = static_cast<T>(round_t<T>(a) + load1<true>(hb + r));
-                 yout[r + 1] = static_cast<T>(round_t<T>(b) + load1<true>(hb + r + 1));
-               }
-             }
-           });
+    // 4-5. The MLP, unless the layer's feed-forward runs after the launch (MLP false: a MoE
+    // layer's experts), when h is the launch's output.
+    if constexpr (MLP) {
+      t = tk.wait(p0 + 2);
+      RMX_LAYER_TIME(3);
+      ffn_phases<IDOT, T, BITS, G, HID, F, NT, KMAX>(tk, p0 + 3, t, hb, L.n2, par[0], L.wg, L.sg,
+                                                     L.bg, L.wd, L.sd, L.bd, act, yout, smem,
+                                                     scratch);
+    }
   }  // layers
 #ifdef RMX_LAYER_TIMES
   __syncthreads();
@@ -990,7 +1009,7 @@ __device__ __forceinline__ void decode_layer(
   }
   __syncthreads();
   decode_layers<T, BITS, G, HID, H, KV, D, F, QKNORM, TRADITIONAL, NT, SMAX, O_ML, O_PART, O_ATT,
-                O_H, O_ACT, O_X, IDOT>(x, &tab, 1, inv_freq, pos, par, bar, y, scratch);
+                O_H, O_ACT, O_X, IDOT, true>(x, &tab, 1, inv_freq, pos, par, bar, y, scratch);
 }
 
 }  // namespace rmx
