@@ -18,7 +18,7 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use crate::batch::Batch;
 use crate::embed::{EmbedJob, Vectors};
 use crate::error::{EngineError, Result};
-use crate::group::Agreed;
+use crate::group::{on_every_rank, Agreed};
 use crate::load::Load;
 use crate::mirror::{Mirror, Role};
 use crate::prefix_cache::PrefixCache;
@@ -558,15 +558,23 @@ fn run(
     let mut ready: Vec<Sequence> = Vec::new();
     let mut batch = Batch::default();
     let max_rows = options.max_batch.max(1);
-    let batching = model.batches() && max_rows > 1;
+    // What the model's caches can do, read off one empty set of them. A pipeline stage sees
+    // only its own layers (a hybrid model's stages differ), and every rank must decide each
+    // step alike: in a group the ranks agree on the whole model's answers.
+    let kinds = model.make_cache();
+    let [batching, trimmable, cuts_back] = on_every_rank(
+        role.group(),
+        [
+            model.batches() && max_rows > 1,
+            kinds.iter().all(LayerCache::is_trimmable),
+            kinds.iter().all(LayerCache::cuts_back_blocks),
+        ],
+    );
     let mut prefixes = PrefixCache::new(options.prefix_cache_bytes);
     if let Some(group) = role.group() {
-        prefixes = prefixes.in_group(group.clone(), model.info().num_layers.max(0) as usize);
+        let layers = model.info().num_layers.max(0) as usize;
+        prefixes = prefixes.in_group(group.clone(), layers, trimmable);
     }
-    // What the model's caches can do, read off one empty set of them.
-    let kinds = model.make_cache();
-    let trimmable = kinds.iter().all(LayerCache::is_trimmable);
-    let cuts_back = kinds.iter().all(LayerCache::cuts_back_blocks);
     // A group's ranks must find the same prefixes: each rank's disk is its own, so it is off.
     let disk = match (
         &options.prefix_dir,

@@ -273,6 +273,25 @@ pub(crate) fn agree_failed(group: &Group) {
     let _ = compare(group, false, 0);
 }
 
+/// Flags every rank must decide alike, true only where they are true on every rank of `group`
+/// (one `all_sum` of the falses); alone, the flags as they are. A pipeline stage reads them off
+/// its own layers' caches, and a hybrid model's stages differ (one may hold only attention
+/// layers). A failed collective (the group is lost) leaves this rank's own: its next step
+/// reports the loss.
+pub(crate) fn on_every_rank<const N: usize>(group: Option<&Group>, flags: [bool; N]) -> [bool; N] {
+    let Some(group) = group else {
+        return flags;
+    };
+    let falses: Vec<i32> = flags.iter().map(|f| i32::from(!f)).collect();
+    let sums = Array::from_slice(&falses, &[N as i32])
+        .and_then(|a| group.all_sum(&a))
+        .and_then(|a| a.to_vec::<i32>());
+    match sums {
+        Ok(s) if s.len() == N => std::array::from_fn(|i| s[i] == 0),
+        _ => flags,
+    }
+}
+
 /// One `all_gather` of (ok, fingerprint) over the group, checked against rank 0's.
 fn compare(group: &Group, ok: bool, print: u64) -> std::result::Result<(), String> {
     let mine = [i32::from(ok), (print >> 32) as i32, print as i32];

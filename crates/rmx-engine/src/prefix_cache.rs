@@ -75,6 +75,9 @@ pub struct PrefixCache {
     /// In a group of ranks: the group, and the whole model's layer count
     /// ([`PrefixCache::in_group`]).
     group: Option<(Group, usize)>,
+    /// Whether the whole model's caches cut back, as the ranks agreed
+    /// ([`PrefixCache::in_group`]); `None`: read off each entry's caches.
+    trimmable: Option<bool>,
 }
 
 impl PrefixCache {
@@ -86,6 +89,7 @@ impl PrefixCache {
             clock: 0,
             last_hit: None,
             group: None,
+            trimmable: None,
         }
     }
 
@@ -95,9 +99,12 @@ impl PrefixCache {
     /// the model's `layers`, and two stages' bytes differ when the layers do not divide evenly
     /// or some hold sliding windows. A stage's entries are costed by the sum of every stage's
     /// bytes (one small `all_sum` per insert, which every rank makes at the same point of the
-    /// same turn): the same number on every rank, and the whole model's KV bytes.
-    pub fn in_group(mut self, group: Group, layers: usize) -> PrefixCache {
+    /// same turn): the same number on every rank, and the whole model's KV bytes. Whether
+    /// entries cut back is the whole model's `trimmable` too (a hybrid model's stage may hold
+    /// only attention layers, another its recurrent ones).
+    pub fn in_group(mut self, group: Group, layers: usize, trimmable: bool) -> PrefixCache {
         self.group = Some((group, layers));
+        self.trimmable = Some(trimmable);
         self
     }
 
@@ -199,7 +206,9 @@ impl PrefixCache {
         if bytes > self.budget || tokens.is_empty() {
             return;
         }
-        let trimmable = cache.iter().all(LayerCache::is_trimmable);
+        let trimmable = self
+            .trimmable
+            .unwrap_or_else(|| cache.iter().all(LayerCache::is_trimmable));
         self.last_hit = None;
         let mut freed = 0;
         self.entries.retain(|e| {

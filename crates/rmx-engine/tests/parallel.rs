@@ -786,3 +786,35 @@ fn a_pipeline_whose_ranks_differ_in_sliding_windows_is_refused() {
         }
     });
 }
+
+/// A hybrid model (Gated DeltaNet and gated attention layers) as a pipeline over 2 ranks: each
+/// stage keeps its own layers' caches, recurrent states included, and the ranks agree on what
+/// the whole model's caches can do (a stage may hold no attention layer). Their tensor split is
+/// refused (registry.rs).
+fn hybrid_pipeline_matches_whole(test: &str, family: &str) {
+    if let Ok(dir) = std::env::var(MODEL_DIR) {
+        return rank_main(&PathBuf::from(dir));
+    }
+    let dir = models::model(family, "f32");
+    let label = format!("{family}-f32");
+    static_turn(|| {
+        let base = whole(&label, test, &dir);
+        check(&label, test, &dir, &base, "pipeline", 2);
+    });
+}
+
+#[test]
+fn qwen3_5_pipeline_over_2_ranks_gives_the_whole_models_tokens() {
+    hybrid_pipeline_matches_whole(
+        "qwen3_5_pipeline_over_2_ranks_gives_the_whole_models_tokens",
+        "qwen3_5",
+    );
+}
+
+#[test]
+fn qwen3_5_moe_pipeline_over_2_ranks_gives_the_whole_models_tokens() {
+    hybrid_pipeline_matches_whole(
+        "qwen3_5_moe_pipeline_over_2_ranks_gives_the_whole_models_tokens",
+        "qwen3_5_moe",
+    );
+}

@@ -7,7 +7,7 @@ use crate::config::RawConfig;
 use crate::embed::Embedder;
 use crate::error::{ModelError, Result};
 use crate::model::{CausalLm, ModelInfo};
-use crate::parallel::Parallel;
+use crate::parallel::{Parallel, ParallelMode};
 use crate::weights::Weights;
 
 pub(crate) type Loader = fn(&RawConfig, &mut Weights) -> Result<Box<dyn CausalLm>>;
@@ -148,8 +148,9 @@ pub fn load(dir: &Path) -> Result<Box<dyn CausalLm>> {
     }
 }
 
-/// The `model_type`s [`load_parallel`] can split: the dense decoders on llama.rs's layer,
-/// Qwen3-MoE and GPT-OSS (the others' linear attention and own layouts are not split yet).
+/// The `model_type`s [`load_parallel`] can split either way: the dense decoders on llama.rs's
+/// layer, Qwen3-MoE and GPT-OSS (the others' linear attention and own layouts are not split
+/// yet).
 pub const PARALLEL: &[&str] = &[
     "llama",
     "mistral",
@@ -159,6 +160,11 @@ pub const PARALLEL: &[&str] = &[
     "qwen3_moe",
     "gpt_oss",
 ];
+
+/// The hybrid families (Gated DeltaNet and gated attention, on llama.rs's layer), which split
+/// as a pipeline only: each stage runs whole layers. Their tensor split (mlx-lm's `shard()`
+/// splits the DeltaNet heads and convolution channels) is not written yet.
+pub const PIPELINE_ONLY: &[&str] = &["qwen3_next", "qwen3_5", "qwen3_5_moe"];
 
 /// Loads this rank's share of the language model in `dir`, split over `p`'s group as its mode
 /// says (parallel.rs): every rank of the group loads the same directory, reading only its own
@@ -191,13 +197,21 @@ fn load_with(dir: &Path, parallel: Option<Parallel>) -> Result<Loaded> {
     cfg.check_sizes()?;
     let mut w = Weights::load(dir)?;
     if let Some(p) = parallel {
-        if embedding || !PARALLEL.contains(&cfg.model_type.as_str()) {
+        let ty = cfg.model_type.as_str();
+        let pipeline = p.mode() == ParallelMode::Pipeline;
+        let splits = PARALLEL.contains(&ty) || (pipeline && PIPELINE_ONLY.contains(&ty));
+        if embedding || !splits {
+            let types = if pipeline {
+                [PARALLEL, PIPELINE_ONLY].concat()
+            } else {
+                PARALLEL.to_vec()
+            };
             return Err(ModelError::Parallel {
                 ranks: p.size(),
                 message: format!(
                     "{} parallelism splits only these model types yet: {} (this is {}{})",
                     p.mode().name(),
-                    PARALLEL.join(", "),
+                    types.join(", "),
                     cfg.model_type,
                     if embedding {
                         ", an embedding model"
