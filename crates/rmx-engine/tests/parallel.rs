@@ -393,7 +393,11 @@ fn static_turn(f: impl FnOnce()) {
 fn layers(dir: &Path) -> usize {
     let c: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
-    c["num_hidden_layers"].as_u64().unwrap() as usize
+    // A vision-language checkpoint (Qwen3.5) keeps its text tower's sizes in `text_config`.
+    c["num_hidden_layers"]
+        .as_u64()
+        .or_else(|| c["text_config"]["num_hidden_layers"].as_u64())
+        .unwrap() as usize
 }
 
 fn split_family(test: &str, family: &str, dir: &Path, n: usize) {
@@ -560,6 +564,18 @@ fn quantized(src: &Path, out: &Path, mode: QuantMode) {
     let named: Vec<(&str, &rmx_mlx::Array)> =
         tensors.iter().map(|(k, a)| (k.as_str(), a)).collect();
     rmx_mlx::io::save_safetensors(&out.join("model.safetensors"), &named, &[]).unwrap();
+}
+
+/// Qwen3.5's DeltaNet projections quantized: each rank's q, k and v rows of `in_proj_qkv` are
+/// three slices of the packed weight, its scales and biases.
+#[test]
+fn quantized_qwen3_5_split_over_2_ranks_gives_the_whole_models_tokens() {
+    quantized_split_matches_whole(
+        "quantized_qwen3_5_split_over_2_ranks_gives_the_whole_models_tokens",
+        "qwen3_5",
+        2,
+        &[QuantMode::Affine],
+    );
 }
 
 #[test]
@@ -789,8 +805,7 @@ fn a_pipeline_whose_ranks_differ_in_sliding_windows_is_refused() {
 
 /// A hybrid model (Gated DeltaNet and gated attention layers) as a pipeline over 2 ranks: each
 /// stage keeps its own layers' caches, recurrent states included, and the ranks agree on what
-/// the whole model's caches can do (a stage may hold no attention layer). Their tensor split is
-/// refused (registry.rs).
+/// the whole model's caches can do (a stage may hold no attention layer).
 fn hybrid_pipeline_matches_whole(test: &str, family: &str) {
     if let Ok(dir) = std::env::var(MODEL_DIR) {
         return rank_main(&PathBuf::from(dir));
@@ -803,11 +818,15 @@ fn hybrid_pipeline_matches_whole(test: &str, family: &str) {
     });
 }
 
+/// Qwen3.5 split both ways: in tensor mode each rank holds its key and value heads of every
+/// DeltaNet layer (their channels of the projection and the convolution) and its heads of the
+/// gated attention.
 #[test]
-fn qwen3_5_pipeline_over_2_ranks_gives_the_whole_models_tokens() {
-    hybrid_pipeline_matches_whole(
-        "qwen3_5_pipeline_over_2_ranks_gives_the_whole_models_tokens",
+fn qwen3_5_split_over_2_ranks_gives_the_whole_models_tokens() {
+    split_matches_whole(
+        "qwen3_5_split_over_2_ranks_gives_the_whole_models_tokens",
         "qwen3_5",
+        2,
     );
 }
 

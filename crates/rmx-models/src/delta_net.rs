@@ -5,6 +5,7 @@
 //! `gated_delta.py` reference recurrence (`gated_delta_ops`), which is what mlx-lm runs off
 //! Metal; its Metal kernel computes the same rule.
 
+use rmx_mlx::distributed::Group;
 use rmx_mlx::quant::{QuantSpec, Quantized};
 use rmx_mlx::{concatenate, fast, stack, Array, Dtype};
 
@@ -13,6 +14,7 @@ use crate::config::QuantConfig;
 use crate::error::{ModelError, Result};
 use crate::fastpath::DeltaStepWeights;
 use crate::layers::{silu, Linear, RmsNorm};
+use crate::tensor_parallel::{self, Part, Split};
 use crate::weights::Weights;
 
 /// The shape of a DeltaNet layer (the config's `linear_*` fields).
@@ -79,6 +81,41 @@ enum InProj {
     },
 }
 
+/// A tensor-parallel rank's heads of a DeltaNet layer (mlx-lm's qwen3_5 `shard()`).
+struct HeadSplit {
+    k: Part,
+    v: Part,
+    group: Group,
+}
+
+impl HeadSplit {
+    /// This rank's channels of the projection's `[q | k | v]` rows and of the convolution:
+    /// its key heads' q and k, its value heads' v.
+    fn channels(&self, whole: &DeltaNetShape) -> [Part; 3] {
+        let (kd, k) = (whole.key_dim(), self.k.scaled(whole.k_dim));
+        [
+            k,
+            Part {
+                start: kd + k.start,
+                len: k.len,
+            },
+            Part {
+                start: 2 * kd + self.v.start * whole.v_dim,
+                len: self.v.len * whole.v_dim,
+            },
+        ]
+    }
+}
+
+/// The refusal of a split this layer cannot take yet.
+fn tp_refusal(w: &Weights, what: &str) -> ModelError {
+    let ranks = w.tensor_parallel().map_or(1, |p| p.size());
+    ModelError::Parallel {
+        ranks,
+        message: format!("{what} is not split yet; run this model as a pipeline (--mode pipeline)"),
+    }
+}
+
 /// A DeltaNet layer's tensors for the one-launch layer kernel (`GatedDeltaNet::decode_parts`).
 pub(crate) struct DeltaParts<'a> {
     /// The joined `[qkv | z | b | a]` input projection.
@@ -130,22 +167,71 @@ impl GatedDeltaNet {
         fused: bool,
     ) -> Result<GatedDeltaNet> {
         s.check()?;
+        let whole = s;
         let (h, kd, vd, hv) = (s.hidden, s.key_dim(), s.value_dim(), s.v_heads);
-        let lin = |w: &mut Weights, name: &str, out: i32| {
-            Linear::load(w, q, &format!("{path}.{name}"), h, out, false)
+        // On a rank of a tensor-parallel group, as mlx-lm's qwen3_5 `shard()`: its key and
+        // value heads (their q, k, v channels of the projection and the convolution, z, b, a,
+        // dt_bias, A_log), and the out projection's matching input columns summed over the
+        // ranks. The output norm is per head, whole on every rank.
+        let tp = w.tensor_parallel().cloned();
+        let split = match &tp {
+            Some(_) if fused => {
+                return Err(tp_refusal(w, "Qwen3-Next's interleaved in_proj_qkvz"));
+            }
+            Some(tp) => Some(HeadSplit {
+                k: tp.share(s.k_heads, "the linear attention's key heads")?,
+                v: tp.share(s.v_heads, "the linear attention's value heads")?,
+                group: tp.group().clone(),
+            }),
+            None => None,
+        };
+        let s = match &split {
+            Some(sp) => DeltaNetShape {
+                k_heads: sp.k.len,
+                v_heads: sp.v.len,
+                ..s
+            },
+            None => s,
+        };
+        let lin = |w: &mut Weights, name: &str, out: i32, rows: Option<Part>| {
+            tensor_parallel::linear(
+                w,
+                q,
+                &format!("{path}.{name}"),
+                h,
+                out,
+                false,
+                rows.map(Split::Rows),
+            )
         };
         let step_fits = crate::fastpath::delta_step_fits(&s);
         let proj = if fused {
             InProj::Fused {
-                qkvz: lin(w, "in_proj_qkvz", 2 * kd + 2 * vd)?,
-                ba: lin(w, "in_proj_ba", 2 * hv)?,
+                qkvz: lin(w, "in_proj_qkvz", 2 * kd + 2 * vd, None)?,
+                ba: lin(w, "in_proj_ba", 2 * hv, None)?,
             }
         } else {
+            let qkv_path = format!("{path}.in_proj_qkv");
+            let qkv = match &split {
+                Some(sp) => tensor_parallel::linear_rows(
+                    w,
+                    q,
+                    &qkv_path,
+                    h,
+                    2 * kd + vd,
+                    &sp.channels(&whole),
+                )?,
+                None => Linear::load(w, q, &qkv_path, h, 2 * kd + vd, false)?,
+            };
+            let (z_rows, head_rows) = match &split {
+                Some(sp) => (Some(sp.v.scaled(s.v_dim)), Some(sp.v)),
+                None => (None, None),
+            };
             let parts = [
-                lin(w, "in_proj_qkv", 2 * kd + vd)?,
-                lin(w, "in_proj_z", vd)?,
-                lin(w, "in_proj_b", hv)?,
-                lin(w, "in_proj_a", hv)?,
+                qkv,
+                lin(w, "in_proj_z", vd, z_rows)?,
+                lin(w, "in_proj_b", hv, head_rows)?,
+                lin(w, "in_proj_a", hv, head_rows)?,
             ];
             // Joined only where the step kernel will read it: off the fast path the four stay
             // mlx-lm's four products (Linear::fuse also declines there).
@@ -159,13 +245,21 @@ impl GatedDeltaNet {
                 Err([qkv, z, b, a]) => InProj::Split { qkv, z, b, a },
             }
         };
-        let conv = w.take(
-            &format!("{path}.conv1d.weight"),
-            &[s.conv_dim(), s.conv_kernel, 1],
-        )?;
-        let dt_bias = w.take(&format!("{path}.dt_bias"), &[hv])?;
-        let rate = w
-            .take(&format!("{path}.A_log"), &[hv])?
+        let conv_name = format!("{path}.conv1d.weight");
+        let conv_shape = [whole.conv_dim(), s.conv_kernel, 1];
+        let per_head = |w: &mut Weights, name: &str| {
+            let name = format!("{path}.{name}");
+            match &split {
+                Some(sp) => w.take_part(&name, &[hv], 0, sp.v),
+                None => w.take(&name, &[hv]),
+            }
+        };
+        let conv = match &split {
+            Some(sp) => w.take_parts(&conv_name, &conv_shape, 0, &sp.channels(&whole))?,
+            None => w.take(&conv_name, &conv_shape)?,
+        };
+        let dt_bias = per_head(w, "dt_bias")?;
+        let rate = per_head(w, "A_log")?
             .astype(Dtype::F32)?
             .exp()?
             .negative()?;
@@ -180,7 +274,17 @@ impl GatedDeltaNet {
             dt_bias,
             rate,
             norm,
-            out: Linear::load(w, q, &format!("{path}.out_proj"), vd, h, false)?,
+            out: tensor_parallel::linear(
+                w,
+                q,
+                &format!("{path}.out_proj"),
+                vd,
+                h,
+                false,
+                split
+                    .as_ref()
+                    .map(|sp| Split::Cols(sp.v.scaled(s.v_dim), &sp.group)),
+            )?,
             kernel: crate::fastpath::gated_delta_fits(s.k_dim),
             step,
             s,

@@ -182,14 +182,14 @@ pub(crate) fn load_decoder(
         let head = format!("{}.", v.lm_head);
         w.discard(|k| k.starts_with(&head));
     }
+    // A mixer loader splits its own layers (Gated DeltaNet, or refuses); a feed-forward loader
+    // says whether it does.
     if let Some(tp) = w.tensor_parallel() {
-        let ffn = v.ffn.is_some() && !v.ffn_splits;
-        if ffn || v.mixer.is_some() || v.output_gate {
+        if v.ffn.is_some() && !v.ffn_splits {
             return Err(ModelError::Parallel {
                 ranks: tp.size(),
                 message: format!(
-                    "{} layers (this family's experts, linear attention or gated attention) \
-                     are not split yet",
+                    "{}'s experts are not split yet; run it as a pipeline (--mode pipeline)",
                     raw.model_type
                 ),
             });

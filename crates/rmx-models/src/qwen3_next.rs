@@ -150,6 +150,9 @@ pub(crate) fn load_hybrid(
         Box::new(move |_| Rope::from_config(dims, theta, false, scaling.as_ref(), Some(max_pos))),
     );
     v.output_gate = true;
+    // A dense hybrid's MLPs split as the dense families' (FeedForward::swiglu); the experts
+    // with their shared expert are not split yet.
+    v.ffn_splits = !(0..c.num_hidden_layers).any(|i| c.is_moe(i, &layout));
     v.root = layout.root.into();
     v.lm_head = layout.lm_head.into();
     let shape = DeltaNetShape {

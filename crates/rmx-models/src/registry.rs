@@ -149,8 +149,9 @@ pub fn load(dir: &Path) -> Result<Box<dyn CausalLm>> {
 }
 
 /// The `model_type`s [`load_parallel`] can split either way: the dense decoders on llama.rs's
-/// layer, Qwen3-MoE and GPT-OSS (the others' linear attention and own layouts are not split
-/// yet).
+/// layer, Qwen3-MoE, GPT-OSS and Qwen3.5 (its Gated DeltaNet heads split as mlx-lm's
+/// `shard()`; a Qwen3.5 checkpoint with experts is refused at load). The others' own layouts
+/// are not split yet.
 pub const PARALLEL: &[&str] = &[
     "llama",
     "mistral",
@@ -159,12 +160,13 @@ pub const PARALLEL: &[&str] = &[
     "smollm3",
     "qwen3_moe",
     "gpt_oss",
+    "qwen3_5",
 ];
 
-/// The hybrid families (Gated DeltaNet and gated attention, on llama.rs's layer), which split
-/// as a pipeline only: each stage runs whole layers. Their tensor split (mlx-lm's `shard()`
-/// splits the DeltaNet heads and convolution channels) is not written yet.
-pub const PIPELINE_ONLY: &[&str] = &["qwen3_next", "qwen3_5", "qwen3_5_moe"];
+/// The hybrid families that split as a pipeline only (each stage runs whole layers): Qwen3-Next's
+/// interleaved projections and the hybrids' experts with a shared expert are not
+/// tensor-split yet.
+pub const PIPELINE_ONLY: &[&str] = &["qwen3_next", "qwen3_5_moe"];
 
 /// Loads this rank's share of the language model in `dir`, split over `p`'s group as its mode
 /// says (parallel.rs): every rank of the group loads the same directory, reading only its own
@@ -215,6 +217,8 @@ fn load_with(dir: &Path, parallel: Option<Parallel>) -> Result<Loaded> {
                     cfg.model_type,
                     if embedding {
                         ", an embedding model"
+                    } else if PIPELINE_ONLY.contains(&ty) {
+                        ", which splits as a pipeline: --mode pipeline"
                     } else {
                         ""
                     }

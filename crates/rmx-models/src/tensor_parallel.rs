@@ -112,6 +112,51 @@ pub(crate) fn linear(
     })
 }
 
+/// `path`'s bias-free linear layer as this rank's output rows of each of `parts` (segments of
+/// the stored rows, each split alike), joined in order: Gated DeltaNet's `in_proj_qkv`, whose
+/// q, k and v rows a rank takes its heads of.
+pub(crate) fn linear_rows(
+    w: &mut Weights,
+    q: &QuantConfig,
+    path: &str,
+    inp: i32,
+    out: i32,
+    parts: &[Part],
+) -> Result<Linear> {
+    let name = |t: &str| format!("{path}.{t}");
+    Ok(match spec_for(w, q, path)? {
+        Some(spec) => {
+            let (gs, bits) = (spec.group_size, spec.bits);
+            if inp % gs != 0 || (inp * bits) % 32 != 0 {
+                return Err(ModelError::Config {
+                    path: path.into(),
+                    message: format!("{inp} columns do not fit {bits}-bit groups of {gs}"),
+                });
+            }
+            let groups = [out, inp / gs];
+            let q = Quantized {
+                weight: w.take_parts(&name("weight"), &[out, inp * bits / 32], 0, parts)?,
+                scales: w.take_parts(&name("scales"), &groups, 0, parts)?,
+                biases: match w.has(&name("biases")) {
+                    true => Some(w.take_parts(&name("biases"), &groups, 0, parts)?),
+                    false => None,
+                },
+            };
+            Linear::Quant {
+                q,
+                spec,
+                bias: None,
+            }
+        }
+        None => Linear::Dense {
+            weight_t: w
+                .take_parts(&name("weight"), &[out, inp], 0, parts)?
+                .transpose(&[])?,
+            bias: None,
+        },
+    })
+}
+
 /// This rank's part of the quantized weight `path` (`[lead.., out, inp]` as stored, with its
 /// scales and biases): output rows `part` when `axis` is `lead.len()`, input columns when it is
 /// the last. A column split takes whole quantization groups, and so whole 32-bit words.

@@ -143,6 +143,35 @@ impl Weights {
         self.headers[&file].read_slice(&stored, axis, part.start as i64, part.len as i64)
     }
 
+    /// Takes `parts` of `name` along `axis`, joined in order (`shape` is the whole tensor's): a
+    /// rank's share of a tensor whose rows are several segments split alike (Gated DeltaNet's
+    /// q, k and v channels), reading only those bytes from the file.
+    pub(crate) fn take_parts(
+        &mut self,
+        name: &str,
+        shape: &[i32],
+        axis: usize,
+        parts: &[Part],
+    ) -> Result<Array> {
+        let (a, file, stored) = self.take_entry(name, shape)?;
+        let mut pieces = Vec::with_capacity(parts.len());
+        for p in parts {
+            pieces.push(match &stored {
+                None => a
+                    .slice_axis(axis as i32, p.start, p.start + p.len)?
+                    .contiguous()?,
+                Some(stored) => {
+                    if !self.headers.contains_key(&file) {
+                        self.headers.insert(file, Header::read(&self.files[file])?);
+                    }
+                    self.headers[&file].read_slice(stored, axis, p.start as i64, p.len as i64)?
+                }
+            });
+        }
+        let refs: Vec<&Array> = pieces.iter().collect();
+        Ok(rmx_mlx::concatenate(&refs, axis as i32)?)
+    }
+
     /// Takes `name` if present.
     pub fn take_opt(&mut self, name: &str, shape: &[i32]) -> Result<Option<Array>> {
         if self.has(name) {
