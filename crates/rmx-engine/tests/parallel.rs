@@ -803,21 +803,6 @@ fn a_pipeline_whose_ranks_differ_in_sliding_windows_is_refused() {
     });
 }
 
-/// A hybrid model (Gated DeltaNet and gated attention layers) as a pipeline over 2 ranks: each
-/// stage keeps its own layers' caches, recurrent states included, and the ranks agree on what
-/// the whole model's caches can do (a stage may hold no attention layer).
-fn hybrid_pipeline_matches_whole(test: &str, family: &str) {
-    if let Ok(dir) = std::env::var(MODEL_DIR) {
-        return rank_main(&PathBuf::from(dir));
-    }
-    let dir = models::model(family, "f32");
-    let label = format!("{family}-f32");
-    static_turn(|| {
-        let base = whole(&label, test, &dir);
-        check(&label, test, &dir, &base, "pipeline", 2);
-    });
-}
-
 /// Qwen3.5 split both ways: in tensor mode each rank holds its key and value heads of every
 /// DeltaNet layer (their channels of the projection and the convolution) and its heads of the
 /// gated attention.
@@ -830,10 +815,24 @@ fn qwen3_5_split_over_2_ranks_gives_the_whole_models_tokens() {
     );
 }
 
+/// Qwen3.5-MoE both ways: its routed experts split as Qwen3-MoE's, its shared expert as a
+/// dense MLP (summed over the ranks before its gate).
 #[test]
-fn qwen3_5_moe_pipeline_over_2_ranks_gives_the_whole_models_tokens() {
-    hybrid_pipeline_matches_whole(
-        "qwen3_5_moe_pipeline_over_2_ranks_gives_the_whole_models_tokens",
+fn qwen3_5_moe_split_over_2_ranks_gives_the_whole_models_tokens() {
+    split_matches_whole(
+        "qwen3_5_moe_split_over_2_ranks_gives_the_whole_models_tokens",
         "qwen3_5_moe",
+        2,
+    );
+}
+
+/// Qwen3-Next both ways: its in_proj_qkvz and in_proj_ba rows are grouped by key head, so a
+/// rank takes one run of each.
+#[test]
+fn qwen3_next_split_over_2_ranks_gives_the_whole_models_tokens() {
+    split_matches_whole(
+        "qwen3_next_split_over_2_ranks_gives_the_whole_models_tokens",
+        "qwen3_next",
+        2,
     );
 }

@@ -107,15 +107,6 @@ impl HeadSplit {
     }
 }
 
-/// The refusal of a split this layer cannot take yet.
-fn tp_refusal(w: &Weights, what: &str) -> ModelError {
-    let ranks = w.tensor_parallel().map_or(1, |p| p.size());
-    ModelError::Parallel {
-        ranks,
-        message: format!("{what} is not split yet; run this model as a pipeline (--mode pipeline)"),
-    }
-}
-
 /// A DeltaNet layer's tensors for the one-launch layer kernel (`GatedDeltaNet::decode_parts`).
 pub(crate) struct DeltaParts<'a> {
     /// The joined `[qkv | z | b | a]` input projection.
@@ -172,12 +163,10 @@ impl GatedDeltaNet {
         // On a rank of a tensor-parallel group, as mlx-lm's qwen3_5 `shard()`: its key and
         // value heads (their q, k, v channels of the projection and the convolution, z, b, a,
         // dt_bias, A_log), and the out projection's matching input columns summed over the
-        // ranks. The output norm is per head, whole on every rank.
+        // ranks. The output norm is per head, whole on every rank. A rank's value heads are
+        // those its key heads serve (both shares are the rank's r-th of N).
         let tp = w.tensor_parallel().cloned();
         let split = match &tp {
-            Some(_) if fused => {
-                return Err(tp_refusal(w, "Qwen3-Next's interleaved in_proj_qkvz"));
-            }
             Some(tp) => Some(HeadSplit {
                 k: tp.share(s.k_heads, "the linear attention's key heads")?,
                 v: tp.share(s.v_heads, "the linear attention's value heads")?,
@@ -206,9 +195,19 @@ impl GatedDeltaNet {
         };
         let step_fits = crate::fastpath::delta_step_fits(&s);
         let proj = if fused {
+            // Qwen3-Next's rows are grouped by key head ([q, k, v.., z..] and [b.., a..] of
+            // each), so a rank's key heads are one run of rows of each.
+            let per = whole.v_heads / whole.k_heads;
+            let (qkvz_rows, ba_rows) = match &split {
+                Some(sp) => (
+                    Some(sp.k.scaled(2 * whole.k_dim + 2 * per * whole.v_dim)),
+                    Some(sp.k.scaled(2 * per)),
+                ),
+                None => (None, None),
+            };
             InProj::Fused {
-                qkvz: lin(w, "in_proj_qkvz", 2 * kd + 2 * vd, None)?,
-                ba: lin(w, "in_proj_ba", 2 * hv, None)?,
+                qkvz: lin(w, "in_proj_qkvz", 2 * kd + 2 * vd, qkvz_rows)?,
+                ba: lin(w, "in_proj_ba", 2 * hv, ba_rows)?,
             }
         } else {
             let qkv_path = format!("{path}.in_proj_qkv");

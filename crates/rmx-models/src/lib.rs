@@ -48,6 +48,6 @@ pub use model::{CausalLm, ModelInfo, ModelKind};
 pub use parallel::{Parallel, ParallelMode};
 pub use registry::{
     is_supported, load, load_any, load_parallel, supported, supported_architectures, Loaded,
-    PARALLEL, PIPELINE_ONLY,
+    PARALLEL,
 };
 pub use vision::{ImageEncoder, ImageTokens};

@@ -8,8 +8,7 @@
 //!   (Ethernet), at the cost of ranks waiting on each other within a step.
 //!
 //! Both split the embedding and the output projection by vocabulary rows, so each rank holds
-//! about 1/N of the model. The families [`crate::PARALLEL`] lists can be split either way, those
-//! [`crate::PIPELINE_ONLY`] lists as a pipeline.
+//! about 1/N of the model. The families [`crate::PARALLEL`] lists can be split.
 
 use rmx_mlx::distributed::Group;
 

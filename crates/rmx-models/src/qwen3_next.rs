@@ -150,9 +150,10 @@ pub(crate) fn load_hybrid(
         Box::new(move |_| Rope::from_config(dims, theta, false, scaling.as_ref(), Some(max_pos))),
     );
     v.output_gate = true;
-    // A dense hybrid's MLPs split as the dense families' (FeedForward::swiglu); the experts
-    // with their shared expert are not split yet.
-    v.ffn_splits = !(0..c.num_hidden_layers).any(|i| c.is_moe(i, &layout));
+    // Split by the loaders below on a tensor-parallel rank: the dense MLPs as the dense
+    // families' (FeedForward::swiglu), the routed experts as Qwen3-MoE's (SparseMoe::load_qwen)
+    // and the shared expert as a dense MLP, whose sum over the ranks comes before its gate.
+    v.ffn_splits = true;
     v.root = layout.root.into();
     v.lm_head = layout.lm_head.into();
     let shape = DeltaNetShape {

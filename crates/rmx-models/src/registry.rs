@@ -7,7 +7,7 @@ use crate::config::RawConfig;
 use crate::embed::Embedder;
 use crate::error::{ModelError, Result};
 use crate::model::{CausalLm, ModelInfo};
-use crate::parallel::{Parallel, ParallelMode};
+use crate::parallel::Parallel;
 use crate::weights::Weights;
 
 pub(crate) type Loader = fn(&RawConfig, &mut Weights) -> Result<Box<dyn CausalLm>>;
@@ -149,9 +149,8 @@ pub fn load(dir: &Path) -> Result<Box<dyn CausalLm>> {
 }
 
 /// The `model_type`s [`load_parallel`] can split either way: the dense decoders on llama.rs's
-/// layer, Qwen3-MoE, GPT-OSS and Qwen3.5 (its Gated DeltaNet heads split as mlx-lm's
-/// `shard()`; a Qwen3.5 checkpoint with experts is refused at load). The others' own layouts
-/// are not split yet.
+/// layer, Qwen3-MoE, GPT-OSS, and the hybrids (Qwen3-Next, Qwen3.5, Qwen3.5-MoE: their Gated
+/// DeltaNet heads split as mlx-lm's `shard()`). The others' own layouts are not split yet.
 pub const PARALLEL: &[&str] = &[
     "llama",
     "mistral",
@@ -160,13 +159,10 @@ pub const PARALLEL: &[&str] = &[
     "smollm3",
     "qwen3_moe",
     "gpt_oss",
+    "qwen3_next",
     "qwen3_5",
+    "qwen3_5_moe",
 ];
-
-/// The hybrid families that split as a pipeline only (each stage runs whole layers): Qwen3-Next's
-/// interleaved projections and the hybrids' experts with a shared expert are not
-/// tensor-split yet.
-pub const PIPELINE_ONLY: &[&str] = &["qwen3_next", "qwen3_5_moe"];
 
 /// Loads this rank's share of the language model in `dir`, split over `p`'s group as its mode
 /// says (parallel.rs): every rank of the group loads the same directory, reading only its own
@@ -199,26 +195,16 @@ fn load_with(dir: &Path, parallel: Option<Parallel>) -> Result<Loaded> {
     cfg.check_sizes()?;
     let mut w = Weights::load(dir)?;
     if let Some(p) = parallel {
-        let ty = cfg.model_type.as_str();
-        let pipeline = p.mode() == ParallelMode::Pipeline;
-        let splits = PARALLEL.contains(&ty) || (pipeline && PIPELINE_ONLY.contains(&ty));
-        if embedding || !splits {
-            let types = if pipeline {
-                [PARALLEL, PIPELINE_ONLY].concat()
-            } else {
-                PARALLEL.to_vec()
-            };
+        if embedding || !PARALLEL.contains(&cfg.model_type.as_str()) {
             return Err(ModelError::Parallel {
                 ranks: p.size(),
                 message: format!(
                     "{} parallelism splits only these model types yet: {} (this is {}{})",
                     p.mode().name(),
-                    types.join(", "),
+                    PARALLEL.join(", "),
                     cfg.model_type,
                     if embedding {
                         ", an embedding model"
-                    } else if PIPELINE_ONLY.contains(&ty) {
-                        ", which splits as a pipeline: --mode pipeline"
                     } else {
                         ""
                     }
