@@ -803,6 +803,17 @@ fn a_pipeline_whose_ranks_differ_in_sliding_windows_is_refused() {
     });
 }
 
+/// Phi-3 both ways: its fused qkv_proj and gate_up_proj split as runs of their rows (a rank's
+/// q, k and v heads; its hidden units of gate and of up).
+#[test]
+fn phi3_split_over_2_ranks_gives_the_whole_models_tokens() {
+    split_matches_whole(
+        "phi3_split_over_2_ranks_gives_the_whole_models_tokens",
+        "phi3",
+        2,
+    );
+}
+
 /// Qwen3.5 split both ways: in tensor mode each rank holds its key and value heads of every
 /// DeltaNet layer (their channels of the projection and the convolution) and its heads of the
 /// gated attention.

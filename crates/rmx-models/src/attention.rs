@@ -11,7 +11,7 @@ use crate::fastpath::{self, fast_path, QkvRope, QkvRows};
 use crate::layers::{Linear, RmsNorm};
 use crate::product_attention::{few_query_sdpa, quantized_sdpa, FEW_QUERIES};
 use crate::rope::Rope;
-use crate::tensor_parallel::{self, Heads, Split};
+use crate::tensor_parallel::{self, Heads, Part, Split};
 use crate::weights::Weights;
 
 /// Where the q/k norms sit: Qwen3 normalizes `[B, L, H, D]` before the head transpose, Gemma 3
@@ -56,23 +56,39 @@ impl Qkv {
         kvd: i32,
         heads: Option<Heads>,
     ) -> Result<Qkv> {
-        let fused = format!("{path}.qkv_proj");
-        if w.has(&format!("{fused}.weight")) {
-            if let Some(tp) = w.tensor_parallel() {
-                return Err(ModelError::Parallel {
-                    ranks: tp.size(),
-                    message: format!("{fused} (q, k and v in one tensor) is not split yet"),
-                });
-            }
-            let qkv = Linear::load(w, q, &fused, s.hidden, q_out + 2 * kvd, s.qkv_bias)?;
-            return Ok(Qkv::Fused {
-                qkv,
-                qd: q_out,
-                kvd,
-            });
-        }
         // The whole layer's sizes as stored, and this rank's rows of them.
         let (q_rows, kv_rows) = (q_out / s.heads, kvd / s.kv_heads);
+        let fused = format!("{path}.qkv_proj");
+        if w.has(&format!("{fused}.weight")) {
+            let (inp, rows) = (s.hidden, q_out + 2 * kvd);
+            let Some(h) = heads else {
+                let qkv = Linear::load(w, q, &fused, inp, rows, s.qkv_bias)?;
+                return Ok(Qkv::Fused {
+                    qkv,
+                    qd: q_out,
+                    kvd,
+                });
+            };
+            if s.qkv_bias {
+                return Err(ModelError::Parallel {
+                    ranks: w.tensor_parallel().map_or(1, |p| p.size()),
+                    message: format!("{fused} with a bias is not split yet"),
+                });
+            }
+            // A rank's q heads and its k and v heads: three runs of the `[q; k; v]` rows.
+            let (kq, kk) = (h.q.scaled(q_rows), h.kv.scaled(kv_rows));
+            let at = |start: i32, p: Part| Part {
+                start: start + p.start,
+                len: p.len,
+            };
+            let parts = [kq, at(q_out, kk), at(q_out + kvd, kk)];
+            let qkv = tensor_parallel::linear_rows(w, q, &fused, inp, rows, &parts)?;
+            return Ok(Qkv::Fused {
+                qkv,
+                qd: kq.len,
+                kvd: kk.len,
+            });
+        }
         let (q_split, kv_split) = match heads {
             Some(h) => (
                 Some(Split::Rows(h.q.scaled(q_rows))),
@@ -613,13 +629,23 @@ impl Mlp {
             None => None,
         };
         let gate_up = if w.has(&format!("{fused}.weight")) {
-            if let Some(tp) = &tp {
-                return Err(ModelError::Parallel {
-                    ranks: tp.size(),
-                    message: format!("{fused} (gate and up in one tensor) is not split yet"),
-                });
-            }
-            GateUp::Fused(Linear::load(w, q, &fused, dim, 2 * hidden, bias)?)
+            GateUp::Fused(match (&tp, part) {
+                (Some(tp), Some(p)) => {
+                    if bias {
+                        return Err(ModelError::Parallel {
+                            ranks: tp.size(),
+                            message: format!("{fused} with a bias is not split yet"),
+                        });
+                    }
+                    // A rank's hidden units of gate and of up: two runs of the rows.
+                    let up = Part {
+                        start: hidden + p.start,
+                        len: p.len,
+                    };
+                    tensor_parallel::linear_rows(w, q, &fused, dim, 2 * hidden, &[p, up])?
+                }
+                _ => Linear::load(w, q, &fused, dim, 2 * hidden, bias)?,
+            })
         } else {
             let mut proj = |name: &str| {
                 let p = format!("{path}.{name}");

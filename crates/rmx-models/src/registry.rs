@@ -149,7 +149,7 @@ pub fn load(dir: &Path) -> Result<Box<dyn CausalLm>> {
 }
 
 /// The `model_type`s [`load_parallel`] can split either way: the dense decoders on llama.rs's
-/// layer, Qwen3-MoE, GPT-OSS, and the hybrids (Qwen3-Next, Qwen3.5, Qwen3.5-MoE: their Gated
+/// layer (Phi-3's fused projections by their runs of rows), Qwen3-MoE, GPT-OSS, and the hybrids (Qwen3-Next, Qwen3.5, Qwen3.5-MoE: their Gated
 /// DeltaNet heads split as mlx-lm's `shard()`). The others' own layouts are not split yet.
 pub const PARALLEL: &[&str] = &[
     "llama",
@@ -159,6 +159,7 @@ pub const PARALLEL: &[&str] = &[
     "smollm3",
     "qwen3_moe",
     "gpt_oss",
+    "phi3",
     "qwen3_next",
     "qwen3_5",
     "qwen3_5_moe",
