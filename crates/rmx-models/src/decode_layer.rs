@@ -211,11 +211,12 @@ struct Shape {
     par: [u32; 3],
 }
 
-/// One layer's tensors for the kernel, in `PER_LAYER` order without the cache, once its checks
-/// have passed.
+/// One layer's tensors for the kernel, once its checks have passed: in `PER_LAYER` order, the
+/// products and norms, then q's and k's norms (the cache follows them).
 struct Prepared<'a> {
     shape: Shape,
-    tensors: [&'a Array; 16],
+    products: [&'a Array; 14],
+    qk_norms: [&'a Array; 2],
     rope: QkvRope<'a>,
     par: [f32; 3],
 }
@@ -231,21 +232,37 @@ fn mlp_parts(layer: &DecoderLayer) -> Option<MlpParts<'_>> {
     }
 }
 
-/// `layer`'s parts for the kernel, or `None` when it does not apply to it (unfused or biased or
-/// mixed quantization, odd sizes, too many heads). A MoE layer's parts are its attention half's
-/// (`Shape::mlp` false).
-fn prepare(layer: &DecoderLayer, dtype: Dtype) -> Option<Prepared<'_>> {
+/// What both layer kernels read of a layer besides its mixer's own tensors, once the checks they
+/// share pass: four quantized products of one 4/8-bit affine spec with scales and biases in the
+/// activations' dtype (the mixer's in and out projections, the MLP's fused gate/up and down, or
+/// the mixer's two standing in for a MoE layer's MLP, which the kernel does not read), and the
+/// two norms in that dtype with one eps.
+pub(super) struct Products<'a> {
+    pub spec: QuantSpec,
+    pub hid: i32,
+    pub eps: f32,
+    /// The MLP's hidden size; 0 without it.
+    pub ffn: i32,
+    pub mlp: bool,
+    /// Each product's weight, scales and biases, in that order, then the two norms.
+    pub tensors: [&'a Array; 14],
+}
+
+/// `layer`'s `Products` with its mixer's `[in, out]` projections (`out` reading `mixer_k`
+/// inputs), or `None` when a shared check fails.
+pub(super) fn products<'a>(
+    layer: &'a DecoderLayer,
+    mixer: [(&'a Quantized, QuantSpec); 2],
+    mixer_k: i32,
+    dtype: Dtype,
+) -> Option<Products<'a>> {
     let mlp = mlp_parts(layer)?;
-    let a = layer.mixer.attention()?.decode_parts()?;
-    let (qkv, o, rope) = (a.qkv, a.o, a.rope);
-    let (h, kvh, d) = (rope.heads, rope.kv_heads, rope.head_dim);
-    // Without the MLP its four tensors are never read: the attention's stand in for them.
-    let ([gu, down], f) = mlp.unwrap_or(([qkv, o], 0));
-    let spec = qkv.1;
+    let ([gu, down], f) = mlp.unwrap_or((mixer, 0));
+    let spec = mixer[0].1;
     let (n1, eps) = layer.input_norm.parts();
     let (n2, eps2) = layer.post_norm.parts();
     let hid = n1.dim(0);
-    let weights = [qkv, o, gu, down];
+    let weights = [mixer[0], mixer[1], gu, down];
     let quant_ok = |(q, s): &(&Quantized, QuantSpec)| {
         *s == spec
             && q.scales.dtype() == dtype
@@ -255,55 +272,72 @@ fn prepare(layer: &DecoderLayer, dtype: Dtype) -> Option<Prepared<'_>> {
     if !weights.iter().all(quant_ok)
         || !matches!(spec.bits, 4 | 8)
         || spec.group_size % per != 0
-        || [hid, h * d, f].iter().any(|k| k % spec.group_size != 0)
+        || [hid, mixer_k, f].iter().any(|k| k % spec.group_size != 0)
         || eps != eps2
         || n1.dtype() != dtype
         || n2.dtype() != dtype
         || (mlp.is_some() && gu.0.weight.dim(0) != 2 * f)
-        || qkv.0.weight.dim(0) != (h + 2 * kvh) * d
-        || h > MAX_HEADS
     {
         return None;
     }
-    let (qn, kn, qk_eps) = rope.norm_inputs(n1);
-    let par = [eps, qk_eps, a.scale];
-    let [q, o, gu, dn] = weights.map(|(q, _)| q);
     fn b(q: &Quantized) -> &Array {
         q.biases.as_ref().expect("checked by quant_ok")
     }
-    let tensors = [
-        &q.weight,
-        &q.scales,
-        b(q),
-        &o.weight,
-        &o.scales,
-        b(o),
-        &gu.weight,
-        &gu.scales,
-        b(gu),
-        &dn.weight,
-        &dn.scales,
-        b(dn),
-        n1,
-        n2,
-        qn,
-        kn,
-    ];
-    let shape = Shape {
+    let [a, o, g, d] = weights.map(|(q, _)| q);
+    Some(Products {
         spec,
         hid,
+        eps,
+        ffn: f,
+        mlp: mlp.is_some(),
+        tensors: [
+            &a.weight,
+            &a.scales,
+            b(a),
+            &o.weight,
+            &o.scales,
+            b(o),
+            &g.weight,
+            &g.scales,
+            b(g),
+            &d.weight,
+            &d.scales,
+            b(d),
+            n1,
+            n2,
+        ],
+    })
+}
+
+/// `layer`'s parts for the kernel, or `None` when it does not apply to it (unfused or biased or
+/// mixed quantization, odd sizes, too many heads). A MoE layer's parts are its attention half's
+/// (`Shape::mlp` false).
+fn prepare(layer: &DecoderLayer, dtype: Dtype) -> Option<Prepared<'_>> {
+    let a = layer.mixer.attention()?.decode_parts()?;
+    let (qkv, rope) = (a.qkv, a.rope);
+    let (h, kvh, d) = (rope.heads, rope.kv_heads, rope.head_dim);
+    let p = products(layer, [qkv, a.o], h * d, dtype)?;
+    if qkv.0.weight.dim(0) != (h + 2 * kvh) * d || h > MAX_HEADS {
+        return None;
+    }
+    let (qn, kn, qk_eps) = rope.norm_inputs(layer.input_norm.parts().0);
+    let par = [p.eps, qk_eps, a.scale];
+    let shape = Shape {
+        spec: p.spec,
+        hid: p.hid,
         heads: h,
         kv_heads: kvh,
         head_dim: d,
-        ffn: f,
+        ffn: p.ffn,
         qk_norm: rope.norms.is_some(),
         traditional: rope.traditional,
-        mlp: mlp.is_some(),
+        mlp: p.mlp,
         par: par.map(f32::to_bits),
     };
     Some(Prepared {
         shape,
-        tensors,
+        products: p.tensors,
+        qk_norms: [qn, kn],
         rope,
         par,
     })
@@ -431,7 +465,8 @@ pub(crate) fn forward_group(
     let kernel = kernel(n, shared_bytes(hid, h, d, f, s.spec.bits), false, s.mlp)?;
     let mut inputs: Vec<&Array> = vec![x, first.rope.inv_freq, &pos, &par, &bar];
     for (p, (keys, values, _)) in prepared.iter().zip(&slots) {
-        inputs.extend(p.tensors);
+        inputs.extend(p.products);
+        inputs.extend(p.qk_norms);
         inputs.push(keys);
         inputs.push(values);
     }

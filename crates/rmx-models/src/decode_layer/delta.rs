@@ -16,7 +16,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use rmx_mlx::quant::{QuantSpec, Quantized};
+use rmx_mlx::quant::QuantSpec;
 use rmx_mlx::{Array, Dtype, Kernel, KernelLang, Launch, TemplateArg};
 
 use super::{counters, MAX_LAYERS, THREADS};
@@ -114,10 +114,12 @@ struct Shape {
     par: [u32; 3],
 }
 
-/// One layer's tensors for the kernel, in `PER_LAYER` order without the caches.
+/// One layer's tensors for the kernel, in `PER_LAYER` order: the products and norms, then the
+/// step's own (the caches follow them).
 pub(super) struct Prepared<'a> {
     shape: Shape,
-    tensors: [&'a Array; 18],
+    products: [&'a Array; 14],
+    step: [&'a Array; 4],
     delta: DeltaNetShape,
 }
 
@@ -144,84 +146,38 @@ pub(super) fn prepare(layer: &DecoderLayer, dtype: Dtype) -> Option<Prepared<'_>
         shape: ds,
         qk_eps,
     } = d.decode_parts()?;
-    let mlp = super::mlp_parts(layer)?;
-    // Without the MLP its four tensors are never read: the projections stand in for them.
-    let ([gu, down], f) = mlp.unwrap_or(([proj, out], 0));
-    let spec = proj.1;
-    let (n1, eps) = layer.input_norm.parts();
-    let (n2, eps2) = layer.post_norm.parts();
-    let hid = n1.dim(0);
-    let weights = [proj, out, gu, down];
-    let quant_ok = |(q, s): &(&Quantized, QuantSpec)| {
-        *s == spec
-            && q.scales.dtype() == dtype
-            && q.biases.as_ref().is_some_and(|b| b.dtype() == dtype)
-    };
-    let per = 128 / spec.bits.max(1);
+    let p = super::products(layer, [proj, out], ds.value_dim(), dtype)?;
     let p_rows = ds.conv_dim() + ds.value_dim() + 2 * ds.v_heads;
     // delta_head: each of a block's 16 warps keeps v_dim/16 state rows of k_dim/32 floats a
     // lane in registers (32 at Qwen3.5's 128 x 128).
     let state_regs = (ds.v_dim / (THREADS / 32)) * (ds.k_dim / 32);
-    if !weights.iter().all(quant_ok)
-        || !matches!(spec.bits, 4 | 8)
-        || spec.group_size % per != 0
-        || [hid, ds.value_dim(), f]
-            .iter()
-            .any(|k| k % spec.group_size != 0)
-        || eps != eps2
-        || [n1, n2, conv, dt_bias, norm]
-            .iter()
-            .any(|a| a.dtype() != dtype)
+    if [conv, dt_bias, norm].iter().any(|a| a.dtype() != dtype)
         || rate.dtype() != Dtype::F32
         || proj.0.weight.dim(0) != p_rows
         || p_rows % 2 != 0
-        || hid % 2 != 0
-        || (mlp.is_some() && gu.0.weight.dim(0) != 2 * f)
+        || p.hid % 2 != 0
         || ds.k_dim % 32 != 0
         || ds.v_dim % (THREADS / 32) != 0
         || state_regs > 32
     {
         return None;
     }
-    fn b(q: &Quantized) -> &Array {
-        q.biases.as_ref().expect("checked by quant_ok")
-    }
-    let [wi, wo, wg, wd] = weights.map(|(q, _)| q);
-    let tensors = [
-        &wi.weight,
-        &wi.scales,
-        b(wi),
-        &wo.weight,
-        &wo.scales,
-        b(wo),
-        &wg.weight,
-        &wg.scales,
-        b(wg),
-        &wd.weight,
-        &wd.scales,
-        b(wd),
-        n1,
-        n2,
-        conv,
-        dt_bias,
-        rate,
-        norm,
-    ];
     let shape = Shape {
-        spec,
-        hid,
+        spec: p.spec,
+        hid: p.hid,
         k_heads: ds.k_heads,
         v_heads: ds.v_heads,
         k_dim: ds.k_dim,
         v_dim: ds.v_dim,
         conv_kernel: ds.conv_kernel,
-        ffn: f,
-        mlp: mlp.is_some(),
-        par: [eps, qk_eps, ds.eps].map(f32::to_bits),
+        ffn: p.ffn,
+        mlp: p.mlp,
+        par: [p.eps, qk_eps, ds.eps].map(f32::to_bits),
     };
     Some(Prepared {
         shape,
-        tensors,
+        products: p.tensors,
+        step: [conv, dt_bias, rate, norm],
         delta: ds,
     })
 }
@@ -288,7 +244,8 @@ pub(super) fn forward_group(
     let kernel = kernel(n, shared, s.mlp)?;
     let mut inputs: Vec<&Array> = vec![x, &par, &bar];
     for (p, (conv, state)) in prepared.iter().zip(&held) {
-        inputs.extend(p.tensors);
+        inputs.extend(p.products);
+        inputs.extend(p.step);
         inputs.push(conv);
         inputs.push(state);
     }

@@ -141,7 +141,8 @@ pub(super) fn forward(
     let kernel = kernel(n, shared, true, true)?;
     let mut inputs: Vec<&Array> = vec![x, first.rope.inv_freq, &pos, &pads, &par, &bar];
     for (p, (keys, values, _, _)) in prepared.iter().zip(&slots) {
-        inputs.extend(p.tensors);
+        inputs.extend(p.products);
+        inputs.extend(p.qk_norms);
         inputs.push(keys);
         inputs.push(values);
     }

@@ -750,6 +750,30 @@ __device__ __forceinline__ void dot2(float* smem, const uint32_t* w, const T* sc
   }
 }
 
+// A mixer's out projection, phase p (t: the block's first ticket of it): h = x + in Wo^T over
+// K inputs (attention's heads, or DeltaNet's), the product rounded to T first, as the separate
+// ops would.
+template <bool IDOT, typename T, int BITS, int G, int HID, int K, int NT, int KMAX>
+__device__ __forceinline__ void out_phase(Tickets& tk, int p, int t, const T* in, const uint32_t* w,
+                                          const T* s, const T* b, const T* xin, T* h,
+                                          float* smem) {
+  const int lane = threadIdx.x & 31;
+  const int warps = blockDim.x >> 5;
+  const int warp = threadIdx.x >> 5;
+  const int nw = gridDim.x * warps;
+  tk.run(p, t, true, [&] { stage_x<IDOT, T, K, BITS, NT, false, KMAX>(in, nullptr, 0.f, smem); },
+         [&](int t) {
+           for (int r = 2 * (t * warps + warp); r < HID; r += 2 * nw) {
+             float ya, yb;
+             dot2<IDOT, T, BITS, G, K, KMAX>(smem, w, s, b, r, r + 1, ya, yb);
+             if (lane == 0) {
+               h[r] = static_cast<T>(round_t<T>(ya) + load1<true>(xin + r));
+               h[r + 1] = static_cast<T>(round_t<T>(yb) + load1<true>(xin + r + 1));
+             }
+           }
+         });
+}
+
 // A layer's last two phases, p and p + 1 (t: the block's first ticket of p): act = silu(gate) *
 // up of rms_norm(h), rounded as mlx-lm's ops (see the swiglu section), then y = h + act Wd^T.
 // The caller waits for p + 1 before it reads y. scratch: for RMX_LAYER_TIME only.
@@ -955,20 +979,9 @@ __device__ __forceinline__ void decode_layers(
     t = tk.wait(p0 + 1);
     RMX_LAYER_TIME(2);
 
-    // 3. h = x + att Wo^T (the product rounded to T first, as the separate ops would).
-    T* hout = MLP ? hb : yout;
-    tk.run(p0 + 2, t, true,
-           [&] { stage_x<IDOT, T, H * D, BITS, NT, false, KMAX>(att, nullptr, 0.f, smem); },
-           [&](int t) {
-             for (int r = 2 * (t * warps + warp); r < HID; r += 2 * nw) {
-               float a, b;
-               dot2<IDOT, T, BITS, G, H * D, KMAX>(smem, L.wo, L.so, L.bo, r, r + 1, a, b);
-               if (lane == 0) {
-                 hout[r] = static_cast<T>(round_t<T>(a) + load1<true>(xin + r));
-                 hout[r + 1] = static_cast<T>(round_t<T>(b) + load1<true>(xin + r + 1));
-               }
-             }
-           });
+    // 3. h = x + att Wo^T.
+    out_phase<IDOT, T, BITS, G, HID, H * D, NT, KMAX>(tk, p0 + 2, t, att, L.wo, L.so, L.bo, xin,
+                                                      MLP ? hb : yout, smem);
 
     // 4-5. The MLP, unless the layer's feed-forward runs after the launch (MLP false: a MoE
     // layer's experts), when h is the launch's output.

@@ -97,20 +97,9 @@ __device__ __forceinline__ void decode_delta_layers(const T* x, const DeltaPtrs<
     });
     t = tk.wait(p0 + 1);
 
-    // 3. h = x + y Wo^T (the product rounded to T first, as the separate ops would).
-    T* hout = MLP ? hb : yout;
-    tk.run(p0 + 2, t, true,
-           [&] { stage_x<IDOT, T, HV * DV, BITS, NT, false, KMAX>(yd, nullptr, 0.f, smem); },
-           [&](int t) {
-             for (int r = 2 * (t * warps + warp); r < HID; r += 2 * nw) {
-               float a, b;
-               dot2<IDOT, T, BITS, G, HV * DV, KMAX>(smem, L.wo, L.so, L.bo, r, r + 1, a, b);
-               if (lane == 0) {
-                 hout[r] = static_cast<T>(round_t<T>(a) + load1<true>(xin + r));
-                 hout[r + 1] = static_cast<T>(round_t<T>(b) + load1<true>(xin + r + 1));
-               }
-             }
-           });
+    // 3. h = x + y Wo^T.
+    out_phase<IDOT, T, BITS, G, HID, HV * DV, NT, KMAX>(tk, p0 + 2, t, yd, L.wo, L.so, L.bo, xin,
+                                                        MLP ? hb : yout, smem);
 
     // 4-5. The MLP.
     if constexpr (MLP) {
