@@ -19,7 +19,7 @@ use std::rc::Rc;
 use rmx_mlx::quant::QuantSpec;
 use rmx_mlx::{Array, Dtype, Kernel, KernelLang, Launch, TemplateArg};
 
-use super::{counters, MAX_LAYERS, THREADS};
+use super::{counters, shared_bytes, MAX_LAYERS, THREADS};
 use crate::cache::LayerCache;
 use crate::decoder_layer::DecoderLayer;
 use crate::delta_net::{DeltaNetShape, DeltaParts};
@@ -239,8 +239,8 @@ pub(super) fn forward_group(
     let par = consts(&[par(s.par[0]), par(s.par[1]), 0.0, par(s.par[2])])?;
     let bar = counters()?;
     let lay = scratch_layout(hid, &ds, s.ffn);
-    let k = hid.max(ds.value_dim()).max(s.ffn);
-    let shared = 4 * (k + k / (128 / s.spec.bits) + 32);
+    // The staged vectors: the layer's input, the step's output (value heads x dim), the MLP's.
+    let shared = shared_bytes(hid, ds.v_heads, ds.v_dim, s.ffn, s.spec.bits);
     let kernel = kernel(n, shared, s.mlp)?;
     let mut inputs: Vec<&Array> = vec![x, &par, &bar];
     for (p, (conv, state)) in prepared.iter().zip(&held) {
