@@ -169,8 +169,8 @@ pub enum ContentBlock {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         is_error: Option<bool>,
     },
-    /// An image; the daemon reads a `{"type": "base64", "media_type", "data"}` source and
-    /// fetches no URL.
+    /// An image; the daemon reads a `{"type": "base64", "media_type", "data"}` source, and
+    /// fetches a `url` source only where it is allowed to (`RMX_IMAGE_URLS=1`).
     Image {
         source: Value,
     },

@@ -279,3 +279,124 @@ async fn issue_27_bad_images_are_a_400_in_each_apis_shape() {
     let (status, v) = post(&base, "/v1/chat/completions", &openai(&model, &[good])).await;
     assert_eq!(status, 200, "{v}");
 }
+
+/// An HTTP server of fixed files on 127.0.0.1: `(path, content type, body)`; any other path is
+/// a 404. Its base URL.
+async fn serve_files(files: Vec<(&'static str, &'static str, Vec<u8>)>) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut sock, _)) = listener.accept().await else {
+                return;
+            };
+            let files = files.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                let n = sock.read(&mut buf).await.unwrap_or(0);
+                let req = String::from_utf8_lossy(&buf[..n]).to_string();
+                let path = req.split_whitespace().nth(1).unwrap_or("/").to_string();
+                let reply = match files.iter().find(|(p, _, _)| *p == path) {
+                    Some((_, kind, body)) => {
+                        let head = format!(
+                            "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {}\r\n\
+                             Connection: close\r\n\r\n",
+                            body.len()
+                        );
+                        [head.into_bytes(), body.clone()].concat()
+                    }
+                    None => {
+                        b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                            .to_vec()
+                    }
+                };
+                let _ = sock.write_all(&reply).await;
+            });
+        }
+    });
+    base
+}
+
+/// Where the daemon fetches image URLs (`RMX_IMAGE_URLS=1`): an image named by an http URL
+/// gives the answer the same image gives inline, on OpenAI chat, Responses and Anthropic; a URL
+/// that holds no image, or none at all, is a 400 in the API's shape.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_27_image_urls_are_fetched_where_the_daemon_allows_it() {
+    let home = tempfile::tempdir().unwrap();
+    let mut config = common_api::config(home.path(), Vec::new());
+    config.image_urls = Some(rmx_server::service::ImageFetcher::new());
+    let base = serve(app(rmx_server::service::Service::new(config)));
+    let model = vlm();
+    let img = noise();
+    let files = serve_files(vec![
+        ("/cat.png", "image/png", img.clone()),
+        ("/page", "text/html", b"<html></html>".to_vec()),
+    ])
+    .await;
+    let by_url = |url: &str| {
+        let mut o = openai(&model, std::slice::from_ref(&img));
+        o["messages"][0]["content"][0]["image_url"]["url"] = json!(url);
+        let mut r = responses(&model, std::slice::from_ref(&img));
+        r["input"][0]["content"][0]["image_url"] = json!(url);
+        let mut a = anthropic(&model, std::slice::from_ref(&img));
+        a["messages"][0]["content"][0]["source"] = json!({"type": "url", "url": url});
+        [
+            ("/v1/chat/completions", o),
+            ("/v1/responses", r),
+            ("/v1/messages", a),
+        ]
+    };
+    let (s, inline) = post(
+        &base,
+        "/v1/chat/completions",
+        &openai(&model, std::slice::from_ref(&img)),
+    )
+    .await;
+    assert_eq!(s, 200, "{inline}");
+    let [(_, o), (_, r), (_, a)] = by_url(&format!("{files}/cat.png"));
+    let (s, o) = post(&base, "/v1/chat/completions", &o).await;
+    assert_eq!(s, 200, "{o}");
+    assert_eq!(
+        o["choices"][0]["message"]["content"],
+        inline["choices"][0]["message"]["content"]
+    );
+    assert_eq!(
+        o["usage"]["prompt_tokens"],
+        inline["usage"]["prompt_tokens"]
+    );
+    let (s, r) = post(&base, "/v1/responses", &r).await;
+    assert_eq!(s, 200, "{r}");
+    let said = r["output"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|o| o["type"] == "message")
+        .map(|o| o["content"][0]["text"].clone());
+    assert_eq!(
+        said,
+        Some(inline["choices"][0]["message"]["content"].clone())
+    );
+    let (s, a) = post(&base, "/v1/messages", &a).await;
+    assert_eq!(s, 200, "{a}");
+    assert_eq!(
+        a["content"][0]["text"],
+        inline["choices"][0]["message"]["content"]
+    );
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}/cat.png", l.local_addr().unwrap())
+    };
+    for (url, says) in [
+        (format!("{files}/page"), "not an image"),
+        (format!("{files}/missing.png"), "HTTP 404"),
+        (closed, "could not be fetched"),
+    ] {
+        for (path, body) in by_url(&url) {
+            let (status, v) = post(&base, path, &body).await;
+            assert_eq!(status, 400, "{url} on {path}: {v}");
+            let msg = message(path, &v);
+            assert!(msg.contains(says), "{url} on {path}: {msg}");
+        }
+    }
+}

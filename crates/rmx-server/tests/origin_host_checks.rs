@@ -54,6 +54,7 @@ fn app(home: &std::path::Path, hub: &str, cors_origins: &[&str]) -> Router {
         model_roots: Default::default(),
         kv_quant: None,
         speculative: None,
+        image_urls: None,
     });
     let config = SecurityConfig {
         cors_origins: cors_origins.iter().map(|s| s.to_string()).collect(),

@@ -59,6 +59,11 @@ env_vars! {
     /// folder) and imported models; the CLI, on the Unix socket, may name any folder. Default:
     /// none.
     RMX_MODEL_ROOTS in Daemon;
+    /// `1`: images that requests name by `http(s)://` URL (OpenAI `image_url`, Anthropic `url`
+    /// sources) are fetched by the daemon, up to 20 MB each within 10 s; otherwise they are
+    /// refused with a 400 that asks for the image inline. Off by default: a server that fetches
+    /// whatever a client names can be made to reach hosts the client cannot.
+    RMX_IMAGE_URLS in Daemon;
 
     /// The most sequences one decode step advances together; more wait for a row. Default: 32.
     RMX_MAX_BATCH in Engine;

@@ -149,7 +149,8 @@ pub enum ContentPart {
     Text {
         text: String,
     },
-    /// An image; the daemon reads `{"url": "data:image/...;base64,..."}` and fetches no URL.
+    /// An image; the daemon reads `{"url": "data:image/...;base64,..."}`, and fetches an
+    /// http(s) URL only where it is allowed to (`RMX_IMAGE_URLS=1`).
     ImageUrl {
         image_url: Value,
     },

@@ -148,7 +148,8 @@ pub enum InputPart {
     Refusal {
         refusal: String,
     },
-    /// An image; the daemon reads an `image_url` data URI (no `file_id`, no fetching).
+    /// An image; the daemon reads an `image_url` data URI (no `file_id`), and fetches an http(s)
+    /// URL only where it is allowed to (`RMX_IMAGE_URLS=1`).
     InputImage {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         image_url: Option<String>,

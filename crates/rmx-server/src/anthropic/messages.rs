@@ -9,8 +9,8 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use rmx_api::anthropic::{
-    tool_input, ContentBlock, CountTokensRequest, CountTokensResponse, MessagesRequest,
-    MessagesResponse, Role, StopReason, Thinking, ToolChoice, Usage,
+    tool_input, ContentBlock, CountTokensRequest, CountTokensResponse, MessageContent,
+    MessagesRequest, MessagesResponse, Role, StopReason, Thinking, ToolChoice, Usage,
 };
 use serde_json::{json, Map, Value};
 
@@ -39,7 +39,10 @@ async fn run(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, AnthropicError> {
     let body = body.map_err(BodyError::from)?;
-    let req: MessagesRequest = parse(&body)?;
+    let mut req: MessagesRequest = parse(&body)?;
+    if let Some(fetcher) = service.image_urls() {
+        fetch_images(fetcher, &mut req).await?;
+    }
     let internal = to_internal(&req)?;
     let answer = service.generate(internal).await?;
     let id = new_message_id();
@@ -266,7 +269,40 @@ pub fn template_messages(req: &MessagesRequest) -> Result<Vec<TemplateMessage>, 
     Ok(out)
 }
 
-/// An image block's bytes: a `base64` source (the server fetches no URL).
+/// Where the daemon fetches image URLs (`RMX_IMAGE_URLS=1`): each image block's `url` source
+/// replaced by a `base64` source of the image it names; a URL that cannot be had is the
+/// request's 400.
+async fn fetch_images(
+    fetcher: &service::ImageFetcher,
+    req: &mut MessagesRequest,
+) -> Result<(), AnthropicError> {
+    for (i, m) in req.messages.iter_mut().enumerate() {
+        let MessageContent::Blocks(blocks) = &mut m.content else {
+            continue;
+        };
+        for (j, block) in blocks.iter_mut().enumerate() {
+            let ContentBlock::Image { source } = block else {
+                continue;
+            };
+            if source.get("type").and_then(Value::as_str) != Some("url") {
+                continue;
+            }
+            let Some(url) = source.get("url").and_then(Value::as_str) else {
+                continue;
+            };
+            let bytes = fetcher.fetch(url).await.map_err(|e| {
+                AnthropicError::Invalid(format!("messages.{i}.content.{j}.source: {e}"))
+            })?;
+            let data = service::data_uri(&bytes);
+            let data = data.split_once(',').map_or("", |(_, d)| d);
+            *source = json!({"type": "base64", "media_type": "image/*", "data": data});
+        }
+    }
+    Ok(())
+}
+
+/// An image block's bytes: a `base64` source (a `url` source is fetched before, by
+/// `fetch_images`, where the daemon allows it).
 fn image_source(source: &Value) -> Result<Vec<u8>, String> {
     match source.get("type").and_then(Value::as_str) {
         Some("base64") => {
@@ -277,8 +313,9 @@ fn image_source(source: &Value) -> Result<Vec<u8>, String> {
             service::decode_base64(data)
         }
         Some("url") => Err(
-            "image URLs are not fetched: URL fetching is not enabled on this \
-             server; send the image as a base64 source"
+            "image URLs are not fetched: URL fetching is not enabled on this server \
+             (RMX_IMAGE_URLS=1 in the daemon's environment turns it on); send the image as a \
+             base64 source"
                 .into(),
         ),
         other => Err(format!(

@@ -44,7 +44,10 @@ async fn run(
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<Response, OpenAiError> {
     let body = body.map_err(BodyError::from)?;
-    let req: ChatCompletionRequest = parse(&body)?;
+    let mut req: ChatCompletionRequest = parse(&body)?;
+    if let Some(fetcher) = service.image_urls() {
+        fetch_images(fetcher, &mut req).await?;
+    }
     let stream = req.stream.unwrap_or(false);
     let include_usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
     let want_logprobs = req.logprobs.unwrap_or(false);
@@ -250,8 +253,35 @@ pub fn template_messages(messages: &[ChatMessage]) -> Result<Vec<TemplateMessage
     Ok(out)
 }
 
-/// A message's parts: text, and `image_url` images sent inline as data URIs (the server
-/// fetches no URLs); audio and files are refused.
+/// Where the daemon fetches image URLs (`RMX_IMAGE_URLS=1`): each http(s) `image_url` replaced
+/// by the image it names, as a data URI; a URL that cannot be had is the request's 400.
+async fn fetch_images(
+    fetcher: &service::ImageFetcher,
+    req: &mut ChatCompletionRequest,
+) -> Result<(), OpenAiError> {
+    for (i, m) in req.messages.iter_mut().enumerate() {
+        let Some(MessageContent::Parts(parts)) = &mut m.content else {
+            continue;
+        };
+        for (j, part) in parts.iter_mut().enumerate() {
+            let ContentPart::ImageUrl { image_url } = part else {
+                continue;
+            };
+            let url = image_url.get("url").unwrap_or(image_url).as_str();
+            let Some(url) = url.filter(|u| service::is_web_url(u)) else {
+                continue;
+            };
+            let bytes = fetcher.fetch(url).await.map_err(|e| {
+                OpenAiError::invalid(&format!("messages[{i}].content[{j}].image_url"), e)
+            })?;
+            *image_url = json!({ "url": service::data_uri(&bytes) });
+        }
+    }
+    Ok(())
+}
+
+/// A message's parts: text, and `image_url` images as data URIs (http(s) URLs are fetched
+/// before, by `fetch_images`, where the daemon allows it); audio and files are refused.
 fn content_parts(
     i: usize,
     parts: &[ContentPart],

@@ -23,6 +23,9 @@ pub struct ServiceConfig {
     pub kv_quant: Option<rmx_engine::KvQuant>,
     /// How answers speculate when the request does not say (`rmx serve --speculative`).
     pub speculative: Option<rmx_engine::Speculation>,
+    /// Fetches images that requests name by http(s) URL (`RMX_IMAGE_URLS=1`); `None` refuses
+    /// them.
+    pub image_urls: Option<super::ImageFetcher>,
 }
 
 impl ServiceConfig {
@@ -44,6 +47,8 @@ impl ServiceConfig {
             model_roots: ModelRoots::from_env().map_err(ServiceError::BadRequest)?,
             kv_quant: None,
             speculative: None,
+            image_urls: rmx_settings::is_one(EnvVars::RMX_IMAGE_URLS)
+                .then(super::ImageFetcher::new),
         })
     }
 }

@@ -19,14 +19,16 @@ pub fn decode_base64(data: &str) -> Result<Vec<u8>, String> {
         .map_err(|e| format!("the image is not valid base64 ({e})"))
 }
 
-/// The bytes of an image URL: only `data:image/...;base64,...` is read; the server fetches
-/// nothing from the network.
+/// The bytes of an image URL: only `data:image/...;base64,...` is read here; an http(s) URL is
+/// refused (where the daemon fetches URLs, `RMX_IMAGE_URLS=1`, each surface has swapped them for
+/// data URIs before: service/image_fetch.rs).
 pub fn image_url_bytes(url: &str) -> Result<Vec<u8>, String> {
     let lower = url.get(..8).unwrap_or(url).to_ascii_lowercase();
     if lower.starts_with("http://") || lower.starts_with("https://") {
         return Err(
-            "image URLs are not fetched: URL fetching is not enabled on this server; \
-             send the image inline as a data URI (data:image/png;base64,...)"
+            "image URLs are not fetched: URL fetching is not enabled on this server \
+             (RMX_IMAGE_URLS=1 in the daemon's environment turns it on); send the image inline \
+             as a data URI (data:image/png;base64,...)"
                 .into(),
         );
     }

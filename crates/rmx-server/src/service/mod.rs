@@ -55,6 +55,7 @@ mod events;
 mod folders;
 mod hold;
 mod image_data;
+mod image_fetch;
 mod message;
 mod prompt;
 mod prompt_tokens;
@@ -81,6 +82,7 @@ pub use events::{
 };
 pub use folders::ModelRoots;
 pub use image_data::{decode_base64, image_url_bytes};
+pub use image_fetch::{data_uri, is_web_url, ImageFetcher, MAX_FETCH_BYTES};
 pub use message::{CalledFunction, ContentPart, Role, TemplateMessage, TemplateToolCall};
 pub(crate) use pull_locks::PullLocks;
 pub use request::{
@@ -103,6 +105,7 @@ pub struct Service {
     metrics: Arc<crate::metrics::Metrics>,
     kv_quant: Option<rmx_engine::KvQuant>,
     speculative: Option<rmx_engine::Speculation>,
+    image_urls: Option<ImageFetcher>,
 }
 
 impl Service {
@@ -142,7 +145,13 @@ impl Service {
             metrics: Default::default(),
             kv_quant: config.kv_quant,
             speculative: config.speculative,
+            image_urls: config.image_urls,
         })
+    }
+
+    /// The fetcher of image URLs, where this daemon fetches them (`RMX_IMAGE_URLS=1`).
+    pub fn image_urls(&self) -> Option<&ImageFetcher> {
+        self.image_urls.as_ref()
     }
 
     pub fn store(&self) -> &Store {

@@ -41,6 +41,7 @@ pub fn config(home: &Path, roots: Vec<PathBuf>) -> ServiceConfig {
         model_roots: ModelRoots::new(roots),
         kv_quant: None,
         speculative: None,
+        image_urls: None,
     }
 }
 

@@ -47,7 +47,10 @@ async fn run(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<HttpResponse, OpenAiError> {
     let body = body.map_err(BodyError::from)?;
-    let req: ResponsesRequest = parse(&body)?;
+    let mut req: ResponsesRequest = parse(&body)?;
+    if let Some(fetcher) = service.image_urls() {
+        fetch_images(fetcher, &mut req).await?;
+    }
     let internal = to_internal(&req)?;
     let mut answer = service.generate(internal).await?;
     let stream = ResponsesStream::new(&req, unix_time(answer.created));
@@ -180,8 +183,45 @@ pub fn to_internal(req: &ResponsesRequest) -> Result<InternalRequest, OpenAiErro
     })
 }
 
-/// A message item's content as parts: text, and `input_image` images sent inline as
-/// `image_url` data URIs (the server fetches no URLs); files are refused.
+/// Where the daemon fetches image URLs (`RMX_IMAGE_URLS=1`): each http(s) `input_image`
+/// replaced by the image it names, as a data URI; a URL that cannot be had is the request's 400.
+async fn fetch_images(
+    fetcher: &service::ImageFetcher,
+    req: &mut ResponsesRequest,
+) -> Result<(), OpenAiError> {
+    let ResponsesInput::Items(items) = &mut req.input else {
+        return Ok(());
+    };
+    for (i, item) in items.iter_mut().enumerate() {
+        let m = match item {
+            InputItem::Message(m) | InputItem::Typed(TypedInputItem::Message(m)) => m,
+            _ => continue,
+        };
+        let InputContent::Parts(parts) = &mut m.content else {
+            continue;
+        };
+        for (j, part) in parts.iter_mut().enumerate() {
+            let InputPart::InputImage {
+                image_url: Some(url),
+            } = part
+            else {
+                continue;
+            };
+            if !service::is_web_url(url) {
+                continue;
+            }
+            let bytes = fetcher.fetch(url).await.map_err(|e| {
+                OpenAiError::invalid(&format!("input[{i}].content[{j}].image_url"), e)
+            })?;
+            *url = service::data_uri(&bytes);
+        }
+    }
+    Ok(())
+}
+
+/// A message item's content as parts: text, and `input_image` images as `image_url` data URIs
+/// (http(s) URLs are fetched before, by `fetch_images`, where the daemon allows it); files are
+/// refused.
 fn input_parts(i: usize, content: &InputContent) -> Result<Vec<service::ContentPart>, OpenAiError> {
     let parts = match content {
         InputContent::Text(s) => return Ok(vec![service::ContentPart::Text(s.clone())]),
