@@ -367,7 +367,7 @@ _rmx() {
             return 0
             ;;
         rmx__subcmd__bench)
-            opts="-h -V --prompt-tokens --gen-tokens --rounds --warmup --streams --json --json-schema --submit --kv-bits --kv-group-size --kv-quant-start --speculative --draft-tokens --verify-cost --yes --help --version"
+            opts="-h -V --prompt-tokens --gen-tokens --rounds --warmup --streams --json --json-schema --submit --kv-bits --kv-group-size --kv-quant-start --speculative --draft-tokens --verify-cost --image-cost --yes --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -418,6 +418,10 @@ _rmx() {
                     return 0
                     ;;
                 --verify-cost)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --image-cost)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

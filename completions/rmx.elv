@@ -255,6 +255,7 @@ set edit:completion:arg-completer[rmx] = {|@words|
             cand --speculative 'Guess tokens ahead and let the model check them in one forward pass; the answer is the one it would be without. prompt-lookup copies the guesses from the prompt and the answer so far (fast where the answer repeats its input: editing code, quoting). Models with recurrent layers answer without it (-v and the answer''s stats say so)'
             cand --draft-tokens 'The most tokens guessed per step [default: 6]'
             cand --verify-cost 'Instead of the cases: time a speculative verify step of each K drafted tokens (K + 1 tokens through the model over a cache of the first --prompt-tokens, default 512) against a plain decode step, and the speedup that makes at a few acceptance rates'
+            cand --image-cost 'Instead of the cases: time one photo-sized image (WxH, default 1024x768) through a vision model''s processor (decode, resize, normalize, on the host) and its vision tower (on the model''s device), per image'
             cand --json 'Print a JSON record (hardware, versions, model, every case) instead of a table'
             cand --submit 'Offer the JSON record to the community benchmarks repository [env: RMX_BENCH_REPO, default rmx-project/benchmarks]: shows it, asks, keeps a copy under the rmx home (benchmarks/), and opens a pull request through gh when it is installed'
             cand --yes 'Send without asking (with --submit)'

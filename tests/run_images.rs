@@ -226,3 +226,39 @@ fn chat_attaches_images_to_the_next_message() -> Result<(), rexpect::error::Erro
     p.exp_eof()?;
     Ok(())
 }
+
+/// `rmx bench --image-cost`: one image's processor and vision-tower times, in the table's JSON;
+/// a text-only model and a bad size are refused with what to do.
+#[test]
+fn bench_image_cost_times_the_processor_and_the_tower() {
+    let home = TestHome::new();
+    let model = vlm();
+    let out = home.run(&[
+        "bench",
+        &model,
+        "--image-cost",
+        "96x64",
+        "--rounds",
+        "2",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let c = &v["image_cost"];
+    assert_eq!(
+        (c["width"].as_u64(), c["height"].as_u64()),
+        (Some(96), Some(64))
+    );
+    assert_eq!(c["placeholders"].as_u64(), Some(PER_IMAGE));
+    for key in ["preprocess_ms", "encode_ms"] {
+        let ms = c[key]["median"].as_f64().unwrap();
+        assert!(ms > 0.0, "{key}: {c}");
+    }
+    let text = rmx_tests::models::tiny_qwen3().display().to_string();
+    let out = home.run(&["bench", &text, "--image-cost"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("takes no images"), "{}", stderr(&out));
+    let out = home.run(&["bench", &model, "--image-cost", "big"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("WxH"), "{}", stderr(&out));
+}

@@ -605,6 +605,11 @@ pub struct BenchArgs {
     /// against a plain decode step, and the speedup that makes at a few acceptance rates.
     #[arg(long, value_delimiter = ',', value_name = "K,..")]
     pub verify_cost: Vec<usize>,
+    /// Instead of the cases: time one photo-sized image (WxH, default 1024x768) through a
+    /// vision model's processor (decode, resize, normalize, on the host) and its vision tower
+    /// (on the model's device), per image.
+    #[arg(long, value_name = "WxH", num_args = 0..=1, default_missing_value = "1024x768")]
+    pub image_cost: Option<String>,
     /// Send without asking (with --submit).
     #[arg(long, requires = "submit")]
     pub yes: bool,

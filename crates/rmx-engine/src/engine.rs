@@ -34,7 +34,7 @@ pub(crate) enum Command {
     Generate(GenerateRequest, UnboundedSender<Event>, Instant),
     Embed(EmbedJob),
     Rerank(RerankJob),
-    /// Runs on the engine thread with the model (measurements: verify_cost.rs).
+    /// Runs on the engine thread with the model (measurements: verify_cost.rs, image_cost.rs).
     Probe(Probe),
 }
 
@@ -455,12 +455,17 @@ impl Engine {
             };
             let _ = reply.send(result);
         };
+        self.probe(Box::new(run))?;
+        rx.recv().map_err(|_| EngineError::Stopped)?
+    }
+
+    /// Runs `run` on the engine thread, with the model, between its turns.
+    pub(crate) fn probe(&self, run: Probe) -> Result<()> {
         self.tx
             .as_ref()
             .ok_or(EngineError::Stopped)?
-            .send(Command::Probe(Box::new(run)))
-            .map_err(|_| EngineError::Stopped)?;
-        rx.recv().map_err(|_| EngineError::Stopped)?
+            .send(Command::Probe(run))
+            .map_err(|_| EngineError::Stopped)
     }
 
     pub fn tokenizer(&self) -> &Arc<Tokenizer> {

@@ -12,6 +12,7 @@ mod error;
 mod family;
 pub mod group;
 mod group_prefill;
+pub mod image_cost;
 mod image_input;
 mod images;
 mod load;

@@ -89,6 +89,9 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     if !args.verify_cost.is_empty() {
         return super::bench_verify::run(&engine, &args, group.is_some());
     }
+    if let Some(size) = &args.image_cost {
+        return super::bench_image::run(&engine, &args, size);
+    }
     let cases = bench::run(&engine, &cfg, |line| {
         if !quiet {
             eprintln!("  {line}");

@@ -11,6 +11,7 @@ mod stop;
 mod agents;
 mod alias;
 mod bench;
+mod bench_image;
 mod bench_verify;
 mod doctor;
 mod import;
