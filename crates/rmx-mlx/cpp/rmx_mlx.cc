@@ -2,6 +2,7 @@
 // any decision about semantics lives on the Rust side (src/*.rs) where it is documented.
 #include "rmx_mlx.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
@@ -576,6 +577,14 @@ bool gpu_available() { return mx::gpu::is_available(); }
 uint8_t default_device_type() { return mx::default_device().type == mx::Device::gpu ? 1 : 0; }
 void set_default_device(uint8_t type) { mx::set_default_device(device_of(type)); }
 void synchronize() { mx::synchronize(); }
+
+void guard_exit() {
+  static const bool registered = [] {
+    std::atexit([] { exit_guard(); });
+    return true;
+  }();
+  (void)registered;
+}
 
 int32_t cuda_sm_count() {
   // MLX does not report it, and a kernel whose blocks wait for each other must know how many

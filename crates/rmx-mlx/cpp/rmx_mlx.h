@@ -218,6 +218,8 @@ bool gpu_available();
 uint8_t default_device_type();
 void set_default_device(uint8_t type);
 void synchronize();
+// Registers (once) an atexit handler that calls the Rust side's exit_guard().
+void guard_exit();
 rust::String device_info_json(uint8_t type);
 int32_t cuda_sm_count();
 

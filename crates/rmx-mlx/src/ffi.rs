@@ -19,12 +19,18 @@ fn call_compile_fn(
     (f.0)(inputs)
 }
 
+/// Called by the C++ side's `atexit` handler (`guard_exit`): see `eval_lock::exit_guard`.
+fn exit_guard() {
+    crate::eval_lock::exit_guard();
+}
+
 #[allow(clippy::too_many_arguments)]
 #[cxx::bridge(namespace = "rmx")]
 pub(crate) mod bridge {
     extern "Rust" {
         type CompileFn;
         fn call_compile_fn(f: &CompileFn, inputs: &ArrayList) -> Result<UniquePtr<ArrayList>>;
+        fn exit_guard();
     }
 
     unsafe extern "C++" {
@@ -340,6 +346,7 @@ pub(crate) mod bridge {
         fn default_device_type() -> u8;
         fn set_default_device(device_type: u8) -> Result<()>;
         fn synchronize() -> Result<()>;
+        fn guard_exit();
         fn device_info_json(device_type: u8) -> Result<String>;
         fn cuda_sm_count() -> i32;
     }
