@@ -343,6 +343,21 @@ fn prepare(layer: &DecoderLayer, dtype: Dtype) -> Option<Prepared<'_>> {
     })
 }
 
+/// Every layer's parts and their one shape, when `prepare` takes every layer and their shapes
+/// agree (one launch runs one kernel instance); `None` otherwise.
+pub(super) fn alike<'a, P, S: PartialEq + Copy>(
+    layers: &'a [DecoderLayer],
+    prepare: impl Fn(&'a DecoderLayer) -> Option<P>,
+    shape: impl Fn(&P) -> S,
+) -> Option<(Vec<P>, S)> {
+    let prepared = layers.iter().map(prepare).collect::<Option<Vec<_>>>()?;
+    let s = shape(prepared.first()?);
+    prepared
+        .iter()
+        .all(|p| shape(p) == s)
+        .then_some((prepared, s))
+}
+
 /// How the one-launch kernel runs `layer`, if it can (CUDA, and `prepare` or `delta::prepare`
 /// takes it in the dtype of its norms, which is the dtype its activations have): decided once,
 /// at load.
@@ -420,15 +435,10 @@ pub(crate) fn forward_group(
     if x.size() != hid as usize {
         return Ok(None);
     }
-    let Some(prepared) = layers
-        .iter()
-        .map(|l| prepare(l, dtype))
-        .collect::<Option<Vec<_>>>()
-    else {
+    let Some((prepared, s)) = alike(layers, |l| prepare(l, dtype), |p| p.shape) else {
         return Ok(None);
     };
     let first = &prepared[0];
-    let s = first.shape;
     // Every cache at the same step with the same capacity, so each grows (or not) alike.
     let step = match &caches[0] {
         LayerCache::Full(kv) => (kv.offset, kv.capacity()),
@@ -444,7 +454,6 @@ pub(crate) fn forward_group(
     if s.hid != hid
         || !same_step
         || (!s.mlp && n > 1)
-        || prepared.iter().any(|p| p.shape != s)
         || !fastpath::attention_heads_fit(&first.rope, dtype)
     {
         return Ok(None);

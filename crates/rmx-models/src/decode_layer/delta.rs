@@ -19,7 +19,7 @@ use std::rc::Rc;
 use rmx_mlx::quant::QuantSpec;
 use rmx_mlx::{Array, Dtype, Kernel, KernelLang, Launch, TemplateArg};
 
-use super::{counters, shared_bytes, MAX_LAYERS, THREADS};
+use super::{alike, counters, shared_bytes, MAX_LAYERS, THREADS};
 use crate::cache::LayerCache;
 use crate::decoder_layer::DecoderLayer;
 use crate::delta_net::{DeltaNetShape, DeltaParts};
@@ -202,15 +202,10 @@ pub(super) fn forward_group(
     {
         return Ok(None);
     }
-    let Some(prepared) = layers
-        .iter()
-        .map(|l| prepare(l, dtype))
-        .collect::<Option<Vec<_>>>()
-    else {
+    let Some((prepared, s)) = alike(layers, |l| prepare(l, dtype), |p| p.shape) else {
         return Ok(None);
     };
-    let s = prepared[0].shape;
-    if s.hid != hid || (!s.mlp && n > 1) || prepared.iter().any(|p| p.shape != s) {
+    if s.hid != hid || (!s.mlp && n > 1) {
         return Ok(None);
     }
     let ds = prepared[0].delta;

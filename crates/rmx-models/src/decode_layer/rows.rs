@@ -8,7 +8,7 @@
 
 use rmx_mlx::{Array, Dtype, Launch, TemplateArg};
 
-use super::{counters, kernel, prepare, MAX_HEADS, MAX_LAYERS, SPLITS, THREADS};
+use super::{alike, counters, kernel, prepare, MAX_HEADS, MAX_LAYERS, SPLITS, THREADS};
 use crate::cache::LayerCache;
 use crate::decoder_layer::DecoderLayer;
 use crate::error::Result;
@@ -79,15 +79,10 @@ pub(super) fn forward(
     if !fp.layer_rows || !fp.layer_idot || x.ndim() != 3 || x.dim(1) != 1 || rows < 2 {
         return Ok(None);
     }
-    let Some(prepared) = layers
-        .iter()
-        .map(|l| prepare(l, dtype))
-        .collect::<Option<Vec<_>>>()
-    else {
+    let Some((prepared, s)) = alike(layers, |l| prepare(l, dtype), |p| p.shape) else {
         return Ok(None);
     };
     let first = &prepared[0];
-    let s = first.shape;
     let step = match &caches[0] {
         LayerCache::Batch(c) => c.slot_state(),
         _ => return Ok(None),
@@ -101,7 +96,6 @@ pub(super) fn forward(
         || step.2 != rows as usize
         || !same_step
         || rows * s.heads > MAX_HEADS
-        || prepared.iter().any(|p| p.shape != s)
         || !fastpath::attention_heads_fit(&first.rope, dtype)
     {
         return Ok(None);
