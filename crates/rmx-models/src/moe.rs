@@ -86,7 +86,7 @@ impl SwitchLinear {
                     out,
                     spec,
                     axis,
-                    part,
+                    &[part],
                 )?,
                 spec,
             ),

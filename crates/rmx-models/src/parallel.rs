@@ -56,6 +56,14 @@ impl Part {
         }
     }
 
+    /// The part in units of `by` (start and length whole multiples of it).
+    pub fn divided(self, by: i32) -> Part {
+        Part {
+            start: self.start / by,
+            len: self.len / by,
+        }
+    }
+
     pub fn contains(self, i: i32) -> bool {
         (self.start..self.start + self.len).contains(&i)
     }

@@ -91,7 +91,7 @@ pub(crate) fn linear(
     };
     let local = match spec_for(w, q, path)? {
         Some(spec) => {
-            let qp = quantized_part(w, path, &[], inp, out, spec, axis, part)?;
+            let qp = quantized_part(w, path, &[], inp, out, spec, axis, &[part])?;
             let bias = if axis == 0 { bias.clone() } else { None };
             Linear::Quant { q: qp, spec, bias }
         }
@@ -125,29 +125,11 @@ pub(crate) fn linear_rows(
 ) -> Result<Linear> {
     let name = |t: &str| format!("{path}.{t}");
     Ok(match spec_for(w, q, path)? {
-        Some(spec) => {
-            let (gs, bits) = (spec.group_size, spec.bits);
-            if inp % gs != 0 || (inp * bits) % 32 != 0 {
-                return Err(ModelError::Config {
-                    path: path.into(),
-                    message: format!("{inp} columns do not fit {bits}-bit groups of {gs}"),
-                });
-            }
-            let groups = [out, inp / gs];
-            let q = Quantized {
-                weight: w.take_parts(&name("weight"), &[out, inp * bits / 32], 0, parts)?,
-                scales: w.take_parts(&name("scales"), &groups, 0, parts)?,
-                biases: match w.has(&name("biases")) {
-                    true => Some(w.take_parts(&name("biases"), &groups, 0, parts)?),
-                    false => None,
-                },
-            };
-            Linear::Quant {
-                q,
-                spec,
-                bias: None,
-            }
-        }
+        Some(spec) => Linear::Quant {
+            q: quantized_part(w, path, &[], inp, out, spec, 0, parts)?,
+            spec,
+            bias: None,
+        },
         None => Linear::Dense {
             weight_t: w
                 .take_parts(&name("weight"), &[out, inp], 0, parts)?
@@ -158,8 +140,9 @@ pub(crate) fn linear_rows(
 }
 
 /// This rank's part of the quantized weight `path` (`[lead.., out, inp]` as stored, with its
-/// scales and biases): output rows `part` when `axis` is `lead.len()`, input columns when it is
-/// the last. A column split takes whole quantization groups, and so whole 32-bit words.
+/// scales and biases): output rows `parts` when `axis` is `lead.len()`, input columns when it is
+/// the last, the parts joined in order. A column split takes whole quantization groups, and so
+/// whole 32-bit words.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn quantized_part(
     w: &mut Weights,
@@ -169,7 +152,7 @@ pub(crate) fn quantized_part(
     out: i32,
     spec: QuantSpec,
     axis: usize,
-    part: Part,
+    parts: &[Part],
 ) -> Result<Quantized> {
     let name = |t: &str| format!("{path}.{t}");
     let (gs, bits) = (spec.group_size, spec.bits);
@@ -179,20 +162,9 @@ pub(crate) fn quantized_part(
             message: format!("{inp} columns do not fit {bits}-bit groups of {gs}"),
         });
     }
-    let (packed, groups) = if axis == lead.len() {
-        (part, part)
-    } else if part.start % gs == 0 && part.len % gs == 0 {
-        (
-            Part {
-                start: part.start * bits / 32,
-                len: part.len * bits / 32,
-            },
-            Part {
-                start: part.start / gs,
-                len: part.len / gs,
-            },
-        )
-    } else {
+    let (packed, groups): (Vec<Part>, Vec<Part>) = if axis == lead.len() {
+        (parts.to_vec(), parts.to_vec())
+    } else if let Some(part) = parts.iter().find(|p| p.start % gs != 0 || p.len % gs != 0) {
         return Err(ModelError::Config {
             path: path.into(),
             message: format!(
@@ -201,13 +173,18 @@ pub(crate) fn quantized_part(
                 part.len
             ),
         });
+    } else {
+        parts
+            .iter()
+            .map(|p| (p.scaled(bits).divided(32), p.divided(gs)))
+            .unzip()
     };
     let shape = |last: i32| [lead, &[out, last]].concat();
     Ok(Quantized {
-        weight: w.take_part(&name("weight"), &shape(inp * bits / 32), axis, packed)?,
-        scales: w.take_part(&name("scales"), &shape(inp / gs), axis, groups)?,
+        weight: w.take_parts(&name("weight"), &shape(inp * bits / 32), axis, &packed)?,
+        scales: w.take_parts(&name("scales"), &shape(inp / gs), axis, &groups)?,
         biases: match w.has(&name("biases")) {
-            true => Some(w.take_part(&name("biases"), &shape(inp / gs), axis, groups)?),
+            true => Some(w.take_parts(&name("biases"), &shape(inp / gs), axis, &groups)?),
             false => None,
         },
     })

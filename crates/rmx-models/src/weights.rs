@@ -126,21 +126,7 @@ impl Weights {
         axis: usize,
         part: Part,
     ) -> Result<Array> {
-        let (a, file, stored) = self.take_entry(name, shape)?;
-        let whole = a.shape();
-        if part.start == 0 && part.len == whole[axis] {
-            return Ok(a);
-        }
-        let Some(stored) = stored else {
-            // Made in memory from other tensors: slice it, and copy the slice so the whole can
-            // be freed.
-            let s = a.slice_axis(axis as i32, part.start, part.start + part.len)?;
-            return Ok(s.contiguous()?);
-        };
-        if !self.headers.contains_key(&file) {
-            self.headers.insert(file, Header::read(&self.files[file])?);
-        }
-        self.headers[&file].read_slice(&stored, axis, part.start as i64, part.len as i64)
+        self.take_parts(name, shape, axis, &[part])
     }
 
     /// Takes `parts` of `name` along `axis`, joined in order (`shape` is the whole tensor's): a
@@ -154,9 +140,16 @@ impl Weights {
         parts: &[Part],
     ) -> Result<Array> {
         let (a, file, stored) = self.take_entry(name, shape)?;
+        if let [p] = parts {
+            if p.start == 0 && p.len == a.shape()[axis] {
+                return Ok(a);
+            }
+        }
         let mut pieces = Vec::with_capacity(parts.len());
         for p in parts {
             pieces.push(match &stored {
+                // Made in memory from other tensors: slice it, and copy the slice so the whole
+                // can be freed.
                 None => a
                     .slice_axis(axis as i32, p.start, p.start + p.len)?
                     .contiguous()?,
@@ -168,8 +161,13 @@ impl Weights {
                 }
             });
         }
-        let refs: Vec<&Array> = pieces.iter().collect();
-        Ok(rmx_mlx::concatenate(&refs, axis as i32)?)
+        match <[Array; 1]>::try_from(pieces) {
+            Ok([one]) => Ok(one),
+            Err(pieces) => {
+                let refs: Vec<&Array> = pieces.iter().collect();
+                Ok(rmx_mlx::concatenate(&refs, axis as i32)?)
+            }
+        }
     }
 
     /// Takes `name` if present.

@@ -120,6 +120,8 @@ pub(super) struct Prepared<'a> {
     shape: Shape,
     products: [&'a Array; 14],
     step: [&'a Array; 4],
+    /// `shape.par` as numbers: the input norms' eps, q/k eps, the output norm's eps.
+    par: [f32; 3],
     delta: DeltaNetShape,
 }
 
@@ -162,6 +164,7 @@ pub(super) fn prepare(layer: &DecoderLayer, dtype: Dtype) -> Option<Prepared<'_>
     {
         return None;
     }
+    let par = [p.eps, qk_eps, ds.eps];
     let shape = Shape {
         spec: p.spec,
         hid: p.hid,
@@ -172,12 +175,13 @@ pub(super) fn prepare(layer: &DecoderLayer, dtype: Dtype) -> Option<Prepared<'_>
         conv_kernel: ds.conv_kernel,
         ffn: p.ffn,
         mlp: p.mlp,
-        par: [p.eps, qk_eps, ds.eps].map(f32::to_bits),
+        par: par.map(f32::to_bits),
     };
     Some(Prepared {
         shape,
         products: p.tensors,
         step: [conv, dt_bias, rate, norm],
+        par,
         delta: ds,
     })
 }
@@ -194,12 +198,7 @@ pub(super) fn forward_group(
     let n = layers.len();
     let dtype = x.dtype();
     let hid = x.dim(-1);
-    if n == 0
-        || n > MAX_LAYERS
-        || caches.len() != n
-        || x.size() != hid as usize
-        || !caches.iter().all(|c| matches!(c, LayerCache::Recurrent(_)))
-    {
+    if n == 0 || n > MAX_LAYERS || caches.len() != n || x.size() != hid as usize {
         return Ok(None);
     }
     let Some((prepared, s)) = alike(layers, |l| prepare(l, dtype), |p| p.shape) else {
@@ -215,7 +214,7 @@ pub(super) fn forward_group(
     let mut held = Vec::with_capacity(n);
     for c in caches.iter() {
         let LayerCache::Recurrent(rc) = c else {
-            unreachable!("checked above")
+            return Ok(None);
         };
         let conv = match &rc.conv {
             Some(c) => c.clone(),
@@ -230,8 +229,8 @@ pub(super) fn forward_group(
         }
         held.push((conv, state));
     }
-    let par = f32::from_bits;
-    let par = consts(&[par(s.par[0]), par(s.par[1]), 0.0, par(s.par[2])])?;
+    let [eps, qk_eps, norm_eps] = prepared[0].par;
+    let par = consts(&[eps, qk_eps, 0.0, norm_eps])?;
     let bar = counters()?;
     let lay = scratch_layout(hid, &ds, s.ffn);
     // The staged vectors: the layer's input, the step's output (value heads x dim), the MLP's.
