@@ -293,8 +293,7 @@ async fn fetch_images(
             let bytes = fetcher.fetch(url).await.map_err(|e| {
                 AnthropicError::Invalid(format!("messages.{i}.content.{j}.source: {e}"))
             })?;
-            let data = service::data_uri(&bytes);
-            let data = data.split_once(',').map_or("", |(_, d)| d);
+            let data = service::encode_base64(&bytes);
             *source = json!({"type": "base64", "media_type": "image/*", "data": data});
         }
     }

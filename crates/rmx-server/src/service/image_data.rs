@@ -19,6 +19,11 @@ pub fn decode_base64(data: &str) -> Result<Vec<u8>, String> {
         .map_err(|e| format!("the image is not valid base64 ({e})"))
 }
 
+/// `bytes` as standard base64 (padded), the form Anthropic's and Ollama's image fields hold.
+pub fn encode_base64(bytes: &[u8]) -> String {
+    STANDARD.encode(bytes)
+}
+
 /// The bytes of an image URL: only `data:image/...;base64,...` is read here; an http(s) URL is
 /// refused (where the daemon fetches URLs, `RMX_IMAGE_URLS=1`, each surface has swapped them for
 /// data URIs before: service/image_fetch.rs).

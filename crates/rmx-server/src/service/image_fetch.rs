@@ -7,9 +7,6 @@
 
 use std::time::Duration;
 
-use base64::engine::general_purpose::STANDARD;
-use base64::Engine as _;
-
 /// The most bytes one fetched image may have (an inline one is bounded by the request's size).
 pub const MAX_FETCH_BYTES: usize = 20 << 20;
 /// How long one fetch may take, connection, redirects and body included.
@@ -120,7 +117,7 @@ pub fn is_web_url(url: &str) -> bool {
 
 /// `bytes` as a data URI, the form every surface reads an inline image in.
 pub fn data_uri(bytes: &[u8]) -> String {
-    format!("data:image/*;base64,{}", STANDARD.encode(bytes))
+    format!("data:image/*;base64,{}", super::encode_base64(bytes))
 }
 
 #[cfg(test)]

@@ -81,7 +81,7 @@ pub use events::{
     CollectedCall, Completion, Final, FinishReason, ServiceEvent, ServiceStream, TokenLogprob,
 };
 pub use folders::ModelRoots;
-pub use image_data::{decode_base64, image_url_bytes};
+pub use image_data::{decode_base64, encode_base64, image_url_bytes};
 pub use image_fetch::{data_uri, is_web_url, ImageFetcher, MAX_FETCH_BYTES};
 pub use message::{CalledFunction, ContentPart, Role, TemplateMessage, TemplateToolCall};
 pub(crate) use pull_locks::PullLocks;
