@@ -92,7 +92,6 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
     v.sinks = true;
     // Split over a tensor-parallel group as mlx-lm's `shard()` does: the attention (its sinks
     // with its heads) as the dense families, the experts below.
-    v.ffn_splits = true;
     let cfg = c.clone();
     v.ffn = Some(Box::new(move |w, q, _, p| {
         let c = &cfg;

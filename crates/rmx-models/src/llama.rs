@@ -117,10 +117,9 @@ pub(crate) struct Variant {
     pub rope: Box<dyn Fn(i32) -> Result<Rope>>,
     /// Attention sinks (GPT-OSS).
     pub sinks: bool,
-    /// The feed-forward of each layer; `None`: the dense SwiGLU MLP of the config's sizes.
+    /// The feed-forward of each layer; `None`: the dense SwiGLU MLP of the config's sizes. On a
+    /// rank of a tensor-parallel group it loads the rank's share, as the mixer loader does.
     pub ffn: Option<FfnLoader>,
-    /// `ffn` splits its layers over a tensor-parallel group itself (Qwen3-MoE's experts).
-    pub ffn_splits: bool,
     /// Layers whose mixer is not the attention (Gated DeltaNet); `None`: all attention.
     pub mixer: Option<MixerLoader>,
     /// q_proj also gives a sigmoid gate on attention's output (Qwen3-Next, Qwen3.5).
@@ -149,7 +148,6 @@ impl Variant {
             rope,
             sinks: false,
             ffn: None,
-            ffn_splits: false,
             mixer: None,
             output_gate: false,
             root: "model".into(),
@@ -181,19 +179,6 @@ pub(crate) fn load_decoder(
     if c.tie_word_embeddings {
         let head = format!("{}.", v.lm_head);
         w.discard(|k| k.starts_with(&head));
-    }
-    // A mixer loader splits its own layers (Gated DeltaNet, or refuses); a feed-forward loader
-    // says whether it does.
-    if let Some(tp) = w.tensor_parallel() {
-        if v.ffn.is_some() && !v.ffn_splits {
-            return Err(ModelError::Parallel {
-                ranks: tp.size(),
-                message: format!(
-                    "{}'s experts are not split yet; run it as a pipeline (--mode pipeline)",
-                    raw.model_type
-                ),
-            });
-        }
     }
     let vocab = match w.parallel() {
         Some(p) => Some(VocabShard::new(p, c.vocab_size)?),

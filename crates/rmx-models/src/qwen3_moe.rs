@@ -71,7 +71,6 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
     );
     // Split over a tensor-parallel group as mlx-lm's `shard()` does: dense layers as the dense
     // families (Mlp::load), experts in SparseMoe::load_qwen.
-    v.ffn_splits = true;
     let cfg = c.clone();
     v.ffn = Some(Box::new(move |w, q, i, p| {
         let c = &cfg;

@@ -153,7 +153,6 @@ pub(crate) fn load_hybrid(
     // Split by the loaders below on a tensor-parallel rank: the dense MLPs as the dense
     // families' (FeedForward::swiglu), the routed experts as Qwen3-MoE's (SparseMoe::load_qwen)
     // and the shared expert as a dense MLP, whose sum over the ranks comes before its gate.
-    v.ffn_splits = true;
     v.root = layout.root.into();
     v.lm_head = layout.lm_head.into();
     let shape = DeltaNetShape {
