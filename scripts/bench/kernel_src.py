@@ -7,20 +7,21 @@ import pathlib
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 KERNELS = ROOT / "crates/rmx-models/src/kernels"
 # kernel_source.rs's SECTIONS (their order) and SECTION_USES
-SECTIONS = ["common", "qgemv", "qkv_rope", "attn", "swiglu", "layer", "layer_rows", "gated_delta",
-            "moe", "layer_delta"]
-SECTION_USES = {("moe", "qgemv"), ("layer_rows", "layer"), ("layer_delta", "layer"),
+SECTIONS = ["common", "qgemv", "qkv_rope", "attn", "swiglu", "route", "layer", "layer_rows",
+            "layer_moe", "gated_delta", "moe", "layer_delta"]
+SECTION_USES = {("moe", "qgemv"), ("moe", "route"), ("layer_rows", "layer"),
+                ("layer_moe", "layer"), ("layer_moe", "route"), ("layer_delta", "layer"),
                 ("layer_delta", "gated_delta")}
 SPLITS = 64  # decode_layer.rs's SPLITS, the kernel's SMAX
 
 
-def section(name):
-    """The "common" section, those `name` uses and `name`'s own, comment lines dropped, ending
+def section(*names):
+    """The "common" section, those `names` use and their own, comment lines dropped, ending
     in a newline: MLX appends its own source after a header, and a last line with a trailing
     comment would swallow MLX's next line."""
     out = []
     for sec in SECTIONS:
-        if sec in ("common", name) or (name, sec) in SECTION_USES:
+        if sec == "common" or any(sec == n or (n, sec) in SECTION_USES for n in names):
             for line in (KERNELS / f"{sec}.cuh").read_text().splitlines():
                 if line.strip() and not line.strip().startswith("//"):
                     out.append(line)
@@ -56,3 +57,8 @@ def delta_layout(hid, hk, hv, dk, dv, f):
     o_act = o_h + lines(hid // 2)
     o_x = o_act + lines(f // 2)
     return dict(O_Y=o_y, O_H=o_h, O_ACT=o_act, O_X=o_x), o_x + lines(hid // 2)
+
+
+def moe_scratch(act):
+    """decode_layer/moe.rs's standalone launch: its activations' floats, where O_MOE starts."""
+    return (act // 2 + 31) // 32 * 32

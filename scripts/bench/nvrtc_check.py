@@ -16,7 +16,7 @@ import pathlib
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from kernel_src import delta_layout, layer_layout, section
+from kernel_src import delta_layout, layer_layout, moe_scratch, section
 
 FOUND = glob.glob(f"{sys.prefix}/lib/python3*/site-packages/nvidia/cuda_nvrtc")
 if not FOUND:
@@ -175,15 +175,35 @@ PER_LAYER = ["wq", "sq", "bq", "wo", "so", "bo", "wg", "sg", "bg", "wd", "sd", "
 LAYER_T = {"wq": "uint32_t", "wo": "uint32_t", "wg": "uint32_t", "wd": "uint32_t"}
 
 
-def layers_kernel(nl, mlp="true"):
+# A MoE block's tensors (decode_layer/moe.rs's PER_LAYER) and the kernel's template type for it.
+PER_MOE = ["mwr", "msr", "mbr", "mwsg", "mssg", "mbsg", "mwg", "msg", "mbg", "mwd", "msd", "mbd", "mwsu", "mssu",
+           "mbsu", "mwsd", "mssd", "mbsd"]
+MOE_TYPE = "rmx::MoeShape<E, TOPK, FE, FS, RBITS, RG, RMODE, O_MOE>"
+
+
+def moe_table(nl):
+    """decode_layer/moe.rs's table(): the MoE blocks' inputs and the lines that fill mtab."""
+    ins = [("uint32_t" if p.startswith("mw") else "T", f"{p}{i}") for i in range(nl) for p in PER_MOE]
+    body = f"__shared__ rmx::MoePtrs<T> mtab[{nl}];\nif (threadIdx.x == 0) {{\n"
+    for i in range(nl):
+        body += f"  mtab[{i}] = rmx::MoePtrs<T>{{{', '.join(f'{p}{i}' for p in PER_MOE)}}};\n"
+    return ins, body + "}\n"
+
+
+def layers_kernel(nl, mlp="true", moe=False):
     ins = [("T", "x"), ("float", "inv_freq"), ("int32_t", "pos"), ("float", "par"), ("uint32_t", "bar")]
     ins += [(LAYER_T.get(p, "T"), f"{p}{i}") for i in range(nl) for p in PER_LAYER]
     body = f"__shared__ rmx::LayerPtrs<T> tab[{nl}];\nif (threadIdx.x == 0) {{\n"
     for i in range(nl):
         body += f"  tab[{i}] = rmx::LayerPtrs<T>{{{', '.join(f'{p}{i}' for p in PER_LAYER)}}};\n"
-    body += ("}\n__syncthreads();\nrmx::decode_layers<T, BITS, G, HID, H, KV, D, F, QKNORM, TRADITIONAL, NT, "
-             f"SMAX, O_ML, O_PART, O_ATT, O_H, O_ACT, O_X, IDOT, {mlp}>(x, tab, {nl}, inv_freq, pos, par, bar, y, "
-             "scratch);")
+    body += "}\n"
+    if moe:
+        mins, mbody = moe_table(nl)
+        ins += mins
+        body += mbody
+    body += ("__syncthreads();\nrmx::decode_layers<T, BITS, G, HID, H, KV, D, F, QKNORM, TRADITIONAL, NT, "
+             f"SMAX, O_ML, O_PART, O_ATT, O_H, O_ACT, O_X, IDOT, {mlp}{', ' + MOE_TYPE if moe else ''}>(x, tab, "
+             f"{nl}, inv_freq, pos, par, bar, y, scratch{', mtab' if moe else ''});")
     return ins, body
 
 
@@ -198,6 +218,26 @@ KERNELS.append(("layer", _ins, ["y", ("float", "scratch")], _body,
                 dict(BITS=4, G=64, HID=2048, H=32, KV=4, D=128, F=0, QKNORM="true",
                      TRADITIONAL="false", NT=512, **layer_layout(2048, 32, 4, 128, 0)[0], IDOT="true")))
 
+# MoE layers with their experts in the launch (decode_layer/moe.rs), at Qwen3-30B-A3B's shape (128
+# experts, top 8 renormalized, FE 768, the router 8-bit), integer and float products.
+for bits, idot in ((4, "true"), (8, "false")):
+    _lay, _end = layer_layout(2048, 32, 4, 128, 8 * 768)
+    _ins, _body = layers_kernel(2, mlp="false", moe=True)
+    KERNELS.append(("layer_moe", _ins, ["y", ("float", "scratch")], _body,
+                    dict(BITS=bits, G=64, HID=2048, H=32, KV=4, D=128, F=8 * 768, QKNORM="true",
+                         TRADITIONAL="false", NT=512, **_lay, IDOT=idot, E=128, TOPK=8, FE=768, FS=0,
+                         RBITS=8, RG=64, RMODE=1, O_MOE=_end)))
+
+# A MoE block as a launch of its own (Qwen3.5-35B-A3B's gated-attention layers: 256 experts, top 8,
+# FE 512, a shared expert of 512).
+_ins, _mbody = moe_table(1)
+KERNELS.append(("layer_moe", [("T", "x"), ("T", "n2"), ("float", "par"), ("uint32_t", "bar")] + _ins,
+                ["y", ("float", "scratch")],
+                _mbody + f"__syncthreads();\nrmx::decode_moe<T, BITS, G, HID, NT, KMAX, IDOT, {MOE_TYPE}>(x, n2, "
+                "mtab, par, bar, y, scratch);",
+                dict(BITS=4, G=64, HID=2048, NT=512, KMAX=8 * 512 + 512, IDOT="true", E=256, TOPK=8, FE=512,
+                     FS=512, RBITS=8, RG=64, RMODE=1, O_MOE=moe_scratch(8 * 512 + 512))))
+
 # Consecutive DeltaNet layers (decode_layer/delta.rs), at Qwen3.5-9B's and -27B's shapes.
 PER_DELTA = ["wi", "si", "bi", "wo", "so", "bo", "wg", "sg", "bg", "wd", "sd", "bd", "n1", "n2", "cw", "dtb",
              "rate", "nw", "cvin", "stin"]
@@ -205,7 +245,7 @@ DELTA_T = {"wi": "uint32_t", "wo": "uint32_t", "wg": "uint32_t", "wd": "uint32_t
            "stin": "float"}
 
 
-def delta_kernel(nl, mlp="true"):
+def delta_kernel(nl, mlp="true", moe=False):
     ins = [("T", "x"), ("float", "par"), ("uint32_t", "bar")]
     ins += [(DELTA_T.get(p, "T"), f"{p}{i}") for i in range(nl) for p in PER_DELTA]
     outs = ["y", ("float", "scratch")]
@@ -215,8 +255,14 @@ def delta_kernel(nl, mlp="true"):
     for i in range(nl):
         names = [f"{p}{i}" for p in PER_DELTA] + [f"cvout{i}", f"stout{i}"]
         body += f"  tab[{i}] = rmx::DeltaPtrs<T>{{{', '.join(names)}}};\n"
-    body += ("}\n__syncthreads();\nrmx::decode_delta_layers<T, BITS, G, HID, HK, HV, DK, DV, KC, F, NT, O_Y, O_H, "
-             f"O_ACT, O_X, IDOT, {mlp}>(x, tab, {nl}, par, bar, y, scratch);")
+    body += "}\n"
+    if moe:
+        mins, mbody = moe_table(nl)
+        ins += mins
+        body += mbody
+    body += ("__syncthreads();\nrmx::decode_delta_layers<T, BITS, G, HID, HK, HV, DK, DV, KC, F, NT, O_Y, O_H, "
+             f"O_ACT, O_X, IDOT, {mlp}{', ' + MOE_TYPE if moe else ''}>(x, tab, {nl}, par, bar, y, "
+             f"scratch{', mtab' if moe else ''});")
     return ins, outs, body
 
 
@@ -228,6 +274,16 @@ for bits, hid, hv, f, idot, nl, mlp in ((4, 4096, 32, 12288, "true", 3, "true"),
     KERNELS.append(("layer_delta", _ins, _outs, _body,
                     dict(BITS=bits, G=64, HID=hid, HK=16, HV=hv, DK=128, DV=128, KC=4, F=f, NT=512,
                          **delta_layout(hid, 16, hv, 128, 128, f)[0], IDOT=idot)))
+
+# And with its experts in the launch (Qwen3.5-35B-A3B: 256 experts, top 8, FE 512, a shared expert of
+# 512), three layers a launch.
+for bits, idot in ((4, "true"), (8, "false")):
+    _lay, _end = delta_layout(2048, 16, 32, 128, 128, 8 * 512 + 512)
+    _ins, _outs, _body = delta_kernel(3, "false", moe=True)
+    KERNELS.append((("layer_delta", "layer_moe"), _ins, _outs, _body,
+                    dict(BITS=bits, G=64, HID=2048, HK=16, HV=32, DK=128, DV=128, KC=4, F=8 * 512 + 512,
+                         NT=512, **_lay, IDOT=idot, E=256, TOPK=8, FE=512, FS=512, RBITS=8, RG=64, RMODE=1,
+                         O_MOE=_end)))
 
 
 # A batch's decode step through the same layers (decode_layer.rs's rows_body()): one kernel for
@@ -257,7 +313,8 @@ def program(sec, ins, outs, body, tmpl, dtype):
     consts = "".join(f"  using {k} = {v};\n" if k in types else
                      f"  constexpr {'bool' if v in ('true', 'false') else 'int'} {k} = {v};\n"
                      for k, v in tmpl.items())
-    return (PRELUDE + section(sec) + "\n__global__ void k(" + ", ".join(args) + ") {\n"
+    secs = sec if isinstance(sec, tuple) else (sec,)
+    return (PRELUDE + section(*secs) + "\n__global__ void k(" + ", ".join(args) + ") {\n"
             + f"  using T = {dtype};\n" + consts + "  " + body + "\n}\n")
 
 
@@ -296,7 +353,8 @@ def compile_one(nvrtc, includes, sec, ins, outs, body, tmpl, dtype):
     log = ctypes.create_string_buffer(size.value)
     nvrtc.nvrtcGetProgramLog(prog, log)
     ok = rc == 0
-    lines = [f"{'ok  ' if ok else 'FAIL'} {sec:9} {body.splitlines()[-1].split('(')[0]:22} {dtype}"]
+    name = "+".join(sec) if isinstance(sec, tuple) else sec
+    lines = [f"{'ok  ' if ok else 'FAIL'} {name:9} {body.splitlines()[-1].split('(')[0]:22} {dtype}"]
     if not ok or log.value.strip():
         lines.append(log.value.decode())
     if ok and PTXAS:

@@ -8,9 +8,10 @@
 //! 733-800 tok/s with one layer a launch, 1,114-1,160 with 8 or 32; docs/perf.md).
 //!
 //! The same phases serve the layer seam's other compositions (`OneLaunch`): a MoE layer's
-//! attention half (three phases, its experts after the launch), and Gated DeltaNet layers
-//! (delta.rs: the joined input projection, the step, the out projection, then the MLP or, in a
-//! MoE hybrid, the experts after the launch).
+//! attention with its experts as three more phases (moe.rs; or, where the kernel does not take
+//! them, the attention half alone and the experts after the launch), and Gated DeltaNet layers
+//! (delta.rs: the joined input projection, the step, the out projection, then the MLP or the
+//! experts).
 //!
 //! The grid is one 512-thread block per SM (asked of the driver). The phases hand out their
 //! work as tickets that running blocks claim (the kernel's `Tickets`), so the kernel does not
@@ -38,7 +39,10 @@ use crate::feed_forward::FeedForward;
 use crate::kernel_source;
 
 mod delta;
+mod moe;
 mod rows;
+
+pub(crate) use moe::forward as moe_forward;
 
 /// How a decode step runs a layer in one launch of the layer kernel, decided at load
 /// (`fits`). A layer that fits none runs MLX's ops and rmx's per-op kernels.
@@ -47,15 +51,41 @@ pub(crate) struct OneLaunch {
     /// The mixer is Gated DeltaNet (kernels/layer_delta.cuh, Qwen3.5), else attention
     /// (kernels/layer.cuh: Llama, Qwen3, Qwen3-MoE).
     pub delta: bool,
-    /// The dense MLP runs in the launch. Without it the launch is the mixer half of a MoE layer,
-    /// one layer a launch, and the experts (moe_kernels.rs) run after it.
-    pub mlp: bool,
+    /// Which feed-forward runs in the launch.
+    pub ffn: InLaunch,
+}
+
+/// A layer's feed-forward in the layer kernel's launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum InLaunch {
+    /// The dense MLP: two phases.
+    Mlp,
+    /// The experts (moe.rs): three phases.
+    Experts,
+    /// None: the launch is the mixer half of a MoE layer, one layer a launch, and the experts
+    /// (moe_kernels.rs) run after it.
+    After,
 }
 
 impl OneLaunch {
     /// Whether consecutive layers of this kind share a launch.
     pub(crate) fn groups(self) -> bool {
-        self.mlp
+        self.ffn != InLaunch::After
+    }
+
+    /// The kernel's phases for a layer of this kind (the mixer's three, then the feed-forward's).
+    fn phases(self) -> usize {
+        3 + match self.ffn {
+            InLaunch::Mlp => 2,
+            InLaunch::Experts => 3,
+            InLaunch::After => 0,
+        }
+    }
+
+    /// Most consecutive layers of this kind one launch runs: the kernel's counters hold
+    /// `MAX_PHASES` phases.
+    pub(crate) fn max_layers(self) -> usize {
+        (MAX_PHASES / self.phases()).min(MAX_LAYERS)
     }
 }
 
@@ -70,8 +100,10 @@ const COUNTERS: usize = 4096;
 const TK_HEADS: i32 = 384;
 /// Most query heads (of all rows, in a batch) the per-head counters have room for.
 const MAX_HEADS: i32 = COUNTERS as i32 - TK_HEADS;
-/// Most layers one launch runs (the kernel's TK_PMAX phases, five a layer).
+/// Most layers one launch runs, and most phases (the kernel's TK_PMAX: five a layer of 32 dense
+/// layers, six a MoE layer's).
 const MAX_LAYERS: usize = 32;
+const MAX_PHASES: usize = 160;
 
 /// Most splits of one head's positions in the attention phase (the kernel's SMAX).
 const SPLITS: i32 = 64;
@@ -84,8 +116,8 @@ const PER_LAYER: [&str; 18] = [
 ];
 const SHARED_INPUTS: [&str; 5] = ["x", "inv_freq", "pos", "par", "bar"];
 
-/// A launch's kernel: (layers, shared memory bytes, batch rows, with the MLP).
-type KernelKey = (usize, i32, bool, bool);
+/// A launch's kernel: (layers, shared memory bytes, batch rows, its feed-forward).
+type KernelKey = (usize, i32, bool, InLaunch);
 
 thread_local! {
     // The kernel's counters (`COUNTERS` words): zero once, then left at zero by every launch.
@@ -132,11 +164,11 @@ fn body(n: usize, call: &str) -> String {
     b
 }
 
-/// The launch's kernel: n layers, for one sequence or (`rows`) a batch's rows; without the MLP
-/// phases where `mlp` is false (one sequence only).
-fn kernel(n: usize, shared_memory: i32, rows: bool, mlp: bool) -> Result<Rc<Kernel>> {
+/// The launch's kernel: n layers, for one sequence or (`rows`) a batch's rows (dense layers
+/// only), with the feed-forward `ffn`.
+fn kernel(n: usize, shared_memory: i32, rows: bool, ffn: InLaunch) -> Result<Rc<Kernel>> {
     KERNELS.with(|ks| {
-        if let Some(k) = ks.borrow().get(&(n, shared_memory, rows, mlp)) {
+        if let Some(k) = ks.borrow().get(&(n, shared_memory, rows, ffn)) {
             return Ok(k.clone());
         }
         let (names, body, name, section) = if rows {
@@ -147,17 +179,32 @@ fn kernel(n: usize, shared_memory: i32, rows: bool, mlp: bool) -> Result<Rc<Kern
                 "layer_rows",
             )
         } else {
+            let mlp = ffn == InLaunch::Mlp;
+            let (moe_type, mtab) = match ffn {
+                InLaunch::Experts => (format!(", {}", moe::SHAPE_TYPE), ", mtab"),
+                _ => (String::new(), ""),
+            };
             let call = format!(
                 "rmx::decode_layers<T, BITS, G, HID, H, KV, D, F, QKNORM, TRADITIONAL, NT, SMAX, \
-                 O_ML, O_PART, O_ATT, O_H, O_ACT, O_X, IDOT, {mlp}>(x, tab, {n}, inv_freq, pos, par, \
-                 bar, y, scratch);"
+                 O_ML, O_PART, O_ATT, O_H, O_ACT, O_X, IDOT, {mlp}{moe_type}>(x, tab, {n}, \
+                 inv_freq, pos, par, bar, y, scratch{mtab});"
             );
-            let name = if mlp {
-                format!("rmx_decode_layers{n}")
-            } else {
-                format!("rmx_decode_attention{n}")
+            let mut names = input_names(&SHARED_INPUTS, n);
+            let (name, section, call) = match ffn {
+                InLaunch::Mlp => (format!("rmx_decode_layers{n}"), "layer", call),
+                InLaunch::After => (format!("rmx_decode_attention{n}"), "layer", call),
+                InLaunch::Experts => {
+                    for i in 0..n {
+                        names.extend(moe::PER_LAYER.iter().map(|p| format!("{p}{i}")));
+                    }
+                    (
+                        format!("rmx_decode_moe_layers{n}"),
+                        "layer_moe",
+                        moe::table(n) + &call,
+                    )
+                }
             };
-            (input_names(&SHARED_INPUTS, n), body(n, &call), name, "layer")
+            (names, body(n, &call), name, section)
         };
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         let k = Rc::new(Kernel::with_shared_memory(
@@ -169,7 +216,8 @@ fn kernel(n: usize, shared_memory: i32, rows: bool, mlp: bool) -> Result<Rc<Kern
             &kernel_source::header(section),
             shared_memory,
         )?);
-        ks.borrow_mut().insert((n, shared_memory, rows, mlp), k.clone());
+        ks.borrow_mut()
+            .insert((n, shared_memory, rows, ffn), k.clone());
         Ok(k)
     })
 }
@@ -205,10 +253,26 @@ struct Shape {
     ffn: i32,
     qk_norm: bool,
     traditional: bool,
-    /// The layer's dense MLP runs in the launch (false: its experts run after it, `ffn` is 0).
+    /// The layer's dense MLP runs in the launch (false: its experts run in it, `moe`, or after
+    /// it; `ffn` is 0).
     mlp: bool,
+    moe: Option<moe::MoeShape>,
     // eps, q/k norm eps and the attention scale, as bits: the launch passes one set.
     par: [u32; 3],
+}
+
+impl Shape {
+    fn in_launch(&self) -> InLaunch {
+        in_launch(self.mlp, self.moe.is_some())
+    }
+}
+
+fn in_launch(mlp: bool, moe: bool) -> InLaunch {
+    match (mlp, moe) {
+        (true, _) => InLaunch::Mlp,
+        (false, true) => InLaunch::Experts,
+        (false, false) => InLaunch::After,
+    }
 }
 
 /// One layer's tensors for the kernel, once its checks have passed: in `PER_LAYER` order, the
@@ -219,10 +283,11 @@ struct Prepared<'a> {
     qk_norms: [&'a Array; 2],
     rope: QkvRope<'a>,
     par: [f32; 3],
+    moe: Option<moe::MoePrepared<'a>>,
 }
 
 /// A layer's dense MLP as the kernel reads it (fused `[gate; up]`, down, hidden size): `Some(None)`
-/// for a MoE layer, whose experts run after the launch; `None` for an MLP the kernel cannot run.
+/// for a MoE layer, whose experts moe.rs prepares; `None` for an MLP the kernel cannot run.
 type MlpParts<'a> = Option<([(&'a Quantized, QuantSpec); 2], i32)>;
 
 fn mlp_parts(layer: &DecoderLayer) -> Option<MlpParts<'_>> {
@@ -322,6 +387,7 @@ fn prepare(layer: &DecoderLayer, dtype: Dtype) -> Option<Prepared<'_>> {
     }
     let (qn, kn, qk_eps) = rope.norm_inputs(layer.input_norm.parts().0);
     let par = [p.eps, qk_eps, a.scale];
+    let moe = experts(layer, p.hid, p.spec, dtype);
     let shape = Shape {
         spec: p.spec,
         hid: p.hid,
@@ -332,6 +398,7 @@ fn prepare(layer: &DecoderLayer, dtype: Dtype) -> Option<Prepared<'_>> {
         qk_norm: rope.norms.is_some(),
         traditional: rope.traditional,
         mlp: p.mlp,
+        moe: moe.as_ref().map(|m| m.shape),
         par: par.map(f32::to_bits),
     };
     Some(Prepared {
@@ -340,7 +407,22 @@ fn prepare(layer: &DecoderLayer, dtype: Dtype) -> Option<Prepared<'_>> {
         qk_norms: [qn, kn],
         rope,
         par,
+        moe,
     })
+}
+
+/// A MoE layer's experts as the kernel's phases (moe.rs), where it takes them: quantized as the
+/// mixer (`spec`), since the launch's template has one spec for both.
+fn experts(
+    layer: &DecoderLayer,
+    hid: i32,
+    spec: QuantSpec,
+    dtype: Dtype,
+) -> Option<moe::MoePrepared<'_>> {
+    match &layer.ffn {
+        FeedForward::Moe(m) => moe::prepare(m, hid, dtype).filter(|m| m.shape.spec == spec),
+        FeedForward::Dense(_) => None,
+    }
 }
 
 /// Every layer's parts and their one shape, when `prepare` takes every layer and their shapes
@@ -364,14 +446,14 @@ pub(super) fn alike<'a, P, S: PartialEq + Copy>(
 pub(crate) fn fits(layer: &DecoderLayer) -> Option<OneLaunch> {
     fast_path().layer_blocks?;
     let dtype = layer.input_norm.parts().0.dtype();
-    let mlp = if layer.mixer.is_recurrent() {
-        delta::prepare(layer, dtype)?.mlp()
+    let ffn = if layer.mixer.is_recurrent() {
+        delta::prepare(layer, dtype)?.in_launch()
     } else {
-        prepare(layer, dtype)?.shape.mlp
+        prepare(layer, dtype)?.shape.in_launch()
     };
     Some(OneLaunch {
         delta: layer.mixer.is_recurrent(),
-        mlp,
+        ffn,
     })
 }
 
@@ -391,9 +473,13 @@ pub(crate) fn forward(
         std::slice::from_mut(cache),
     )?;
     match (h, layer.one_launch) {
-        (Some(h), Some(OneLaunch { mlp: false, .. })) => {
-            Ok(Some(layer.ffn.forward_prenorm(&h, &layer.post_norm)?))
-        }
+        (
+            Some(h),
+            Some(OneLaunch {
+                ffn: InLaunch::After,
+                ..
+            }),
+        ) => Ok(Some(layer.ffn.forward_prenorm(&h, &layer.post_norm)?)),
         (h, _) => Ok(h),
     }
 }
@@ -451,9 +537,12 @@ pub(crate) fn forward_group(
     let same_step = caches
         .iter()
         .all(|c| matches!(c, LayerCache::Full(kv) if (kv.offset, kv.capacity()) == step));
+    let ffn = s.in_launch();
+    let kind = OneLaunch { delta: false, ffn };
     if s.hid != hid
         || !same_step
-        || (!s.mlp && n > 1)
+        || (n > 1 && !kind.groups())
+        || n > kind.max_layers()
         || !fastpath::attention_heads_fit(&first.rope, dtype)
     {
         return Ok(None);
@@ -469,9 +558,15 @@ pub(crate) fn forward_group(
     let pos = pos_array([offset, cap])?;
     let par = consts(&first.par)?;
     let bar = counters()?;
-    let (h, kvh, d, f) = (s.heads, s.kv_heads, s.head_dim, s.ffn);
+    // A MoE layer's activations are its chosen experts' (and its shared expert's).
+    let (h, kvh, d) = (s.heads, s.kv_heads, s.head_dim);
+    let f = s.moe.map_or(s.ffn, |m| m.act());
     let lay = scratch_layout(hid, h, kvh, d, f);
-    let kernel = kernel(n, shared_bytes(hid, h, d, f, s.spec.bits), false, s.mlp)?;
+    let shared = match s.moe {
+        Some(m) => m.shared_bytes(hid.max(h * d).max(f)),
+        None => shared_bytes(hid, h, d, f, s.spec.bits),
+    };
+    let kernel = kernel(n, shared, false, ffn)?;
     let mut inputs: Vec<&Array> = vec![x, first.rope.inv_freq, &pos, &par, &bar];
     for (p, (keys, values, _)) in prepared.iter().zip(&slots) {
         inputs.extend(p.products);
@@ -479,33 +574,40 @@ pub(crate) fn forward_group(
         inputs.push(keys);
         inputs.push(values);
     }
+    for p in &prepared {
+        inputs.extend(p.moe.iter().flat_map(|m| m.tensors));
+    }
+    let scratch = lay[6] + s.moe.map_or(0, |m| m.scratch());
+    let mut template = vec![
+        ("T", TemplateArg::Dtype(dtype)),
+        ("BITS", TemplateArg::Int(s.spec.bits)),
+        ("G", TemplateArg::Int(s.spec.group_size)),
+        ("HID", TemplateArg::Int(hid)),
+        ("H", TemplateArg::Int(h)),
+        ("KV", TemplateArg::Int(kvh)),
+        ("D", TemplateArg::Int(d)),
+        ("F", TemplateArg::Int(f)),
+        ("QKNORM", TemplateArg::Bool(s.qk_norm)),
+        ("TRADITIONAL", TemplateArg::Bool(s.traditional)),
+        ("NT", TemplateArg::Int(THREADS)),
+        ("SMAX", TemplateArg::Int(SPLITS)),
+        ("O_ML", TemplateArg::Int(lay[0])),
+        ("O_PART", TemplateArg::Int(lay[1])),
+        ("O_ATT", TemplateArg::Int(lay[2])),
+        ("O_H", TemplateArg::Int(lay[3])),
+        ("O_ACT", TemplateArg::Int(lay[4])),
+        ("O_X", TemplateArg::Int(lay[5])),
+        ("IDOT", TemplateArg::Bool(fp.layer_idot)),
+    ];
+    // The router's logits and the choice after the layout's regions.
+    template.extend(s.moe.iter().flat_map(|m| m.template(lay[6])));
     let out = kernel.launch(&Launch {
         inputs: &inputs,
-        output_shapes: &[&x.shape(), &[lay[6]]],
+        output_shapes: &[&x.shape(), &[scratch]],
         output_dtypes: &[dtype, Dtype::F32],
         grid: [blocks * THREADS, 1, 1],
         threadgroup: [THREADS, 1, 1],
-        template: &[
-            ("T", TemplateArg::Dtype(dtype)),
-            ("BITS", TemplateArg::Int(s.spec.bits)),
-            ("G", TemplateArg::Int(s.spec.group_size)),
-            ("HID", TemplateArg::Int(hid)),
-            ("H", TemplateArg::Int(h)),
-            ("KV", TemplateArg::Int(kvh)),
-            ("D", TemplateArg::Int(d)),
-            ("F", TemplateArg::Int(f)),
-            ("QKNORM", TemplateArg::Bool(s.qk_norm)),
-            ("TRADITIONAL", TemplateArg::Bool(s.traditional)),
-            ("NT", TemplateArg::Int(THREADS)),
-            ("SMAX", TemplateArg::Int(SPLITS)),
-            ("O_ML", TemplateArg::Int(lay[0])),
-            ("O_PART", TemplateArg::Int(lay[1])),
-            ("O_ATT", TemplateArg::Int(lay[2])),
-            ("O_H", TemplateArg::Int(lay[3])),
-            ("O_ACT", TemplateArg::Int(lay[4])),
-            ("O_X", TemplateArg::Int(lay[5])),
-            ("IDOT", TemplateArg::Bool(fp.layer_idot)),
-        ],
+        template: &template,
         init_value: None,
     })?;
     Ok(out.into_iter().next())

@@ -6,7 +6,7 @@
 use rmx_mlx::Array;
 
 use crate::cache::{AttnMask, LayerCache};
-use crate::decode_layer::OneLaunch;
+use crate::decode_layer::{InLaunch, OneLaunch};
 use crate::error::Result;
 use crate::feed_forward::FeedForward;
 use crate::layers::RmsNorm;
@@ -50,7 +50,10 @@ impl DecoderLayer {
     pub fn describe(&self, sliding: bool) -> String {
         let layer = format!("{} + {}", self.mixer.kind(sliding), self.ffn.kind());
         match self.one_launch {
-            Some(OneLaunch { mlp: true, .. }) => format!("{layer} (one CUDA launch)"),
+            Some(OneLaunch {
+                ffn: InLaunch::Mlp | InLaunch::Experts,
+                ..
+            }) => format!("{layer} (one CUDA launch)"),
             Some(OneLaunch { delta: true, .. }) => format!("{layer} (DeltaNet in one CUDA launch)"),
             Some(_) => format!("{layer} (attention in one CUDA launch)"),
             None => layer,

@@ -10,8 +10,10 @@ const SECTIONS: &[(&str, &str)] = &[
     ("qkv_rope", include_str!("kernels/qkv_rope.cuh")),
     ("attn", include_str!("kernels/attn.cuh")),
     ("swiglu", include_str!("kernels/swiglu.cuh")),
+    ("route", include_str!("kernels/route.cuh")),
     ("layer", include_str!("kernels/layer.cuh")),
     ("layer_rows", include_str!("kernels/layer_rows.cuh")),
+    ("layer_moe", include_str!("kernels/layer_moe.cuh")),
     ("gated_delta", include_str!("kernels/gated_delta.cuh")),
     ("moe", include_str!("kernels/moe.cuh")),
     ("layer_delta", include_str!("kernels/layer_delta.cuh")),
@@ -20,7 +22,10 @@ const SECTIONS: &[(&str, &str)] = &[
 /// Sections built on another's helpers: (section, the section it uses).
 const SECTION_USES: &[(&str, &str)] = &[
     ("moe", "qgemv"),
+    ("moe", "route"),
     ("layer_rows", "layer"),
+    ("layer_moe", "layer"),
+    ("layer_moe", "route"),
     ("layer_delta", "layer"),
     ("layer_delta", "gated_delta"),
 ];
@@ -29,9 +34,18 @@ const SECTION_USES: &[(&str, &str)] = &[
 /// without comment lines. Ends in a newline: MLX appends its own source after a header, and a
 /// last line with a trailing comment would swallow MLX's next line.
 pub(crate) fn header(section: &str) -> String {
+    header_of(&[section])
+}
+
+/// `header` for a kernel built of several sections (a DeltaNet layer with its experts): each
+/// once, in `SECTIONS` order.
+pub(crate) fn header_of(sections: &[&str]) -> String {
     let mut out = String::new();
     for (name, src) in SECTIONS {
-        let keep = *name == "common" || *name == section || SECTION_USES.contains(&(section, name));
+        let keep = *name == "common"
+            || sections
+                .iter()
+                .any(|s| s == name || SECTION_USES.contains(&(*s, *name)));
         if !keep {
             continue;
         }
@@ -48,7 +62,7 @@ pub(crate) fn header(section: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{header, SECTIONS};
+    use super::{header, header_of, SECTIONS};
 
     fn balanced(src: &str) -> bool {
         src.matches('{').count() == src.matches('}').count()
@@ -89,5 +103,19 @@ mod tests {
         assert!(layer < own);
         assert!(balanced(&rows));
         assert!(header("moe").contains("qgemv_swiglu"));
+        assert!(header("moe").contains("moe_route"));
+        // A DeltaNet layer with its experts: each section once, the phases after the kernel
+        // that declares them.
+        let both = header_of(&["layer_delta", "layer_moe"]);
+        for f in [
+            "decode_delta_layers",
+            "delta_head",
+            "moe_route",
+            "decode_moe",
+        ] {
+            assert_eq!(both.matches(&format!("void {f}(")).count(), 1, "{f}");
+        }
+        assert!(both.find("struct MoePtrs").unwrap() < both.find("void decode_moe(").unwrap());
+        assert!(!header("layer").contains("moe_route"));
     }
 }

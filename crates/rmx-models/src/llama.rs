@@ -401,7 +401,8 @@ impl CausalLm for Llama {
             // of one kind in one launch of the layer kernel where it applies (decode_layer.rs);
             // otherwise layer by layer.
             let kind = self.layers[i].one_launch.filter(|k| k.groups());
-            let end = (i..self.layers.len().min(i + group))
+            let most = kind.map_or(1, |k| group.min(k.max_layers()));
+            let end = (i..self.layers.len().min(i + most))
                 .take_while(|&j| {
                     kind.is_some() && !self.sliding[j] && self.layers[j].one_launch == kind
                 })

@@ -458,6 +458,85 @@ impl SwitchGlu {
     }
 }
 
+/// A quantized product as the layer kernel reads it: weights, scales, biases and their spec.
+pub(crate) type QuantPart<'a> = (&'a Quantized, QuantSpec);
+
+/// A Qwen-style MoE block's tensors for the layer kernel's expert phases (decode_layer/moe.rs):
+/// bias-free SwiGLU experts fused at load, a bias-free quantized router, softmax-then-top-k
+/// routing, and the shared expert's gate and fused MLP where it has one.
+pub(crate) struct MoeParts<'a> {
+    pub router: QuantPart<'a>,
+    /// `[E, 2F, hid]`, gate rows first.
+    pub gate_up: QuantPart<'a>,
+    /// `[E, hid, F]`.
+    pub down: QuantPart<'a>,
+    pub experts: i32,
+    pub top_k: i32,
+    /// An expert's hidden size F.
+    pub hidden: i32,
+    /// Renormalize the chosen experts' weights (`norm_topk_prob`).
+    pub normalize: bool,
+    /// The shared expert's gate (`[1, hid]`), its fused `[gate; up]` and down, its hidden size.
+    pub shared: Option<(QuantPart<'a>, [QuantPart<'a>; 2], i32)>,
+}
+
+/// A bias-free quantized `Linear`'s parts.
+fn quant_part(l: &Linear) -> Option<QuantPart<'_>> {
+    match l {
+        Linear::Quant {
+            q,
+            spec,
+            bias: None,
+        } => Some((q, *spec)),
+        _ => None,
+    }
+}
+
+impl SparseMoe {
+    /// The block's tensors for the layer kernel, or `None` where it does not take them (dense
+    /// or unfused experts, biases, GPT-OSS's routing, a tensor-parallel rank's partial experts).
+    pub(crate) fn decode_parts(&self) -> Option<MoeParts<'_>> {
+        let Routing::SoftmaxTopK { normalize } = self.routing else {
+            return None;
+        };
+        let (
+            GateUp::Fused { both, hidden },
+            SwitchLinear {
+                weight: SwitchWeight::Quant(down, dspec),
+                bias: None,
+            },
+            ExpertActivation::SwiGlu,
+        ) = (&self.experts.gate_up, &self.experts.down, self.experts.act)
+        else {
+            return None;
+        };
+        let SwitchLinear {
+            weight: SwitchWeight::Quant(gu, spec),
+            bias: None,
+        } = both
+        else {
+            return None;
+        };
+        if self.group.is_some() {
+            return None;
+        }
+        let shared = match &self.shared {
+            Some(s) => Some((quant_part(&s.gate)?, s.mlp.decode_parts()?, s.mlp.hidden())),
+            None => None,
+        };
+        Some(MoeParts {
+            router: quant_part(&self.router)?,
+            gate_up: (gu, *spec),
+            down: (down, *dspec),
+            experts: self.num_experts,
+            top_k: self.top_k,
+            hidden: *hidden,
+            normalize,
+            shared,
+        })
+    }
+}
+
 /// Stacks `dir.{0..experts}.name.weight` into `path.name.weight`, when the checkpoint has one
 /// tensor per expert.
 fn stack_per_expert(
@@ -614,10 +693,11 @@ impl SparseMoe {
         Ok((inds, vals))
     }
 
-    /// `x + moe(norm(x))`. A decode step on the fast path is four launches (the router's product
-    /// with the norm folded in, its choice, the experts' gate/up with the norm folded in, their
-    /// down products adding the residual), where MLX's ops take ~12; a shared expert adds its
-    /// own products to the residual first.
+    /// `x + moe(norm(x))`. A decode step on the fast path is one launch of the layer kernel's
+    /// expert phases (decode_layer/moe.rs), or where that does not apply four launches (the
+    /// router's product with the norm folded in, its choice, the experts' gate/up with the norm
+    /// folded in, their down products adding the residual), where MLX's ops take ~12; a shared
+    /// expert adds its own products to the residual first.
     pub fn forward_prenorm(&self, x: &Array, norm: &RmsNorm) -> Result<Array> {
         if let Some(y) = self.decode_prenorm(x, norm)? {
             return Ok(y);
@@ -629,6 +709,10 @@ impl SparseMoe {
         // A rank's experts are a partial sum, summed over the group before the residual.
         if self.group.is_some() || !self.uses_kernels() || x.size() != x.dim(-1) as usize {
             return Ok(None);
+        }
+        // The whole block as one launch of the layer kernel's expert phases, where it applies.
+        if let Some(y) = crate::decode_layer::moe_forward(self, x, norm)? {
+            return Ok(Some(y));
         }
         let logits = self.router.forward_prenorm(x, norm)?;
         let (inds, scores) = self.choose(&logits)?;

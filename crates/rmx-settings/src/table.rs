@@ -140,6 +140,9 @@ env_vars! {
     /// `0` routes a MoE layer's decode step (softmax, top-k, renormalization) by MLX's ops
     /// instead of one kernel. Default: on.
     RMX_MOE_ROUTE in FastPath;
+    /// `0` runs a MoE layer's experts (router, choice, gate/up, down, shared expert) as four to
+    /// nine launches after the layer kernel's instead of as three phases of it. Default: on.
+    RMX_LAYER_MOE in FastPath;
 
     /// `owner/name` of the GitHub repository `rmx bench --submit` opens its pull request on.
     /// Default: `rmx-project/benchmarks`.

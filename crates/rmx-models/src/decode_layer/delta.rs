@@ -5,8 +5,9 @@
 //! per-op fast path took five launches a layer (projection, step, out projection, gate/up,
 //! down), and a decode step was bound by MLX's CPU work per launch (docs/perf.md, session 18).
 //!
-//! A MoE hybrid's DeltaNet layer (Qwen3.5-35B-A3B) runs its first three phases in the launch,
-//! one layer a launch, and its experts after it (`Shape::mlp` false).
+//! A MoE hybrid's DeltaNet layer (Qwen3.5-35B-A3B) runs its experts as three more phases
+//! (moe.rs), consecutive layers in one launch; where the kernel does not take its experts, its
+//! first three phases, one layer a launch, and the experts after it.
 //!
 //! The step writes each layer's new convolution cache and state as outputs of the launch, as
 //! the standalone kernel does, rather than in place: a snapshot of the old state (the prefix
@@ -19,7 +20,8 @@ use std::rc::Rc;
 use rmx_mlx::quant::QuantSpec;
 use rmx_mlx::{Array, Dtype, Kernel, KernelLang, Launch, TemplateArg};
 
-use super::{alike, counters, shared_bytes, MAX_LAYERS, THREADS};
+use super::moe::{self, MoePrepared, MoeShape};
+use super::{alike, counters, in_launch, shared_bytes, InLaunch, OneLaunch, MAX_LAYERS, THREADS};
 use crate::cache::LayerCache;
 use crate::decoder_layer::DecoderLayer;
 use crate::delta_net::{DeltaNetShape, DeltaParts};
@@ -38,18 +40,21 @@ const OUTPUTS: [&str; 2] = ["cvout", "stout"];
 const SHARED_INPUTS: [&str; 3] = ["x", "par", "bar"];
 
 thread_local! {
-    // The kernel for n layers a launch, by (n, shared memory bytes, with the MLP).
-    static KERNELS: RefCell<HashMap<(usize, i32, bool), Rc<Kernel>>> = RefCell::new(HashMap::new());
+    // The kernel for n layers a launch, by (n, shared memory bytes, its feed-forward).
+    static KERNELS: RefCell<HashMap<(usize, i32, InLaunch), Rc<Kernel>>> =
+        RefCell::new(HashMap::new());
 }
 
-fn kernel(n: usize, shared_memory: i32, mlp: bool) -> Result<Rc<Kernel>> {
+fn kernel(n: usize, shared_memory: i32, ffn: InLaunch) -> Result<Rc<Kernel>> {
     KERNELS.with(|ks| {
-        if let Some(k) = ks.borrow().get(&(n, shared_memory, mlp)) {
+        if let Some(k) = ks.borrow().get(&(n, shared_memory, ffn)) {
             return Ok(k.clone());
         }
+        let (mlp, experts) = (ffn == InLaunch::Mlp, ffn == InLaunch::Experts);
         let mut inputs: Vec<String> = SHARED_INPUTS.iter().map(|s| s.to_string()).collect();
         let mut outputs = vec!["y".to_string(), "scratch".to_string()];
-        let mut body = format!("__shared__ rmx::DeltaPtrs<T> tab[{n}];\nif (threadIdx.x == 0) {{\n");
+        let mut body =
+            format!("__shared__ rmx::DeltaPtrs<T> tab[{n}];\nif (threadIdx.x == 0) {{\n");
         for i in 0..n {
             inputs.extend(PER_LAYER.iter().map(|p| format!("{p}{i}")));
             outputs.extend(OUTPUTS.iter().map(|p| format!("{p}{i}")));
@@ -60,14 +65,30 @@ fn kernel(n: usize, shared_memory: i32, mlp: bool) -> Result<Rc<Kernel>> {
                 .collect();
             body += &format!("  tab[{i}] = rmx::DeltaPtrs<T>{{{}}};\n", args.join(", "));
         }
-        body += &format!(
-            "}}\n__syncthreads();\nrmx::decode_delta_layers<T, BITS, G, HID, HK, HV, DK, DV, KC, F, \
-             NT, O_Y, O_H, O_ACT, O_X, IDOT, {mlp}>(x, tab, {n}, par, bar, y, scratch);"
-        );
-        let name = if mlp {
-            format!("rmx_decode_delta_layers{n}")
+        body += "}\n";
+        let (moe_type, mtab) = if experts {
+            for i in 0..n {
+                inputs.extend(moe::PER_LAYER.iter().map(|p| format!("{p}{i}")));
+            }
+            body += &moe::table(n);
+            (format!(", {}", moe::SHAPE_TYPE), ", mtab")
         } else {
-            format!("rmx_decode_delta{n}")
+            (String::new(), "")
+        };
+        body += &format!(
+            "__syncthreads();\nrmx::decode_delta_layers<T, BITS, G, HID, HK, HV, DK, DV, KC, F, \
+             NT, O_Y, O_H, O_ACT, O_X, IDOT, {mlp}{moe_type}>(x, tab, {n}, par, bar, y, \
+             scratch{mtab});"
+        );
+        let name = match ffn {
+            InLaunch::Mlp => format!("rmx_decode_delta_layers{n}"),
+            InLaunch::Experts => format!("rmx_decode_delta_moe{n}"),
+            InLaunch::After => format!("rmx_decode_delta{n}"),
+        };
+        let header = if experts {
+            kernel_source::header_of(&["layer_delta", "layer_moe"])
+        } else {
+            kernel_source::header("layer_delta")
         };
         let ins: Vec<&str> = inputs.iter().map(String::as_str).collect();
         let outs: Vec<&str> = outputs.iter().map(String::as_str).collect();
@@ -77,10 +98,10 @@ fn kernel(n: usize, shared_memory: i32, mlp: bool) -> Result<Rc<Kernel>> {
             &ins,
             &outs,
             &body,
-            &kernel_source::header("layer_delta"),
+            &header,
             shared_memory,
         )?);
-        ks.borrow_mut().insert((n, shared_memory, mlp), k.clone());
+        ks.borrow_mut().insert((n, shared_memory, ffn), k.clone());
         Ok(k)
     })
 }
@@ -108,8 +129,10 @@ struct Shape {
     v_dim: i32,
     conv_kernel: i32,
     ffn: i32,
-    /// The dense MLP runs in the launch (false: a MoE layer's experts run after it, `ffn` 0).
+    /// The dense MLP runs in the launch (false: a MoE layer's experts run in it, `moe`, or after
+    /// it; `ffn` 0).
     mlp: bool,
+    moe: Option<MoeShape>,
     // eps, q/k eps and the output norm's eps, as bits: the launch passes one set.
     par: [u32; 3],
 }
@@ -123,11 +146,12 @@ pub(super) struct Prepared<'a> {
     /// `shape.par` as numbers: the input norms' eps, q/k eps, the output norm's eps.
     par: [f32; 3],
     delta: DeltaNetShape,
+    moe: Option<MoePrepared<'a>>,
 }
 
 impl Prepared<'_> {
-    pub(super) fn mlp(&self) -> bool {
-        self.shape.mlp
+    pub(super) fn in_launch(&self) -> InLaunch {
+        in_launch(self.shape.mlp, self.shape.moe.is_some())
     }
 }
 
@@ -165,6 +189,7 @@ pub(super) fn prepare(layer: &DecoderLayer, dtype: Dtype) -> Option<Prepared<'_>
         return None;
     }
     let par = [p.eps, qk_eps, ds.eps];
+    let moe = super::experts(layer, p.hid, p.spec, dtype);
     let shape = Shape {
         spec: p.spec,
         hid: p.hid,
@@ -175,6 +200,7 @@ pub(super) fn prepare(layer: &DecoderLayer, dtype: Dtype) -> Option<Prepared<'_>
         conv_kernel: ds.conv_kernel,
         ffn: p.ffn,
         mlp: p.mlp,
+        moe: moe.as_ref().map(|m| m.shape),
         par: par.map(f32::to_bits),
     };
     Some(Prepared {
@@ -183,6 +209,7 @@ pub(super) fn prepare(layer: &DecoderLayer, dtype: Dtype) -> Option<Prepared<'_>
         step: [conv, dt_bias, rate, norm],
         par,
         delta: ds,
+        moe,
     })
 }
 
@@ -204,7 +231,9 @@ pub(super) fn forward_group(
     let Some((prepared, s)) = alike(layers, |l| prepare(l, dtype), |p| p.shape) else {
         return Ok(None);
     };
-    if s.hid != hid || (!s.mlp && n > 1) {
+    let ffn = in_launch(s.mlp, s.moe.is_some());
+    let kind = OneLaunch { delta: true, ffn };
+    if s.hid != hid || (n > 1 && !kind.groups()) || n > kind.max_layers() {
         return Ok(None);
     }
     let ds = prepared[0].delta;
@@ -232,10 +261,15 @@ pub(super) fn forward_group(
     let [eps, qk_eps, norm_eps] = prepared[0].par;
     let par = consts(&[eps, qk_eps, 0.0, norm_eps])?;
     let bar = counters()?;
-    let lay = scratch_layout(hid, &ds, s.ffn);
+    // A MoE layer's activations are its chosen experts' (and its shared expert's).
+    let f = s.moe.map_or(s.ffn, |m| m.act());
+    let lay = scratch_layout(hid, &ds, f);
     // The staged vectors: the layer's input, the step's output (value heads x dim), the MLP's.
-    let shared = shared_bytes(hid, ds.v_heads, ds.v_dim, s.ffn, s.spec.bits);
-    let kernel = kernel(n, shared, s.mlp)?;
+    let shared = match s.moe {
+        Some(m) => m.shared_bytes(hid.max(ds.value_dim()).max(f)),
+        None => shared_bytes(hid, ds.v_heads, ds.v_dim, f, s.spec.bits),
+    };
+    let kernel = kernel(n, shared, ffn)?;
     let mut inputs: Vec<&Array> = vec![x, &par, &bar];
     for (p, (conv, state)) in prepared.iter().zip(&held) {
         inputs.extend(p.products);
@@ -243,37 +277,44 @@ pub(super) fn forward_group(
         inputs.push(conv);
         inputs.push(state);
     }
+    for p in &prepared {
+        inputs.extend(p.moe.iter().flat_map(|m| m.tensors));
+    }
     let x_shape = x.shape();
-    let mut shapes: Vec<&[i32]> = vec![&x_shape, &lay[4..5]];
+    // The router's logits and the choice after the layout's regions.
+    let scratch = [lay[4] + s.moe.map_or(0, |m| m.scratch())];
+    let mut shapes: Vec<&[i32]> = vec![&x_shape, &scratch];
     let mut dtypes = vec![dtype, Dtype::F32];
     for _ in 0..n {
         shapes.extend([&conv_shape[..], &state_shape[..]]);
         dtypes.extend([dtype, Dtype::F32]);
     }
+    let mut template = vec![
+        ("T", TemplateArg::Dtype(dtype)),
+        ("BITS", TemplateArg::Int(s.spec.bits)),
+        ("G", TemplateArg::Int(s.spec.group_size)),
+        ("HID", TemplateArg::Int(hid)),
+        ("HK", TemplateArg::Int(s.k_heads)),
+        ("HV", TemplateArg::Int(s.v_heads)),
+        ("DK", TemplateArg::Int(s.k_dim)),
+        ("DV", TemplateArg::Int(s.v_dim)),
+        ("KC", TemplateArg::Int(s.conv_kernel)),
+        ("F", TemplateArg::Int(f)),
+        ("NT", TemplateArg::Int(THREADS)),
+        ("O_Y", TemplateArg::Int(lay[0])),
+        ("O_H", TemplateArg::Int(lay[1])),
+        ("O_ACT", TemplateArg::Int(lay[2])),
+        ("O_X", TemplateArg::Int(lay[3])),
+        ("IDOT", TemplateArg::Bool(fast_path().layer_idot)),
+    ];
+    template.extend(s.moe.iter().flat_map(|m| m.template(lay[4])));
     let out = kernel.launch(&Launch {
         inputs: &inputs,
         output_shapes: &shapes,
         output_dtypes: &dtypes,
         grid: [blocks * THREADS, 1, 1],
         threadgroup: [THREADS, 1, 1],
-        template: &[
-            ("T", TemplateArg::Dtype(dtype)),
-            ("BITS", TemplateArg::Int(s.spec.bits)),
-            ("G", TemplateArg::Int(s.spec.group_size)),
-            ("HID", TemplateArg::Int(hid)),
-            ("HK", TemplateArg::Int(s.k_heads)),
-            ("HV", TemplateArg::Int(s.v_heads)),
-            ("DK", TemplateArg::Int(s.k_dim)),
-            ("DV", TemplateArg::Int(s.v_dim)),
-            ("KC", TemplateArg::Int(s.conv_kernel)),
-            ("F", TemplateArg::Int(s.ffn)),
-            ("NT", TemplateArg::Int(THREADS)),
-            ("O_Y", TemplateArg::Int(lay[0])),
-            ("O_H", TemplateArg::Int(lay[1])),
-            ("O_ACT", TemplateArg::Int(lay[2])),
-            ("O_X", TemplateArg::Int(lay[3])),
-            ("IDOT", TemplateArg::Bool(fast_path().layer_idot)),
-        ],
+        template: &template,
         init_value: None,
     })?;
     let mut out = out.into_iter();

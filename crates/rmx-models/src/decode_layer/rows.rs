@@ -132,7 +132,7 @@ pub(super) fn forward(
     )?)?;
     let par = consts(&first.par)?;
     let bar = counters()?;
-    let kernel = kernel(n, shared, true, true)?;
+    let kernel = kernel(n, shared, true, super::InLaunch::Mlp)?;
     let mut inputs: Vec<&Array> = vec![x, first.rope.inv_freq, &pos, &pads, &par, &bar];
     for (p, (keys, values, _, _)) in prepared.iter().zip(&slots) {
         inputs.extend(p.products);

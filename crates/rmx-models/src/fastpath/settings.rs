@@ -51,6 +51,10 @@ pub struct FastPath {
     pub delta_step: bool,
     /// A MoE layer's router choice for one token as one kernel (`RMX_MOE_ROUTE`, default on).
     pub moe_route: bool,
+    /// A MoE layer's experts (router, choice, gate/up, down, shared expert) as three phases of
+    /// the layer kernel (`RMX_LAYER_MOE`, default on); 0 runs them as four to nine launches
+    /// after it.
+    pub layer_moe: bool,
 }
 
 /// A knob's number; one that is unset or not a number leaves the default.
@@ -93,6 +97,7 @@ pub fn fast_path() -> FastPath {
             qgemm_max_rows: env_num(EnvVars::RMX_QGEMM_ROWS).unwrap_or(QGEMM_MAX_ROWS),
             delta_step: on && env_num(EnvVars::RMX_DELTA_STEP) != Some(0),
             moe_route: on && env_num(EnvVars::RMX_MOE_ROUTE) != Some(0),
+            layer_moe: on && env_num(EnvVars::RMX_LAYER_MOE) != Some(0),
         }
     })
 }

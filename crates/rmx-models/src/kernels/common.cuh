@@ -73,6 +73,15 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// The sum over each aligned group of LG lanes (a power of two), which every lane of the group
+// gets; warp_sum's order at LG = 32.
+template <int LG>
+__device__ __forceinline__ float group_sum(float v) {
+#pragma unroll
+  for (int o = LG / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
 // One key/value position of a warp's online softmax (scores in log2 units: q carries
 // log2(e)): the lane's PL elements of q, the key and the value; m, l and o are the running max,
 // sum and weighted value row. decode_attn steps through its positions this way; the layer

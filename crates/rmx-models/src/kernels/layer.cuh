@@ -401,24 +401,27 @@ __device__ __forceinline__ void stage(
   __syncthreads();
 }
 
-// Weight rows ra and rb against the staged x, for one warp; every lane gets both totals. Two
-// rows per pass share the x reads and keep twice the weight loads in flight.
-template <typename T, int BITS, int G, int K>
+// Weight rows ra and rb (K inputs) against the staged x, for one warp; every lane gets both
+// totals. Two rows per pass share the x reads and keep twice the weight loads in flight. c0: the
+// staged chunk the rows' first input meets (a MoE layer's down products read their expert's
+// slice of the staged activations of all chosen experts). LG: the lanes that share the rows (32,
+// or a group of LG lanes each with its own rows, whose totals every lane of the group gets).
+template <typename T, int BITS, int G, int K, int LG = 32>
 __device__ __forceinline__ void row_dot2(
     const float* xs, const float* sums, const uint32_t* w, const T* scales, const T* biases,
-    int ra, int rb, float& ya, float& yb) {
+    int ra, int rb, float& ya, float& yb, int c0 = 0) {
   constexpr int PER = 128 / BITS;
   constexpr int CHUNKS = K / PER;
   constexpr int WORDS = K * BITS / 32;
   constexpr int GROUPS = K / G;
   constexpr int VPW = 32 / BITS;
-  const int lane = threadIdx.x & 31;
+  const int lane = threadIdx.x & (LG - 1);
   const uint32_t* wa = w + (size_t)ra * WORDS;
   const uint32_t* wb = w + (size_t)rb * WORDS;
   const float4* x4 = reinterpret_cast<const float4*>(xs);
   float acc_a = 0.f, acc_b = 0.f;
 #pragma unroll 4
-  for (int c = lane; c < CHUNKS; c += 32) {
+  for (int c = lane; c < CHUNKS; c += LG) {
     const uint4 va = load_stream(wa + 4 * c);
     const uint4 vb = load_stream(wb + 4 * c);
     const int g = (PER * c) / G;
@@ -434,7 +437,7 @@ __device__ __forceinline__ void row_dot2(
       const uint32_t ha = ua[q] >> 16, hb = ub[q] >> 16;
 #pragma unroll
       for (int i = 0; i < VPW / 4; ++i) {
-        const float4 xv = x4[slot<PER>(c, q * (VPW / 4) + i)];
+        const float4 xv = x4[slot<PER>(c0 + c, q * (VPW / 4) + i)];
         const float xe[4] = {xv.x, xv.y, xv.z, xv.w};
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
@@ -443,12 +446,12 @@ __device__ __forceinline__ void row_dot2(
         }
       }
     }
-    const float sc = sums[c];
+    const float sc = sums[c0 + c];
     acc_a = fmaf(sa, da, fmaf(ba, sc, acc_a));
     acc_b = fmaf(sb, db, fmaf(bb, sc, acc_b));
   }
-  ya = warp_sum(acc_a);
-  yb = warp_sum(acc_b);
+  ya = group_sum<LG>(acc_a);
+  yb = group_sum<LG>(acc_b);
 }
 
 // Integer products (IDOT): x staged as 8-bit integers, so a 4-bit weight word costs two LOP3
@@ -626,23 +629,25 @@ __device__ __forceinline__ void chunk_sums_i8(const uint4* planes, int c, const 
 }
 
 // row_dot2() for IDOT: per chunk and row, integer sums of the fields against both planes, then
-// one I2F and three float instructions for the chunk's scales and bias.
-template <typename T, int BITS, int G, int K>
+// one I2F and three float instructions for the chunk's scales and bias. KS: the staged length
+// (its layout), of which the rows read K from chunk c0; LG as row_dot2's.
+template <typename T, int BITS, int G, int K, int KS = K, int LG = 32>
 __device__ __forceinline__ void row_dot2_i8(
     float* smem, const uint32_t* w, const T* scales, const T* biases, int ra, int rb, float& ya,
-    float& yb) {
-  using L = I8Layout<BITS, K>;
+    float& yb, int c0 = 0) {
+  using L = I8Layout<BITS, KS>;
   static_assert(BITS == 4 || BITS == 8, "4 or 8 bits");
   constexpr int WORDS = K * BITS / 32;
   constexpr int GROUPS = K / G;
-  const int lane = threadIdx.x & 31;
+  constexpr int CHUNKS = K / L::PER;
+  const int lane = threadIdx.x & (LG - 1);
   const uint32_t* wa = w + (size_t)ra * WORDS;
   const uint32_t* wb = w + (size_t)rb * WORDS;
   const uint4* planes = reinterpret_cast<const uint4*>(L::planes(smem));
   const float2* meta = L::meta(smem);
   float acc_a = 0.f, acc_b = 0.f;
 #pragma unroll 2
-  for (int c = lane; c < L::CHUNKS; c += 32) {
+  for (int c = lane; c < CHUNKS; c += LG) {
     const uint4 va = load_stream(wa + 4 * c);
     const uint4 vb = load_stream(wb + 4 * c);
     const int g = (L::PER * c) / G;
@@ -650,16 +655,16 @@ __device__ __forceinline__ void row_dot2_i8(
     const float ba = to_float(biases[(size_t)ra * GROUPS + g]);
     const float sb = to_float(scales[(size_t)rb * GROUPS + g]);
     const float bb = to_float(biases[(size_t)rb * GROUPS + g]);
-    const float2 m = meta[c];
+    const float2 m = meta[c0 + c];
     const uint32_t ua[4] = {va.x, va.y, va.z, va.w};
     const uint32_t ub[4] = {vb.x, vb.y, vb.z, vb.w};
     int ia, ib;
-    chunk_sums_i8<BITS, K>(planes, c, ua, ub, ia, ib);
+    chunk_sums_i8<BITS, KS>(planes, c0 + c, ua, ub, ia, ib);
     acc_a = fmaf(sa * m.x, static_cast<float>(ia), fmaf(ba, m.y, acc_a));
     acc_b = fmaf(sb * m.x, static_cast<float>(ib), fmaf(bb, m.y, acc_b));
   }
-  ya = warp_sum(acc_a);
-  yb = warp_sum(acc_b);
+  ya = group_sum<LG>(acc_a);
+  yb = group_sum<LG>(acc_b);
 }
 
 // The lane's PL elements of one head's row (src: written by other blocks in this launch),
@@ -740,13 +745,16 @@ __device__ __forceinline__ void stage_x(const T* x, const T* nw, float eps, floa
   }
 }
 
-template <bool IDOT, typename T, int BITS, int G, int K, int KMAX>
+// KS, c0, LG: the rows meet K of the KS staged values from chunk c0, LG lanes a row pair
+// (row_dot2_i8).
+template <bool IDOT, typename T, int BITS, int G, int K, int KMAX, int KS = K, int LG = 32>
 __device__ __forceinline__ void dot2(float* smem, const uint32_t* w, const T* scales,
-                                     const T* biases, int ra, int rb, float& ya, float& yb) {
+                                     const T* biases, int ra, int rb, float& ya, float& yb,
+                                     int c0 = 0) {
   if constexpr (IDOT) {
-    row_dot2_i8<T, BITS, G, K>(smem, w, scales, biases, ra, rb, ya, yb);
+    row_dot2_i8<T, BITS, G, K, KS, LG>(smem, w, scales, biases, ra, rb, ya, yb, c0);
   } else {
-    row_dot2<T, BITS, G, K>(smem, smem + KMAX, w, scales, biases, ra, rb, ya, yb);
+    row_dot2<T, BITS, G, K, LG>(smem, smem + KMAX, w, scales, biases, ra, rb, ya, yb, c0);
   }
 }
 
@@ -774,6 +782,14 @@ __device__ __forceinline__ void out_phase(Tickets& tk, int p, int t, const T* in
          });
 }
 
+// silu(gate) * up of two unrounded products, each step rounded to T as mlx-lm's ops round it.
+template <typename T>
+__device__ __forceinline__ T swiglu_t(float gate, float up) {
+  const float g = round_t<T>(gate);
+  const float sig = round_t<T>(1.f / (1.f + __expf(-g)));
+  return static_cast<T>(round_t<T>(g * sig) * round_t<T>(up));
+}
+
 // A layer's last two phases, p and p + 1 (t: the block's first ticket of p): act = silu(gate) *
 // up of rms_norm(h), rounded as mlx-lm's ops (see the swiglu section), then y = h + act Wd^T.
 // The caller waits for p + 1 before it reads y. scratch: for RMX_LAYER_TIME only.
@@ -792,12 +808,7 @@ __device__ __forceinline__ void ffn_phases(Tickets& tk, int p, int t, const T* h
            for (int r = t * warps + warp; r < F; r += nw) {
              float gv, uv;
              dot2<IDOT, T, BITS, G, HID, KMAX>(smem, wg, sg, bg, r, F + r, gv, uv);
-             gv = round_t<T>(gv);
-             uv = round_t<T>(uv);
-             if (lane == 0) {
-               const float sig = round_t<T>(1.f / (1.f + __expf(-gv)));
-               act[r] = static_cast<T>(round_t<T>(gv * sig) * uv);
-             }
+             if (lane == 0) act[r] = swiglu_t<T>(gv, uv);
            }
          });
   t = tk.wait(p);
@@ -815,6 +826,58 @@ __device__ __forceinline__ void ffn_phases(Tickets& tk, int p, int t, const T* h
          });
 }
 
+// A routed mixture of experts as a layer's feed-forward in the launch (kernels/layer_moe.cuh):
+// E experts (0: none, NoMoe) of which TOPK are chosen by moe_route's MODE, each of hidden size
+// FE; a shared expert of hidden size FS (0: none) behind a sigmoid gate; the router and that
+// gate quantized RBITS-bit with groups of RG (mlx-lm quantizes them 8-bit). O_MOE: the scratch
+// offset (floats) of the router's logits, the choice after them.
+template <int E_, int TOPK_, int FE_, int FS_, int RBITS_, int RG_, int MODE_, int O_MOE_>
+struct MoeShape {
+  static constexpr int E = E_;
+  static constexpr int TOPK = TOPK_;
+  static constexpr int FE = FE_;
+  static constexpr int FS = FS_;
+  static constexpr int RBITS = RBITS_;
+  static constexpr int RG = RG_;
+  static constexpr int MODE = MODE_;
+  static constexpr int O_MOE = O_MOE_;
+  // The activations the down products read: every chosen expert's, then the shared expert's.
+  static constexpr int KA = TOPK * FE + FS;
+};
+using NoMoe = MoeShape<0, 1, 0, 0, 8, 64, 0, 0>;
+
+// A MoE feed-forward's tensors, MLX affine: the router [E, HID] (wr*) and the shared expert's
+// gate [1, HID] (wsg*) at RBITS; the experts' fused gate/up [E, 2FE, HID] (wg*, gate rows
+// first) and down [E, HID, FE] (wd*); the shared expert's fused gate/up [2FS, HID] (wsu*) and
+// down [HID, FS] (wsd*). The shared expert's are unread without one (FS 0).
+template <typename T>
+struct MoePtrs {
+  const uint32_t* wr;
+  const T* sr;
+  const T* br;
+  const uint32_t* wsg;
+  const T* ssg;
+  const T* bsg;
+  const uint32_t* wg;
+  const T* sg;
+  const T* bg;
+  const uint32_t* wd;
+  const T* sd;
+  const T* bd;
+  const uint32_t* wsu;
+  const T* ssu;
+  const T* bsu;
+  const uint32_t* wsd;
+  const T* ssd;
+  const T* bsd;
+};
+
+// Phases p .. p + 2 of a MoE feed-forward: y = h + moe(rms_norm(h)) (kernels/layer_moe.cuh).
+template <bool IDOT, typename T, int BITS, int G, int HID, int NT, int KMAX, typename MOE>
+__device__ __forceinline__ void moe_phases(Tickets& tk, int p, int t, const T* hb, const T* n2,
+                                           float eps, const MoePtrs<T>& M, T* act, T* yout,
+                                           float* smem, float* scratch);
+
 // nl consecutive layers (tab: their tensors, in shared memory), each layer's five phases
 // following the last layer's with the same tickets: one launch instead of nl, without the
 // ~3.5 us between kernels. pos = {offset, cap} (every layer's cache at the same step);
@@ -827,10 +890,11 @@ __device__ __forceinline__ void ffn_phases(Tickets& tk, int p, int t, const T* h
 // bar: uint32 counters that outlive the launch, zero before the first (Tickets' TK_*).
 template <typename T, int BITS, int G, int HID, int H, int KV, int D, int F, bool QKNORM,
           bool TRADITIONAL, int NT, int SMAX, int O_ML, int O_PART, int O_ATT, int O_H,
-          int O_ACT, int O_X, bool IDOT, bool MLP>
+          int O_ACT, int O_X, bool IDOT, bool MLP, typename MOE = NoMoe>
 __device__ __forceinline__ void decode_layers(
     const T* x, const LayerPtrs<T>* tab, int nl, const float* inv_freq, const int32_t* pos,
-    const float* par, const uint32_t* bar_in, T* y, float* scratch) {
+    const float* par, const uint32_t* bar_in, T* y, float* scratch,
+    const MoePtrs<T>* mtab = nullptr) {
   constexpr int NQKV = (H + 2 * KV) * D;
   constexpr int PL = D / 32;
   constexpr int CH = 32 / PL;  // positions whose keys and values a warp loads at once
@@ -851,7 +915,7 @@ __device__ __forceinline__ void decode_layers(
   const int warp = threadIdx.x >> 5;
   const int nw = gridDim.x * warps;
   __shared__ int ticket_slot;
-  constexpr int NPH = MLP ? LAYER_PHASES : LAYER_PHASES - 2;
+  constexpr int NPH = LAYER_PHASES - (MLP ? 0 : 2) + (MOE::E > 0 ? 3 : 0);
   Tickets tk(bar, &ticket_slot, NPH * nl);
   unsigned int* heads_done = bar + TK_HEADS;  // per head: splits finished in this layer
   const int offset = pos[0];
@@ -981,16 +1045,21 @@ __device__ __forceinline__ void decode_layers(
 
     // 3. h = x + att Wo^T.
     out_phase<IDOT, T, BITS, G, HID, H * D, NT, KMAX>(tk, p0 + 2, t, att, L.wo, L.so, L.bo, xin,
-                                                      MLP ? hb : yout, smem);
+                                                      MLP || MOE::E > 0 ? hb : yout, smem);
 
-    // 4-5. The MLP, unless the layer's feed-forward runs after the launch (MLP false: a MoE
-    // layer's experts), when h is the launch's output.
+    // 4-5. The MLP, or 4-6 the experts (MOE), unless the layer's feed-forward runs after the
+    // launch (neither: a MoE layer whose experts the launch does not take), when h is the
+    // launch's output.
     if constexpr (MLP) {
       t = tk.wait(p0 + 2);
       RMX_LAYER_TIME(3);
       ffn_phases<IDOT, T, BITS, G, HID, F, NT, KMAX>(tk, p0 + 3, t, hb, L.n2, par[0], L.wg, L.sg,
                                                      L.bg, L.wd, L.sd, L.bd, act, yout, smem,
                                                      scratch);
+    } else if constexpr (MOE::E > 0) {
+      t = tk.wait(p0 + 2);
+      moe_phases<IDOT, T, BITS, G, HID, NT, KMAX, MOE>(tk, p0 + 3, t, hb, L.n2, par[0], mtab[l],
+                                                       act, yout, smem, scratch);
     }
   }  // layers
 #ifdef RMX_LAYER_TIMES

@@ -37,16 +37,19 @@ struct DeltaPtrs {
 // on decode_layers' tickets: 1. P = rms_norm(x) Wi^T; 2. the step (delta_head, a ticket per
 // value head: the convolution, q/k norms, the delta rule, the gated norm) into y; 3. h = x +
 // y Wo^T; 4-5. the MLP (ffn_phases). Where the per-op path took five launches a layer. MLP
-// false: the first three only, h the launch's output (a MoE layer's experts run after it).
+// false: the first three only, then the experts' three phases (MOE: moe_phases), or h the
+// launch's output (a MoE layer whose experts run after it).
 // par = {eps, q/k eps, (unused), the output norm's eps}.
 // scratch (float): P (T) from 0, y (T) at O_Y, h (T) at O_H, the SwiGLU activations (T) at
 // O_ACT, a layer's output that the next reads (T) at O_X.
 // Dynamic shared memory: max(HID, HV*DV, F) + max(...)/PER + 32 floats.
 template <typename T, int BITS, int G, int HID, int HK, int HV, int DK, int DV, int KC, int F,
-          int NT, int O_Y, int O_H, int O_ACT, int O_X, bool IDOT, bool MLP>
+          int NT, int O_Y, int O_H, int O_ACT, int O_X, bool IDOT, bool MLP,
+          typename MOE = NoMoe>
 __device__ __forceinline__ void decode_delta_layers(const T* x, const DeltaPtrs<T>* tab, int nl,
                                                     const float* par, const uint32_t* bar_in,
-                                                    T* y, float* scratch) {
+                                                    T* y, float* scratch,
+                                                    const MoePtrs<T>* mtab = nullptr) {
   constexpr int C = 2 * HK * DK + HV * DV;
   constexpr int P = C + HV * DV + 2 * HV;
   constexpr int KMAX = (HID > HV * DV ? HID : HV * DV) > F ? (HID > HV * DV ? HID : HV * DV) : F;
@@ -63,7 +66,7 @@ __device__ __forceinline__ void decode_delta_layers(const T* x, const DeltaPtrs<
   const int warp = threadIdx.x >> 5;
   const int nw = gridDim.x * warps;
   __shared__ int ticket_slot;
-  constexpr int NPH = MLP ? LAYER_PHASES : LAYER_PHASES - 2;
+  constexpr int NPH = LAYER_PHASES - (MLP ? 0 : 2) + (MOE::E > 0 ? 3 : 0);
   Tickets tk(bar, &ticket_slot, NPH * nl);
   int t = tk.first();
 
@@ -99,14 +102,18 @@ __device__ __forceinline__ void decode_delta_layers(const T* x, const DeltaPtrs<
 
     // 3. h = x + y Wo^T.
     out_phase<IDOT, T, BITS, G, HID, HV * DV, NT, KMAX>(tk, p0 + 2, t, yd, L.wo, L.so, L.bo, xin,
-                                                        MLP ? hb : yout, smem);
+                                                        MLP || MOE::E > 0 ? hb : yout, smem);
 
-    // 4-5. The MLP.
+    // 4-5. The MLP, or 4-6 the experts.
     if constexpr (MLP) {
       t = tk.wait(p0 + 2);
       ffn_phases<IDOT, T, BITS, G, HID, F, NT, KMAX>(tk, p0 + 3, t, hb, L.n2, par[0], L.wg, L.sg,
                                                      L.bg, L.wd, L.sd, L.bd, act, yout, smem,
                                                      scratch);
+    } else if constexpr (MOE::E > 0) {
+      t = tk.wait(p0 + 2);
+      moe_phases<IDOT, T, BITS, G, HID, NT, KMAX, MOE>(tk, p0 + 3, t, hb, L.n2, par[0], mtab[l],
+                                                       act, yout, smem, scratch);
     }
   }  // layers
   tk.leave();

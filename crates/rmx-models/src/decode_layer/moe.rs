@@ -1,0 +1,325 @@
+//! A MoE layer's experts as three phases of the layer kernel (kernels/layer_moe.cuh): the
+//! router's product, the choice and the chosen experts' gate/up, their down products with the
+//! shared expert and the residual. In the attention or DeltaNet layer's launch where the layer
+//! kernel takes the mixer (Qwen3-MoE, Qwen3.5-MoE's DeltaNet layers), so consecutive MoE layers
+//! share a launch; as a launch of its own after any other mixer (Qwen3.5-MoE's gated
+//! attention). The per-op path took four launches a layer (router product, `moe_route`, the
+//! experts' gate/up and down, moe_kernels.rs), and a shared expert five more, while a decode
+//! step was bound by the host's work per launch (docs/perf.md, sessions 18 and 19).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use rmx_mlx::quant::{QuantSpec, Quantized};
+use rmx_mlx::{Array, Dtype, Kernel, KernelLang, Launch, TemplateArg};
+
+use super::{counters, THREADS};
+use crate::error::Result;
+use crate::fastpath::{consts, fast_path};
+use crate::kernel_source;
+use crate::layers::RmsNorm;
+use crate::moe::{MoeParts, QuantPart, SparseMoe};
+
+/// A MoE block's tensors as the kernel's parameters name them (`MoePtrs` in kernels/layer.cuh,
+/// in that order), suffixed with the layer's index in the launch.
+pub(super) const PER_LAYER: [&str; 18] = [
+    "mwr", "msr", "mbr", "mwsg", "mssg", "mbsg", "mwg", "msg", "mbg", "mwd", "msd", "mbd", "mwsu",
+    "mssu", "mbsu", "mwsd", "mssd", "mbsd",
+];
+
+/// The kernel's template type for the block's shape, its values the `template()` names.
+pub(super) const SHAPE_TYPE: &str = "rmx::MoeShape<E, TOPK, FE, FS, RBITS, RG, RMODE, O_MOE>";
+
+/// Most experts (the kernel holds their logits in shared memory, moe_route 1/32 of them per
+/// lane in registers) and most chosen (the down phase splits a warp's lanes over them).
+const MAX_EXPERTS: i32 = 512;
+const MAX_TOP_K: i32 = 32;
+
+/// What the kernel's template depends on; layers share a launch only when theirs are equal.
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub(super) struct MoeShape {
+    /// The experts' (and the shared expert's) quantization.
+    pub spec: QuantSpec,
+    /// The router's (and the shared expert's gate's): mlx-lm quantizes them 8-bit.
+    pub router: QuantSpec,
+    pub experts: i32,
+    pub top_k: i32,
+    /// An expert's hidden size.
+    pub hidden: i32,
+    /// The shared expert's hidden size; 0 without one.
+    pub shared_hidden: i32,
+    /// `moe_route`'s MODE: 0 plain softmax-then-top-k, 1 renormalized.
+    pub mode: i32,
+}
+
+fn lines(floats: i32) -> i32 {
+    (floats + 31) / 32 * 32
+}
+
+impl MoeShape {
+    /// The activations the down phase stages: every chosen expert's, then the shared expert's.
+    pub(super) fn act(&self) -> i32 {
+        self.top_k * self.hidden + self.shared_hidden
+    }
+
+    /// Floats of scratch from `O_MOE`: the router's logits and the shared gate's (in T), then
+    /// the choice (ids and weights).
+    pub(super) fn scratch(&self) -> i32 {
+        lines((self.experts + 2) / 2) + lines(2 * self.top_k)
+    }
+
+    /// Bytes of dynamic shared memory for staging vectors of up to `k` values at the experts'
+    /// and the router's bits (decode_layer.rs's `shared_bytes` at each).
+    pub(super) fn shared_bytes(&self, k: i32) -> i32 {
+        [self.spec.bits, self.router.bits]
+            .map(|bits| 4 * (k + k / (128 / bits) + 32))
+            .into_iter()
+            .max()
+            .expect("two")
+    }
+
+    pub(super) fn template(&self, o_moe: i32) -> [(&'static str, TemplateArg); 8] {
+        [
+            ("E", TemplateArg::Int(self.experts)),
+            ("TOPK", TemplateArg::Int(self.top_k)),
+            ("FE", TemplateArg::Int(self.hidden)),
+            ("FS", TemplateArg::Int(self.shared_hidden)),
+            ("RBITS", TemplateArg::Int(self.router.bits)),
+            ("RG", TemplateArg::Int(self.router.group_size)),
+            ("RMODE", TemplateArg::Int(self.mode)),
+            ("O_MOE", TemplateArg::Int(o_moe)),
+        ]
+    }
+}
+
+/// A MoE block's tensors for the kernel, in `PER_LAYER` order.
+pub(super) struct MoePrepared<'a> {
+    pub shape: MoeShape,
+    pub tensors: [&'a Array; 18],
+}
+
+/// The block's parts for the kernel in activations of `dtype` and rows of `hid`, or `None` where
+/// the kernel does not take them (`RMX_LAYER_MOE=0`, see `SparseMoe::decode_parts`, mixed
+/// quantization, sizes that are not whole groups, too many experts).
+pub(super) fn prepare(moe: &SparseMoe, hid: i32, dtype: Dtype) -> Option<MoePrepared<'_>> {
+    if !fast_path().layer_moe {
+        return None;
+    }
+    let MoeParts {
+        router,
+        gate_up,
+        down,
+        experts,
+        top_k,
+        hidden,
+        normalize,
+        shared,
+    } = moe.decode_parts()?;
+    let spec = gate_up.1;
+    let fits = |(q, s): &QuantPart, want: QuantSpec, k: i32| {
+        let per = 128 / s.bits.max(1);
+        *s == want
+            && matches!(s.bits, 4 | 8)
+            && s.group_size % per == 0
+            && k % s.group_size == 0
+            && q.scales.dtype() == dtype
+            && q.biases.as_ref().is_some_and(|b| b.dtype() == dtype)
+    };
+    let shared_hidden = shared.as_ref().map_or(0, |s| s.2);
+    let shapes_ok = gate_up.0.weight.shape().first() == Some(&experts)
+        && gate_up.0.weight.dim(1) == 2 * hidden
+        && down.0.weight.shape().first() == Some(&experts)
+        && down.0.weight.dim(1) == hid
+        && router.0.weight.dim(0) == experts;
+    if !fits(&gate_up, spec, hid)
+        || !fits(&down, spec, hidden)
+        || !fits(&router, router.1, hid)
+        || !shapes_ok
+        || experts % 2 != 0
+        || experts > MAX_EXPERTS
+        || !(1..=MAX_TOP_K.min(experts)).contains(&top_k)
+        || hid % 2 != 0
+    {
+        return None;
+    }
+    let r = three(router.0);
+    let (sg, su, sd) = match &shared {
+        Some((gate, [gu, sdown], fs)) => {
+            if !fits(gate, router.1, hid)
+                || gate.0.weight.dim(0) != 1
+                || !fits(gu, spec, hid)
+                || !fits(sdown, spec, *fs)
+                || gu.0.weight.dim(0) != 2 * fs
+                || sdown.0.weight.dim(0) != hid
+            {
+                return None;
+            }
+            (three(gate.0), three(gu.0), three(sdown.0))
+        }
+        // Never read without a shared expert (FS 0); any array stands in.
+        None => (r, r, r),
+    };
+    let tensors = [r, sg, three(gate_up.0), three(down.0), su, sd]
+        .concat()
+        .try_into()
+        .expect("six products of three tensors");
+    Some(MoePrepared {
+        shape: MoeShape {
+            spec,
+            router: router.1,
+            experts,
+            top_k,
+            hidden,
+            shared_hidden,
+            mode: i32::from(normalize),
+        },
+        tensors,
+    })
+}
+
+/// A product's weight, scales and biases (checked present by `prepare`).
+fn three(q: &Quantized) -> [&Array; 3] {
+    [
+        &q.weight,
+        &q.scales,
+        q.biases.as_ref().expect("checked by prepare"),
+    ]
+}
+
+/// The body lines that fill `mtab`, the table of the launch's `n` MoE blocks in shared memory
+/// (thread 0 fills it; the caller synchronizes).
+pub(super) fn table(n: usize) -> String {
+    let mut b = format!("__shared__ rmx::MoePtrs<T> mtab[{n}];\nif (threadIdx.x == 0) {{\n");
+    for i in 0..n {
+        let args: Vec<String> = PER_LAYER.iter().map(|p| format!("{p}{i}")).collect();
+        b += &format!("  mtab[{i}] = rmx::MoePtrs<T>{{{}}};\n", args.join(", "));
+    }
+    b + "}\n"
+}
+
+thread_local! {
+    // The standalone launch's kernel, by its shared memory bytes.
+    static KERNELS: RefCell<HashMap<i32, Rc<Kernel>>> = RefCell::new(HashMap::new());
+}
+
+fn kernel(shared_memory: i32) -> Result<Rc<Kernel>> {
+    KERNELS.with(|ks| {
+        if let Some(k) = ks.borrow().get(&shared_memory) {
+            return Ok(k.clone());
+        }
+        let mut names: Vec<String> = ["x", "n2", "par", "bar"].map(String::from).to_vec();
+        names.extend(PER_LAYER.iter().map(|p| format!("{p}0")));
+        let body = format!(
+            "{}__syncthreads();\nrmx::decode_moe<T, BITS, G, HID, NT, KMAX, IDOT, {SHAPE_TYPE}>(x, \
+             n2, mtab, par, bar, y, scratch);",
+            table(1)
+        );
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let k = Rc::new(Kernel::with_shared_memory(
+            KernelLang::Cuda,
+            "rmx_decode_moe",
+            &names,
+            &["y", "scratch"],
+            &body,
+            &kernel_source::header("layer_moe"),
+            shared_memory,
+        )?);
+        ks.borrow_mut().insert(shared_memory, k.clone());
+        Ok(k)
+    })
+}
+
+/// `x + moe(norm(x))` for one token as one launch, for a MoE layer whose mixer the layer kernel
+/// does not take; `None` where the kernel does not apply (see `prepare`; not one token of bf16
+/// or f16), and nothing has run then.
+pub(crate) fn forward(moe: &SparseMoe, x: &Array, norm: &RmsNorm) -> Result<Option<Array>> {
+    let Some(blocks) = fast_path().layer_blocks else {
+        return Ok(None);
+    };
+    let (dtype, hid) = (x.dtype(), x.dim(-1));
+    let (n2, eps) = norm.parts();
+    if x.size() != hid as usize
+        || !matches!(dtype, Dtype::Bf16 | Dtype::F16)
+        || n2.dtype() != dtype
+        || n2.size() != hid as usize
+    {
+        return Ok(None);
+    }
+    let Some(p) = prepare(moe, hid, dtype) else {
+        return Ok(None);
+    };
+    let s = p.shape;
+    let kmax = hid.max(s.act());
+    let o_moe = lines(s.act() / 2);
+    let par = consts(&[eps])?;
+    let bar = counters()?;
+    let kernel = kernel(s.shared_bytes(kmax))?;
+    let mut inputs: Vec<&Array> = vec![x, n2, &par, &bar];
+    inputs.extend(p.tensors);
+    let mut template = vec![
+        ("T", TemplateArg::Dtype(dtype)),
+        ("BITS", TemplateArg::Int(s.spec.bits)),
+        ("G", TemplateArg::Int(s.spec.group_size)),
+        ("HID", TemplateArg::Int(hid)),
+        ("NT", TemplateArg::Int(THREADS)),
+        ("KMAX", TemplateArg::Int(kmax)),
+        ("IDOT", TemplateArg::Bool(fast_path().layer_idot)),
+    ];
+    template.extend(s.template(o_moe));
+    let out = kernel.launch(&Launch {
+        inputs: &inputs,
+        output_shapes: &[&x.shape(), &[o_moe + s.scratch()]],
+        output_dtypes: &[dtype, Dtype::F32],
+        grid: [blocks * THREADS, 1, 1],
+        threadgroup: [THREADS, 1, 1],
+        template: &template,
+        init_value: None,
+    })?;
+    Ok(out.into_iter().next())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmx_mlx::quant::QuantMode;
+
+    fn spec(bits: i32) -> QuantSpec {
+        QuantSpec {
+            bits,
+            group_size: 64,
+            mode: QuantMode::Affine,
+        }
+    }
+
+    #[test]
+    fn shared_memory_holds_every_staging_at_both_bits() {
+        // Qwen3-30B-A3B (router 8-bit, experts 4-bit) and Qwen3.5-35B-A3B (a shared expert).
+        for (hid, e, top_k, f, fs) in [(2048, 128, 8, 768, 0), (2048, 256, 8, 512, 512)] {
+            let s = MoeShape {
+                spec: spec(4),
+                router: spec(8),
+                experts: e,
+                top_k,
+                hidden: f,
+                shared_hidden: fs,
+                mode: 1,
+            };
+            let k = hid.max(s.act());
+            let bytes = s.shared_bytes(k);
+            for bits in [4, 8] {
+                let per = 128 / bits;
+                // Float staging: the values, each chunk's sum, 32 floats of scratch.
+                assert!(bytes >= 4 * (k + k / per + 32), "{bits}-bit float staging");
+                // Integer staging: 32 floats, two byte planes, a float pair a chunk.
+                assert!(
+                    bytes >= 4 * 32 + 2 * k + 8 * (k / per),
+                    "{bits}-bit integer staging"
+                );
+            }
+            // The logits (E + the shared gate's, 16-bit) and the choice (ids, weights) fit.
+            assert!(s.scratch() * 4 >= 2 * (e + 1) + 4 * top_k + 2 * top_k);
+            assert_eq!(s.act(), top_k * f + fs);
+        }
+    }
+}
