@@ -28,10 +28,11 @@ def section(*names):
     return "\n".join(out) + "\n"
 
 
-def layer_layout(hid, h, kv, d, f):
-    """The layer kernel's scratch offsets as template values, and the scratch size in floats."""
+def layer_layout(hid, h, kv, d, f, gated=False):
+    """The layer kernel's scratch offsets as template values, and the scratch size in floats
+    (gated: q's rows hold each head's gate too)."""
     lines = lambda n: (n + 31) // 32 * 32
-    ml = lines((h + 2 * kv) * d // 2)
+    ml = lines(((2 if gated else 1) * h + 2 * kv) * d // 2)
     part = ml + lines(h * SPLITS * 2)
     att = part + lines(h * SPLITS * d)
     res = att + lines(h * d // 2)

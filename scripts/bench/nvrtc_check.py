@@ -202,8 +202,8 @@ def layers_kernel(nl, mlp="true", moe=False):
         ins += mins
         body += mbody
     body += ("__syncthreads();\nrmx::decode_layers<T, BITS, G, HID, H, KV, D, F, QKNORM, TRADITIONAL, NT, "
-             f"SMAX, O_ML, O_PART, O_ATT, O_H, O_ACT, O_X, IDOT, {mlp}{', ' + MOE_TYPE if moe else ''}>(x, tab, "
-             f"{nl}, inv_freq, pos, par, bar, y, scratch{', mtab' if moe else ''});")
+             f"SMAX, O_ML, O_PART, O_ATT, O_H, O_ACT, O_X, IDOT, {mlp}, {MOE_TYPE if moe else 'rmx::NoMoe'}, ROT, "
+             f"GATED>(x, tab, {nl}, inv_freq, pos, par, bar, y, scratch{', mtab' if moe else ''});")
     return ins, body
 
 
@@ -227,6 +227,20 @@ for bits, idot in ((4, "true"), (8, "false")):
                     dict(BITS=bits, G=64, HID=2048, H=32, KV=4, D=128, F=8 * 768, QKNORM="true",
                          TRADITIONAL="false", NT=512, **_lay, IDOT=idot, E=128, TOPK=8, FE=768, FS=0,
                          RBITS=8, RG=64, RMODE=1, O_MOE=_end)))
+
+# Qwen3.5's gated attention (an output gate, a rope over 64 of 256 dimensions): the 9B's layer with
+# its MLP, and the 35B-A3B's with its experts.
+_ins, _body = layers_kernel(1)
+KERNELS.append(("layer", _ins, ["y", ("float", "scratch")], _body,
+                dict(BITS=4, G=64, HID=4096, H=16, KV=4, D=256, F=12288, QKNORM="true", TRADITIONAL="false",
+                     NT=512, **layer_layout(4096, 16, 4, 256, 12288, gated=True)[0], IDOT="true", ROT=64,
+                     GATED="true")))
+_lay, _end = layer_layout(2048, 16, 2, 256, 8 * 512 + 512, gated=True)
+_ins, _body = layers_kernel(1, mlp="false", moe=True)
+KERNELS.append(("layer_moe", _ins, ["y", ("float", "scratch")], _body,
+                dict(BITS=4, G=64, HID=2048, H=16, KV=2, D=256, F=8 * 512 + 512, QKNORM="true", TRADITIONAL="false",
+                     NT=512, **_lay, IDOT="true", ROT=64, GATED="true", E=256, TOPK=8, FE=512, FS=512, RBITS=8,
+                     RG=64, RMODE=1, O_MOE=_end)))
 
 # A MoE block as a launch of its own (Qwen3.5-35B-A3B's gated-attention layers: 256 experts, top 8,
 # FE 512, a shared expert of 512).
@@ -292,7 +306,7 @@ def rows_kernel(nl):
     ins, body = layers_kernel(nl)
     ins = ins[:3] + [("int32_t", "pads")] + ins[3:]
     body = body.replace("rmx::decode_layers<", "rmx::decode_layers_rows<").replace(
-        "SMAX, O_ML, O_PART, O_ATT, O_H, O_ACT, O_X, IDOT, true>", "SMAX, MR>").replace(
+        "SMAX, O_ML, O_PART, O_ATT, O_H, O_ACT, O_X, IDOT, true, rmx::NoMoe, ROT, GATED>", "SMAX, MR>").replace(
         "inv_freq, pos, par,", "inv_freq, pos, pads, par,")
     return ins, body
 
@@ -310,6 +324,9 @@ def program(sec, ins, outs, body, tmpl, dtype):
     types = {k: v for k, v in tmpl.items() if isinstance(v, str) and (v.startswith("__nv_") or v == "float")}
     args = [f"const {dtype if t == 'T' else types.get(t, t)}* {n}" for t, n in ins]
     args += [f"{dtype}* {n}" if isinstance(n, str) else f"{n[0]}* {n[1]}" for n in outs]
+    if "ROT, GATED>" in body and "ROT" not in tmpl:
+        # The layer kernel's whole-head rope without a gate (decode_layer.rs passes both always).
+        tmpl = dict(tmpl, ROT=tmpl["D"], GATED="false")
     consts = "".join(f"  using {k} = {v};\n" if k in types else
                      f"  constexpr {'bool' if v in ('true', 'false') else 'int'} {k} = {v};\n"
                      for k, v in tmpl.items())

@@ -523,11 +523,11 @@ pub(crate) struct AttnParts<'a> {
 }
 
 impl Attention {
-    /// `None` unless the projections are bias-free quantized (QKV fused), the rope covers
-    /// the whole head, and there is no output gate or sink column (which the layer kernel does
-    /// not compute).
+    /// `None` unless the projections are bias-free quantized (QKV fused) and there is no sink
+    /// column (which the layer kernel does not compute). An output gate and a partial rope
+    /// are in `rope` (`gated`, `rotated`).
     pub(crate) fn decode_parts(&self) -> Option<AttnParts<'_>> {
-        if self.output_gate || self.sinks.is_some() {
+        if self.sinks.is_some() {
             return None;
         }
         let Qkv::Fused {

@@ -181,13 +181,13 @@ fn kernel(n: usize, shared_memory: i32, rows: bool, ffn: InLaunch) -> Result<Rc<
         } else {
             let mlp = ffn == InLaunch::Mlp;
             let (moe_type, mtab) = match ffn {
-                InLaunch::Experts => (format!(", {}", moe::SHAPE_TYPE), ", mtab"),
-                _ => (String::new(), ""),
+                InLaunch::Experts => (moe::SHAPE_TYPE, ", mtab"),
+                _ => ("rmx::NoMoe", ""),
             };
             let call = format!(
                 "rmx::decode_layers<T, BITS, G, HID, H, KV, D, F, QKNORM, TRADITIONAL, NT, SMAX, \
-                 O_ML, O_PART, O_ATT, O_H, O_ACT, O_X, IDOT, {mlp}{moe_type}>(x, tab, {n}, \
-                 inv_freq, pos, par, bar, y, scratch{mtab});"
+                 O_ML, O_PART, O_ATT, O_H, O_ACT, O_X, IDOT, {mlp}, {moe_type}, ROT, GATED>(x, \
+                 tab, {n}, inv_freq, pos, par, bar, y, scratch{mtab});"
             );
             let mut names = input_names(&SHARED_INPUTS, n);
             let (name, section, call) = match ffn {
@@ -224,9 +224,10 @@ fn kernel(n: usize, shared_memory: i32, rows: bool, ffn: InLaunch) -> Result<Rc<
 
 /// The kernel's scratch regions, in floats, each rounded up to whole 128-byte lines:
 /// `[offsets of m/l, partial rows, attended row, residual, activations, layer output; total]`.
-fn scratch_layout(hid: i32, h: i32, kv: i32, d: i32, f: i32) -> [i32; 7] {
+/// `q_rows`: q's rows of a head over `d` (2 with an output gate).
+fn scratch_layout(hid: i32, h: i32, kv: i32, d: i32, f: i32, q_rows: i32) -> [i32; 7] {
     let lines = |floats: i32| (floats + 31) / 32 * 32;
-    let ml = lines((h + 2 * kv) * d / 2);
+    let ml = lines((q_rows * h + 2 * kv) * d / 2);
     let part = ml + lines(h * SPLITS * 2);
     let att = part + lines(h * SPLITS * d);
     let res = att + lines(h * d / 2);
@@ -253,6 +254,10 @@ struct Shape {
     ffn: i32,
     qk_norm: bool,
     traditional: bool,
+    /// The rope's dimensions of a head (fewer than `head_dim`: Qwen3.5's partial rotary factor).
+    rotated: i32,
+    /// q's rows hold each head's queries then its output gate (Qwen3-Next / Qwen3.5).
+    gated: bool,
     /// The layer's dense MLP runs in the launch (false: its experts run in it, `moe`, or after
     /// it; `ffn` is 0).
     mlp: bool,
@@ -382,7 +387,8 @@ fn prepare(layer: &DecoderLayer, dtype: Dtype) -> Option<Prepared<'_>> {
     let (qkv, rope) = (a.qkv, a.rope);
     let (h, kvh, d) = (rope.heads, rope.kv_heads, rope.head_dim);
     let p = products(layer, [qkv, a.o], h * d, dtype)?;
-    if qkv.0.weight.dim(0) != (h + 2 * kvh) * d || h > MAX_HEADS {
+    let q_rows = if rope.gated { 2 } else { 1 };
+    if qkv.0.weight.dim(0) != (q_rows * h + 2 * kvh) * d || h > MAX_HEADS {
         return None;
     }
     let (qn, kn, qk_eps) = rope.norm_inputs(layer.input_norm.parts().0);
@@ -397,6 +403,8 @@ fn prepare(layer: &DecoderLayer, dtype: Dtype) -> Option<Prepared<'_>> {
         ffn: p.ffn,
         qk_norm: rope.norms.is_some(),
         traditional: rope.traditional,
+        rotated: rope.rotated,
+        gated: rope.gated,
         mlp: p.mlp,
         moe: moe.as_ref().map(|m| m.shape),
         par: par.map(f32::to_bits),
@@ -543,7 +551,7 @@ pub(crate) fn forward_group(
         || !same_step
         || (n > 1 && !kind.groups())
         || n > kind.max_layers()
-        || !fastpath::attention_heads_fit(&first.rope, dtype)
+        || !fastpath::layer_heads_fit(&first.rope, dtype)
     {
         return Ok(None);
     }
@@ -561,7 +569,7 @@ pub(crate) fn forward_group(
     // A MoE layer's activations are its chosen experts' (and its shared expert's).
     let (h, kvh, d) = (s.heads, s.kv_heads, s.head_dim);
     let f = s.moe.map_or(s.ffn, |m| m.act());
-    let lay = scratch_layout(hid, h, kvh, d, f);
+    let lay = scratch_layout(hid, h, kvh, d, f, if s.gated { 2 } else { 1 });
     let shared = match s.moe {
         Some(m) => m.shared_bytes(hid.max(h * d).max(f)),
         None => shared_bytes(hid, h, d, f, s.spec.bits),
@@ -589,6 +597,8 @@ pub(crate) fn forward_group(
         ("F", TemplateArg::Int(f)),
         ("QKNORM", TemplateArg::Bool(s.qk_norm)),
         ("TRADITIONAL", TemplateArg::Bool(s.traditional)),
+        ("ROT", TemplateArg::Int(s.rotated)),
+        ("GATED", TemplateArg::Bool(s.gated)),
         ("NT", TemplateArg::Int(THREADS)),
         ("SMAX", TemplateArg::Int(SPLITS)),
         ("O_ML", TemplateArg::Int(lay[0])),
@@ -619,12 +629,16 @@ mod tests {
 
     #[test]
     fn scratch_regions_start_on_whole_lines_and_do_not_overlap() {
-        // Qwen3-0.6B and Llama-3-8B shapes.
-        for (hid, h, kv, d, f) in [(1024, 16, 8, 128, 3072), (4096, 32, 8, 128, 14336)] {
-            let l = scratch_layout(hid, h, kv, d, f);
+        // Qwen3-0.6B and Llama-3-8B shapes, and Qwen3.5-9B's gated attention (q's rows twice).
+        for (hid, h, kv, d, f, q_rows) in [
+            (1024, 16, 8, 128, 3072, 1),
+            (4096, 32, 8, 128, 14336, 1),
+            (4096, 16, 4, 256, 12288, 2),
+        ] {
+            let l = scratch_layout(hid, h, kv, d, f, q_rows);
             assert!(l.iter().all(|o| o % 32 == 0), "{l:?}");
             let sizes = [
-                (h + 2 * kv) * d / 2,
+                (q_rows * h + 2 * kv) * d / 2,
                 h * SPLITS * 2,
                 h * SPLITS * d,
                 h * d / 2,

@@ -190,6 +190,19 @@ pub fn attention_heads_fit(p: &QkvRope, dtype: Dtype) -> bool {
     heads_fit(p) && p.takes(dtype)
 }
 
+/// Whether the one-launch layer kernel's attention phase takes these heads: `attention_heads_fit`'s
+/// shapes with an output gate or a partial rope too, whose rotated halves are whole lanes of a
+/// warp's row, a power of two of them (kernels/layer.cuh `head_rope`; Qwen3.5's 64 of 256 are 4).
+pub fn layer_heads_fit(p: &QkvRope, dtype: Dtype) -> bool {
+    let per_lane = p.head_dim / 32;
+    let half = p.rotated / 2;
+    heads_fit(p)
+        && p.takes_any(dtype)
+        && half % per_lane == 0
+        && half > 0
+        && (half / per_lane).count_ones() == 1
+}
+
 /// The head shape `decode_attn` takes (whole warps of rotary pairs, its shared memory), with
 /// a partial rope of an even number of dimensions.
 fn heads_fit(p: &QkvRope) -> bool {

@@ -27,7 +27,7 @@ mod swiglu;
 
 pub use attention::{
     attention_heads_fit, decode_attention, decode_attention_batch, decode_attention_fits,
-    prefill_heads, qkv_rope, QkvRope, QkvRows,
+    layer_heads_fit, prefill_heads, qkv_rope, QkvRope, QkvRows,
 };
 pub use gated_delta::{
     delta_step, delta_step_fits, gated_delta, gated_delta_fits, DeltaStepWeights,

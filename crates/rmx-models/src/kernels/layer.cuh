@@ -670,10 +670,14 @@ __device__ __forceinline__ void row_dot2_i8(
 // The lane's PL elements of one head's row (src: written by other blocks in this launch),
 // RMS-normed with nw (NORM) and roped at `offset`, each step rounded to T as MLX's ops round.
 // Not TRADITIONAL: element e pairs with e + D/2, which lives in lane ^ 16.
-template <typename T, int D, bool NORM, bool TRADITIONAL>
+// ROT < D turns only the first ROT dimensions (Qwen3.5's partial rotary factor, as MLX's rope
+// with dims < D): not TRADITIONAL, e pairs with e + ROT/2, which lives in lane ^ (ROT/2/PL).
+template <typename T, int D, bool NORM, bool TRADITIONAL, int ROT = D>
 __device__ __forceinline__ void head_rope(
     const T* src, const T* nw, float eps, const float* inv_freq, int offset, float* v) {
   constexpr int PL = D / 32;
+  constexpr int HALF = ROT / 2 / PL;  // lanes of a rotated half
+  static_assert(ROT <= D && (ROT / 2) % PL == 0 && (HALF & (HALF - 1)) == 0, "rotated lanes");
   const int lane = threadIdx.x & 31;
   load_pl<T, PL, true>(src + lane * PL, v);
   if constexpr (NORM) {
@@ -686,23 +690,28 @@ __device__ __forceinline__ void head_rope(
 #pragma unroll
     for (int p = 0; p < PL; ++p) v[p] = round_t<T>(round_t<T>(v[p] * inv) * wv[p]);
   }
+  const bool turns = lane < ROT / PL;
   if constexpr (TRADITIONAL) {
 #pragma unroll
     for (int p = 0; p < PL; p += 2) {
-      const float theta = static_cast<float>(offset) * inv_freq[(lane * PL + p) / 2];
-      const float c = cos(theta), s = sin(theta);
-      const float x1 = v[p], x2 = v[p + 1];
-      v[p] = round_t<T>(x1 * c - x2 * s);
-      v[p + 1] = round_t<T>(x1 * s + x2 * c);
+      if (turns) {
+        const float theta = static_cast<float>(offset) * inv_freq[(lane * PL + p) / 2];
+        const float c = cos(theta), s = sin(theta);
+        const float x1 = v[p], x2 = v[p + 1];
+        v[p] = round_t<T>(x1 * c - x2 * s);
+        v[p + 1] = round_t<T>(x1 * s + x2 * c);
+      }
     }
   } else {
-    const bool first = lane < 16;
+    const bool first = (lane & HALF) == 0;
 #pragma unroll
     for (int p = 0; p < PL; ++p) {
-      const float other = __shfl_xor_sync(0xffffffffu, v[p], 16);
-      const float theta = static_cast<float>(offset) * inv_freq[(lane & 15) * PL + p];
-      const float c = cos(theta), s = sin(theta);
-      v[p] = first ? round_t<T>(v[p] * c - other * s) : round_t<T>(other * s + v[p] * c);
+      const float other = __shfl_xor_sync(0xffffffffu, v[p], HALF);
+      if (turns) {
+        const float theta = static_cast<float>(offset) * inv_freq[(lane & (HALF - 1)) * PL + p];
+        const float c = cos(theta), s = sin(theta);
+        v[p] = first ? round_t<T>(v[p] * c - other * s) : round_t<T>(other * s + v[p] * c);
+      }
     }
   }
 }
@@ -890,12 +899,18 @@ __device__ __forceinline__ void moe_phases(Tickets& tk, int p, int t, const T* h
 // bar: uint32 counters that outlive the launch, zero before the first (Tickets' TK_*).
 template <typename T, int BITS, int G, int HID, int H, int KV, int D, int F, bool QKNORM,
           bool TRADITIONAL, int NT, int SMAX, int O_ML, int O_PART, int O_ATT, int O_H,
-          int O_ACT, int O_X, bool IDOT, bool MLP, typename MOE = NoMoe>
+          int O_ACT, int O_X, bool IDOT, bool MLP, typename MOE = NoMoe, int ROT = D,
+          bool GATED = false>
 __device__ __forceinline__ void decode_layers(
     const T* x, const LayerPtrs<T>* tab, int nl, const float* inv_freq, const int32_t* pos,
     const float* par, const uint32_t* bar_in, T* y, float* scratch,
     const MoePtrs<T>* mtab = nullptr) {
-  constexpr int NQKV = (H + 2 * KV) * D;
+  // GATED (Qwen3-Next / Qwen3.5): q's rows hold each head's D queries then D gate values, and
+  // the attended row is multiplied by the gate's sigmoid, as mlx-lm's `output * sigmoid(gate)`.
+  // ROT: the rotated dimensions of a head (head_rope).
+  constexpr int QS = GATED ? 2 * D : D;  // a head's q rows
+  constexpr int KOFF = H * QS;           // where k's rows start, v's KV * D after
+  constexpr int NQKV = KOFF + 2 * KV * D;
   constexpr int PL = D / 32;
   constexpr int CH = 32 / PL;  // positions whose keys and values a warp loads at once
   constexpr int GQ = H / KV;
@@ -978,7 +993,8 @@ __device__ __forceinline__ void decode_layers(
           }
           if (j0 == s) {
             // While those loads are in flight.
-            head_rope<T, D, QKNORM, TRADITIONAL>(qkv + h * D, L.qn, par[1], inv_freq, offset, q);
+            head_rope<T, D, QKNORM, TRADITIONAL, ROT>(qkv + h * QS, L.qn, par[1], inv_freq, offset,
+                                                      q);
 #pragma unroll
             for (int p = 0; p < PL; ++p) q[p] *= qscale;
             RMX_LAYER_TIME(6);
@@ -987,9 +1003,9 @@ __device__ __forceinline__ void decode_layers(
           for (int i = 0; i < CH; ++i) {
             if (j0 + i * S == offset) {
               float kv[PL], vv[PL];
-              head_rope<T, D, QKNORM, TRADITIONAL>(qkv + (H + g) * D, L.kn, par[1], inv_freq, offset,
-                                                   kv);
-              load_pl<T, PL, true>(qkv + (H + KV + g) * D + lane * PL, vv);
+              head_rope<T, D, QKNORM, TRADITIONAL, ROT>(qkv + KOFF + g * D, L.kn, par[1], inv_freq,
+                                                        offset, kv);
+              load_pl<T, PL, true>(qkv + KOFF + (KV + g) * D + lane * PL, vv);
               if (h % GQ == 0) {
                 store_pl<T, PL>(kc + base + (size_t)offset * D, kv);
                 store_pl<T, PL>(vc + base + (size_t)offset * D, vv);
@@ -1034,6 +1050,14 @@ __device__ __forceinline__ void decode_layers(
           }
 #pragma unroll
           for (int p = 0; p < PL; ++p) num[p] /= den;
+          if constexpr (GATED) {
+            float gv[PL];
+            load_pl<T, PL, true>(qkv + h * QS + D + lane * PL, gv);
+#pragma unroll
+            for (int p = 0; p < PL; ++p) {
+              num[p] = round_t<T>(num[p]) * round_t<T>(1.f / (1.f + __expf(-gv[p])));
+            }
+          }
           store_pl<T, PL>(att + h * D + lane * PL, num);
           if (lane == 0) heads_done[h] = 0;  // for the next layer or launch
         }
