@@ -357,6 +357,14 @@ impl Attention {
         })
     }
 
+    /// The rope's frequencies for a one-sequence decode kernel: `decode_inv_freq`, or a gated
+    /// block's `step_inv_freq`.
+    fn inv_freq(&self) -> Option<&Array> {
+        self.decode_inv_freq
+            .as_ref()
+            .or(self.step_inv_freq.as_ref())
+    }
+
     fn rope_params<'a>(&'a self, inv_freq: &'a Array) -> QkvRope<'a> {
         let norms = match (&self.q_norm, &self.k_norm) {
             (Some(q), Some(k)) => {
@@ -390,11 +398,8 @@ impl Attention {
         if let (Some(inv_freq), LayerCache::Batch(b)) = (&self.decode_inv_freq, &mut *cache) {
             return self.decode_attention_batch(input, inv_freq, b);
         }
-        let inv_freq = self
-            .decode_inv_freq
-            .as_ref()
-            .or(self.step_inv_freq.as_ref());
-        let (Some(inv_freq), LayerCache::Full(kv), AttnMask::None) = (inv_freq, cache, mask) else {
+        let (Some(inv_freq), LayerCache::Full(kv), AttnMask::None) = (self.inv_freq(), cache, mask)
+        else {
             return Ok(None);
         };
         let x = input.raw();
@@ -553,7 +558,7 @@ impl Attention {
         Some(AttnParts {
             qkv: (qkv, *qkv_spec),
             o: (o, *o_spec),
-            rope: self.rope_params(self.decode_inv_freq.as_ref()?),
+            rope: self.rope_params(self.inv_freq()?),
             scale: self.scale,
         })
     }
