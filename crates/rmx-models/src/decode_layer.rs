@@ -611,16 +611,35 @@ pub(crate) fn forward_group(
     ];
     // The router's logits and the choice after the layout's regions.
     template.extend(s.moe.iter().flat_map(|m| m.template(lay[6])));
-    let out = kernel.launch(&Launch {
-        inputs: &inputs,
-        output_shapes: &[&x.shape(), &[scratch]],
-        output_dtypes: &[dtype, Dtype::F32],
+    let out = launch(
+        &kernel,
+        blocks,
+        &inputs,
+        &[&x.shape(), &[scratch]],
+        &[dtype, Dtype::F32],
+        &template,
+    )?;
+    Ok(out.into_iter().next())
+}
+
+/// Launches a layer kernel on its grid, `blocks` blocks of `THREADS` (one per SM).
+pub(super) fn launch(
+    kernel: &Kernel,
+    blocks: i32,
+    inputs: &[&Array],
+    shapes: &[&[i32]],
+    dtypes: &[Dtype],
+    template: &[(&str, TemplateArg)],
+) -> Result<Vec<Array>> {
+    Ok(kernel.launch(&Launch {
+        inputs,
+        output_shapes: shapes,
+        output_dtypes: dtypes,
         grid: [blocks * THREADS, 1, 1],
         threadgroup: [THREADS, 1, 1],
-        template: &template,
+        template,
         init_value: None,
-    })?;
-    Ok(out.into_iter().next())
+    })?)
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use rmx_mlx::quant::QuantSpec;
-use rmx_mlx::{Array, Dtype, Kernel, KernelLang, Launch, TemplateArg};
+use rmx_mlx::{Array, Dtype, Kernel, KernelLang, TemplateArg};
 
 use super::moe::{self, MoePrepared, MoeShape};
 use super::{alike, counters, in_launch, shared_bytes, InLaunch, OneLaunch, MAX_LAYERS, THREADS};
@@ -308,15 +308,7 @@ pub(super) fn forward_group(
         ("IDOT", TemplateArg::Bool(fast_path().layer_idot)),
     ];
     template.extend(s.moe.iter().flat_map(|m| m.template(lay[4])));
-    let out = kernel.launch(&Launch {
-        inputs: &inputs,
-        output_shapes: &shapes,
-        output_dtypes: &dtypes,
-        grid: [blocks * THREADS, 1, 1],
-        threadgroup: [THREADS, 1, 1],
-        template: &template,
-        init_value: None,
-    })?;
+    let out = super::launch(&kernel, blocks, &inputs, &shapes, &dtypes, &template)?;
     let mut out = out.into_iter();
     let y = out.next().expect("the kernel's first output is y");
     out.next(); // scratch

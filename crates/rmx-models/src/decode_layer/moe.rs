@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use rmx_mlx::quant::{QuantSpec, Quantized};
-use rmx_mlx::{Array, Dtype, Kernel, KernelLang, Launch, TemplateArg};
+use rmx_mlx::{Array, Dtype, Kernel, KernelLang, TemplateArg};
 
 use super::{counters, THREADS};
 use crate::error::Result;
@@ -267,15 +267,14 @@ pub(crate) fn forward(moe: &SparseMoe, x: &Array, norm: &RmsNorm) -> Result<Opti
         ("IDOT", TemplateArg::Bool(fast_path().layer_idot)),
     ];
     template.extend(s.template(o_moe));
-    let out = kernel.launch(&Launch {
-        inputs: &inputs,
-        output_shapes: &[&x.shape(), &[o_moe + s.scratch()]],
-        output_dtypes: &[dtype, Dtype::F32],
-        grid: [blocks * THREADS, 1, 1],
-        threadgroup: [THREADS, 1, 1],
-        template: &template,
-        init_value: None,
-    })?;
+    let out = super::launch(
+        &kernel,
+        blocks,
+        &inputs,
+        &[&x.shape(), &[o_moe + s.scratch()]],
+        &[dtype, Dtype::F32],
+        &template,
+    )?;
     Ok(out.into_iter().next())
 }
 

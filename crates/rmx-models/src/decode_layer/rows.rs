@@ -6,7 +6,7 @@
 //! graph nodes a layer, whose CPU time bounded the step: 9.3 ms for 4 rows of Llama-3-8B 4-bit
 //! on the H100 against 2.4 ms for one sequence (docs/perf.md, session 10).
 
-use rmx_mlx::{Array, Dtype, Launch, TemplateArg};
+use rmx_mlx::{Array, Dtype, TemplateArg};
 
 use super::{alike, counters, kernel, prepare, MAX_HEADS, MAX_LAYERS, SPLITS, THREADS};
 use crate::cache::LayerCache;
@@ -140,13 +140,13 @@ pub(super) fn forward(
         inputs.push(keys);
         inputs.push(values);
     }
-    let out = kernel.launch(&Launch {
-        inputs: &inputs,
-        output_shapes: &[&x.shape(), &[lay[6]]],
-        output_dtypes: &[dtype, Dtype::F32],
-        grid: [blocks * THREADS, 1, 1],
-        threadgroup: [THREADS, 1, 1],
-        template: &[
+    let out = super::launch(
+        &kernel,
+        blocks,
+        &inputs,
+        &[&x.shape(), &[lay[6]]],
+        &[dtype, Dtype::F32],
+        &[
             ("T", TemplateArg::Dtype(dtype)),
             ("BITS", TemplateArg::Int(bits)),
             ("G", TemplateArg::Int(s.spec.group_size)),
@@ -161,8 +161,7 @@ pub(super) fn forward(
             ("SMAX", TemplateArg::Int(SPLITS)),
             ("MR", TemplateArg::Int(MR)),
         ],
-        init_value: None,
-    })?;
+    )?;
     Ok(out.into_iter().next())
 }
 
