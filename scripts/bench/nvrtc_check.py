@@ -252,6 +252,16 @@ KERNELS.append(("layer_moe", [("T", "x"), ("T", "n2"), ("float", "par"), ("uint3
                 dict(BITS=4, G=64, HID=2048, NT=512, KMAX=8 * 512 + 512, IDOT="true", E=256, TOPK=8, FE=512,
                      FS=512, RBITS=8, RG=64, RMODE=1, O_MOE=moe_scratch(8 * 512 + 512))))
 
+# Qwen3-Next-80B-A3B's experts: 512 of them (moe_route's 16 logits a lane), top 10 (a warp's lanes
+# split 16 ways in the down phase, 6 groups idle).
+_ins, _mbody = moe_table(1)
+KERNELS.append(("layer_moe", [("T", "x"), ("T", "n2"), ("float", "par"), ("uint32_t", "bar")] + _ins,
+                ["y", ("float", "scratch")],
+                _mbody + f"__syncthreads();\nrmx::decode_moe<T, BITS, G, HID, NT, KMAX, IDOT, {MOE_TYPE}>(x, n2, "
+                "mtab, par, bar, y, scratch);",
+                dict(BITS=4, G=64, HID=2048, NT=512, KMAX=10 * 512 + 512, IDOT="true", E=512, TOPK=10, FE=512,
+                     FS=512, RBITS=8, RG=64, RMODE=1, O_MOE=moe_scratch(10 * 512 + 512))))
+
 # Consecutive DeltaNet layers (decode_layer/delta.rs), at Qwen3.5-9B's and -27B's shapes.
 PER_DELTA = ["wi", "si", "bi", "wo", "so", "bo", "wg", "sg", "bg", "wd", "sd", "bd", "n1", "n2", "cw", "dtb",
              "rate", "nw", "cvin", "stin"]

@@ -647,6 +647,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_launch_holds_as_many_layers_as_its_counters_have_phases_for() {
+        let kind = |ffn| OneLaunch { delta: false, ffn };
+        // Five phases a dense layer: 32; six with experts: 26; three (experts after): one
+        // layer a launch, whatever the counters would hold.
+        assert_eq!(kind(InLaunch::Mlp).max_layers(), 32);
+        assert_eq!(kind(InLaunch::Experts).max_layers(), 26);
+        assert!(26 * kind(InLaunch::Experts).phases() <= MAX_PHASES);
+        assert!(!kind(InLaunch::After).groups());
+        assert!(kind(InLaunch::Experts).groups());
+        assert_eq!(in_launch(false, true), InLaunch::Experts);
+        assert_eq!(in_launch(true, false), InLaunch::Mlp);
+        assert_eq!(in_launch(false, false), InLaunch::After);
+    }
+
+    #[test]
     fn scratch_regions_start_on_whole_lines_and_do_not_overlap() {
         // Qwen3-0.6B and Llama-3-8B shapes, and Qwen3.5-9B's gated attention (q's rows twice).
         for (hid, h, kv, d, f, q_rows) in [

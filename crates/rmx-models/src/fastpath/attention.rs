@@ -194,13 +194,15 @@ pub fn attention_heads_fit(p: &QkvRope, dtype: Dtype) -> bool {
 /// shapes with an output gate or a partial rope too, whose rotated halves are whole lanes of a
 /// warp's row, a power of two of them (kernels/layer.cuh `head_rope`; Qwen3.5's 64 of 256 are 4).
 pub fn layer_heads_fit(p: &QkvRope, dtype: Dtype) -> bool {
-    let per_lane = p.head_dim / 32;
-    let half = p.rotated / 2;
-    heads_fit(p)
-        && p.takes_any(dtype)
-        && half % per_lane == 0
-        && half > 0
-        && (half / per_lane).count_ones() == 1
+    heads_fit(p) && p.takes_any(dtype) && rope_lanes_fit(p.head_dim, p.rotated)
+}
+
+/// Whether `head_rope` turns `rotated` of `head_dim` dimensions: each half of them whole lanes
+/// of a warp's row (`head_dim / 32` values a lane), a power of two of lanes.
+fn rope_lanes_fit(head_dim: i32, rotated: i32) -> bool {
+    let per_lane = head_dim / 32;
+    let half = rotated / 2;
+    per_lane > 0 && half > 0 && half % per_lane == 0 && (half / per_lane).count_ones() == 1
 }
 
 /// The head shape `decode_attn` takes (whole warps of rotary pairs, its shared memory), with
@@ -300,4 +302,21 @@ pub fn decode_attention_batch(
         init_value: None,
     })?;
     Ok(out.into_iter().next().expect("one output"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rope_lanes_fit;
+
+    #[test]
+    fn the_layer_kernel_turns_whole_lanes_of_a_head() {
+        // Whole heads of 64, 128, 256; Qwen3.5's 64 of 256 (four lanes a half).
+        for (d, r) in [(64, 64), (128, 128), (256, 256), (256, 64), (128, 64)] {
+            assert!(rope_lanes_fit(d, r), "{r} of {d}");
+        }
+        // Phi-4-mini's 96 of 128 (12 values a half: three lanes), halves inside a lane, none.
+        for (d, r) in [(128, 96), (256, 8), (128, 0), (256, 192)] {
+            assert!(!rope_lanes_fit(d, r), "{r} of {d}");
+        }
+    }
 }
