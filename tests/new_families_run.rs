@@ -43,6 +43,17 @@ fn rmx_run_answers_with_a_qwen3_moe_model_and_v_lists_its_layer_kinds() {
     let ps = home.ps();
     assert_eq!(ps.len(), 1, "{ps:?}");
     assert_eq!(ps[0]["layers"].as_array().map(Vec::len), Some(2), "{ps:?}");
+    // `rmx info` says the same while the daemon has the model loaded.
+    let model = models::model("qwen3_moe", "4bit").display().to_string();
+    let text = home.ok(&["info", &model]);
+    assert!(
+        text.contains("layers (loaded)   3× attention + moe"),
+        "{text}"
+    );
+    assert!(text.contains("1× attention + dense"), "{text}");
+    let json: serde_json::Value =
+        serde_json::from_str(&home.ok(&["info", &model, "--json"])).unwrap();
+    assert_eq!(json["layers"].as_array().map(Vec::len), Some(2), "{json}");
 }
 
 #[test]

@@ -69,7 +69,8 @@ pub enum Command {
     Ls(LsArgs),
     /// Remove models from the store (asks first unless -y).
     Rm(RmArgs),
-    /// Show what a model is and whether it fits this machine's memory.
+    /// Show what a model is and whether it fits this machine's memory; while the daemon has it
+    /// loaded, also its kinds of layer and how a decode step runs each.
     Info(InfoArgs),
     /// List the model names rmx knows (built-in and user aliases).
     Models(ModelsArgs),

@@ -1,4 +1,5 @@
-//! `rmx info <name>`: what a model is (from its files) and whether it fits this machine.
+//! `rmx info <name>`: what a model is (from its files) and whether it fits this machine; and,
+//! when a running daemon has it loaded, its kinds of layer and how a decode step runs each.
 
 use std::process::ExitCode;
 
@@ -9,6 +10,7 @@ use serde::Serialize;
 use crate::cli::InfoArgs;
 use crate::commands::ls::quant_label;
 use crate::commands::pull::store;
+use crate::daemon;
 
 /// Memory beyond the weights a model needs to run a short conversation (activations, a KV
 /// cache of a few thousand tokens, MLX's buffers): a rule of thumb, not a measurement.
@@ -19,6 +21,9 @@ struct Output<'a> {
     #[serde(flatten)]
     model: &'a ModelInfo,
     memory: Option<Fit>,
+    /// While a daemon has it loaded: its layer kinds and how each runs (as `rmx ps --json`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    layers: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -43,16 +48,43 @@ pub fn run(args: InfoArgs) -> Result<ExitCode> {
             fits: needed <= available,
         }
     });
+    let layers = loaded_layers(&info);
     if args.json {
         let out = Output {
             model: &info,
             memory: fit,
+            layers,
         };
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(ExitCode::SUCCESS);
     }
-    print!("{}", render(&info, fit));
+    print!("{}", render(&info, fit, layers.as_deref()));
     Ok(ExitCode::SUCCESS)
+}
+
+/// The layer kinds a running daemon reports for this model while it is loaded; `None` without
+/// a daemon (it is not started for this), or when the model is not loaded or does not answer.
+fn loaded_layers(info: &ModelInfo) -> Option<Vec<String>> {
+    let ps = daemon::runtime().ok()?.block_on(async {
+        match daemon::running().await {
+            Ok(Some(client)) => client.ps().await.ok(),
+            _ => None,
+        }
+    })?;
+    let path = info
+        .path
+        .canonicalize()
+        .unwrap_or_else(|_| info.path.clone());
+    ps.models
+        .into_iter()
+        .find(|m| {
+            m.name == info.name
+                || std::path::Path::new(&m.path)
+                    .canonicalize()
+                    .is_ok_and(|p| p == path)
+        })
+        .map(|m| m.layers)
+        .filter(|l| !l.is_empty())
 }
 
 fn weights_size(info: &ModelInfo) -> u64 {
@@ -63,7 +95,7 @@ fn weights_size(info: &ModelInfo) -> u64 {
         .sum()
 }
 
-pub fn render(info: &ModelInfo, fit: Option<Fit>) -> String {
+pub fn render(info: &ModelInfo, fit: Option<Fit>, layers: Option<&[String]>) -> String {
     let mut out = String::new();
     let mut line = |key: &str, value: String| out.push_str(&format!("  {key:<18}{value}\n"));
     line("name", info.name.clone());
@@ -118,6 +150,12 @@ pub fn render(info: &ModelInfo, fit: Option<Fit>) -> String {
             "vision",
             "not loaded: image input is not supported yet (the text model runs)".to_string(),
         );
+    }
+    if let Some(kinds) = layers {
+        // One kind a line: "24× linear attention (...) + dense (one CUDA launch)" is long.
+        for (i, kind) in kinds.iter().enumerate() {
+            line(if i == 0 { "layers (loaded)" } else { "" }, kind.clone());
+        }
     }
     let mut status = human_bytes(info.size);
     if info.status == ModelStatus::Partial {
