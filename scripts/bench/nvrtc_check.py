@@ -181,22 +181,24 @@ PER_MOE = ["mwr", "msr", "mbr", "mwsg", "mssg", "mbsg", "mwg", "msg", "mbg", "mw
 MOE_TYPE = "rmx::MoeShape<E, TOPK, FE, FS, RBITS, RG, RMODE, O_MOE>"
 
 
+def table(ty, var, nl, fields):
+    """decode_layer.rs's table(): the lines that fill `var`, nl entries of rmx::ty<T>."""
+    body = f"__shared__ rmx::{ty}<T> {var}[{nl}];\nif (threadIdx.x == 0) {{\n"
+    for i in range(nl):
+        body += f"  {var}[{i}] = rmx::{ty}<T>{{{', '.join(f'{p}{i}' for p in fields)}}};\n"
+    return body + "}\n"
+
+
 def moe_table(nl):
     """decode_layer/moe.rs's table(): the MoE blocks' inputs and the lines that fill mtab."""
     ins = [("uint32_t" if p.startswith("mw") else "T", f"{p}{i}") for i in range(nl) for p in PER_MOE]
-    body = f"__shared__ rmx::MoePtrs<T> mtab[{nl}];\nif (threadIdx.x == 0) {{\n"
-    for i in range(nl):
-        body += f"  mtab[{i}] = rmx::MoePtrs<T>{{{', '.join(f'{p}{i}' for p in PER_MOE)}}};\n"
-    return ins, body + "}\n"
+    return ins, table("MoePtrs", "mtab", nl, PER_MOE)
 
 
 def layers_kernel(nl, mlp="true", moe=False):
     ins = [("T", "x"), ("float", "inv_freq"), ("int32_t", "pos"), ("float", "par"), ("uint32_t", "bar")]
     ins += [(LAYER_T.get(p, "T"), f"{p}{i}") for i in range(nl) for p in PER_LAYER]
-    body = f"__shared__ rmx::LayerPtrs<T> tab[{nl}];\nif (threadIdx.x == 0) {{\n"
-    for i in range(nl):
-        body += f"  tab[{i}] = rmx::LayerPtrs<T>{{{', '.join(f'{p}{i}' for p in PER_LAYER)}}};\n"
-    body += "}\n"
+    body = table("LayerPtrs", "tab", nl, PER_LAYER)
     if moe:
         mins, mbody = moe_table(nl)
         ins += mins
@@ -275,11 +277,7 @@ def delta_kernel(nl, mlp="true", moe=False):
     outs = ["y", ("float", "scratch")]
     for i in range(nl):
         outs += [f"cvout{i}", ("float", f"stout{i}")]
-    body = f"__shared__ rmx::DeltaPtrs<T> tab[{nl}];\nif (threadIdx.x == 0) {{\n"
-    for i in range(nl):
-        names = [f"{p}{i}" for p in PER_DELTA] + [f"cvout{i}", f"stout{i}"]
-        body += f"  tab[{i}] = rmx::DeltaPtrs<T>{{{', '.join(names)}}};\n"
-    body += "}\n"
+    body = table("DeltaPtrs", "tab", nl, PER_DELTA + ["cvout", "stout"])
     if moe:
         mins, mbody = moe_table(nl)
         ins += mins

@@ -144,24 +144,33 @@ pub(super) fn counters() -> Result<Array> {
 /// The launch's parameter names: `shared`, then each layer's `PER_LAYER` with its index.
 fn input_names(shared: &[&str], n: usize) -> Vec<String> {
     let mut v: Vec<String> = shared.iter().map(|s| s.to_string()).collect();
-    for i in 0..n {
-        v.extend(PER_LAYER.iter().map(|p| format!("{p}{i}")));
-    }
+    v.extend(per_layer(&PER_LAYER, n));
     v
 }
 
-/// The kernel body for n layers: thread 0 fills the table of each layer's tensors in shared
-/// memory (a runtime loop over layers then indexes it; the parameters themselves cannot be
-/// indexed), and every thread runs `call` (`decode_layers` or its rows variant).
-fn body(n: usize, call: &str) -> String {
-    let mut b = format!("__shared__ rmx::LayerPtrs<T> tab[{n}];\nif (threadIdx.x == 0) {{\n");
-    for i in 0..n {
-        let args: Vec<String> = PER_LAYER.iter().map(|p| format!("{p}{i}")).collect();
-        b += &format!("  tab[{i}] = rmx::LayerPtrs<T>{{{}}};\n", args.join(", "));
+/// `fields` of each of `n` layers, suffixed with the layer's index: a launch's parameters for
+/// them, in the order `table` reads them.
+pub(super) fn per_layer(fields: &[&str], n: usize) -> Vec<String> {
+    (0..n)
+        .flat_map(|i| fields.iter().map(move |p| format!("{p}{i}")))
+        .collect()
+}
+
+/// Body lines that fill `var`, a table of `n` `rmx::{ty}<T>` in shared memory, each layer's
+/// entry from its `fields` parameters: a runtime loop over layers then indexes it (the
+/// parameters themselves cannot be indexed). Thread 0 fills it; `body` synchronizes.
+pub(super) fn table(ty: &str, var: &str, n: usize, fields: &[&str]) -> String {
+    let mut b = format!("__shared__ rmx::{ty}<T> {var}[{n}];\nif (threadIdx.x == 0) {{\n");
+    for (i, entry) in per_layer(fields, n).chunks(fields.len()).enumerate() {
+        b += &format!("  {var}[{i}] = rmx::{ty}<T>{{{}}};\n", entry.join(", "));
     }
-    b += "}\n__syncthreads();\n";
-    b += call;
-    b
+    b + "}\n"
+}
+
+/// A kernel body: its tables filled, the block synchronized, then every thread runs `call`
+/// (`decode_layers`, its rows or DeltaNet variant, `decode_moe`).
+pub(super) fn body(tables: &[String], call: &str) -> String {
+    tables.concat() + "__syncthreads();\n" + call
 }
 
 /// The launch's kernel: n layers, for one sequence or (`rows`) a batch's rows (dense layers
@@ -174,7 +183,7 @@ fn kernel(n: usize, shared_memory: i32, rows: bool, ffn: InLaunch) -> Result<Rc<
         let (names, body, name, section) = if rows {
             (
                 input_names(&rows::INPUTS, n),
-                body(n, &rows::call(n)),
+                body(&[table("LayerPtrs", "tab", n, &PER_LAYER)], &rows::call(n)),
                 format!("rmx_decode_layers_rows{n}"),
                 "layer_rows",
             )
@@ -190,21 +199,17 @@ fn kernel(n: usize, shared_memory: i32, rows: bool, ffn: InLaunch) -> Result<Rc<
                  tab, {n}, inv_freq, pos, par, bar, y, scratch{mtab});"
             );
             let mut names = input_names(&SHARED_INPUTS, n);
-            let (name, section, call) = match ffn {
-                InLaunch::Mlp => (format!("rmx_decode_layers{n}"), "layer", call),
-                InLaunch::After => (format!("rmx_decode_attention{n}"), "layer", call),
+            let mut tables = vec![table("LayerPtrs", "tab", n, &PER_LAYER)];
+            let (name, section) = match ffn {
+                InLaunch::Mlp => (format!("rmx_decode_layers{n}"), "layer"),
+                InLaunch::After => (format!("rmx_decode_attention{n}"), "layer"),
                 InLaunch::Experts => {
-                    for i in 0..n {
-                        names.extend(moe::PER_LAYER.iter().map(|p| format!("{p}{i}")));
-                    }
-                    (
-                        format!("rmx_decode_moe_layers{n}"),
-                        "layer_moe",
-                        moe::table(n) + &call,
-                    )
+                    names.extend(per_layer(&moe::PER_LAYER, n));
+                    tables.push(moe::table(n));
+                    (format!("rmx_decode_moe_layers{n}"), "layer_moe")
                 }
             };
-            (names, body(n, &call), name, section)
+            (names, body(&tables, &call), name, section)
         };
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         let k = Rc::new(Kernel::with_shared_memory(
@@ -645,6 +650,27 @@ pub(super) fn launch(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_body_fills_every_table_before_the_block_synchronizes() {
+        let b = body(
+            &[table("LayerPtrs", "tab", 2, &["wq", "kc"]), moe::table(1)],
+            "call();",
+        );
+        assert!(b.starts_with(
+            "__shared__ rmx::LayerPtrs<T> tab[2];\nif (threadIdx.x == 0) {\n  tab[0] = \
+             rmx::LayerPtrs<T>{wq0, kc0};\n  tab[1] = rmx::LayerPtrs<T>{wq1, kc1};\n}\n"
+        ));
+        let mtab = b
+            .find("mtab[0] = rmx::MoePtrs<T>{mwr0, ")
+            .expect("the MoE table");
+        let sync = b
+            .find("__syncthreads();\ncall();")
+            .expect("sync, then the call");
+        assert!(mtab < sync && b.ends_with("call();"), "{b}");
+        // The parameters in the order the tables read them.
+        assert_eq!(per_layer(&["a", "b"], 2), ["a0", "b0", "a1", "b1"]);
+    }
 
     #[test]
     fn a_launch_holds_as_many_layers_as_its_counters_have_phases_for() {

@@ -21,7 +21,10 @@ use rmx_mlx::quant::QuantSpec;
 use rmx_mlx::{Array, Dtype, Kernel, KernelLang, TemplateArg};
 
 use super::moe::{self, MoePrepared, MoeShape};
-use super::{alike, counters, in_launch, shared_bytes, InLaunch, OneLaunch, MAX_LAYERS, THREADS};
+use super::{
+    alike, body, counters, in_launch, per_layer, shared_bytes, table, InLaunch, OneLaunch,
+    MAX_LAYERS, THREADS,
+};
 use crate::cache::LayerCache;
 use crate::decoder_layer::DecoderLayer;
 use crate::delta_net::{DeltaNetShape, DeltaParts};
@@ -52,33 +55,24 @@ fn kernel(n: usize, shared_memory: i32, ffn: InLaunch) -> Result<Rc<Kernel>> {
         }
         let (mlp, experts) = (ffn == InLaunch::Mlp, ffn == InLaunch::Experts);
         let mut inputs: Vec<String> = SHARED_INPUTS.iter().map(|s| s.to_string()).collect();
+        inputs.extend(per_layer(&PER_LAYER, n));
         let mut outputs = vec!["y".to_string(), "scratch".to_string()];
-        let mut body =
-            format!("__shared__ rmx::DeltaPtrs<T> tab[{n}];\nif (threadIdx.x == 0) {{\n");
-        for i in 0..n {
-            inputs.extend(PER_LAYER.iter().map(|p| format!("{p}{i}")));
-            outputs.extend(OUTPUTS.iter().map(|p| format!("{p}{i}")));
-            let args: Vec<String> = PER_LAYER
-                .iter()
-                .chain(OUTPUTS.iter())
-                .map(|p| format!("{p}{i}"))
-                .collect();
-            body += &format!("  tab[{i}] = rmx::DeltaPtrs<T>{{{}}};\n", args.join(", "));
-        }
-        body += "}\n";
+        outputs.extend(per_layer(&OUTPUTS, n));
+        let fields: Vec<&str> = PER_LAYER.iter().chain(&OUTPUTS).copied().collect();
+        let mut tables = vec![table("DeltaPtrs", "tab", n, &fields)];
         let (moe_type, mtab) = if experts {
-            for i in 0..n {
-                inputs.extend(moe::PER_LAYER.iter().map(|p| format!("{p}{i}")));
-            }
-            body += &moe::table(n);
+            inputs.extend(per_layer(&moe::PER_LAYER, n));
+            tables.push(moe::table(n));
             (format!(", {}", moe::SHAPE_TYPE), ", mtab")
         } else {
             (String::new(), "")
         };
-        body += &format!(
-            "__syncthreads();\nrmx::decode_delta_layers<T, BITS, G, HID, HK, HV, DK, DV, KC, F, \
-             NT, O_Y, O_H, O_ACT, O_X, IDOT, {mlp}{moe_type}>(x, tab, {n}, par, bar, y, \
-             scratch{mtab});"
+        let body = body(
+            &tables,
+            &format!(
+                "rmx::decode_delta_layers<T, BITS, G, HID, HK, HV, DK, DV, KC, F, NT, O_Y, O_H, \
+                 O_ACT, O_X, IDOT, {mlp}{moe_type}>(x, tab, {n}, par, bar, y, scratch{mtab});"
+            ),
         );
         let name = match ffn {
             InLaunch::Mlp => format!("rmx_decode_delta_layers{n}"),

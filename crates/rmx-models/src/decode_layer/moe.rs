@@ -187,15 +187,10 @@ fn three(q: &Quantized) -> [&Array; 3] {
     ]
 }
 
-/// The body lines that fill `mtab`, the table of the launch's `n` MoE blocks in shared memory
-/// (thread 0 fills it; the caller synchronizes).
+/// The body lines that fill `mtab`, the table of the launch's `n` MoE blocks (decode_layer.rs
+/// `table`).
 pub(super) fn table(n: usize) -> String {
-    let mut b = format!("__shared__ rmx::MoePtrs<T> mtab[{n}];\nif (threadIdx.x == 0) {{\n");
-    for i in 0..n {
-        let args: Vec<String> = PER_LAYER.iter().map(|p| format!("{p}{i}")).collect();
-        b += &format!("  mtab[{i}] = rmx::MoePtrs<T>{{{}}};\n", args.join(", "));
-    }
-    b + "}\n"
+    super::table("MoePtrs", "mtab", n, &PER_LAYER)
 }
 
 thread_local! {
@@ -209,11 +204,13 @@ fn kernel(shared_memory: i32) -> Result<Rc<Kernel>> {
             return Ok(k.clone());
         }
         let mut names: Vec<String> = ["x", "n2", "par", "bar"].map(String::from).to_vec();
-        names.extend(PER_LAYER.iter().map(|p| format!("{p}0")));
-        let body = format!(
-            "{}__syncthreads();\nrmx::decode_moe<T, BITS, G, HID, NT, KMAX, IDOT, {SHAPE_TYPE}>(x, \
-             n2, mtab, par, bar, y, scratch);",
-            table(1)
+        names.extend(super::per_layer(&PER_LAYER, 1));
+        let body = super::body(
+            &[table(1)],
+            &format!(
+                "rmx::decode_moe<T, BITS, G, HID, NT, KMAX, IDOT, {SHAPE_TYPE}>(x, n2, mtab, par, \
+                 bar, y, scratch);"
+            ),
         );
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         let k = Rc::new(Kernel::with_shared_memory(
