@@ -244,8 +244,29 @@ fn scratch_layout(hid: i32, h: i32, kv: i32, d: i32, f: i32, q_rows: i32) -> [i3
 /// Bytes of dynamic shared memory: the staged vector as floats, its chunk sums and 32 floats,
 /// which also holds the integer staging (IDOT: 32 floats, 2 bytes an element, 8 a chunk).
 fn shared_bytes(hid: i32, h: i32, d: i32, f: i32, bits: i32) -> i32 {
-    let k = hid.max(h * d).max(f);
+    staged_bytes(hid.max(h * d).max(f), bits)
+}
+
+/// `shared_bytes` for a largest staged vector of `k` values at `bits`.
+pub(super) fn staged_bytes(k: i32, bits: i32) -> i32 {
     4 * (k + k / (128 / bits) + 32)
+}
+
+/// Whether the kernel's products read this quantized weight as `spec`, `k` inputs a row: 4- or
+/// 8-bit affine groups that whole 16-byte chunks fill, `k` whole groups, and scales and biases
+/// in the activations' dtype.
+pub(super) fn quant_fits(
+    (q, s): &(&Quantized, QuantSpec),
+    spec: QuantSpec,
+    k: i32,
+    dtype: Dtype,
+) -> bool {
+    *s == spec
+        && matches!(spec.bits, 4 | 8)
+        && spec.group_size % (128 / spec.bits) == 0
+        && k % spec.group_size == 0
+        && q.scales.dtype() == dtype
+        && q.biases.as_ref().is_some_and(|b| b.dtype() == dtype)
 }
 
 /// What the kernel's template depends on; layers share a launch only when theirs are equal.
@@ -338,16 +359,11 @@ pub(super) fn products<'a>(
     let (n2, eps2) = layer.post_norm.parts();
     let hid = n1.dim(0);
     let weights = [mixer[0], mixer[1], gu, down];
-    let quant_ok = |(q, s): &(&Quantized, QuantSpec)| {
-        *s == spec
-            && q.scales.dtype() == dtype
-            && q.biases.as_ref().is_some_and(|b| b.dtype() == dtype)
-    };
-    let per = 128 / spec.bits.max(1);
-    if !weights.iter().all(quant_ok)
-        || !matches!(spec.bits, 4 | 8)
-        || spec.group_size % per != 0
-        || [hid, mixer_k, f].iter().any(|k| k % spec.group_size != 0)
+    // Each product's inputs: a MoE layer's stand-ins for the MLP (the mixer's) are not read.
+    if !weights
+        .iter()
+        .zip([hid, mixer_k, hid, f])
+        .all(|(w, k)| quant_fits(w, spec, k, dtype))
         || eps != eps2
         || n1.dtype() != dtype
         || n2.dtype() != dtype
@@ -356,7 +372,7 @@ pub(super) fn products<'a>(
         return None;
     }
     fn b(q: &Quantized) -> &Array {
-        q.biases.as_ref().expect("checked by quant_ok")
+        q.biases.as_ref().expect("checked by quant_fits")
     }
     let [a, o, g, d] = weights.map(|(q, _)| q);
     Some(Products {

@@ -70,10 +70,10 @@ impl MoeShape {
     }
 
     /// Bytes of dynamic shared memory for staging vectors of up to `k` values at the experts'
-    /// and the router's bits (decode_layer.rs's `shared_bytes` at each).
+    /// and the router's bits.
     pub(super) fn shared_bytes(&self, k: i32) -> i32 {
         [self.spec.bits, self.router.bits]
-            .map(|bits| 4 * (k + k / (128 / bits) + 32))
+            .map(|bits| super::staged_bytes(k, bits))
             .into_iter()
             .max()
             .expect("two")
@@ -117,15 +117,7 @@ pub(super) fn prepare(moe: &SparseMoe, hid: i32, dtype: Dtype) -> Option<MoePrep
         shared,
     } = moe.decode_parts()?;
     let spec = gate_up.1;
-    let fits = |(q, s): &QuantPart, want: QuantSpec, k: i32| {
-        let per = 128 / s.bits.max(1);
-        *s == want
-            && matches!(s.bits, 4 | 8)
-            && s.group_size % per == 0
-            && k % s.group_size == 0
-            && q.scales.dtype() == dtype
-            && q.biases.as_ref().is_some_and(|b| b.dtype() == dtype)
-    };
+    let fits = |p: &QuantPart, want: QuantSpec, k: i32| super::quant_fits(p, want, k, dtype);
     let shared_hidden = shared.as_ref().map_or(0, |s| s.2);
     let shapes_ok = gate_up.0.weight.shape().first() == Some(&experts)
         && gate_up.0.weight.dim(1) == 2 * hidden
