@@ -150,7 +150,7 @@ fn input_names(shared: &[&str], n: usize) -> Vec<String> {
 
 /// `fields` of each of `n` layers, suffixed with the layer's index: a launch's parameters for
 /// them, in the order `table` reads them.
-pub(super) fn per_layer(fields: &[&str], n: usize) -> Vec<String> {
+fn per_layer(fields: &[&str], n: usize) -> Vec<String> {
     (0..n)
         .flat_map(|i| fields.iter().map(move |p| format!("{p}{i}")))
         .collect()
@@ -159,7 +159,7 @@ pub(super) fn per_layer(fields: &[&str], n: usize) -> Vec<String> {
 /// Body lines that fill `var`, a table of `n` `rmx::{ty}<T>` in shared memory, each layer's
 /// entry from its `fields` parameters: a runtime loop over layers then indexes it (the
 /// parameters themselves cannot be indexed). Thread 0 fills it; `body` synchronizes.
-pub(super) fn table(ty: &str, var: &str, n: usize, fields: &[&str]) -> String {
+fn table(ty: &str, var: &str, n: usize, fields: &[&str]) -> String {
     let mut b = format!("__shared__ rmx::{ty}<T> {var}[{n}];\nif (threadIdx.x == 0) {{\n");
     for (i, entry) in per_layer(fields, n).chunks(fields.len()).enumerate() {
         b += &format!("  {var}[{i}] = rmx::{ty}<T>{{{}}};\n", entry.join(", "));
@@ -169,7 +169,7 @@ pub(super) fn table(ty: &str, var: &str, n: usize, fields: &[&str]) -> String {
 
 /// A kernel body: its tables filled, the block synchronized, then every thread runs `call`
 /// (`decode_layers`, its rows or DeltaNet variant, `decode_moe`).
-pub(super) fn body(tables: &[String], call: &str) -> String {
+fn body(tables: &[String], call: &str) -> String {
     tables.concat() + "__syncthreads();\n" + call
 }
 
@@ -241,26 +241,25 @@ fn scratch_layout(hid: i32, h: i32, kv: i32, d: i32, f: i32, q_rows: i32) -> [i3
     [ml, part, att, res, act, xo, xo + lines(hid / 2)]
 }
 
-/// Bytes of dynamic shared memory: the staged vector as floats, its chunk sums and 32 floats,
-/// which also holds the integer staging (IDOT: 32 floats, 2 bytes an element, 8 a chunk).
-fn shared_bytes(hid: i32, h: i32, d: i32, f: i32, bits: i32) -> i32 {
-    staged_bytes(hid.max(h * d).max(f), bits)
+/// A launch's feed-forward activations (the MLP's `ffn`, or with `moe` its chosen and shared
+/// experts') and the shared memory that stages them or the mixer's vectors (up to `k` values).
+fn ffn_staging(moe: Option<moe::MoeShape>, ffn: i32, k: i32, bits: i32) -> (i32, i32) {
+    let f = moe.map_or(ffn, |m| m.act());
+    let k = k.max(f);
+    (f, moe.map_or(staged_bytes(k, bits), |m| m.shared_bytes(k)))
 }
 
-/// `shared_bytes` for a largest staged vector of `k` values at `bits`.
-pub(super) fn staged_bytes(k: i32, bits: i32) -> i32 {
+/// Bytes of dynamic shared memory for a largest staged vector of `k` values at `bits`: the
+/// vector as floats, its chunk sums and 32 floats, which also holds the integer staging (IDOT:
+/// 32 floats, 2 bytes an element, 8 a chunk).
+fn staged_bytes(k: i32, bits: i32) -> i32 {
     4 * (k + k / (128 / bits) + 32)
 }
 
 /// Whether the kernel's products read this quantized weight as `spec`, `k` inputs a row: 4- or
 /// 8-bit affine groups that whole 16-byte chunks fill, `k` whole groups, and scales and biases
 /// in the activations' dtype.
-pub(super) fn quant_fits(
-    (q, s): &(&Quantized, QuantSpec),
-    spec: QuantSpec,
-    k: i32,
-    dtype: Dtype,
-) -> bool {
+fn quant_fits((q, s): &(&Quantized, QuantSpec), spec: QuantSpec, k: i32, dtype: Dtype) -> bool {
     *s == spec
         && matches!(spec.bits, 4 | 8)
         && spec.group_size % (128 / spec.bits) == 0
@@ -587,14 +586,9 @@ pub(crate) fn forward_group(
     let pos = pos_array([offset, cap])?;
     let par = consts(&first.par)?;
     let bar = counters()?;
-    // A MoE layer's activations are its chosen experts' (and its shared expert's).
     let (h, kvh, d) = (s.heads, s.kv_heads, s.head_dim);
-    let f = s.moe.map_or(s.ffn, |m| m.act());
+    let (f, shared) = ffn_staging(s.moe, s.ffn, hid.max(h * d), s.spec.bits);
     let lay = scratch_layout(hid, h, kvh, d, f, if s.gated { 2 } else { 1 });
-    let shared = match s.moe {
-        Some(m) => m.shared_bytes(hid.max(h * d).max(f)),
-        None => shared_bytes(hid, h, d, f, s.spec.bits),
-    };
     let kernel = kernel(n, shared, false, ffn)?;
     let mut inputs: Vec<&Array> = vec![x, first.rope.inv_freq, &pos, &par, &bar];
     for (p, (keys, values, _)) in prepared.iter().zip(&slots) {
@@ -728,10 +722,11 @@ mod tests {
                 assert!(starts[i] + sizes[i] <= end, "region {i} overflows: {l:?}");
             }
         }
-        // The 8B model's MLP input is the largest staged vector: 14336 floats + sums + 32.
+        // The 8B model's MLP input is the largest staged vector (its hidden size and attended
+        // row are 4096): 14336 floats + sums + 32.
         assert_eq!(
-            shared_bytes(4096, 32, 128, 14336, 4),
-            4 * (14336 + 448 + 32)
+            ffn_staging(None, 14336, 4096, 4),
+            (14336, 4 * (14336 + 448 + 32))
         );
     }
 }

@@ -22,7 +22,7 @@ use rmx_mlx::{Array, Dtype, Kernel, KernelLang, TemplateArg};
 
 use super::moe::{self, MoePrepared, MoeShape};
 use super::{
-    alike, body, counters, in_launch, per_layer, shared_bytes, table, InLaunch, OneLaunch,
+    alike, body, counters, ffn_staging, in_launch, per_layer, table, InLaunch, OneLaunch,
     MAX_LAYERS, THREADS,
 };
 use crate::cache::LayerCache;
@@ -225,7 +225,7 @@ pub(super) fn forward_group(
     let Some((prepared, s)) = alike(layers, |l| prepare(l, dtype), |p| p.shape) else {
         return Ok(None);
     };
-    let ffn = in_launch(s.mlp, s.moe.is_some());
+    let ffn = prepared[0].in_launch();
     let kind = OneLaunch { delta: true, ffn };
     if s.hid != hid || (n > 1 && !kind.groups()) || n > kind.max_layers() {
         return Ok(None);
@@ -255,14 +255,10 @@ pub(super) fn forward_group(
     let [eps, qk_eps, norm_eps] = prepared[0].par;
     let par = consts(&[eps, qk_eps, 0.0, norm_eps])?;
     let bar = counters()?;
-    // A MoE layer's activations are its chosen experts' (and its shared expert's).
-    let f = s.moe.map_or(s.ffn, |m| m.act());
+    // The staged vectors: the layer's input, the step's output (value heads x dim), the
+    // feed-forward's activations.
+    let (f, shared) = ffn_staging(s.moe, s.ffn, hid.max(ds.value_dim()), s.spec.bits);
     let lay = scratch_layout(hid, &ds, f);
-    // The staged vectors: the layer's input, the step's output (value heads x dim), the MLP's.
-    let shared = match s.moe {
-        Some(m) => m.shared_bytes(hid.max(ds.value_dim()).max(f)),
-        None => shared_bytes(hid, ds.v_heads, ds.v_dim, f, s.spec.bits),
-    };
     let kernel = kernel(n, shared, ffn)?;
     let mut inputs: Vec<&Array> = vec![x, &par, &bar];
     for (p, (conv, state)) in prepared.iter().zip(&held) {
