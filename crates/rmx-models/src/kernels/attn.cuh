@@ -159,7 +159,7 @@ __device__ __forceinline__ void decode_attn_at(
     if constexpr (GATED) {
       const float gate = to_float(qs[QOFF + (size_t)h * QSTRIDE + D + t]);
       const float attended = to_float(static_cast<T>(sum / denom));
-      const float sig = to_float(static_cast<T>(1.f / (1.f + __expf(-gate))));
+      const float sig = sigmoid_t<T>(gate);
       out[(size_t)h * D + t] = static_cast<T>(attended * sig);
     } else {
       out[(size_t)h * D + t] = static_cast<T>(sum / denom);

@@ -73,6 +73,19 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// v rounded to T and back: where mlx-lm's ops write an intermediate in the model's dtype, the
+// fused kernels round there too, so they follow the op-by-op layer closely.
+template <typename T>
+__device__ __forceinline__ float round_t(float v) {
+  return to_float(static_cast<T>(v));
+}
+
+// sigmoid(x) rounded to T, as MLX's sigmoid writes it.
+template <typename T>
+__device__ __forceinline__ float sigmoid_t(float x) {
+  return round_t<T>(1.f / (1.f + __expf(-x)));
+}
+
 // The sum over each aligned group of LG lanes (a power of two), which every lane of the group
 // gets; warp_sum's order at LG = 32.
 template <int LG>

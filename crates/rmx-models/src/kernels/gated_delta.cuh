@@ -61,13 +61,6 @@ __device__ __forceinline__ void gated_delta(const T* q, const T* k, const T* v, 
 
 namespace rmx {
 
-// x rounded to T and back: where mlx-lm's ops write an intermediate in the model's dtype, the
-// fused step rounds there too, so it follows the op-by-op layer closely.
-template <typename T>
-__device__ __forceinline__ float round_to(float x) {
-  return to_float(static_cast<T>(x));
-}
-
 // One element of the projection: through L2 (CG) where another block of the same launch wrote
 // it (the layer kernel's in-projection phase), as a plain load where an earlier launch did.
 template <bool CG, typename T>
@@ -123,8 +116,8 @@ __device__ __forceinline__ void delta_head(int n, const T* proj, const T* conv_i
       acc = fmaf(to_float(ci[static_cast<size_t>(j) * C + c]), to_float(conv_w[c * K + j]), acc);
     const float xin = proj_at<CG>(pr + c);
     acc = fmaf(xin, to_float(conv_w[c * K + K - 1]), acc);
-    const float o = round_to<T>(acc);
-    const float act = round_to<T>(o * round_to<T>(1.f / (1.f + __expf(-o))));
+    const float o = round_t<T>(acc);
+    const float act = round_t<T>(o * sigmoid_t<T>(o));
     if (i < Dk) sq[i] = act;
     else if (i < 2 * Dk) sk[i - Dk] = act;
     else sv[i - 2 * Dk] = act;
@@ -146,16 +139,16 @@ __device__ __forceinline__ void delta_head(int n, const T* proj, const T* conv_i
   __syncthreads();
   const float inv = rsqrtf(static_cast<float>(Dk));
   const float rq = rsqrtf(red[0] / Dk + eps_qk), rk = rsqrtf(red[1] / Dk + eps_qk);
-  const float q_scale = round_to<T>(inv * inv), k_scale = round_to<T>(inv);
+  const float q_scale = round_t<T>(inv * inv), k_scale = round_t<T>(inv);
   float qv[NP], kv[NP];
 #pragma unroll
   for (int i = 0; i < NP; ++i) {
-    qv[i] = round_to<T>(round_to<T>(sq[NP * lane + i] * rq) * q_scale);
-    kv[i] = round_to<T>(round_to<T>(sk[NP * lane + i] * rk) * k_scale);
+    qv[i] = round_t<T>(round_t<T>(sq[NP * lane + i] * rq) * q_scale);
+    kv[i] = round_t<T>(round_t<T>(sk[NP * lane + i] * rk) * k_scale);
   }
-  const float beta = round_to<T>(1.f / (1.f + __expf(-proj_at<CG>(pr + C + Hv * Dv + hv))));
-  const float ab = round_to<T>(proj_at<CG>(pr + C + Hv * Dv + Hv + hv) + to_float(dt_bias[hv]));
-  const float soft = round_to<T>(fmaxf(ab, 0.f) + log1pf(__expf(-fabsf(ab))));
+  const float beta = sigmoid_t<T>(proj_at<CG>(pr + C + Hv * Dv + hv));
+  const float ab = round_t<T>(proj_at<CG>(pr + C + Hv * Dv + Hv + hv) + to_float(dt_bias[hv]));
+  const float soft = round_t<T>(fmaxf(ab, 0.f) + log1pf(__expf(-fabsf(ab))));
   const float g = __expf(rate[hv] * soft);
   const size_t head = static_cast<size_t>(n) * Dv * Dk;
   // A warp's R value rows: all their state loads are issued before the first warp sum, so a
@@ -192,7 +185,7 @@ __device__ __forceinline__ void delta_head(int n, const T* proj, const T* conv_i
       dst[i] = s[r][i];
     }
     out = warp_sum(out);
-    if (lane == 0) sy[dv] = round_to<T>(out);
+    if (lane == 0) sy[dv] = round_t<T>(out);
   }
   __syncthreads();
   if (warp == 0) {
@@ -204,7 +197,7 @@ __device__ __forceinline__ void delta_head(int n, const T* proj, const T* conv_i
   __syncthreads();
   const float r = rsqrtf(red[2] / Dv + eps_norm);
   for (int d = tid; d < Dv; d += NT) {
-    const float normed = round_to<T>(round_to<T>(sy[d] * r) * to_float(norm_w[d]));
+    const float normed = round_t<T>(round_t<T>(sy[d] * r) * to_float(norm_w[d]));
     const float z = proj_at<CG>(pr + C + hv * Dv + d);
     const float gate = z / (1.f + __expf(-z));
     y[static_cast<size_t>(b) * Hv * Dv + hv * Dv + d] = static_cast<T>(gate * normed);

@@ -170,11 +170,6 @@ __device__ __forceinline__ uint32_t pack2<__half>(float a, float b) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
-template <typename T>
-__device__ __forceinline__ float round_t(float v) {
-  return to_float(static_cast<T>(v));
-}
-
 // N 32-bit words of a row (2N values of a 16-bit T: N = 1, 2 or 4, one 4-, 8- or 16-byte
 // access), kept as loaded until they are used. CG reads through L2 only: for what other blocks
 // wrote earlier in this launch.
@@ -795,7 +790,7 @@ __device__ __forceinline__ void out_phase(Tickets& tk, int p, int t, const T* in
 template <typename T>
 __device__ __forceinline__ T swiglu_t(float gate, float up) {
   const float g = round_t<T>(gate);
-  const float sig = round_t<T>(1.f / (1.f + __expf(-g)));
+  const float sig = sigmoid_t<T>(g);
   return static_cast<T>(round_t<T>(g * sig) * round_t<T>(up));
 }
 
@@ -1055,7 +1050,7 @@ __device__ __forceinline__ void decode_layers(
             load_pl<T, PL, true>(qkv + h * QS + D + lane * PL, gv);
 #pragma unroll
             for (int p = 0; p < PL; ++p) {
-              num[p] = round_t<T>(num[p]) * round_t<T>(1.f / (1.f + __expf(-gv[p])));
+              num[p] = round_t<T>(num[p]) * sigmoid_t<T>(gv[p]);
             }
           }
           store_pl<T, PL>(att + h * D + lane * PL, num);

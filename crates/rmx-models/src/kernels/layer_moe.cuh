@@ -109,7 +109,7 @@ __device__ __forceinline__ void moe_phases(Tickets& tk, int p, int t, const T* h
            const size_t e = idx_s[jj];
            const float sj = mine ? to_float(sc_s[jj]) : 0.f;
            float sg = 0.f;
-           if constexpr (FS > 0) sg = round_t<T>(1.f / (1.f + __expf(-load1<true>(logits + E))));
+           if constexpr (FS > 0) sg = sigmoid_t<T>(load1<true>(logits + E));
            for (int r = 2 * (t * warps + warp); r < HID; r += 2 * nw) {
              float a, b;
              dot2<IDOT, T, BITS, G, FE, KMAX, KA, LG>(smem, M.wd + e * HID * D_WORDS,

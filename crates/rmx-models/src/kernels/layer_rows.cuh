@@ -260,10 +260,7 @@ __device__ __forceinline__ void decode_layers_rows(
       rows_phase<T, BITS, G, HID, NT, MR, true>(
           reinterpret_cast<const T*>(region(10)), L.n2, par[0], __ldg(pos + 2), __ldg(pos + 4), L.wg, L.sg, L.bg, t * warps + warp, nw, F, F,
           [&](int b, int ra, int rb, float gv, float uv) {
-            gv = round_t<T>(gv);
-            uv = round_t<T>(uv);
-            const float sig = round_t<T>(1.f / (1.f + __expf(-gv)));
-            act[(size_t)b * F + ra] = static_cast<T>(round_t<T>(gv * sig) * uv);
+            act[(size_t)b * F + ra] = swiglu_t<T>(gv, uv);
           });
     });
     t = tk.wait(p0 + 3);

@@ -197,7 +197,7 @@ __device__ __forceinline__ void qgemv_swiglu(
           const float gc = fminf(gt, limit);
           const float uc = fminf(fmaxf(ut, -limit), limit);
           const float gs = to_float(static_cast<T>(to_float(static_cast<T>(ap[0])) * gc));
-          const float sig = to_float(static_cast<T>(1.f / (1.f + __expf(-gs))));
+          const float sig = sigmoid_t<T>(gs);
           const float glu = to_float(static_cast<T>(gc * sig));
           const float up1 = to_float(static_cast<T>(uc + 1.f));
           y[(size_t)m * F + row0 + r] = static_cast<T>(up1 * glu);

@@ -13,7 +13,7 @@ __device__ __forceinline__ void swiglu(const T* gate, const T* up, T* y) {
   const size_t idx = r * F + f;
   const float gv = to_float(gate[GOFF + r * GS + f]);
   const float uv = to_float(up[UOFF + r * US + f]);
-  const float sig = to_float(static_cast<T>(1.f / (1.f + __expf(-gv))));
+  const float sig = sigmoid_t<T>(gv);
   const float a = to_float(static_cast<T>(gv * sig));
   y[idx] = static_cast<T>(a * uv);
 }
