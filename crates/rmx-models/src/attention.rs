@@ -535,29 +535,12 @@ impl Attention {
         if self.sinks.is_some() {
             return None;
         }
-        let Qkv::Fused {
-            qkv:
-                Linear::Quant {
-                    q: qkv,
-                    spec: qkv_spec,
-                    bias: None,
-                },
-            ..
-        } = &self.qkv
-        else {
-            return None;
-        };
-        let Linear::Quant {
-            q: o,
-            spec: o_spec,
-            bias: None,
-        } = &self.o
-        else {
+        let Qkv::Fused { qkv, .. } = &self.qkv else {
             return None;
         };
         Some(AttnParts {
-            qkv: (qkv, *qkv_spec),
-            o: (o, *o_spec),
+            qkv: qkv.bias_free_quant()?,
+            o: self.o.bias_free_quant()?,
             rope: self.rope_params(self.inv_freq()?),
             scale: self.scale,
         })
@@ -702,23 +685,10 @@ impl Mlp {
     /// The fused quantized `[gate; up]` and down weights of a bias-free SwiGLU MLP, and the
     /// hidden size, for the one-launch decoder layer.
     pub(crate) fn decode_parts(&self) -> Option<[(&Quantized, QuantSpec); 2]> {
-        let (
-            GateUp::Fused(Linear::Quant {
-                q: gu,
-                spec: gu_spec,
-                bias: None,
-            }),
-            Linear::Quant {
-                q: d,
-                spec: d_spec,
-                bias: None,
-            },
-            false,
-        ) = (&self.gate_up, &self.down, self.gelu)
-        else {
+        let (GateUp::Fused(gu), false) = (&self.gate_up, self.gelu) else {
             return None;
         };
-        Some([(gu, *gu_spec), (d, *d_spec)])
+        Some([gu.bias_free_quant()?, self.down.bias_free_quant()?])
     }
 
     pub(crate) fn hidden(&self) -> i32 {

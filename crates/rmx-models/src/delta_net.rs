@@ -336,25 +336,12 @@ impl GatedDeltaNet {
     /// unless a decode step takes the step kernel (so the projections are joined) and both
     /// projections are bias-free quantized.
     pub(crate) fn decode_parts(&self) -> Option<DeltaParts<'_>> {
-        let (
-            true,
-            InProj::Joined(Linear::Quant {
-                q: proj,
-                spec: proj_spec,
-                bias: None,
-            }),
-            Linear::Quant {
-                q: out,
-                spec: out_spec,
-                bias: None,
-            },
-        ) = (self.step, &self.proj, &self.out)
-        else {
+        let (true, InProj::Joined(proj)) = (self.step, &self.proj) else {
             return None;
         };
         Some(DeltaParts {
-            proj: (proj, *proj_spec),
-            out: (out, *out_spec),
+            proj: proj.bias_free_quant()?,
+            out: self.out.bias_free_quant()?,
             conv: &self.conv,
             dt_bias: &self.dt_bias,
             rate: &self.rate,

@@ -70,6 +70,19 @@ pub(crate) fn spec_for(w: &Weights, q: &QuantConfig, path: &str) -> Result<Optio
 }
 
 impl Linear {
+    /// A bias-free quantized layer's weights and spec, as the layer kernel reads them; `None`
+    /// for any other layer.
+    pub(crate) fn bias_free_quant(&self) -> Option<(&Quantized, QuantSpec)> {
+        match self {
+            Linear::Quant {
+                q,
+                spec,
+                bias: None,
+            } => Some((q, *spec)),
+            _ => None,
+        }
+    }
+
     /// Loads `path.weight` (`[out, in]`), quantized when `path.scales` exists.
     pub fn load(
         w: &mut Weights,

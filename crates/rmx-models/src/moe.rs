@@ -480,18 +480,6 @@ pub(crate) struct MoeParts<'a> {
     pub shared: Option<(QuantPart<'a>, [QuantPart<'a>; 2], i32)>,
 }
 
-/// A bias-free quantized `Linear`'s parts.
-fn quant_part(l: &Linear) -> Option<QuantPart<'_>> {
-    match l {
-        Linear::Quant {
-            q,
-            spec,
-            bias: None,
-        } => Some((q, *spec)),
-        _ => None,
-    }
-}
-
 impl SparseMoe {
     /// The block's tensors for the layer kernel, or `None` where it does not take them (dense
     /// or unfused experts, biases, GPT-OSS's routing, a tensor-parallel rank's partial experts).
@@ -521,11 +509,15 @@ impl SparseMoe {
             return None;
         }
         let shared = match &self.shared {
-            Some(s) => Some((quant_part(&s.gate)?, s.mlp.decode_parts()?, s.mlp.hidden())),
+            Some(s) => Some((
+                s.gate.bias_free_quant()?,
+                s.mlp.decode_parts()?,
+                s.mlp.hidden(),
+            )),
             None => None,
         };
         Some(MoeParts {
-            router: quant_part(&self.router)?,
+            router: self.router.bias_free_quant()?,
             gate_up: (gu, *spec),
             down: (down, *dspec),
             experts: self.num_experts,
