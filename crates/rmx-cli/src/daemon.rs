@@ -116,6 +116,17 @@ fn log_tail(paths: &DaemonPaths) -> String {
 }
 
 /// Every command talks to the daemon from one small runtime: one connection at a time.
+/// The models a running daemon has loaded (`rmx ps`); none without a daemon, which is not
+/// started for this.
+pub fn loaded() -> Result<rmx_api::PsResponse> {
+    runtime()?.block_on(async {
+        match running().await? {
+            Some(client) => client.ps().await.map_err(broken_off),
+            None => Ok(rmx_api::PsResponse::default()),
+        }
+    })
+}
+
 pub fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()

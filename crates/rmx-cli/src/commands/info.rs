@@ -65,12 +65,7 @@ pub fn run(args: InfoArgs) -> Result<ExitCode> {
 /// The layer kinds a running daemon reports for this model while it is loaded; `None` without
 /// a daemon (it is not started for this), or when the model is not loaded or does not answer.
 fn loaded_layers(info: &ModelInfo) -> Option<Vec<String>> {
-    let ps = daemon::runtime().ok()?.block_on(async {
-        match daemon::running().await {
-            Ok(Some(client)) => client.ps().await.ok(),
-            _ => None,
-        }
-    })?;
+    let ps = daemon::loaded().ok()?;
     let path = info
         .path
         .canonicalize()

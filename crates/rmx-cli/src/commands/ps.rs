@@ -5,18 +5,12 @@ use std::process::ExitCode;
 use anyhow::Result;
 use comfy_table::presets::NOTHING;
 use comfy_table::Table;
-use rmx_api::PsResponse;
 
 use crate::cli::PsArgs;
 use crate::daemon;
 
 pub fn run(args: PsArgs) -> Result<ExitCode> {
-    let ps = daemon::runtime()?.block_on(async {
-        match daemon::running().await? {
-            Some(client) => client.ps().await.map_err(daemon::broken_off),
-            None => Ok(PsResponse::default()),
-        }
-    })?;
+    let ps = daemon::loaded()?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&ps)?);
         return Ok(ExitCode::SUCCESS);
