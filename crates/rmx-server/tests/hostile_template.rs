@@ -7,7 +7,7 @@ mod common_api;
 
 use std::time::{Duration, Instant};
 
-use common_api::{app, model_name, raw_request, serve, service, with_template};
+use common_api::{model_name, raw_request, serve_service, service, with_template};
 use serde_json::{json, Value};
 
 fn chat(model: &str) -> String {
@@ -37,7 +37,8 @@ async fn issue_20_a_hostile_chat_template_is_a_400_and_the_daemon_keeps_serving(
         })
         .collect();
     // Load the models first, so the clock below times the render and not the load.
-    let base = serve(app(service(home.path())));
+    let served = serve_service(service(home.path()));
+    let base = served.base.clone();
     for model in &models {
         let body = json!({"model": model, "keep_alive": "5m"}).to_string();
         let (status, body) = raw_request(&base, "POST", "/api/generate", &body).await;

@@ -8,7 +8,7 @@ mod common_api;
 
 use std::time::Duration;
 
-use common_api::{app, model_name, raw_request, serve, service, CONTEXT};
+use common_api::{model_name, raw_request, serve_service, service, CONTEXT};
 use serde_json::{json, Value};
 
 /// What each API says: its error message, checked to be in that API's shape.
@@ -42,7 +42,8 @@ fn message(path: &str, body: &str) -> String {
 async fn issue_20_a_huge_prompt_is_refused_early_and_the_daemon_keeps_serving() {
     let home = tempfile::tempdir().expect("tempdir");
     let model = model_name();
-    let base = serve(app(service(home.path())));
+    let served = serve_service(service(home.path()));
+    let base = served.base.clone();
     let load = json!({"model": model, "keep_alive": "5m"}).to_string();
     let (status, body) = raw_request(&base, "POST", "/api/generate", &load).await;
     assert_eq!(status, 200, "{body}");

@@ -14,7 +14,7 @@ use std::io::Cursor;
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
-use common_api::{app, chat_stream, model_name, raw_request, serve, service, stream};
+use common_api::{app, chat_stream, model_name, raw_request, serve_service, service, stream};
 use rmx_server::service::MAX_IMAGES_PER_REQUEST;
 use serde_json::{json, Value};
 
@@ -176,7 +176,8 @@ async fn answers(base: &str, model: &str, images: &[Vec<u8>]) -> Vec<(String, u6
 async fn issue_27_an_image_reaches_the_model_on_every_surface() {
     let home = tempfile::tempdir().unwrap();
     let svc = service(home.path());
-    let base = serve(app(svc.clone()));
+    let served = serve_service(svc.clone());
+    let base = served.base.clone();
     let router = app(svc);
     let model = vlm();
 
@@ -224,7 +225,8 @@ fn message(path: &str, v: &Value) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn issue_27_bad_images_are_a_400_in_each_apis_shape() {
     let home = tempfile::tempdir().unwrap();
-    let base = serve(app(service(home.path())));
+    let served = serve_service(service(home.path()));
+    let base = served.base.clone();
     let model = vlm();
     let text_model = model_name();
     let good = bands();
@@ -326,7 +328,8 @@ async fn issue_27_image_urls_are_fetched_where_the_daemon_allows_it() {
     let home = tempfile::tempdir().unwrap();
     let mut config = common_api::config(home.path(), Vec::new());
     config.image_urls = Some(rmx_server::service::ImageFetcher::new());
-    let base = serve(app(rmx_server::service::Service::new(config)));
+    let served = serve_service(rmx_server::service::Service::new(config));
+    let base = served.base.clone();
     let model = vlm();
     let img = noise();
     let files = serve_files(vec![

@@ -6,7 +6,7 @@ mod common_api;
 
 use std::time::{Duration, Instant};
 
-use common_api::{app, model_name, serve, service};
+use common_api::{model_name, serve_service, service};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -47,7 +47,8 @@ async fn in_use(base: &str) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hanging_up_cancels_the_generation() {
     let home = tempfile::tempdir().expect("tempdir");
-    let base = serve(app(service(home.path())));
+    let served = serve_service(service(home.path()));
+    let base = served.base.clone();
     let req = |stream: bool| {
         json!({"model": model_name(), "messages": [{"role": "user", "content": "Hi"}],
                "temperature": 0, "max_tokens": 480, "stream": stream})
@@ -90,7 +91,8 @@ async fn hanging_up_cancels_the_generation() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hanging_up_on_a_whole_answer_cancels_it_too() {
     let home = tempfile::tempdir().expect("tempdir");
-    let base = serve(app(service(home.path())));
+    let served = serve_service(service(home.path()));
+    let base = served.base.clone();
     let body = json!({"model": model_name(), "max_tokens": 480, "temperature": 0,
                       "messages": [{"role": "user", "content": "Hi"}]})
     .to_string();

@@ -58,3 +58,24 @@ pub fn linked_model(dir: &Path) -> PathBuf {
 pub fn app(service: Arc<Service>) -> Router {
     rmx_server::router(service)
 }
+
+/// `service`'s router on a real port ([`serve`]), shut down when dropped: the models it loaded
+/// are unloaded and their engine threads joined before the test returns. A server left running
+/// lets the process exit while an engine thread still works in MLX (persisting a hot prefix
+/// after the last answer), and its static destructors then crash the test binary (SIGSEGV
+/// after `huge_prompts` passed, CI).
+pub struct Served {
+    pub base: String,
+    service: Arc<Service>,
+}
+
+pub fn serve_service(service: Arc<Service>) -> Served {
+    let base = serve(app(service.clone()));
+    Served { base, service }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        self.service.shutdown();
+    }
+}
