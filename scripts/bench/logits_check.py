@@ -19,7 +19,7 @@ disagreement (Llama-3-8B's peaked copies: every mismatch was exactly 0.125, sess
 
 --drift also measures mlx-lm against itself: the same model in float32 along the same tokens.
 Its largest |logprob difference| over mlx-lm's top 5 is what bf16 rounding alone does to this
-model and prompt; two correct bf16 engines can each be that far from the float32 answer, in
+model and prompt (`mlx_bf16_vs_f32`; rmx's against the same float32 run is `rmx_vs_f32`); two correct bf16 engines can each be that far from the float32 answer, in
 opposite directions, so a gap up to twice it is a near-tie too. On deep random models one bf16
 rounding flipped early grows to a few tenths of a log-probability (Llama-3-8B's peaked 4-bit
 copy: 0.34-0.37 for mlx-lm against itself, session 7), far past one bf16 step.
@@ -64,18 +64,22 @@ def mlx_along(model, ids, toks):
 def float32_drift(model, runs):
     """Per run, mlx-lm's largest |logprob difference| over its own top 5 between the bf16 model
     (`ref`, already computed along rmx's tokens) and the same weights in float32 (floating
-    parameters cast; quantized weights keep their packing), teacher-forced along the same tokens.
+    parameters cast; quantized weights keep their packing), teacher-forced along the same tokens;
+    and rmx's over its own top 5 against the same float32 run (how far each bf16 engine is from
+    the float32 answer: rmx's within mlx-lm's is the issues' "within mlx-lm's own bf16 drift").
     Converts `model` in place (mlx_side.py's `drift` measures the same on its own greedy tokens)."""
     from mlx_side import forced_logprobs, to_float32
     to_float32(model)
     out = []
-    for _, ids, toks, _, ref in runs:
+    for _, ids, toks, tops, ref in runs:
         lp32 = forced_logprobs(model, ids, toks)
-        worst = 0.0
+        worst = rmx_worst = 0.0
         for step, (lp, _) in enumerate(ref):
             top = mx.argsort(-lp)[:5]
             worst = max(worst, mx.abs(lp[top] - lp32[step][top]).max().item())
-        out.append(worst)
+            for i, v in tops[step].items():
+                rmx_worst = max(rmx_worst, abs(v - lp32[step][i].item()))
+        out.append((worst, rmx_worst))
     return out
 
 
@@ -125,8 +129,8 @@ def main():
             ids = mx.random.randint(0, vocab * 3 // 4, (n,), key=mx.random.key(n)).tolist()
             toks, tops = rmx_run(base, a.model, ids, a.gen)
             runs.append((n, ids, toks, tops, mlx_along(model, ids, toks)))
-        drifts = float32_drift(model, runs) if a.drift else [None] * len(runs)
-        for (n, ids, toks, tops, ref), drift in zip(runs, drifts):
+        drifts = float32_drift(model, runs) if a.drift else [(None, None)] * len(runs)
+        for (n, ids, toks, tops, ref), (drift, rmx_drift) in zip(runs, drifts):
             bound = a.tol if drift is None else max(a.tol, 2 * drift)
             max_diff, max_decode, mismatches, worst_gap, worst_steps = 0.0, 0.0, 0, 0.0, 0.0
             for step, (t, top, (lp, big)) in enumerate(zip(toks, tops, ref)):
@@ -153,7 +157,8 @@ def main():
                    "greedy_mismatches": mismatches, "worst_mismatch_gap": round(worst_gap, 4),
                    "worst_mismatch_bf16_steps": round(worst_steps, 2), "tol": a.tol}
             if drift is not None:
-                out.update(mlx_bf16_vs_f32=round(drift, 4), near_tie_bound=round(bound, 4))
+                out.update(mlx_bf16_vs_f32=round(drift, 4), rmx_vs_f32=round(rmx_drift, 4),
+                           near_tie_bound=round(bound, 4))
             print(json.dumps(out), flush=True)
     finally:
         srv.terminate(); srv.wait(timeout=30)

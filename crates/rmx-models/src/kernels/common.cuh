@@ -86,6 +86,30 @@ __device__ __forceinline__ float sigmoid_t(float x) {
   return round_t<T>(1.f / (1.f + __expf(-x)));
 }
 
+// The sum of a short row of N values as MLX's CUDA backend sums a row of T (`sum(axis=-1)`,
+// row_reduce_simple): in T, one rounding an addition; each thread adds 16 bytes of the row in
+// order, and the threads' partial sums meet in a warp's butterfly ((p0 + p2) + (p1 + p3) for
+// four).
+template <typename T, int N>
+__device__ __forceinline__ float seq_sum(const float* v) {
+  constexpr int R = 16 / int(sizeof(T));
+  constexpr int P = (N + R - 1) / R;
+  static_assert(P <= 8, "a short row");
+  float q[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+  for (int i = 0; i < N; ++i) q[i / R] = round_t<T>(q[i / R] + v[i]);
+#pragma unroll
+  for (int o = 4; o > 0; o >>= 1) {
+    if (o >= P) continue;  // adds zeros
+    float n[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) n[i] = round_t<T>(q[i] + q[i ^ o]);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) q[i] = n[i];
+  }
+  return q[0];
+}
+
 // The sum over each aligned group of LG lanes (a power of two), which every lane of the group
 // gets; warp_sum's order at LG = 32.
 template <int LG>

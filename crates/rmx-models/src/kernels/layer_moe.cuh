@@ -9,8 +9,8 @@ namespace rmx {
 //      SwiGLU as the dense MLP's: act = [expert 0's FE | ... | expert TOPK-1's | shared FS];
 //   3. the down products: each warp's row pair against every chosen expert at once, LG lanes
 //      an expert (the lanes of a warp split over the experts, so their loads are in flight
-//      together), each product rounded and weighted by its score as mlx-lm's
-//      `(y * scores[..., None]).sum(-2)` rounds them, then the shared expert's
+//      together), each product rounded, weighted by its score and summed as MLX rounds
+//      mlx-lm's `(y * scores[..., None]).sum(-2)` (moe_route's order), then the shared expert's
 //      `sigmoid(gate) * down`, then the residual.
 // The block with phase 2's ticket 0 writes the choice to scratch, where phase 3 reads it.
 template <bool IDOT, typename T, int BITS, int G, int HID, int NT, int KMAX, typename MOE>
@@ -116,11 +116,16 @@ __device__ __forceinline__ void moe_phases(Tickets& tk, int p, int t, const T* h
                                                       M.sd + e * HID * D_GROUPS,
                                                       M.bd + e * HID * D_GROUPS, r, r + 1, a, b,
                                                       jj * (FE / PER));
-             // Each group's lanes hold its total: weight it once a group, then sum the groups.
-             float ya = mine && (lane % LG) == 0 ? round_t<T>(sj * round_t<T>(a)) : 0.f;
-             float yb = mine && (lane % LG) == 0 ? round_t<T>(sj * round_t<T>(b)) : 0.f;
-             ya = round_t<T>(warp_sum(ya));
-             yb = round_t<T>(warp_sum(yb));
+             // Each group's lanes hold its expert's total. Weighted, then summed in the choice's
+             // order (smallest score first) in T, as MLX's `.sum(axis=-2)` adds a column.
+             const float pa = round_t<T>(sj * round_t<T>(a));
+             const float pb = round_t<T>(sj * round_t<T>(b));
+             float ya = 0.f, yb = 0.f;
+#pragma unroll
+             for (int k = 0; k < TOPK; ++k) {
+               ya = round_t<T>(ya + __shfl_sync(0xffffffffu, pa, k * LG));
+               yb = round_t<T>(yb + __shfl_sync(0xffffffffu, pb, k * LG));
+             }
              if constexpr (FS > 0) {
                float sa, sb;
                dot2<IDOT, T, BITS, G, FS, KMAX, KA>(smem, M.wsd, M.ssd, M.bsd, r, r + 1, sa, sb,

@@ -6,7 +6,8 @@ namespace rmx {
 // rows first), as qgemv_swiglu's [2F, K]; down is [E, N, F].
 // The chosen experts' gate/up products are qgemv_swiglu with EXPERTS (section qgemv).
 // moe_down: y[n] = sum_j scores[j] * (act[j] . down[e_j, n]), each expert's product rounded to
-// T before it is weighted, as mlx-lm's separate ops round it. K is the experts' hidden size F.
+// T before it is weighted, the weighted ones summed in T in moe_route's order, as MLX runs
+// mlx-lm's separate ops. K is the experts' hidden size F.
 // With BIAS, expert e's linear bias db[e, n] ([E, N]) is added to its product, rounded to T.
 // With RES, the layer's residual res[n] is added to the rounded sum (the decoder layer's
 // `x + moe(norm(x))` in the same launch).
@@ -50,7 +51,8 @@ __device__ __forceinline__ void moe_down(
       if constexpr (BIAS) {
         if (row0 + r < N) d = to_float(static_cast<T>(d + to_float(db[e * N + row0 + r])));
       }
-      total[r] = fmaf(sj, d, total[r]);
+      // Weighted and summed in T in the choice's order, as MLX's `.sum(axis=-2)` adds them.
+      total[r] = round_t<T>(total[r] + round_t<T>(sj * d));
     }
   }
   if (lane == 0) {

@@ -4,9 +4,14 @@ namespace rmx {
 // take_along_axis and the renormalization as separate ops. MODE 0: the softmax of the E logits
 // (in float32, written in T as softmax(precise=True) writes it), its TOPK largest entries and
 // their ids; MODE 1: those entries divided by their sum (norm_topk_prob); MODE 2 (GPT-OSS): the
-// TOPK largest logits and a softmax over them. A tie goes to the lower id. The order of the
-// chosen experts is largest first (mlx-lm's argpartition leaves it unspecified; the experts'
-// sum is the same set either way). logits: [E]; idx: uint32 [TOPK]; scores: T [TOPK]. One warp.
+// TOPK largest logits and a softmax over them. logits: [E]; idx: uint32 [TOPK]; scores: T
+// [TOPK]. One warp.
+//
+// Which experts and in what order follow MLX's CUDA backend, where mlx-lm's
+// `argpartition(gates, kth=-k)[..., -k:]` is a stable ascending sort: of equal scores (common
+// in bf16) the higher id is chosen, and the chosen come smallest first, equal ones by id. The
+// order matters: MLX sums a bf16 row (the renormalization's total) and the experts' weighted
+// products (`.sum(axis=-2)`) in T, one rounding an addition, in that order (`seq_sum`).
 template <typename T, int E, int TOPK, int MODE>
 __device__ __forceinline__ void moe_route(const T* logits, uint32_t* idx, T* scores) {
   constexpr int PL = (E + 31) / 32;
@@ -22,25 +27,27 @@ __device__ __forceinline__ void moe_route(const T* logits, uint32_t* idx, T* sco
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
   if constexpr (MODE != 2) {
+    // As MLX's softmax kernel: fast exponentials, times the sum's reciprocal.
     float sum = 0.f;
 #pragma unroll
     for (int p = 0; p < PL; ++p)
-      if (lane + 32 * p < E) sum += expf(v[p] - mx);
-    sum = warp_sum(sum);
+      if (lane + 32 * p < E) sum += __expf(v[p] - mx);
+    const float inv = 1.f / warp_sum(sum);
 #pragma unroll
     for (int p = 0; p < PL; ++p)
-      if (lane + 32 * p < E) v[p] = to_float(static_cast<T>(expf(v[p] - mx) / sum));
+      if (lane + 32 * p < E) v[p] = round_t<T>(__expf(v[p] - mx) * inv);
   }
+  // The largest (score, id) first; stored in reverse, smallest first.
   float picked[TOPK];
   int ids[TOPK];
 #pragma unroll
   for (int j = 0; j < TOPK; ++j) {
     float best = neg_inf();
-    int bi = E;
+    int bi = -1;
 #pragma unroll
     for (int p = 0; p < PL; ++p) {
       const int e = lane + 32 * p;
-      if (e < E && (v[p] > best || bi == E)) {
+      if (e < E && v[p] >= best) {  // ascending ids: a tie goes to the later one
         best = v[p];
         bi = e;
       }
@@ -49,33 +56,33 @@ __device__ __forceinline__ void moe_route(const T* logits, uint32_t* idx, T* sco
     for (int o = 16; o > 0; o >>= 1) {
       const float ob = __shfl_xor_sync(0xffffffffu, best, o);
       const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-      if (ob > best || (ob == best && oi < bi)) {
+      if (ob > best || (ob == best && oi > bi)) {
         best = ob;
         bi = oi;
       }
     }
-    picked[j] = best;
-    ids[j] = bi;
+    picked[TOPK - 1 - j] = best;
+    ids[TOPK - 1 - j] = bi;
 #pragma unroll
     for (int p = 0; p < PL; ++p)
       if (lane + 32 * p == bi) v[p] = neg_inf();
   }
   if (lane != 0) return;
   if constexpr (MODE == 1) {
-    float sum = 0.f;
-#pragma unroll
-    for (int j = 0; j < TOPK; ++j) sum += picked[j];
-    const float total = to_float(static_cast<T>(sum));
+    const float total = seq_sum<T, TOPK>(picked);
 #pragma unroll
     for (int j = 0; j < TOPK; ++j) picked[j] = picked[j] / total;
   } else if constexpr (MODE == 2) {
-    // picked[0] is the largest logit; kept apart, as the loop below overwrites picked[0] first.
-    const float top = picked[0];
+    // The softmax over the chosen logits, as MLX's kernel computes it.
+    float top = picked[0];
+#pragma unroll
+    for (int j = 1; j < TOPK; ++j) top = fmaxf(top, picked[j]);
     float sum = 0.f;
 #pragma unroll
-    for (int j = 0; j < TOPK; ++j) sum += expf(picked[j] - top);
+    for (int j = 0; j < TOPK; ++j) sum += __expf(picked[j] - top);
+    const float inv = 1.f / sum;
 #pragma unroll
-    for (int j = 0; j < TOPK; ++j) picked[j] = expf(picked[j] - top) / sum;
+    for (int j = 0; j < TOPK; ++j) picked[j] = __expf(picked[j] - top) * inv;
   }
 #pragma unroll
   for (int j = 0; j < TOPK; ++j) {
