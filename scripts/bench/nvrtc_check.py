@@ -177,8 +177,8 @@ LAYER_T = {"wq": "uint32_t", "wo": "uint32_t", "wg": "uint32_t", "wd": "uint32_t
 
 # A MoE block's tensors (decode_layer/moe.rs's PER_LAYER) and the kernel's template type for it.
 PER_MOE = ["mwr", "msr", "mbr", "mwsg", "mssg", "mbsg", "mwg", "msg", "mbg", "mwd", "msd", "mbd", "mwsu", "mssu",
-           "mbsu", "mwsd", "mssd", "mbsd"]
-MOE_TYPE = "rmx::MoeShape<E, TOPK, FE, FS, RBITS, RG, RMODE, O_MOE>"
+           "mbsu", "mwsd", "mssd", "mbsd", "mlr", "mlg", "mld", "map"]
+MOE_TYPE = "rmx::MoeShape<E, TOPK, FE, FS, RBITS, RG, RMODE, O_MOE, OAI>"
 
 
 def table(ty, var, nl, fields):
@@ -228,7 +228,7 @@ for bits, idot in ((4, "true"), (8, "false")):
     KERNELS.append(("layer_moe", _ins, ["y", ("float", "scratch")], _body,
                     dict(BITS=bits, G=64, HID=2048, H=32, KV=4, D=128, F=8 * 768, QKNORM="true",
                          TRADITIONAL="false", NT=512, **_lay, IDOT=idot, E=128, TOPK=8, FE=768, FS=0,
-                         RBITS=8, RG=64, RMODE=1, O_MOE=_end)))
+                         RBITS=8, RG=64, OAI="false", RMODE=1, O_MOE=_end)))
 
 # Qwen3.5's gated attention (an output gate, a rope over 64 of 256 dimensions): the 9B's layer with
 # its MLP, and the 35B-A3B's with its experts.
@@ -242,7 +242,7 @@ _ins, _body = layers_kernel(1, mlp="false", moe=True)
 KERNELS.append(("layer_moe", _ins, ["y", ("float", "scratch")], _body,
                 dict(BITS=4, G=64, HID=2048, H=16, KV=2, D=256, F=8 * 512 + 512, QKNORM="true", TRADITIONAL="false",
                      NT=512, **_lay, IDOT="true", ROT=64, GATED="true", E=256, TOPK=8, FE=512, FS=512, RBITS=8,
-                     RG=64, RMODE=1, O_MOE=_end)))
+                     RG=64, OAI="false", RMODE=1, O_MOE=_end)))
 
 # A MoE block as a launch of its own (Qwen3.5-35B-A3B's gated-attention layers: 256 experts, top 8,
 # FE 512, a shared expert of 512).
@@ -252,7 +252,7 @@ KERNELS.append(("layer_moe", [("T", "x"), ("T", "n2"), ("float", "par"), ("uint3
                 _mbody + f"__syncthreads();\nrmx::decode_moe<T, BITS, G, HID, NT, KMAX, IDOT, {MOE_TYPE}>(x, n2, "
                 "mtab, par, bar, y, scratch);",
                 dict(BITS=4, G=64, HID=2048, NT=512, KMAX=8 * 512 + 512, IDOT="true", E=256, TOPK=8, FE=512,
-                     FS=512, RBITS=8, RG=64, RMODE=1, O_MOE=moe_scratch(8 * 512 + 512))))
+                     FS=512, RBITS=8, RG=64, OAI="false", RMODE=1, O_MOE=moe_scratch(8 * 512 + 512))))
 
 # Qwen3-Next-80B-A3B's experts: 512 of them (moe_route's 16 logits a lane), top 10 (a warp's lanes
 # split 16 ways in the down phase, 6 groups idle).
@@ -262,7 +262,18 @@ KERNELS.append(("layer_moe", [("T", "x"), ("T", "n2"), ("float", "par"), ("uint3
                 _mbody + f"__syncthreads();\nrmx::decode_moe<T, BITS, G, HID, NT, KMAX, IDOT, {MOE_TYPE}>(x, n2, "
                 "mtab, par, bar, y, scratch);",
                 dict(BITS=4, G=64, HID=2048, NT=512, KMAX=10 * 512 + 512, IDOT="true", E=512, TOPK=10, FE=512,
-                     FS=512, RBITS=8, RG=64, RMODE=1, O_MOE=moe_scratch(10 * 512 + 512))))
+                     FS=512, RBITS=8, RG=64, OAI="false", RMODE=1, O_MOE=moe_scratch(10 * 512 + 512))))
+
+# GPT-OSS-20B's experts as a launch of their own (32 experts, top 4 then a softmax, FE 2880, linear
+# biases on the router and every expert product, swiglu_oai), integer and float products.
+for bits, rbits, idot in ((4, 4, "true"), (8, 8, "false")):
+    _ins, _mbody = moe_table(1)
+    KERNELS.append(("layer_moe", [("T", "x"), ("T", "n2"), ("float", "par"), ("uint32_t", "bar")] + _ins,
+                    ["y", ("float", "scratch")],
+                    _mbody + f"__syncthreads();\nrmx::decode_moe<T, BITS, G, HID, NT, KMAX, IDOT, {MOE_TYPE}>(x, "
+                    "n2, mtab, par, bar, y, scratch);",
+                    dict(BITS=bits, G=64, HID=2880, NT=512, KMAX=4 * 2880, IDOT=idot, E=32, TOPK=4, FE=2880,
+                         FS=0, RBITS=rbits, RG=64, OAI="true", RMODE=2, O_MOE=moe_scratch(4 * 2880))))
 
 # Consecutive DeltaNet layers (decode_layer/delta.rs), at Qwen3.5-9B's and -27B's shapes.
 PER_DELTA = ["wi", "si", "bi", "wo", "so", "bo", "wg", "sg", "bg", "wd", "sd", "bd", "n1", "n2", "cw", "dtb",
@@ -304,7 +315,7 @@ for bits, idot in ((4, "true"), (8, "false")):
     _ins, _outs, _body = delta_kernel(3, "false", moe=True)
     KERNELS.append((("layer_delta", "layer_moe"), _ins, _outs, _body,
                     dict(BITS=bits, G=64, HID=2048, HK=16, HV=32, DK=128, DV=128, KC=4, F=8 * 512 + 512,
-                         NT=512, **_lay, IDOT=idot, E=256, TOPK=8, FE=512, FS=512, RBITS=8, RG=64, RMODE=1,
+                         NT=512, **_lay, IDOT=idot, E=256, TOPK=8, FE=512, FS=512, RBITS=8, RG=64, OAI="false", RMODE=1,
                          O_MOE=_end)))
 
 

@@ -73,12 +73,17 @@ impl Linear {
     /// A bias-free quantized layer's weights and spec, as the layer kernel reads them; `None`
     /// for any other layer.
     pub(crate) fn bias_free_quant(&self) -> Option<(&Quantized, QuantSpec)> {
+        match self.quant()? {
+            (part, None) => Some(part),
+            _ => None,
+        }
+    }
+
+    /// A quantized layer's weights, spec and linear bias, as the layer kernel reads them; `None`
+    /// for a dense layer.
+    pub(crate) fn quant(&self) -> Option<((&Quantized, QuantSpec), Option<&Array>)> {
         match self {
-            Linear::Quant {
-                q,
-                spec,
-                bias: None,
-            } => Some((q, *spec)),
+            Linear::Quant { q, spec, bias } => Some(((q, *spec), bias.as_ref())),
             _ => None,
         }
     }

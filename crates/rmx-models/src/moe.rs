@@ -399,6 +399,22 @@ impl SwitchGlu {
 }
 
 impl SwitchGlu {
+    /// The dtype of the experts' scales when gate/up are fused and quantized (the activations'
+    /// dtype on the fast path).
+    fn fused_dtype(&self) -> Option<Dtype> {
+        match &self.gate_up {
+            GateUp::Fused {
+                both:
+                    SwitchLinear {
+                        weight: SwitchWeight::Quant(q, _),
+                        ..
+                    },
+                ..
+            } => Some(q.scales.dtype()),
+            _ => None,
+        }
+    }
+
     /// One token's output through rmx's two kernels, `scores`-weighted and summed over the
     /// chosen experts `idx` (`[.., k]`): `[.., dim]`; of `rms_norm(x)` with `norm`'s weight and
     /// epsilon, and plus `res`, where given. `None` where they do not apply (not the fused CUDA
@@ -461,9 +477,10 @@ impl SwitchGlu {
 /// A quantized product as the layer kernel reads it: weights, scales, biases and their spec.
 pub(crate) type QuantPart<'a> = (&'a Quantized, QuantSpec);
 
-/// A Qwen-style MoE block's tensors for the layer kernel's expert phases (decode_layer/moe.rs):
-/// bias-free SwiGLU experts fused at load, a bias-free quantized router, softmax-then-top-k
-/// routing, and the shared expert's gate and fused MLP where it has one.
+/// A MoE block's tensors for the layer kernel's expert phases (decode_layer/moe.rs): experts
+/// fused at load, a quantized router, and either Qwen's bias-free SwiGLU experts with
+/// softmax-then-top-k routing and the shared expert where it has one, or GPT-OSS's biased
+/// products, swiglu_oai and top-k-then-softmax (`oai`).
 pub(crate) struct MoeParts<'a> {
     pub router: QuantPart<'a>,
     /// `[E, 2F, hid]`, gate rows first.
@@ -474,33 +491,33 @@ pub(crate) struct MoeParts<'a> {
     pub top_k: i32,
     /// An expert's hidden size F.
     pub hidden: i32,
-    /// Renormalize the chosen experts' weights (`norm_topk_prob`).
-    pub normalize: bool,
+    /// `moe_route`'s MODE ([`Routing::kernel_mode`]).
+    pub mode: i32,
     /// The shared expert's gate (`[1, hid]`), its fused `[gate; up]` and down, its hidden size.
     pub shared: Option<(QuantPart<'a>, [QuantPart<'a>; 2], i32)>,
+    /// GPT-OSS: the router's linear bias `[E]`, the experts' gate/up biases `[E, 2F]` and down
+    /// biases `[E, hid]`, and swiglu_oai's `[alpha, limit]` in the activations' dtype.
+    pub oai: Option<[&'a Array; 4]>,
 }
 
 impl SparseMoe {
     /// The block's tensors for the layer kernel, or `None` where it does not take them (dense
-    /// or unfused experts, biases, GPT-OSS's routing, a tensor-parallel rank's partial experts).
+    /// or unfused experts, a router that is not quantized, a tensor-parallel rank's partial
+    /// experts).
     pub(crate) fn decode_parts(&self) -> Option<MoeParts<'_>> {
-        let Routing::SoftmaxTopK { normalize } = self.routing else {
-            return None;
-        };
         let (
             GateUp::Fused { both, hidden },
             SwitchLinear {
                 weight: SwitchWeight::Quant(down, dspec),
-                bias: None,
+                bias: down_bias,
             },
-            ExpertActivation::SwiGlu,
-        ) = (&self.experts.gate_up, &self.experts.down, self.experts.act)
+        ) = (&self.experts.gate_up, &self.experts.down)
         else {
             return None;
         };
         let SwitchLinear {
             weight: SwitchWeight::Quant(gu, spec),
-            bias: None,
+            bias: gu_bias,
         } = both
         else {
             return None;
@@ -508,6 +525,22 @@ impl SparseMoe {
         if self.group.is_some() {
             return None;
         }
+        let (router, router_bias) = self.router.quant()?;
+        let oai = match (self.routing, self.experts.act) {
+            (Routing::SoftmaxTopK { .. }, ExpertActivation::SwiGlu) => {
+                if router_bias.is_some() || gu_bias.is_some() || down_bias.is_some() {
+                    return None;
+                }
+                None
+            }
+            (Routing::TopKSoftmax, ExpertActivation::SwiGluOai { .. }) => Some([
+                router_bias?,
+                gu_bias.as_ref()?,
+                down_bias.as_ref()?,
+                self.oai_consts.as_ref()?,
+            ]),
+            _ => return None,
+        };
         let shared = match &self.shared {
             Some(s) => Some((
                 s.gate.bias_free_quant()?,
@@ -517,14 +550,15 @@ impl SparseMoe {
             None => None,
         };
         Some(MoeParts {
-            router: self.router.bias_free_quant()?,
+            router,
             gate_up: (gu, *spec),
             down: (down, *dspec),
             experts: self.num_experts,
             top_k: self.top_k,
             hidden: *hidden,
-            normalize,
+            mode: self.routing.kernel_mode(),
             shared,
+            oai,
         })
     }
 }
@@ -571,6 +605,17 @@ pub enum Routing {
     TopKSoftmax,
 }
 
+impl Routing {
+    /// `moe_route`'s MODE (kernels/route.cuh) for this routing.
+    pub(crate) fn kernel_mode(self) -> i32 {
+        match self {
+            Routing::SoftmaxTopK { normalize: false } => 0,
+            Routing::SoftmaxTopK { normalize: true } => 1,
+            Routing::TopKSoftmax => 2,
+        }
+    }
+}
+
 /// An expert every token goes through, scaled by a sigmoid gate of its own (Qwen3-Next,
 /// Qwen3.5-MoE): `sigmoid(gate(x)) * mlp(x)`.
 pub struct SharedExpert {
@@ -589,6 +634,9 @@ pub struct SparseMoe {
     /// On a rank of a tensor-parallel group: the group its experts are split over
     /// ([`SwitchGlu::load_split`]); the combined experts' output is summed over it.
     group: Option<Group>,
+    /// swiglu_oai's `[alpha, limit]` in the experts' dtype, for the layer kernel (GPT-OSS's
+    /// experts fused at load).
+    oai_consts: Option<Array>,
 }
 
 impl SparseMoe {
@@ -607,6 +655,14 @@ impl SparseMoe {
                 ),
             });
         }
+        let oai_consts = match (experts.act, experts.fused_dtype()) {
+            (ExpertActivation::SwiGluOai { alpha, limit }, Some(dtype)) => {
+                let c = Array::from_slice(&[alpha as f32, limit as f32], &[2])?.astype(dtype)?;
+                rmx_mlx::eval(&[&c])?;
+                Some(c)
+            }
+            _ => None,
+        };
         Ok(SparseMoe {
             router,
             experts,
@@ -615,6 +671,7 @@ impl SparseMoe {
             routing,
             shared: None,
             group: None,
+            oai_consts,
         })
     }
 

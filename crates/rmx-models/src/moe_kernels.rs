@@ -232,16 +232,13 @@ pub(crate) fn route(
     if !fast_path().moe_route
         || logits.size() != e as usize
         || !(1..=ROUTE_MAX_EXPERTS).contains(&e)
-        || !(1..=e.min(64)).contains(&top_k)
+        // moe_route's renormalization sums up to eight 16-byte runs (seq_sum).
+        || !(1..=e.min(32)).contains(&top_k)
         || !matches!(dtype, Dtype::Bf16 | Dtype::F16 | Dtype::F32)
     {
         return Ok(None);
     }
-    let mode = match routing {
-        Routing::SoftmaxTopK { normalize: false } => 0,
-        Routing::SoftmaxTopK { normalize: true } => 1,
-        Routing::TopKSoftmax => 2,
-    };
+    let mode = routing.kernel_mode();
     let mut shape = logits.shape();
     *shape.last_mut().expect("logits have a last axis") = top_k;
     let out = kernel(&ROUTE)?.launch(&Launch {

@@ -23,13 +23,13 @@ use crate::moe::{MoeParts, QuantPart, SparseMoe};
 
 /// A MoE block's tensors as the kernel's parameters name them (`MoePtrs` in kernels/layer.cuh,
 /// in that order), suffixed with the layer's index in the launch.
-pub(super) const PER_LAYER: [&str; 18] = [
+pub(super) const PER_LAYER: [&str; 22] = [
     "mwr", "msr", "mbr", "mwsg", "mssg", "mbsg", "mwg", "msg", "mbg", "mwd", "msd", "mbd", "mwsu",
-    "mssu", "mbsu", "mwsd", "mssd", "mbsd",
+    "mssu", "mbsu", "mwsd", "mssd", "mbsd", "mlr", "mlg", "mld", "map",
 ];
 
 /// The kernel's template type for the block's shape, its values the `template()` names.
-pub(super) const SHAPE_TYPE: &str = "rmx::MoeShape<E, TOPK, FE, FS, RBITS, RG, RMODE, O_MOE>";
+pub(super) const SHAPE_TYPE: &str = "rmx::MoeShape<E, TOPK, FE, FS, RBITS, RG, RMODE, O_MOE, OAI>";
 
 /// Most experts (the kernel holds their logits in shared memory, moe_route 1/32 of them per
 /// lane in registers) and most chosen (the down phase splits a warp's lanes over them).
@@ -49,8 +49,10 @@ pub(super) struct MoeShape {
     pub hidden: i32,
     /// The shared expert's hidden size; 0 without one.
     pub shared_hidden: i32,
-    /// `moe_route`'s MODE: 0 plain softmax-then-top-k, 1 renormalized.
+    /// `moe_route`'s MODE: 0 plain softmax-then-top-k, 1 renormalized, 2 top-k-then-softmax.
     pub mode: i32,
+    /// GPT-OSS's linear biases and swiglu_oai.
+    pub oai: bool,
 }
 
 fn lines(floats: i32) -> i32 {
@@ -79,7 +81,7 @@ impl MoeShape {
             .expect("two")
     }
 
-    pub(super) fn template(&self, o_moe: i32) -> [(&'static str, TemplateArg); 8] {
+    pub(super) fn template(&self, o_moe: i32) -> [(&'static str, TemplateArg); 9] {
         [
             ("E", TemplateArg::Int(self.experts)),
             ("TOPK", TemplateArg::Int(self.top_k)),
@@ -89,6 +91,7 @@ impl MoeShape {
             ("RG", TemplateArg::Int(self.router.group_size)),
             ("RMODE", TemplateArg::Int(self.mode)),
             ("O_MOE", TemplateArg::Int(o_moe)),
+            ("OAI", TemplateArg::Bool(self.oai)),
         ]
     }
 }
@@ -96,7 +99,7 @@ impl MoeShape {
 /// A MoE block's tensors for the kernel, in `PER_LAYER` order.
 pub(super) struct MoePrepared<'a> {
     pub shape: MoeShape,
-    pub tensors: [&'a Array; 18],
+    pub tensors: [&'a Array; 22],
 }
 
 /// The block's parts for the kernel in activations of `dtype` and rows of `hid`, or `None` where
@@ -113,8 +116,9 @@ pub(super) fn prepare(moe: &SparseMoe, hid: i32, dtype: Dtype) -> Option<MoePrep
         experts,
         top_k,
         hidden,
-        normalize,
+        mode,
         shared,
+        oai,
     } = moe.decode_parts()?;
     let spec = gate_up.1;
     let fits = |p: &QuantPart, want: QuantSpec, k: i32| super::quant_fits(p, want, k, dtype);
@@ -135,6 +139,17 @@ pub(super) fn prepare(moe: &SparseMoe, hid: i32, dtype: Dtype) -> Option<MoePrep
     {
         return None;
     }
+    // GPT-OSS's biases: the router's per expert, each expert's per gate/up and down row.
+    let oai_ok = oai.is_none_or(|[lr, lg, ld, ap]| {
+        lr.shape() == [experts]
+            && lg.shape() == [experts, 2 * hidden]
+            && ld.shape() == [experts, hid]
+            && ap.size() == 2
+            && [lr, lg, ld, ap].iter().all(|a| a.dtype() == dtype)
+    });
+    if !oai_ok {
+        return None;
+    }
     let r = three(router.0);
     let (sg, su, sd) = match &shared {
         Some((gate, [gu, sdown], fs)) => {
@@ -152,10 +167,15 @@ pub(super) fn prepare(moe: &SparseMoe, hid: i32, dtype: Dtype) -> Option<MoePrep
         // Never read without a shared expert (FS 0); any array stands in.
         None => (r, r, r),
     };
+    // Never read without GPT-OSS's biases (OAI false); any array of the dtype stands in.
+    let biases = oai.unwrap_or([r[1]; 4]);
     let tensors = [r, sg, three(gate_up.0), three(down.0), su, sd]
         .concat()
+        .into_iter()
+        .chain(biases)
+        .collect::<Vec<_>>()
         .try_into()
-        .expect("six products of three tensors");
+        .expect("six products of three tensors, four for GPT-OSS");
     Some(MoePrepared {
         shape: MoeShape {
             spec,
@@ -164,7 +184,8 @@ pub(super) fn prepare(moe: &SparseMoe, hid: i32, dtype: Dtype) -> Option<MoePrep
             top_k,
             hidden,
             shared_hidden,
-            mode: i32::from(normalize),
+            mode,
+            oai: oai.is_some(),
         },
         tensors,
     })
@@ -292,6 +313,7 @@ mod tests {
                 hidden: f,
                 shared_hidden: fs,
                 mode: 1,
+                oai: false,
             };
             let k = hid.max(s.act());
             let bytes = s.shared_bytes(k);

@@ -86,6 +86,21 @@ __device__ __forceinline__ float sigmoid_t(float x) {
   return round_t<T>(1.f / (1.f + __expf(-x)));
 }
 
+// mlx-lm's swiglu_oai (GPT-OSS's experts) of two unrounded products and their linear biases,
+// each op rounded to T as its compiled ops round: g = min(gate + gb, limit), then
+// (clip(up + ub, -limit, limit) + 1) * g * sigmoid(alpha * g); alpha and limit are constants
+// of the model's dtype there (ap = {alpha, limit}).
+template <typename T, typename P>
+__device__ __forceinline__ T swiglu_oai_t(float gate, float up, float gb, float ub, const P* ap) {
+  const float gt = round_t<T>(round_t<T>(gate) + gb);
+  const float ut = round_t<T>(round_t<T>(up) + ub);
+  const float limit = round_t<T>(to_float(ap[1]));
+  const float gc = fminf(gt, limit);
+  const float uc = fminf(fmaxf(ut, -limit), limit);
+  const float glu = round_t<T>(gc * sigmoid_t<T>(round_t<T>(round_t<T>(to_float(ap[0])) * gc)));
+  return static_cast<T>(round_t<T>(uc + 1.f) * glu);
+}
+
 // The sum of a short row of N values as MLX's CUDA backend sums a row of T (`sum(axis=-1)`,
 // row_reduce_simple): in T, one rounding an addition; each thread adds 16 bytes of the row in
 // order, and the threads' partial sums meet in a warp's butterfly ((p0 + p2) + (p1 + p3) for

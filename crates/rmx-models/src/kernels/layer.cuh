@@ -835,7 +835,10 @@ __device__ __forceinline__ void ffn_phases(Tickets& tk, int p, int t, const T* h
 // FE; a shared expert of hidden size FS (0: none) behind a sigmoid gate; the router and that
 // gate quantized RBITS-bit with groups of RG (mlx-lm quantizes them 8-bit). O_MOE: the scratch
 // offset (floats) of the router's logits, the choice after them.
-template <int E_, int TOPK_, int FE_, int FS_, int RBITS_, int RG_, int MODE_, int O_MOE_>
+// OAI (GPT-OSS): the router and every expert's products have linear biases and the experts'
+// activation is swiglu_oai (MODE 2: top-k, then a softmax over those logits).
+template <int E_, int TOPK_, int FE_, int FS_, int RBITS_, int RG_, int MODE_, int O_MOE_,
+          bool OAI_ = false>
 struct MoeShape {
   static constexpr int E = E_;
   static constexpr int TOPK = TOPK_;
@@ -845,6 +848,7 @@ struct MoeShape {
   static constexpr int RG = RG_;
   static constexpr int MODE = MODE_;
   static constexpr int O_MOE = O_MOE_;
+  static constexpr bool OAI = OAI_;
   // The activations the down products read: every chosen expert's, then the shared expert's.
   static constexpr int KA = TOPK * FE + FS;
 };
@@ -853,7 +857,9 @@ using NoMoe = MoeShape<0, 1, 0, 0, 8, 64, 0, 0>;
 // A MoE feed-forward's tensors, MLX affine: the router [E, HID] (wr*) and the shared expert's
 // gate [1, HID] (wsg*) at RBITS; the experts' fused gate/up [E, 2FE, HID] (wg*, gate rows
 // first) and down [E, HID, FE] (wd*); the shared expert's fused gate/up [2FS, HID] (wsu*) and
-// down [HID, FS] (wsd*). The shared expert's are unread without one (FS 0).
+// down [HID, FS] (wsd*). The shared expert's are unread without one (FS 0). With OAI: the
+// router's linear bias [E] (lr), the experts' gate/up biases [E, 2FE] (lg) and down biases
+// [E, HID] (ld), and swiglu_oai's {alpha, limit} (ap); unread otherwise.
 template <typename T>
 struct MoePtrs {
   const uint32_t* wr;
@@ -874,6 +880,10 @@ struct MoePtrs {
   const uint32_t* wsd;
   const T* ssd;
   const T* bsd;
+  const T* lr;
+  const T* lg;
+  const T* ld;
+  const T* ap;
 };
 
 // Phases p .. p + 2 of a MoE feed-forward: y = h + moe(rms_norm(h)) (kernels/layer_moe.cuh).

@@ -3,15 +3,17 @@ namespace rmx {
 // A MoE layer's feed-forward for one token as three phases on the layer kernel's tickets,
 // where the per-op path took four launches (router product, moe_route, the experts' gate/up,
 // their down products) and a shared expert five more:
-//   1. the router's logits (and the shared expert's gate) of rms_norm(h), at the router's bits;
+//   1. the router's logits (and the shared expert's gate) of rms_norm(h), at the router's bits
+//      (with OAI, GPT-OSS's, each plus its linear bias);
 //   2. every block routes (moe_route on the logits, one warp) while it stages rms_norm(h) again
 //      at the experts' bits, then the chosen experts' gate/up rows (and the shared expert's),
-//      SwiGLU as the dense MLP's: act = [expert 0's FE | ... | expert TOPK-1's | shared FS];
+//      SwiGLU as the dense MLP's (OAI: swiglu_oai of the products plus their biases):
+//      act = [expert 0's FE | ... | expert TOPK-1's | shared FS];
 //   3. the down products: each warp's row pair against every chosen expert at once, LG lanes
 //      an expert (the lanes of a warp split over the experts, so their loads are in flight
-//      together), each product rounded, weighted by its score and summed as MLX rounds
-//      mlx-lm's `(y * scores[..., None]).sum(-2)` (moe_route's order), then the shared expert's
-//      `sigmoid(gate) * down`, then the residual.
+//      together), each product rounded (OAI: plus its bias), weighted by its score and summed
+//      as MLX rounds mlx-lm's `(y * scores[..., None]).sum(-2)` (moe_route's order), then the
+//      shared expert's `sigmoid(gate) * down`, then the residual.
 // The block with phase 2's ticket 0 writes the choice to scratch, where phase 3 reads it.
 template <bool IDOT, typename T, int BITS, int G, int HID, int NT, int KMAX, typename MOE>
 __device__ __forceinline__ void moe_phases(Tickets& tk, int p, int t, const T* hb, const T* n2,
@@ -49,6 +51,10 @@ __device__ __forceinline__ void moe_phases(Tickets& tk, int p, int t, const T* h
                dot2<IDOT, T, MOE::RBITS, MOE::RG, HID, KMAX>(smem, M.wr, M.sr, M.br, 2 * i,
                                                              2 * i + 1, a, b);
                if (lane == 0) {
+                 if constexpr (MOE::OAI) {
+                   a = round_t<T>(a) + to_float(M.lr[2 * i]);
+                   b = round_t<T>(b) + to_float(M.lr[2 * i + 1]);
+                 }
                  logits[2 * i] = static_cast<T>(a);
                  logits[2 * i + 1] = static_cast<T>(b);
                }
@@ -84,6 +90,13 @@ __device__ __forceinline__ void moe_phases(Tickets& tk, int p, int t, const T* h
                dot2<IDOT, T, BITS, G, HID, KMAX>(smem, M.wg + e * 2 * FE * GU_WORDS,
                                                  M.sg + e * 2 * FE * GU_GROUPS,
                                                  M.bg + e * 2 * FE * GU_GROUPS, r, FE + r, gv, uv);
+               if constexpr (MOE::OAI) {
+                 if (lane == 0) {
+                   const T* lb = M.lg + e * 2 * FE;
+                   act[i] = swiglu_oai_t<T>(gv, uv, to_float(lb[r]), to_float(lb[FE + r]), M.ap);
+                 }
+                 continue;
+               }
              } else {
                const int r = i - TOPK * FE;
                dot2<IDOT, T, BITS, G, HID, KMAX>(smem, M.wsu, M.ssu, M.bsu, r, FS + r, gv, uv);
@@ -118,8 +131,14 @@ __device__ __forceinline__ void moe_phases(Tickets& tk, int p, int t, const T* h
                                                       jj * (FE / PER));
              // Each group's lanes hold its expert's total. Weighted, then summed in the choice's
              // order (smallest score first) in T, as MLX's `.sum(axis=-2)` adds a column.
-             const float pa = round_t<T>(sj * round_t<T>(a));
-             const float pb = round_t<T>(sj * round_t<T>(b));
+             a = round_t<T>(a);
+             b = round_t<T>(b);
+             if constexpr (MOE::OAI) {  // the expert's down bias
+               a = round_t<T>(a + to_float(M.ld[e * HID + r]));
+               b = round_t<T>(b + to_float(M.ld[e * HID + r + 1]));
+             }
+             const float pa = round_t<T>(sj * a);
+             const float pb = round_t<T>(sj * b);
              float ya = 0.f, yb = 0.f;
 #pragma unroll
              for (int k = 0; k < TOPK; ++k) {

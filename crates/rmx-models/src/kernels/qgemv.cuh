@@ -188,20 +188,12 @@ __device__ __forceinline__ void qgemv_swiglu(
     for (int r = 0; r < ROWS; ++r) {
       if (row0 + r < F) {
         // Round gate and up to T first, as mlx-lm's separate matmuls would.
-        float gt = to_float(static_cast<T>(g[r]));
-        float ut = to_float(static_cast<T>(u[r]));
         if constexpr (OAI) {
-          gt = to_float(static_cast<T>(gt + to_float(lb[row0 + r])));
-          ut = to_float(static_cast<T>(ut + to_float(lb[F + row0 + r])));
-          const float limit = to_float(static_cast<T>(ap[1]));
-          const float gc = fminf(gt, limit);
-          const float uc = fminf(fmaxf(ut, -limit), limit);
-          const float gs = to_float(static_cast<T>(to_float(static_cast<T>(ap[0])) * gc));
-          const float sig = sigmoid_t<T>(gs);
-          const float glu = to_float(static_cast<T>(gc * sig));
-          const float up1 = to_float(static_cast<T>(uc + 1.f));
-          y[(size_t)m * F + row0 + r] = static_cast<T>(up1 * glu);
+          y[(size_t)m * F + row0 + r] = swiglu_oai_t<T>(
+              g[r], u[r], to_float(lb[row0 + r]), to_float(lb[F + row0 + r]), ap);
         } else {
+          const float gt = to_float(static_cast<T>(g[r]));
+          const float ut = to_float(static_cast<T>(u[r]));
           float silu = gt / (1.f + __expf(-gt));
           y[(size_t)m * F + row0 + r] = static_cast<T>(to_float(static_cast<T>(silu)) * ut);
         }
