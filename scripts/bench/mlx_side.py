@@ -46,6 +46,11 @@ SHAPES = {
                        num_hidden_layers=28, intermediate_size=3072, num_attention_heads=16,
                        num_key_value_heads=8, head_dim=128, rms_norm_eps=1e-6, vocab_size=32000,
                        rope_theta=1000000.0, max_position_embeddings=40960, tie_word_embeddings=False),
+    # Qwen2.5-1.5B's dims: linear biases on q, k and v (the layer kernel's AttnExtras).
+    "qwen2.5-1.5b": dict(model_type="qwen2", architectures=["Qwen2ForCausalLM"], hidden_size=1536,
+                         num_hidden_layers=28, intermediate_size=8960, num_attention_heads=12,
+                         num_key_value_heads=2, rms_norm_eps=1e-6, vocab_size=151936, rope_theta=1000000.0,
+                         max_position_embeddings=32768, tie_word_embeddings=True),
     # Gemma 3 270M's dims: sliding-window layers (rotating cache) with a global layer every 6th,
     # head_dim 256, one kv head.
     "gemma3-270m": dict(model_type="gemma3_text", architectures=["Gemma3ForCausalLM"], hidden_size=640,

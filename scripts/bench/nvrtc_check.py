@@ -195,7 +195,8 @@ def moe_table(nl):
     return ins, table("MoePtrs", "mtab", nl, PER_MOE)
 
 
-def layers_kernel(nl, mlp="true", moe=False):
+def layers_kernel(nl, mlp="true", moe=False, extras=None):
+    """decode_layer.rs's kernel(): `extras` says which of lbq, lbo, sk the layers have (xtab)."""
     ins = [("T", "x"), ("float", "inv_freq"), ("int32_t", "pos"), ("float", "par"), ("uint32_t", "bar")]
     ins += [(LAYER_T.get(p, "T"), f"{p}{i}") for i in range(nl) for p in PER_LAYER]
     body = table("LayerPtrs", "tab", nl, PER_LAYER)
@@ -203,9 +204,18 @@ def layers_kernel(nl, mlp="true", moe=False):
         mins, mbody = moe_table(nl)
         ins += mins
         body += mbody
+    args = ", mtab" if moe else ""
+    if extras:
+        body += f"__shared__ rmx::AttnExtras<T> xtab[{nl}];\nif (threadIdx.x == 0) {{\n"
+        for i in range(nl):
+            fields = [f"{f}{i}" if on else "nullptr" for f, on in zip(("lbq", "lbo", "sk"), extras)]
+            body += f"  xtab[{i}] = rmx::AttnExtras<T>{{{', '.join(fields)}}};\n"
+            ins += [("T", f) for f in fields if f != "nullptr"]
+        body += "}\n"
+        args = (args or ", nullptr") + ", xtab"
     body += ("__syncthreads();\nrmx::decode_layers<T, BITS, G, HID, H, KV, D, F, QKNORM, TRADITIONAL, NT, "
              f"SMAX, O_ML, O_PART, O_ATT, O_H, O_ACT, O_X, IDOT, {mlp}, {MOE_TYPE if moe else 'rmx::NoMoe'}, ROT, "
-             f"GATED>(x, tab, {nl}, inv_freq, pos, par, bar, y, scratch{', mtab' if moe else ''});")
+             f"GATED>(x, tab, {nl}, inv_freq, pos, par, bar, y, scratch{args});")
     return ins, body
 
 
@@ -243,6 +253,20 @@ KERNELS.append(("layer_moe", _ins, ["y", ("float", "scratch")], _body,
                 dict(BITS=4, G=64, HID=2048, H=16, KV=2, D=256, F=8 * 512 + 512, QKNORM="true", TRADITIONAL="false",
                      NT=512, **_lay, IDOT="true", ROT=64, GATED="true", E=256, TOPK=8, FE=512, FS=512, RBITS=8,
                      RG=64, OAI="false", RMODE=1, O_MOE=_end)))
+
+# GPT-OSS-20B's layers with their experts in the launch: q/k/v and o biases, sinks, head 64 (64
+# query heads, 8 key/value heads), 32 experts top 4 of 2880 with biases and swiglu_oai. And Qwen2's
+# dense layers: a q/k/v bias only.
+_lay, _end = layer_layout(2880, 64, 8, 64, 4 * 2880)
+_ins, _body = layers_kernel(2, mlp="false", moe=True, extras=(True, True, True))
+KERNELS.append(("layer_moe", _ins, ["y", ("float", "scratch")], _body,
+                dict(BITS=4, G=64, HID=2880, H=64, KV=8, D=64, F=4 * 2880, QKNORM="false", TRADITIONAL="false",
+                     NT=512, **_lay, IDOT="true", E=32, TOPK=4, FE=2880, FS=0, RBITS=4, RG=64, OAI="true",
+                     RMODE=2, O_MOE=_end)))
+_ins, _body = layers_kernel(4, extras=(True, False, False))
+KERNELS.append(("layer", _ins, ["y", ("float", "scratch")], _body,
+                dict(BITS=4, G=64, HID=1536, H=12, KV=2, D=128, F=8960, QKNORM="false", TRADITIONAL="false",
+                     NT=512, **layer_layout(1536, 12, 2, 128, 8960)[0], IDOT="true")))
 
 # A MoE block as a launch of its own (Qwen3.5-35B-A3B's gated-attention layers: 256 experts, top 8,
 # FE 512, a shared expert of 512).

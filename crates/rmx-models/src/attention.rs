@@ -140,6 +140,9 @@ pub struct Attention {
     /// The same for a rope over part of the head or an output gate (Qwen3.5's gated
     /// attention), which only the one-sequence decode kernel takes.
     step_inv_freq: Option<Array>,
+    /// The same for attention with sinks (GPT-OSS) or a rope with an input scale (YaRN), which
+    /// only the one-launch layer kernel takes.
+    layer_inv_freq: Option<Array>,
     head_dim: i32,
     o: Linear,
     q_norm: Option<RmsNorm>,
@@ -194,9 +197,11 @@ impl Attention {
             (true, Some(h)) => Some(w.take_part(&format!("{path}.sinks"), &[s.heads], 0, h.q)?),
             (true, None) => Some(w.take(&format!("{path}.sinks"), &[s.heads])?),
         };
-        // rmx's fused kernels implement neither sinks nor ropes beyond a frequency table.
+        // The fused decode kernels implement neither sinks nor ropes beyond a frequency table;
+        // the one-launch layer kernel takes both (sinks, an input scale).
         let (dims, _) = rope.layout();
-        let fits = fast_path().kernels && sinks.is_none() && dims > 0 && dims % 2 == 0;
+        let kernels = fast_path().kernels && dims > 0 && dims % 2 == 0;
+        let fits = kernels && sinks.is_none();
         let (decode_inv_freq, step_inv_freq) = if !fits {
             (None, None)
         } else if dims == s.head_dim && !s.output_gate {
@@ -208,6 +213,15 @@ impl Attention {
             // but only the gated shape has been checked against mlx-lm on the GPU.
             (None, None)
         };
+        let layer_inv_freq = if kernels
+            && decode_inv_freq.is_none()
+            && step_inv_freq.is_none()
+            && (dims == s.head_dim || s.output_gate)
+        {
+            rope.scaled_inv_freq()?
+        } else {
+            None
+        };
         let o_split = match (&tp, split) {
             (Some(tp), Some(h)) => Some(Split::Cols(h.q.scaled(s.head_dim), tp.group())),
             _ => None,
@@ -216,6 +230,7 @@ impl Attention {
         Ok(Attention {
             decode_inv_freq,
             step_inv_freq,
+            layer_inv_freq,
             head_dim: s.head_dim,
             qkv: Qkv::load(w, q, path, s, q_out, kvd, split)?,
             o: tensor_parallel::linear(w, q, &o_path, qd, s.hidden, s.o_bias, o_split)?,
@@ -525,24 +540,42 @@ pub(crate) struct AttnParts<'a> {
     pub o: (&'a Quantized, QuantSpec),
     pub rope: QkvRope<'a>,
     pub scale: f32,
+    /// What [`AttnExtras`] holds: the projections' linear biases, the sinks.
+    pub extras: AttnExtras<'a>,
+    /// The rope's input scale (YaRN's `mscale`); 1 for others.
+    pub rope_scale: f32,
+}
+
+/// Attention's tensors beyond the plain form: the fused q/k/v projection's linear bias (Qwen2,
+/// GPT-OSS), the o projection's (GPT-OSS), per-head sink logits (GPT-OSS).
+#[derive(Clone, Copy)]
+pub(crate) struct AttnExtras<'a> {
+    pub qkv_bias: Option<&'a Array>,
+    pub o_bias: Option<&'a Array>,
+    pub sinks: Option<&'a Array>,
 }
 
 impl Attention {
-    /// `None` unless the projections are bias-free quantized (QKV fused) and there is no sink
-    /// column (which the layer kernel does not compute). An output gate and a partial rope
-    /// are in `rope` (`gated`, `rotated`).
+    /// The projections (quantized, QKV fused) and what else the layer kernel reads, or `None`.
+    /// An output gate and a partial rope are in `rope` (`gated`, `rotated`).
     pub(crate) fn decode_parts(&self) -> Option<AttnParts<'_>> {
-        if self.sinks.is_some() {
-            return None;
-        }
         let Qkv::Fused { qkv, .. } = &self.qkv else {
             return None;
         };
+        let (qkv, qkv_bias) = qkv.quant()?;
+        let (o, o_bias) = self.o.quant()?;
+        let inv_freq = self.inv_freq().or(self.layer_inv_freq.as_ref())?;
         Some(AttnParts {
-            qkv: qkv.bias_free_quant()?,
-            o: self.o.bias_free_quant()?,
-            rope: self.rope_params(self.inv_freq()?),
+            qkv,
+            o,
+            rope: self.rope_params(inv_freq),
             scale: self.scale,
+            extras: AttnExtras {
+                qkv_bias,
+                o_bias,
+                sinks: self.sinks.as_ref(),
+            },
+            rope_scale: self.rope.input_scale().unwrap_or(1.0) as f32,
         })
     }
 }

@@ -31,10 +31,11 @@ use std::rc::Rc;
 use rmx_mlx::quant::{QuantSpec, Quantized};
 use rmx_mlx::{Array, Dtype, Kernel, KernelLang, Launch, TemplateArg};
 
+use crate::attention::AttnExtras;
 use crate::cache::{AttnMask, LayerCache};
 use crate::decoder_layer::DecoderLayer;
 use crate::error::Result;
-use crate::fastpath::{self, consts, fast_path, pos_array, QkvRope};
+use crate::fastpath::{self, consts, fast_path, layer_pos, QkvRope};
 use crate::feed_forward::FeedForward;
 use crate::kernel_source;
 
@@ -116,8 +117,13 @@ const PER_LAYER: [&str; 18] = [
 ];
 const SHARED_INPUTS: [&str; 5] = ["x", "inv_freq", "pos", "par", "bar"];
 
-/// A launch's kernel: (layers, shared memory bytes, batch rows, its feed-forward).
-type KernelKey = (usize, i32, bool, InLaunch);
+/// A layer's `AttnExtras` (kernels/layer.cuh, in that order): the QKV and o projections' biases
+/// and the sinks.
+const EXTRAS: [&str; 3] = ["lbq", "lbo", "sk"];
+
+/// A launch's kernel: (layers, shared memory bytes, batch rows, its feed-forward, which of
+/// `EXTRAS` its layers have).
+type KernelKey = (usize, i32, bool, InLaunch, [bool; 3]);
 
 thread_local! {
     // The kernel's counters (`COUNTERS` words): zero once, then left at zero by every launch.
@@ -173,11 +179,44 @@ fn body(tables: &[String], call: &str) -> String {
     tables.concat() + "__syncthreads();\n" + call
 }
 
+/// The body lines that fill `xtab`, the launch's `AttnExtras`, from the parameters of the
+/// fields `has` says its layers have (the others null), and those parameters' names.
+fn extras_table(n: usize, has: [bool; 3]) -> (String, Vec<String>) {
+    let mut b = format!("__shared__ rmx::AttnExtras<T> xtab[{n}];\nif (threadIdx.x == 0) {{\n");
+    let mut names = Vec::new();
+    for i in 0..n {
+        let fields: Vec<String> = EXTRAS
+            .iter()
+            .zip(has)
+            .map(|(f, on)| {
+                if on {
+                    format!("{f}{i}")
+                } else {
+                    "nullptr".into()
+                }
+            })
+            .collect();
+        b += &format!(
+            "  xtab[{i}] = rmx::AttnExtras<T>{{{}}};\n",
+            fields.join(", ")
+        );
+        names.extend(fields.into_iter().filter(|f| f != "nullptr"));
+    }
+    (b + "}\n", names)
+}
+
 /// The launch's kernel: n layers, for one sequence or (`rows`) a batch's rows (dense layers
-/// only), with the feed-forward `ffn`.
-fn kernel(n: usize, shared_memory: i32, rows: bool, ffn: InLaunch) -> Result<Rc<Kernel>> {
+/// only), with the feed-forward `ffn` and the attention extras `extras` says the layers have.
+fn kernel(
+    n: usize,
+    shared_memory: i32,
+    rows: bool,
+    ffn: InLaunch,
+    extras: [bool; 3],
+) -> Result<Rc<Kernel>> {
+    let key = (n, shared_memory, rows, ffn, extras);
     KERNELS.with(|ks| {
-        if let Some(k) = ks.borrow().get(&(n, shared_memory, rows, ffn)) {
+        if let Some(k) = ks.borrow().get(&key) {
             return Ok(k.clone());
         }
         let (names, body, name, section) = if rows {
@@ -189,26 +228,36 @@ fn kernel(n: usize, shared_memory: i32, rows: bool, ffn: InLaunch) -> Result<Rc<
             )
         } else {
             let mlp = ffn == InLaunch::Mlp;
-            let (moe_type, mtab) = match ffn {
-                InLaunch::Experts => (moe::SHAPE_TYPE, ", mtab"),
-                _ => ("rmx::NoMoe", ""),
+            let any_extra = extras.iter().any(|e| *e);
+            let (moe_type, mtab) = match (ffn, any_extra) {
+                (InLaunch::Experts, _) => (moe::SHAPE_TYPE, ", mtab"),
+                (_, true) => ("rmx::NoMoe", ", nullptr"),
+                (_, false) => ("rmx::NoMoe", ""),
             };
+            let xtab = if any_extra { ", xtab" } else { "" };
             let call = format!(
                 "rmx::decode_layers<T, BITS, G, HID, H, KV, D, F, QKNORM, TRADITIONAL, NT, SMAX, \
                  O_ML, O_PART, O_ATT, O_H, O_ACT, O_X, IDOT, {mlp}, {moe_type}, ROT, GATED>(x, \
-                 tab, {n}, inv_freq, pos, par, bar, y, scratch{mtab});"
+                 tab, {n}, inv_freq, pos, par, bar, y, scratch{mtab}{xtab});"
             );
             let mut names = input_names(&SHARED_INPUTS, n);
             let mut tables = vec![table("LayerPtrs", "tab", n, &PER_LAYER)];
+            // Variants have names of their own (MLX keys its compiled kernels by name and source).
+            let x = if any_extra { "_x" } else { "" };
             let (name, section) = match ffn {
-                InLaunch::Mlp => (format!("rmx_decode_layers{n}"), "layer"),
-                InLaunch::After => (format!("rmx_decode_attention{n}"), "layer"),
+                InLaunch::Mlp => (format!("rmx_decode_layers{n}{x}"), "layer"),
+                InLaunch::After => (format!("rmx_decode_attention{n}{x}"), "layer"),
                 InLaunch::Experts => {
                     names.extend(per_layer(&moe::PER_LAYER, n));
                     tables.push(moe::table(n));
-                    (format!("rmx_decode_moe_layers{n}"), "layer_moe")
+                    (format!("rmx_decode_moe_layers{n}{x}"), "layer_moe")
                 }
             };
+            if any_extra {
+                let (t, xnames) = extras_table(n, extras);
+                tables.push(t);
+                names.extend(xnames);
+            }
             (names, body(&tables, &call), name, section)
         };
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
@@ -221,8 +270,7 @@ fn kernel(n: usize, shared_memory: i32, rows: bool, ffn: InLaunch) -> Result<Rc<
             &kernel_source::header(section),
             shared_memory,
         )?);
-        ks.borrow_mut()
-            .insert((n, shared_memory, rows, ffn), k.clone());
+        ks.borrow_mut().insert(key, k.clone());
         Ok(k)
     })
 }
@@ -287,8 +335,11 @@ struct Shape {
     /// it; `ffn` is 0).
     mlp: bool,
     moe: Option<moe::MoeShape>,
-    // eps, q/k norm eps and the attention scale, as bits: the launch passes one set.
-    par: [u32; 3],
+    /// Which of `EXTRAS` the attention has (linear biases, sinks).
+    extras: [bool; 3],
+    // eps, q/k norm eps, the attention scale and the rope's input scale, as bits: the launch
+    // passes one set.
+    par: [u32; 4],
 }
 
 impl Shape {
@@ -312,8 +363,17 @@ struct Prepared<'a> {
     products: [&'a Array; 14],
     qk_norms: [&'a Array; 2],
     rope: QkvRope<'a>,
-    par: [f32; 3],
+    par: [f32; 4],
     moe: Option<moe::MoePrepared<'a>>,
+    extras: AttnExtras<'a>,
+}
+
+impl Prepared<'_> {
+    /// The present `extras`, in `EXTRAS` order.
+    fn extra_tensors(&self) -> impl Iterator<Item = &Array> {
+        let e = self.extras;
+        [e.qkv_bias, e.o_bias, e.sinks].into_iter().flatten()
+    }
 }
 
 /// A layer's dense MLP as the kernel reads it (fused `[gate; up]`, down, hidden size): `Some(None)`
@@ -411,8 +471,20 @@ fn prepare(layer: &DecoderLayer, dtype: Dtype) -> Option<Prepared<'_>> {
     if qkv.0.weight.dim(0) != (q_rows * h + 2 * kvh) * d || h > MAX_HEADS {
         return None;
     }
+    // The biases per row of their products, the sinks per head, all in the activations' dtype.
+    let x = a.extras;
+    let extras_fit = [
+        (x.qkv_bias, qkv.0.weight.dim(0)),
+        (x.o_bias, p.hid),
+        (x.sinks, h),
+    ]
+    .iter()
+    .all(|(t, n)| t.is_none_or(|t| t.shape() == [*n] && t.dtype() == dtype));
+    if !extras_fit {
+        return None;
+    }
     let (qn, kn, qk_eps) = rope.norm_inputs(layer.input_norm.parts().0);
-    let par = [p.eps, qk_eps, a.scale];
+    let par = [p.eps, qk_eps, a.scale, a.rope_scale];
     let moe = experts(layer, p.hid, p.spec, dtype);
     let shape = Shape {
         spec: p.spec,
@@ -427,6 +499,7 @@ fn prepare(layer: &DecoderLayer, dtype: Dtype) -> Option<Prepared<'_>> {
         gated: rope.gated,
         mlp: p.mlp,
         moe: moe.as_ref().map(|m| m.shape),
+        extras: [x.qkv_bias.is_some(), x.o_bias.is_some(), x.sinks.is_some()],
         par: par.map(f32::to_bits),
     };
     Some(Prepared {
@@ -436,6 +509,7 @@ fn prepare(layer: &DecoderLayer, dtype: Dtype) -> Option<Prepared<'_>> {
         rope,
         par,
         moe,
+        extras: x,
     })
 }
 
@@ -514,8 +588,10 @@ pub(crate) fn forward(
 
 /// One token through consecutive `layers` (at most 32) of one `OneLaunch` kind in one launch
 /// (of a MoE layer: through its mixer half, one layer); `None` when the kernel does not
-/// apply to all of them alike (not CUDA, not one token of full-attention caches at the
-/// same step, different shapes; see `prepare`), and nothing has changed then. Any context
+/// apply to all of them alike (not CUDA, not one token of full-attention or sliding-window
+/// caches at the same step, a mask, different shapes; see `prepare`), and nothing has changed
+/// then. `mask` must hold for every layer (llama.rs groups sliding-window layers only where
+/// their mask is none, as the full layers' is for one token). Any context
 /// length: measured on the H100 (Qwen3-0.6B 4-bit, 2,048 positions), this kernel decodes at
 /// 865 tok/s where the per-op path with MLX's attention, which took contexts past 1,024 before,
 /// managed 209 (docs/perf.md row 23).
@@ -553,22 +629,32 @@ pub(crate) fn forward_group(
         return Ok(None);
     };
     let first = &prepared[0];
-    // Every cache at the same step with the same capacity, so each grows (or not) alike.
-    let step = match &caches[0] {
-        LayerCache::Full(kv) => (kv.offset, kv.capacity()),
-        // A quantized cache is read by MLX's quantized_matmul (product_attention.rs).
-        LayerCache::Quantized(_)
-        | LayerCache::Rotating(_)
-        | LayerCache::Recurrent(_)
-        | LayerCache::Batch(_) => return Ok(None),
-    };
-    let same_step = caches
-        .iter()
-        .all(|c| matches!(c, LayerCache::Full(kv) if (kv.offset, kv.capacity()) == step));
+    // Every cache at the same step: full ones with the same capacity, so each grows (or not)
+    // alike, and sliding windows (rings, as mlx-lm's RotatingKVCache) in the same state.
+    let (mut full, mut ring) = (None, None);
+    for c in caches.iter() {
+        let same = match c {
+            LayerCache::Full(kv) => {
+                let st = (kv.offset, kv.capacity());
+                *full.get_or_insert(st) == st
+            }
+            LayerCache::Rotating(r) => {
+                let st = r.step_state();
+                *ring.get_or_insert(st) == st
+            }
+            // A quantized cache is read by MLX's quantized_matmul (product_attention.rs).
+            LayerCache::Quantized(_) | LayerCache::Recurrent(_) | LayerCache::Batch(_) => false,
+        };
+        if !same {
+            return Ok(None);
+        }
+    }
+    let offset = caches[0].offset();
     let ffn = s.in_launch();
     let kind = OneLaunch { delta: false, ffn };
     if s.hid != hid
-        || !same_step
+        || full.is_some_and(|f| f.0 != offset)
+        || ring.is_some_and(|r| r.0 != offset)
         || (n > 1 && !kind.groups())
         || n > kind.max_layers()
         || !fastpath::layer_heads_fit(&first.rope, dtype)
@@ -576,22 +662,33 @@ pub(crate) fn forward_group(
         return Ok(None);
     }
     let mut slots = Vec::with_capacity(n);
-    for c in caches.iter_mut() {
-        let LayerCache::Full(kv) = c else {
-            unreachable!("checked above")
-        };
-        slots.push(kv.decode_slot(s.kv_heads, s.head_dim, dtype)?);
+    let (mut cap, mut ring_pos, mut rings) = (0, [0; 3], 0u32);
+    for (i, c) in caches.iter_mut().enumerate() {
+        match c {
+            LayerCache::Full(kv) => {
+                let (k, v, _) = kv.decode_slot(s.kv_heads, s.head_dim, dtype)?;
+                cap = k.dim(2);
+                slots.push((k, v));
+            }
+            LayerCache::Rotating(r) => {
+                let (k, v, at, read) = r.decode_slot(s.kv_heads, s.head_dim, dtype)?;
+                ring_pos = [at, read, k.dim(2)];
+                rings |= 1 << i;
+                slots.push((k, v));
+            }
+            _ => unreachable!("checked above"),
+        }
     }
-    let (offset, cap) = (slots[0].2, slots[0].0.dim(2));
-    let pos = pos_array([offset, cap])?;
+    let [slot, read, ring_cap] = ring_pos;
+    let pos = layer_pos([offset, cap, slot, read, ring_cap, rings as i32])?;
     let par = consts(&first.par)?;
     let bar = counters()?;
     let (h, kvh, d) = (s.heads, s.kv_heads, s.head_dim);
     let (f, shared) = ffn_staging(s.moe, s.ffn, hid.max(h * d), s.spec.bits);
     let lay = scratch_layout(hid, h, kvh, d, f, if s.gated { 2 } else { 1 });
-    let kernel = kernel(n, shared, false, ffn)?;
+    let kernel = kernel(n, shared, false, ffn, s.extras)?;
     let mut inputs: Vec<&Array> = vec![x, first.rope.inv_freq, &pos, &par, &bar];
-    for (p, (keys, values, _)) in prepared.iter().zip(&slots) {
+    for (p, (keys, values)) in prepared.iter().zip(&slots) {
         inputs.extend(p.products);
         inputs.extend(p.qk_norms);
         inputs.push(keys);
@@ -599,6 +696,9 @@ pub(crate) fn forward_group(
     }
     for p in &prepared {
         inputs.extend(p.moe.iter().flat_map(|m| m.tensors));
+    }
+    for p in &prepared {
+        inputs.extend(p.extra_tensors());
     }
     let scratch = lay[6] + s.moe.map_or(0, |m| m.scratch());
     let mut template = vec![
@@ -680,6 +780,44 @@ mod tests {
         assert!(mtab < sync && b.ends_with("call();"), "{b}");
         // The parameters in the order the tables read them.
         assert_eq!(per_layer(&["a", "b"], 2), ["a0", "b0", "a1", "b1"]);
+    }
+
+    #[test]
+    fn the_extras_table_names_the_fields_a_layer_has_and_nulls_the_rest() {
+        // Qwen2: a q/k/v bias only; GPT-OSS: both biases and the sinks.
+        let (b, names) = extras_table(2, [true, false, false]);
+        assert!(
+            b.contains("xtab[1] = rmx::AttnExtras<T>{lbq1, nullptr, nullptr};"),
+            "{b}"
+        );
+        assert_eq!(names, ["lbq0", "lbq1"]);
+        let (b, names) = extras_table(1, [true, true, true]);
+        assert!(
+            b.contains("xtab[0] = rmx::AttnExtras<T>{lbq0, lbo0, sk0};"),
+            "{b}"
+        );
+        assert_eq!(names, ["lbq0", "lbo0", "sk0"]);
+    }
+
+    /// A decode step's positions come from the last step's where they differ by a step (one
+    /// more position; a ring's slot and its positions one more or as they were), from the host
+    /// otherwise (a ring's slot wrapping); either way the array holds them.
+    #[test]
+    fn layer_positions_follow_the_steps_of_rings_and_full_caches() {
+        let steps = [
+            [5, 256, 5, 6, 8, 1],
+            [6, 256, 6, 7, 8, 1],
+            [7, 256, 7, 8, 8, 1],
+            [8, 256, 0, 8, 8, 1],
+            [9, 256, 1, 8, 8, 1],
+            [9, 256, 1, 8, 8, 1],
+            [40, 512, 0, 0, 0, 0],
+            [41, 512, 0, 0, 0, 0],
+        ];
+        for pos in steps {
+            let a = layer_pos(pos).unwrap();
+            assert_eq!(a.to_vec::<i32>().unwrap(), pos);
+        }
     }
 
     #[test]

@@ -147,43 +147,46 @@ impl Linear {
 
     /// One layer out of several that read the same input (`[q; k; v]`, `[gate; up]`), so a
     /// token runs one product instead of several — on the CUDA fast path only, and only for
-    /// bias-free quantized layers of one quantization (otherwise the parts come back as they
-    /// were): measured on the H100, fusing dense bf16 layers made Llama-3-8B slower (decode 164
-    /// -> 160, prefill@2K 30.4K -> 28.2K tok/s), since cuBLAS already reads them at bandwidth.
-    /// The result is evaluated now so the parts' memory goes at once.
+    /// quantized layers of one quantization, all with a linear bias or none (otherwise the
+    /// parts come back as they were): measured on the H100, fusing dense bf16 layers made
+    /// Llama-3-8B slower (decode 164 -> 160, prefill@2K 30.4K -> 28.2K tok/s), since cuBLAS
+    /// already reads them at bandwidth. Each output row is the same product and the same bias
+    /// as before. The result is evaluated now so the parts' memory goes at once.
     pub fn fuse<const N: usize>(
         parts: [Linear; N],
     ) -> Result<std::result::Result<Linear, [Linear; N]>> {
         let mut quants = Vec::with_capacity(N);
         for p in &parts {
-            match p {
-                Linear::Quant {
-                    q,
-                    spec,
-                    bias: None,
-                } => quants.push((q, *spec)),
-                _ => return Ok(Err(parts)),
+            match p.quant() {
+                Some(q) => quants.push(q),
+                None => return Ok(Err(parts)),
             }
         }
-        let Some(&(first, spec)) = quants.first() else {
+        let Some(&((first, spec), first_bias)) = quants.first() else {
             return Ok(Err(parts));
         };
-        let alike = quants
-            .iter()
-            .all(|(q, s)| *s == spec && q.biases.is_some() == first.biases.is_some());
+        let alike = quants.iter().all(|((q, s), b)| {
+            *s == spec
+                && q.biases.is_some() == first.biases.is_some()
+                && b.is_some() == first_bias.is_some()
+        });
         if N < 2 || !alike || !fastpath::fast_path().kernels {
             return Ok(Err(parts));
         }
-        let qs: Vec<&Quantized> = quants.iter().map(|(q, _)| *q).collect();
+        let qs: Vec<&Quantized> = quants.iter().map(|((q, _), _)| *q).collect();
         let q = fuse_quantized(&qs)?;
+        let bias = match first_bias {
+            Some(_) => {
+                let bs: Vec<&Array> = quants.iter().filter_map(|(_, b)| *b).collect();
+                Some(rmx_mlx::concatenate(&bs, 0)?)
+            }
+            None => None,
+        };
         let mut all = vec![&q.weight, &q.scales];
         all.extend(q.biases.as_ref());
+        all.extend(bias.as_ref());
         rmx_mlx::eval(&all)?;
-        Ok(Ok(Linear::Quant {
-            q,
-            spec,
-            bias: None,
-        }))
+        Ok(Ok(Linear::Quant { q, spec, bias }))
     }
 
     /// This layer's product through one of rmx's kernels, when one applies (a bias-free

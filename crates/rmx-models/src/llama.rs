@@ -402,9 +402,16 @@ impl CausalLm for Llama {
             // otherwise layer by layer.
             let kind = self.layers[i].one_launch.filter(|k| k.groups());
             let most = kind.map_or(1, |k| group.min(k.max_layers()));
+            // Sliding-window layers join a launch when their mask is none too (a window as
+            // long as the ring: GPT-OSS's); the kernel attends a ring's whole buffer.
+            let window_free = swa_mask
+                .as_ref()
+                .is_none_or(|m| matches!(m, AttnMask::None));
             let end = (i..self.layers.len().min(i + most))
                 .take_while(|&j| {
-                    kind.is_some() && !self.sliding[j] && self.layers[j].one_launch == kind
+                    kind.is_some()
+                        && (window_free || !self.sliding[j])
+                        && self.layers[j].one_launch == kind
                 })
                 .last()
                 .map_or(i, |j| j + 1);

@@ -224,7 +224,21 @@ impl Rope {
     /// `None` for ropes that are more than a frequency table (an input scale, a base that
     /// depends on the context), which the fused kernels do not implement.
     pub fn inv_freq(&self) -> Result<Option<Array>> {
-        if self.dims == 0 || self.input_scale.is_some() || self.dynamic.is_some() {
+        if self.input_scale.is_some() {
+            return Ok(None);
+        }
+        self.scaled_inv_freq()
+    }
+
+    /// The rotated part's input scale (YaRN's `mscale`, longrope's), which the layer kernel
+    /// applies before its rotation.
+    pub fn input_scale(&self) -> Option<f64> {
+        self.input_scale
+    }
+
+    /// `inv_freq` for a kernel that also applies `input_scale` (the one-launch layer kernel).
+    pub fn scaled_inv_freq(&self) -> Result<Option<Array>> {
+        if self.dims == 0 || self.dynamic.is_some() {
             return Ok(None);
         }
         let half = self.dims / 2;

@@ -1,6 +1,6 @@
 //! The sliding-window cache (mlx-lm's `RotatingKVCache` with keep = 0).
 
-use rmx_mlx::{concatenate, Array};
+use rmx_mlx::{concatenate, Array, Dtype};
 
 use crate::error::Result;
 
@@ -123,6 +123,62 @@ impl RotatingKvCache {
         self.keys = Some(keys);
         self.values = Some(values);
         Ok(out)
+    }
+
+    /// What a decode step's placement depends on: offset, buffer length, next slot, window.
+    pub fn step_state(&self) -> (i32, i32, i32, i32) {
+        let len = self.keys.as_ref().map_or(0, |a| a.dim(2));
+        (self.offset, len, self.idx, self.max_size)
+    }
+
+    /// One decode position for a kernel that writes the new key and value itself, as
+    /// `update_in_place` would place them: the whole `[1, heads, len, dim]` ring buffers (grown
+    /// as it grows them; cut to the window's last `max_size` positions, copied so they are
+    /// row-contiguous and this cache's alone, where a prompt left more), the slot to write, which
+    /// now counts as filled, and how many slots attention reads.
+    pub fn decode_slot(
+        &mut self,
+        heads: i32,
+        dim: i32,
+        dtype: Dtype,
+    ) -> Result<(Array, Array, i32, i32)> {
+        let prev = self.offset;
+        let cap = self.keys.as_ref().map_or(0, |a| a.dim(2));
+        if self.keys.is_none() || (prev >= cap && cap < self.max_size) {
+            let new_size = STEP.min(self.max_size - prev);
+            let new_k = Array::zeros(&[1, heads, new_size, dim], dtype)?;
+            let new_v = Array::zeros(&[1, heads, new_size, dim], dtype)?;
+            match (self.keys.take(), self.values.take()) {
+                (Some(ok), Some(ov)) => {
+                    self.keys = Some(concatenate(&[&ok, &new_k], 2)?);
+                    self.values = Some(concatenate(&[&ov, &new_v], 2)?);
+                }
+                _ => {
+                    self.keys = Some(new_k);
+                    self.values = Some(new_v);
+                }
+            }
+            self.idx = prev;
+        }
+        let (Some(mut keys), Some(mut values)) = (self.keys.take(), self.values.take()) else {
+            unreachable!("allocated above")
+        };
+        let len = keys.dim(2);
+        if len > self.max_size {
+            keys = seq_slice(&keys, len - self.max_size, len)?.copy()?;
+            values = seq_slice(&values, len - self.max_size, len)?.copy()?;
+            self.idx = self.max_size;
+        }
+        if self.idx == self.max_size {
+            self.idx = 0;
+        }
+        let at = self.idx;
+        self.offset += 1;
+        self.idx += 1;
+        let read = self.offset.min(keys.dim(2));
+        self.keys = Some(keys.clone());
+        self.values = Some(values.clone());
+        Ok((keys, values, at, read))
     }
 
     /// Drops the positions from `len` on, which the last update wrote (a speculative block's
@@ -272,5 +328,30 @@ mod tests {
         // 20 positions in a ring of 8: the last write went mid-ring over one still needed.
         assert!(!c.cut_back(18));
         assert_eq!(c.offset, 20);
+    }
+
+    /// A kernel's decode step (`decode_slot`, then the new key written at its slot) leaves the
+    /// ring as `update_and_fetch` does, and attends as many slots, after a prompt longer than
+    /// the window and after single steps from empty, through growth and wraps.
+    #[test]
+    fn decode_slots_place_positions_as_update_in_place_does() {
+        for prompt in [0, 1, 3, 11] {
+            let (mut a, mut b) = (RotatingKvCache::new(8), RotatingKvCache::new(8));
+            if prompt > 0 {
+                a.update_and_fetch(&kv(0, prompt), &kv(0, prompt)).unwrap();
+                b.update_and_fetch(&kv(0, prompt), &kv(0, prompt)).unwrap();
+            }
+            for p in prompt..prompt + 20 {
+                let (ka, _) = a.update_and_fetch(&kv(p, 1), &kv(p, 1)).unwrap();
+                let (kb, vb, at, read) = b.decode_slot(1, 2, Dtype::F32).unwrap();
+                let kb = write_at(&kb, &kv(p, 1), at).unwrap();
+                let vb = write_at(&vb, &kv(p, 1), at).unwrap();
+                b.keys = Some(kb);
+                b.values = Some(vb);
+                assert_eq!((a.offset, a.idx), (b.offset, b.idx), "{prompt} {p}");
+                assert_eq!(held(&a), held(&b), "{prompt} {p}");
+                assert_eq!(ka.dim(2), read, "{prompt} {p}");
+            }
+        }
     }
 }

@@ -90,8 +90,11 @@ pub(super) fn forward(
     let same_step = caches
         .iter()
         .all(|c| matches!(c, LayerCache::Batch(b) if b.slot_state() == step));
+    // The rows kernel has neither linear biases nor sinks nor a rope input scale.
     if n > MAX_LAYERS
         || !s.mlp
+        || s.extras.iter().any(|e| *e)
+        || first.par[3] != 1.0
         || s.hid != hid
         || step.2 != rows as usize
         || !same_step
@@ -132,7 +135,7 @@ pub(super) fn forward(
     )?)?;
     let par = consts(&first.par)?;
     let bar = counters()?;
-    let kernel = kernel(n, shared, true, super::InLaunch::Mlp)?;
+    let kernel = kernel(n, shared, true, super::InLaunch::Mlp, [false; 3])?;
     let mut inputs: Vec<&Array> = vec![x, first.rope.inv_freq, &pos, &pads, &par, &bar];
     for (p, (keys, values, _, _)) in prepared.iter().zip(&slots) {
         inputs.extend(p.products);

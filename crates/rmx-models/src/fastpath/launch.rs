@@ -28,6 +28,10 @@ thread_local! {
     static POS: RefCell<Option<([i32; 2], Array)>> = const { RefCell::new(None) };
     // `{1, 0}`: the next step's `POS` from this one's, on the GPU.
     static POS_STEP: RefCell<Option<Array>> = const { RefCell::new(None) };
+    // The layer kernel's positions of the step in flight (`layer_pos`), and the differences
+    // between consecutive steps' that were added on the GPU.
+    static LAYER_POS: RefCell<Option<([i32; 6], Array)>> = const { RefCell::new(None) };
+    static LAYER_STEPS: RefCell<HashMap<[i32; 6], Array>> = RefCell::new(HashMap::new());
 }
 
 /// `a` copied by a GPU op (lazily, as part of the graph). MLX's CUDA backend keeps arrays made
@@ -69,6 +73,50 @@ pub(crate) fn pos_array(pos: [i32; 2]) -> Result<Array> {
             None => on_device(Array::from_slice(&pos, &[2])?)?,
         };
         *p.borrow_mut() = Some((pos, a.clone()));
+        Ok(a)
+    })
+}
+
+/// The layer kernel's `{offset, cap, ring slot, ring positions, ring capacity, ring layers}`
+/// (kernels/layer.cuh `decode_layers`), kept as `pos_array` keeps `{offset, cap}`: a step's is
+/// the previous one's plus its difference, added on the GPU, where the difference is a decode
+/// step's (one more position; a ring's slot and its positions one more or as they were);
+/// anything else (a ring's slot wrapping to 0, a grown cache) is copied from the host once.
+pub(crate) fn layer_pos(pos: [i32; 6]) -> Result<Array> {
+    LAYER_POS.with(|p| {
+        let next = match &*p.borrow() {
+            Some((k, a)) if *k == pos => return Ok(a.clone()),
+            Some((k, a)) => {
+                let d: [i32; 6] = std::array::from_fn(|i| pos[i] - k[i]);
+                let step = d[0] == 1
+                    && [d[1], d[4], d[5]] == [0; 3]
+                    && (0..=1).contains(&d[2])
+                    && (0..=1).contains(&d[3]);
+                if step {
+                    Some(a.add(&layer_step(d)?)?)
+                } else {
+                    None
+                }
+            }
+            None => None,
+        };
+        let a = match next {
+            Some(a) => a,
+            None => on_device(Array::from_slice(&pos, &[6])?)?,
+        };
+        *p.borrow_mut() = Some((pos, a.clone()));
+        Ok(a)
+    })
+}
+
+fn layer_step(d: [i32; 6]) -> Result<Array> {
+    LAYER_STEPS.with(|s| {
+        if let Some(a) = s.borrow().get(&d) {
+            return Ok(a.clone());
+        }
+        let a = on_device(Array::from_slice(&d, &[6])?)?;
+        a.eval()?;
+        s.borrow_mut().insert(d, a.clone());
         Ok(a)
     })
 }

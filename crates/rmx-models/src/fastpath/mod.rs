@@ -33,6 +33,6 @@ pub use gated_delta::{
     delta_step, delta_step_fits, gated_delta, gated_delta_fits, DeltaStepWeights,
 };
 pub use gemv::{dequant_prefill, qgemv, rows, Epilogue};
-pub(crate) use launch::{consts, kernel, on_device, pos_array, Spec};
+pub(crate) use launch::{consts, kernel, layer_pos, on_device, Spec};
 pub use settings::fast_path;
 pub use swiglu::swiglu;

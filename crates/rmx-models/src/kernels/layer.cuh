@@ -667,9 +667,12 @@ __device__ __forceinline__ void row_dot2_i8(
 // Not TRADITIONAL: element e pairs with e + D/2, which lives in lane ^ 16.
 // ROT < D turns only the first ROT dimensions (Qwen3.5's partial rotary factor, as MLX's rope
 // with dims < D): not TRADITIONAL, e pairs with e + ROT/2, which lives in lane ^ (ROT/2/PL).
+// ms: the rotated part's input scale (YaRN's mscale, in T as mlx-lm's `mscale * x` has it; 1 for
+// other ropes, which leaves v as it is).
 template <typename T, int D, bool NORM, bool TRADITIONAL, int ROT = D>
 __device__ __forceinline__ void head_rope(
-    const T* src, const T* nw, float eps, const float* inv_freq, int offset, float* v) {
+    const T* src, const T* nw, float eps, const float* inv_freq, int offset, float* v,
+    float ms = 1.f) {
   constexpr int PL = D / 32;
   constexpr int HALF = ROT / 2 / PL;  // lanes of a rotated half
   static_assert(ROT <= D && (ROT / 2) % PL == 0 && (HALF & (HALF - 1)) == 0, "rotated lanes");
@@ -686,6 +689,11 @@ __device__ __forceinline__ void head_rope(
     for (int p = 0; p < PL; ++p) v[p] = round_t<T>(round_t<T>(v[p] * inv) * wv[p]);
   }
   const bool turns = lane < ROT / PL;
+  if (turns) {
+    const float mt = round_t<T>(ms);
+#pragma unroll
+    for (int p = 0; p < PL; ++p) v[p] = round_t<T>(v[p] * mt);
+  }
   if constexpr (TRADITIONAL) {
 #pragma unroll
     for (int p = 0; p < PL; p += 2) {
@@ -737,6 +745,16 @@ struct LayerPtrs {
   const T* vc;
 };
 
+// What some families' attention adds (decode_layers' XTAB): the fused q/k/v projection's linear
+// bias [NQKV] (lbq; Qwen2, GPT-OSS), the o projection's [HID] (lbo; GPT-OSS), per-head sink
+// logits [H] (sk; GPT-OSS: an extra column of each head's softmax). Null where a layer has none.
+template <typename T>
+struct AttnExtras {
+  const T* lbq;
+  const T* lbo;
+  const T* sk;
+};
+
 // A phase's staging of x[0..K) and its two-row products against it, integer (IDOT: stage_i8,
 // row_dot2_i8) or float (stage, row_dot2, whose chunk sums follow the KMAX staged floats).
 template <bool IDOT, typename T, int K, int BITS, int NT, bool NORM, int KMAX>
@@ -765,10 +783,11 @@ __device__ __forceinline__ void dot2(float* smem, const uint32_t* w, const T* sc
 // A mixer's out projection, phase p (t: the block's first ticket of it): h = x + in Wo^T over
 // K inputs (attention's heads, or DeltaNet's), the product rounded to T first, as the separate
 // ops would.
+// lb: the projection's linear bias, added to the rounded product (GPT-OSS's o_proj), or null.
 template <bool IDOT, typename T, int BITS, int G, int HID, int K, int NT, int KMAX>
 __device__ __forceinline__ void out_phase(Tickets& tk, int p, int t, const T* in, const uint32_t* w,
                                           const T* s, const T* b, const T* xin, T* h,
-                                          float* smem) {
+                                          float* smem, const T* lb = nullptr) {
   const int lane = threadIdx.x & 31;
   const int warps = blockDim.x >> 5;
   const int warp = threadIdx.x >> 5;
@@ -778,6 +797,10 @@ __device__ __forceinline__ void out_phase(Tickets& tk, int p, int t, const T* in
            for (int r = 2 * (t * warps + warp); r < HID; r += 2 * nw) {
              float ya, yb;
              dot2<IDOT, T, BITS, G, K, KMAX>(smem, w, s, b, r, r + 1, ya, yb);
+             if (lb != nullptr) {
+               ya = round_t<T>(ya) + to_float(lb[r]);
+               yb = round_t<T>(yb) + to_float(lb[r + 1]);
+             }
              if (lane == 0) {
                h[r] = static_cast<T>(round_t<T>(ya) + load1<true>(xin + r));
                h[r + 1] = static_cast<T>(round_t<T>(yb) + load1<true>(xin + r + 1));
@@ -909,10 +932,15 @@ template <typename T, int BITS, int G, int HID, int H, int KV, int D, int F, boo
 __device__ __forceinline__ void decode_layers(
     const T* x, const LayerPtrs<T>* tab, int nl, const float* inv_freq, const int32_t* pos,
     const float* par, const uint32_t* bar_in, T* y, float* scratch,
-    const MoePtrs<T>* mtab = nullptr) {
+    const MoePtrs<T>* mtab = nullptr, const AttnExtras<T>* xtab = nullptr) {
   // GATED (Qwen3-Next / Qwen3.5): q's rows hold each head's D queries then D gate values, and
   // the attended row is multiplied by the gate's sigmoid, as mlx-lm's `output * sigmoid(gate)`.
-  // ROT: the rotated dimensions of a head (head_rope).
+  // ROT: the rotated dimensions of a head (head_rope). xtab: each layer's AttnExtras, or null.
+  // pos = {offset, cap, ring slot, ring positions, ring capacity, ring layers}: the layers whose
+  // bit is set in the last (GPT-OSS's sliding windows, mlx-lm's RotatingKVCache) keep their
+  // keys and values in a ring of `ring capacity` positions, the new one written at `ring slot`,
+  // the first `ring positions` attended; the others in `cap` positions, the new one at `offset`.
+  // par = {eps, qk eps, attention scale, rope input scale}.
   constexpr int QS = GATED ? 2 * D : D;  // a head's q rows
   constexpr int KOFF = H * QS;           // where k's rows start, v's KV * D after
   constexpr int NQKV = KOFF + 2 * KV * D;
@@ -949,15 +977,24 @@ __device__ __forceinline__ void decode_layers(
     T* kc = const_cast<T*>(L.kc);
     T* vc = const_cast<T*>(L.vc);
     const int p0 = NPH * l;
+    const AttnExtras<T> X = xtab != nullptr ? xtab[l] : AttnExtras<T>{nullptr, nullptr, nullptr};
+    const bool ring = (pos[5] >> l) & 1;
+    const int jn = ring ? pos[2] : offset;      // the new position's slot
+    const int n = ring ? pos[3] : offset + 1;   // slots attended
+    const int lcap = ring ? pos[4] : cap;
     if (l > 0) t = tk.wait(p0 - 1);
     RMX_LAYER_TIME(0);
-    // 1. QKV = rms_norm(x) Wqkv^T.
+    // 1. QKV = rms_norm(x) Wqkv^T (+ its bias).
     tk.run(p0, t, l > 0,
            [&] { stage_x<IDOT, T, HID, BITS, NT, true, KMAX>(xin, L.n1, par[0], smem); },
            [&](int t) {
              for (int r = 2 * (t * warps + warp); r < NQKV; r += 2 * nw) {
                float a, b;
                dot2<IDOT, T, BITS, G, HID, KMAX>(smem, L.wq, L.sq, L.bq, r, r + 1, a, b);
+               if (X.lbq != nullptr) {
+                 a = round_t<T>(a) + to_float(X.lbq[r]);
+                 b = round_t<T>(b) + to_float(X.lbq[r + 1]);
+               }
                if (lane == 0) {
                  qkv[r] = static_cast<T>(a);
                  qkv[r + 1] = static_cast<T>(b);
@@ -973,7 +1010,6 @@ __device__ __forceinline__ void decode_layers(
     // them. The warp whose split holds the new position makes that key and value itself; the
     // group's first head stores them in the cache. The last warp of a head to finish (a counter
     // per head) merges the head's S partials into the attended row: no wait for the merge.
-    const int n = offset + 1;
     const int S = max(1, min(min((n + 7) / 8, SMAX), nw / H));
     const float qscale = par[2] * 1.44269504088896340736f;  // log2(e): exp2 below
     tk.run(p0 + 1, t, true, [] {}, [&](int t) {
@@ -985,13 +1021,19 @@ __device__ __forceinline__ void decode_layers(
 #pragma unroll
         for (int p = 0; p < PL; ++p) o[p] = 0.f;
         float m = neg_inf(), l = 0.f;
-        const size_t base = (size_t)g * cap * D + lane * PL;
+        if (X.sk != nullptr && s == 0) {
+          // The sink: a column of every head's softmax with no value, as MLX's attention
+          // starts its first split (max = log2(e) * sink, sum = 1).
+          m = 1.44269504088896340736f * to_float(X.sk[h]);
+          l = 1.f;
+        }
+        const size_t base = (size_t)g * lcap * D + lane * PL;
         for (int j0 = s; j0 < n; j0 += CH * S) {
           Words<PL / 2> kr[CH], vr[CH];
 #pragma unroll
           for (int i = 0; i < CH; ++i) {
             const int j = j0 + i * S;
-            if (j < offset) {
+            if (j < n && j != jn) {
               kr[i].template load<false>(kc + base + (size_t)j * D);
               vr[i].template load<false>(vc + base + (size_t)j * D);
             }
@@ -999,21 +1041,21 @@ __device__ __forceinline__ void decode_layers(
           if (j0 == s) {
             // While those loads are in flight.
             head_rope<T, D, QKNORM, TRADITIONAL, ROT>(qkv + h * QS, L.qn, par[1], inv_freq, offset,
-                                                      q);
+                                                      q, par[3]);
 #pragma unroll
             for (int p = 0; p < PL; ++p) q[p] *= qscale;
             RMX_LAYER_TIME(6);
           }
 #pragma unroll
           for (int i = 0; i < CH; ++i) {
-            if (j0 + i * S == offset) {
+            if (j0 + i * S == jn) {
               float kv[PL], vv[PL];
               head_rope<T, D, QKNORM, TRADITIONAL, ROT>(qkv + KOFF + g * D, L.kn, par[1], inv_freq,
-                                                        offset, kv);
+                                                        offset, kv, par[3]);
               load_pl<T, PL, true>(qkv + KOFF + (KV + g) * D + lane * PL, vv);
               if (h % GQ == 0) {
-                store_pl<T, PL>(kc + base + (size_t)offset * D, kv);
-                store_pl<T, PL>(vc + base + (size_t)offset * D, vv);
+                store_pl<T, PL>(kc + base + (size_t)jn * D, kv);
+                store_pl<T, PL>(vc + base + (size_t)jn * D, vv);
               }
               kr[i].template pack<T>(kv);
               vr[i].template pack<T>(vv);
@@ -1074,7 +1116,7 @@ __device__ __forceinline__ void decode_layers(
 
     // 3. h = x + att Wo^T.
     out_phase<IDOT, T, BITS, G, HID, H * D, NT, KMAX>(tk, p0 + 2, t, att, L.wo, L.so, L.bo, xin,
-                                                      MLP || MOE::E > 0 ? hb : yout, smem);
+                                                      MLP || MOE::E > 0 ? hb : yout, smem, X.lbo);
 
     // 4-5. The MLP, or 4-6 the experts (MOE), unless the layer's feed-forward runs after the
     // launch (neither: a MoE layer whose experts the launch does not take), when h is the
@@ -1124,3 +1166,11 @@ __device__ __forceinline__ void decode_layer(
 }
 
 }  // namespace rmx
+
+// Every layer kernel (MLX writes its `__global__` line after the header, which holds this
+// section) runs one 512-thread block per SM, so it may hold 128 registers a thread: without the
+// bound ptxas gives the rows kernel 168, the expert phases 132-154, Qwen3.5-27B's 8-bit DeltaNet
+// layers 168 and Qwen2's biased layers 160, past what a 512-thread block may launch with
+// (a few hundred bytes spill instead).
+#undef __global__
+#define __global__ __location__(global) __launch_bounds__(512, 1)

@@ -179,9 +179,3 @@ __device__ __forceinline__ void decode_moe(const T* x, const T* n2, const MoePtr
 }
 
 }  // namespace rmx
-
-// As layer_rows.cuh's end: the generated kernel (MLX writes its `__global__` line after this
-// header) may hold 128 registers a thread, as its one 512-thread block per SM must; ptxas gave
-// the expert phases 132-154 unbounded.
-#undef __global__
-#define __global__ __location__(global) __launch_bounds__(512, 1)

@@ -282,9 +282,3 @@ __device__ __forceinline__ void decode_layers_rows(
 }
 
 }  // namespace rmx
-
-// The generated kernel (MLX writes its `__global__` line after this header) may hold 128
-// registers a thread, as its one 512-thread block per SM must: without the bound ptxas gives the
-// rows kernel 168 (a few hundred bytes spill instead).
-#undef __global__
-#define __global__ __location__(global) __launch_bounds__(512, 1)
