@@ -16,8 +16,3 @@ pub(crate) fn write_at(dst: &Array, src: &Array, at: i32) -> Result<Array> {
     let stop = [s[0], s[1], at + s[2], s[3]];
     Ok(dst.slice_update(src, &start, &stop, &[1, 1, 1, 1])?)
 }
-
-pub(super) fn zeros_like_steps(like: &Array, len: i32) -> Result<Array> {
-    let s = like.shape();
-    Ok(Array::zeros(&[s[0], s[1], len, s[3]], like.dtype())?)
-}

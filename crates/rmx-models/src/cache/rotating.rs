@@ -4,7 +4,7 @@ use rmx_mlx::{concatenate, Array, Dtype};
 
 use crate::error::Result;
 
-use super::buffer::{seq_slice, write_at, zeros_like_steps, STEP};
+use super::buffer::{seq_slice, write_at, STEP};
 use super::mask::{causal_mask, AttnMask};
 
 /// A sliding-window cache holding at most `max_size` positions (keep = 0).
@@ -77,41 +77,12 @@ impl RotatingKvCache {
     }
 
     fn update_in_place(&mut self, k: &Array, v: &Array) -> Result<(Array, Array)> {
-        let s = k.dim(2);
-        let prev = self.offset;
-        let cap = self.keys.as_ref().map_or(0, |a| a.dim(2));
-        if self.keys.is_none() || (prev >= cap && cap < self.max_size) {
-            let new_size = STEP.min(self.max_size - prev);
-            let new_k = zeros_like_steps(k, new_size)?;
-            let new_v = zeros_like_steps(v, new_size)?;
-            match (self.keys.take(), self.values.take()) {
-                (Some(ok), Some(ov)) => {
-                    self.keys = Some(concatenate(&[&ok, &new_k], 2)?);
-                    self.values = Some(concatenate(&[&ov, &new_v], 2)?);
-                }
-                _ => {
-                    self.keys = Some(new_k);
-                    self.values = Some(new_v);
-                }
-            }
-            self.idx = prev;
-        }
-        let (Some(mut keys), Some(mut values)) = (self.keys.take(), self.values.take()) else {
-            unreachable!("allocated above")
-        };
-        let trim_size = keys.dim(2) - self.max_size;
-        if trim_size > 0 {
-            keys = Self::trim(trim_size, &keys, None)?;
-            values = Self::trim(trim_size, &values, None)?;
-            self.idx = self.max_size;
-        }
-        if self.idx == self.max_size {
-            self.idx = 0;
-        }
-        keys = write_at(&keys, k, self.idx)?;
-        values = write_at(&values, v, self.idx)?;
-        self.offset += s;
-        self.idx += s;
+        let s = k.shape();
+        let (keys, values) = self.make_room(s[0], s[1], s[3], k.dtype())?;
+        let keys = write_at(&keys, k, self.idx)?;
+        let values = write_at(&values, v, self.idx)?;
+        self.offset += s[2];
+        self.idx += s[2];
         let out = if self.offset < keys.dim(2) {
             (
                 seq_slice(&keys, 0, self.offset)?,
@@ -125,29 +96,18 @@ impl RotatingKvCache {
         Ok(out)
     }
 
-    /// What a decode step's placement depends on: offset, buffer length, next slot, window.
-    pub fn step_state(&self) -> (i32, i32, i32, i32) {
-        let len = self.keys.as_ref().map_or(0, |a| a.dim(2));
-        (self.offset, len, self.idx, self.max_size)
-    }
-
-    /// One decode position for a kernel that writes the new key and value itself, as
-    /// `update_in_place` would place them: the whole `[1, heads, len, dim]` ring buffers (grown
-    /// as it grows them; cut to the window's last `max_size` positions, copied so they are
-    /// row-contiguous and this cache's alone, where a prompt left more), the slot to write, which
-    /// now counts as filled, and how many slots attention reads.
-    pub fn decode_slot(
-        &mut self,
-        heads: i32,
-        dim: i32,
-        dtype: Dtype,
-    ) -> Result<(Array, Array, i32, i32)> {
+    /// The buffers, taken out, ready for one more position at `idx`, as mlx-lm's in-place
+    /// update readies them: grown by a step up to `max_size` while the window fills, cut to the
+    /// window's last `max_size` positions where a prompt left more (copied: row-contiguous and
+    /// this cache's alone, as a kernel that writes in place needs), `idx` wrapped to 0 at the
+    /// end of the ring.
+    fn make_room(&mut self, b: i32, heads: i32, dim: i32, dtype: Dtype) -> Result<(Array, Array)> {
         let prev = self.offset;
         let cap = self.keys.as_ref().map_or(0, |a| a.dim(2));
         if self.keys.is_none() || (prev >= cap && cap < self.max_size) {
             let new_size = STEP.min(self.max_size - prev);
-            let new_k = Array::zeros(&[1, heads, new_size, dim], dtype)?;
-            let new_v = Array::zeros(&[1, heads, new_size, dim], dtype)?;
+            let new_k = Array::zeros(&[b, heads, new_size, dim], dtype)?;
+            let new_v = Array::zeros(&[b, heads, new_size, dim], dtype)?;
             match (self.keys.take(), self.values.take()) {
                 (Some(ok), Some(ov)) => {
                     self.keys = Some(concatenate(&[&ok, &new_k], 2)?);
@@ -172,6 +132,26 @@ impl RotatingKvCache {
         if self.idx == self.max_size {
             self.idx = 0;
         }
+        Ok((keys, values))
+    }
+
+    /// What a decode step's placement depends on: offset, buffer length, next slot, window.
+    pub fn step_state(&self) -> (i32, i32, i32, i32) {
+        let len = self.keys.as_ref().map_or(0, |a| a.dim(2));
+        (self.offset, len, self.idx, self.max_size)
+    }
+
+    /// One decode position for a kernel that writes the new key and value itself, as
+    /// `update_in_place` places them: the whole `[1, heads, len, dim]` ring buffers
+    /// (`make_room`), the slot to write, which now counts as filled, and how many slots
+    /// attention reads.
+    pub fn decode_slot(
+        &mut self,
+        heads: i32,
+        dim: i32,
+        dtype: Dtype,
+    ) -> Result<(Array, Array, i32, i32)> {
+        let (keys, values) = self.make_room(1, heads, dim, dtype)?;
         let at = self.idx;
         self.offset += 1;
         self.idx += 1;
