@@ -29,6 +29,7 @@ PRELUDE = """#include <cuda_bf16.h>
 typedef unsigned int uint32_t;
 typedef int int32_t;
 typedef unsigned long long uint64_t;
+typedef unsigned char uint8_t;
 """
 
 
@@ -181,27 +182,37 @@ PER_MOE = ["mwr", "msr", "mbr", "mwsg", "mssg", "mbsg", "mwg", "msg", "mbg", "mw
 MOE_TYPE = "rmx::MoeShape<E, TOPK, FE, FS, RBITS, RG, RMODE, O_MOE, OAI>"
 
 
-def table(ty, var, nl, fields):
-    """decode_layer.rs's table(): the lines that fill `var`, nl entries of rmx::ty<T>."""
+def table(ty, var, nl, fields, byte_fields=()):
+    """decode_layer.rs's table(): the lines that fill `var`, nl entries of rmx::ty<T> (fields in
+    byte_fields, uint8 scales of mxfp4 products, cast to const T*)."""
     body = f"__shared__ rmx::{ty}<T> {var}[{nl}];\nif (threadIdx.x == 0) {{\n"
     for i in range(nl):
-        body += f"  {var}[{i}] = rmx::{ty}<T>{{{', '.join(f'{p}{i}' for p in fields)}}};\n"
+        vals = [f"reinterpret_cast<const T*>({p}{i})" if p in byte_fields else f"{p}{i}" for p in fields]
+        body += f"  {var}[{i}] = rmx::{ty}<T>{{{', '.join(vals)}}};\n"
     return body + "}\n"
 
 
-def moe_table(nl):
+# The scales that are bytes with mxfp4 products (decode_layer.rs / moe.rs MX_SCALES).
+MX_LAYER = ("sq", "so", "sg", "sd")
+MX_MOE = ("msg", "msd", "mssu", "mssd")
+
+
+def moe_table(nl, mx=False):
     """decode_layer/moe.rs's table(): the MoE blocks' inputs and the lines that fill mtab."""
-    ins = [("uint32_t" if p.startswith("mw") else "T", f"{p}{i}") for i in range(nl) for p in PER_MOE]
-    return ins, table("MoePtrs", "mtab", nl, PER_MOE)
+    ins = [("uint32_t" if p.startswith("mw") else "uint8_t" if mx and p in MX_MOE else "T", f"{p}{i}")
+           for i in range(nl) for p in PER_MOE]
+    return ins, table("MoePtrs", "mtab", nl, PER_MOE, MX_MOE if mx else ())
 
 
-def layers_kernel(nl, mlp="true", moe=False, extras=None):
-    """decode_layer.rs's kernel(): `extras` says which of lbq, lbo, sk the layers have (xtab)."""
+def layers_kernel(nl, mlp="true", moe=False, extras=None, mx=False):
+    """decode_layer.rs's kernel(): `extras` says which of lbq, lbo, sk the layers have (xtab);
+    `mx`: mxfp4 products."""
     ins = [("T", "x"), ("float", "inv_freq"), ("int32_t", "pos"), ("float", "par"), ("uint32_t", "bar")]
-    ins += [(LAYER_T.get(p, "T"), f"{p}{i}") for i in range(nl) for p in PER_LAYER]
-    body = table("LayerPtrs", "tab", nl, PER_LAYER)
+    ins += [(LAYER_T.get(p, "uint8_t" if mx and p in MX_LAYER else "T"), f"{p}{i}")
+            for i in range(nl) for p in PER_LAYER]
+    body = table("LayerPtrs", "tab", nl, PER_LAYER, MX_LAYER if mx else ())
     if moe:
-        mins, mbody = moe_table(nl)
+        mins, mbody = moe_table(nl, mx)
         ins += mins
         body += mbody
     args = ", mtab" if moe else ""
@@ -215,7 +226,7 @@ def layers_kernel(nl, mlp="true", moe=False, extras=None):
         args = (args or ", nullptr") + ", xtab"
     body += ("__syncthreads();\nrmx::decode_layers<T, BITS, G, HID, H, KV, D, F, QKNORM, TRADITIONAL, NT, "
              f"SMAX, O_ML, O_PART, O_ATT, O_H, O_ACT, O_X, IDOT, {mlp}, {MOE_TYPE if moe else 'rmx::NoMoe'}, ROT, "
-             f"GATED>(x, tab, {nl}, inv_freq, pos, par, bar, y, scratch{args});")
+             f"GATED, {'true' if mx else 'false'}>(x, tab, {nl}, inv_freq, pos, par, bar, y, scratch{args});")
     return ins, body
 
 
@@ -267,6 +278,22 @@ _ins, _body = layers_kernel(4, extras=(True, False, False))
 KERNELS.append(("layer", _ins, ["y", ("float", "scratch")], _body,
                 dict(BITS=4, G=64, HID=1536, H=12, KV=2, D=128, F=8960, QKNORM="false", TRADITIONAL="false",
                      NT=512, **layer_layout(1536, 12, 2, 128, 8960)[0], IDOT="true")))
+
+# GPT-OSS-20B in mxfp4 (mlx-lm's own conversion: every product mxfp4, a byte scale per 32, the router
+# 8-bit affine): its layers with their experts in the launch, and the experts as a launch of their own.
+_lay, _end = layer_layout(2880, 64, 8, 64, 4 * 2880)
+_ins, _body = layers_kernel(2, mlp="false", moe=True, extras=(True, True, True), mx=True)
+KERNELS.append(("layer_moe", _ins, ["y", ("float", "scratch")], _body,
+                dict(BITS=4, G=32, HID=2880, H=64, KV=8, D=64, F=4 * 2880, QKNORM="false", TRADITIONAL="false",
+                     NT=512, **_lay, IDOT="true", E=32, TOPK=4, FE=2880, FS=0, RBITS=8, RG=64, OAI="true",
+                     RMODE=2, O_MOE=_end)))
+_ins, _mbody = moe_table(1, mx=True)
+KERNELS.append(("layer_moe", [("T", "x"), ("T", "n2"), ("float", "par"), ("uint32_t", "bar")] + _ins,
+                ["y", ("float", "scratch")],
+                _mbody + f"__syncthreads();\nrmx::decode_moe<T, BITS, G, HID, NT, KMAX, IDOT, {MOE_TYPE}, true>(x, "
+                "n2, mtab, par, bar, y, scratch);",
+                dict(BITS=4, G=32, HID=2880, NT=512, KMAX=4 * 2880, IDOT="true", E=32, TOPK=4, FE=2880, FS=0,
+                     RBITS=8, RG=64, OAI="true", RMODE=2, O_MOE=moe_scratch(4 * 2880))))
 
 # A MoE block as a launch of its own (Qwen3.5-35B-A3B's gated-attention layers: 256 experts, top 8,
 # FE 512, a shared expert of 512).
@@ -349,7 +376,7 @@ def rows_kernel(nl):
     ins, body = layers_kernel(nl)
     ins = ins[:3] + [("int32_t", "pads")] + ins[3:]
     body = body.replace("rmx::decode_layers<", "rmx::decode_layers_rows<").replace(
-        "SMAX, O_ML, O_PART, O_ATT, O_H, O_ACT, O_X, IDOT, true, rmx::NoMoe, ROT, GATED>", "SMAX, MR>").replace(
+        "SMAX, O_ML, O_PART, O_ATT, O_H, O_ACT, O_X, IDOT, true, rmx::NoMoe, ROT, GATED, false>", "SMAX, MR>").replace(
         "inv_freq, pos, par,", "inv_freq, pos, pads, par,")
     return ins, body
 
@@ -367,7 +394,7 @@ def program(sec, ins, outs, body, tmpl, dtype):
     types = {k: v for k, v in tmpl.items() if isinstance(v, str) and (v.startswith("__nv_") or v == "float")}
     args = [f"const {dtype if t == 'T' else types.get(t, t)}* {n}" for t, n in ins]
     args += [f"{dtype}* {n}" if isinstance(n, str) else f"{n[0]}* {n[1]}" for n in outs]
-    if "ROT, GATED>" in body and "ROT" not in tmpl:
+    if "ROT, GATED" in body and "ROT" not in tmpl:
         # The layer kernel's whole-head rope without a gate (decode_layer.rs passes both always).
         tmpl = dict(tmpl, ROT=tmpl["D"], GATED="false")
     consts = "".join(f"  using {k} = {v};\n" if k in types else

@@ -28,7 +28,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use rmx_mlx::quant::{QuantSpec, Quantized};
+use rmx_mlx::quant::{QuantMode, QuantSpec, Quantized};
 use rmx_mlx::{Array, Dtype, Kernel, KernelLang, Launch, TemplateArg};
 
 use crate::attention::AttnExtras;
@@ -121,9 +121,13 @@ const SHARED_INPUTS: [&str; 5] = ["x", "inv_freq", "pos", "par", "bar"];
 /// and the sinks.
 const EXTRAS: [&str; 3] = ["lbq", "lbo", "sk"];
 
+/// A layer's scales that are bytes (e8m0) where the products are mxfp4: the tables type every
+/// scale `const T*`, the kernel reads these through `unsigned char` (row_dot2_i8's MX).
+const MX_SCALES: [&str; 4] = ["sq", "so", "sg", "sd"];
+
 /// A launch's kernel: (layers, shared memory bytes, batch rows, its feed-forward, which of
-/// `EXTRAS` its layers have).
-type KernelKey = (usize, i32, bool, InLaunch, [bool; 3]);
+/// `EXTRAS` its layers have, mxfp4 products).
+type KernelKey = (usize, i32, bool, InLaunch, [bool; 3], bool);
 
 thread_local! {
     // The kernel's counters (`COUNTERS` words): zero once, then left at zero by every launch.
@@ -163,11 +167,19 @@ fn per_layer(fields: &[&str], n: usize) -> Vec<String> {
 }
 
 /// Body lines that fill `var`, a table of `n` `rmx::{ty}<T>` in shared memory, each layer's
-/// entry from its `fields` parameters: a runtime loop over layers then indexes it (the
-/// parameters themselves cannot be indexed). Thread 0 fills it; `body` synchronizes.
-fn table(ty: &str, var: &str, n: usize, fields: &[&str]) -> String {
+/// entry from its `fields` parameters (those in `bytes`, uint8 arrays, cast to `const T*`): a
+/// runtime loop over layers then indexes it (the parameters themselves cannot be indexed).
+/// Thread 0 fills it; `body` synchronizes.
+fn table(ty: &str, var: &str, n: usize, fields: &[&str], bytes: &[&str]) -> String {
     let mut b = format!("__shared__ rmx::{ty}<T> {var}[{n}];\nif (threadIdx.x == 0) {{\n");
-    for (i, entry) in per_layer(fields, n).chunks(fields.len()).enumerate() {
+    for i in 0..n {
+        let entry: Vec<String> = fields
+            .iter()
+            .map(|f| match bytes.contains(f) {
+                true => format!("reinterpret_cast<const T*>({f}{i})"),
+                false => format!("{f}{i}"),
+            })
+            .collect();
         b += &format!("  {var}[{i}] = rmx::{ty}<T>{{{}}};\n", entry.join(", "));
     }
     b + "}\n"
@@ -206,15 +218,17 @@ fn extras_table(n: usize, has: [bool; 3]) -> (String, Vec<String>) {
 }
 
 /// The launch's kernel: n layers, for one sequence or (`rows`) a batch's rows (dense layers
-/// only), with the feed-forward `ffn` and the attention extras `extras` says the layers have.
+/// only), with the feed-forward `ffn`, the attention extras `extras` says the layers have, and
+/// mxfp4 products (`mx`).
 fn kernel(
     n: usize,
     shared_memory: i32,
     rows: bool,
     ffn: InLaunch,
     extras: [bool; 3],
+    mx: bool,
 ) -> Result<Rc<Kernel>> {
-    let key = (n, shared_memory, rows, ffn, extras);
+    let key = (n, shared_memory, rows, ffn, extras, mx);
     KERNELS.with(|ks| {
         if let Some(k) = ks.borrow().get(&key) {
             return Ok(k.clone());
@@ -222,7 +236,10 @@ fn kernel(
         let (names, body, name, section) = if rows {
             (
                 input_names(&rows::INPUTS, n),
-                body(&[table("LayerPtrs", "tab", n, &PER_LAYER)], &rows::call(n)),
+                body(
+                    &[table("LayerPtrs", "tab", n, &PER_LAYER, &[])],
+                    &rows::call(n),
+                ),
                 format!("rmx_decode_layers_rows{n}"),
                 "layer_rows",
             )
@@ -237,19 +254,25 @@ fn kernel(
             let xtab = if any_extra { ", xtab" } else { "" };
             let call = format!(
                 "rmx::decode_layers<T, BITS, G, HID, H, KV, D, F, QKNORM, TRADITIONAL, NT, SMAX, \
-                 O_ML, O_PART, O_ATT, O_H, O_ACT, O_X, IDOT, {mlp}, {moe_type}, ROT, GATED>(x, \
-                 tab, {n}, inv_freq, pos, par, bar, y, scratch{mtab}{xtab});"
+                 O_ML, O_PART, O_ATT, O_H, O_ACT, O_X, IDOT, {mlp}, {moe_type}, ROT, GATED, \
+                 MX>(x, tab, {n}, inv_freq, pos, par, bar, y, scratch{mtab}{xtab});"
             );
             let mut names = input_names(&SHARED_INPUTS, n);
-            let mut tables = vec![table("LayerPtrs", "tab", n, &PER_LAYER)];
+            let bytes: &[&str] = if mx { &MX_SCALES } else { &[] };
+            let mut tables = vec![table("LayerPtrs", "tab", n, &PER_LAYER, bytes)];
             // Variants have names of their own (MLX keys its compiled kernels by name and source).
-            let x = if any_extra { "_x" } else { "" };
+            let x = match (any_extra, mx) {
+                (false, false) => "",
+                (true, false) => "_x",
+                (false, true) => "_mx",
+                (true, true) => "_x_mx",
+            };
             let (name, section) = match ffn {
                 InLaunch::Mlp => (format!("rmx_decode_layers{n}{x}"), "layer"),
                 InLaunch::After => (format!("rmx_decode_attention{n}{x}"), "layer"),
                 InLaunch::Experts => {
                     names.extend(per_layer(&moe::PER_LAYER, n));
-                    tables.push(moe::table(n));
+                    tables.push(moe::table(n, mx));
                     (format!("rmx_decode_moe_layers{n}{x}"), "layer_moe")
                 }
             };
@@ -304,16 +327,35 @@ fn staged_bytes(k: i32, bits: i32) -> i32 {
     4 * (k + k / (128 / bits) + 32)
 }
 
-/// Whether the kernel's products read this quantized weight as `spec`, `k` inputs a row: 4- or
-/// 8-bit affine groups that whole 16-byte chunks fill, `k` whole groups, and scales and biases
-/// in the activations' dtype.
+/// Whether the kernel's products read this quantized weight as `spec`, `k` inputs a row, `k`
+/// whole groups: 4- or 8-bit affine groups that whole 16-byte chunks fill, with scales and
+/// biases in the activations' dtype; or (`RMX_LAYER_MXFP4`, integer products) mxfp4, a byte
+/// scale per 32 values, one 16-byte chunk.
 fn quant_fits((q, s): &(&Quantized, QuantSpec), spec: QuantSpec, k: i32, dtype: Dtype) -> bool {
+    let fp = fast_path();
     *s == spec
-        && matches!(spec.bits, 4 | 8)
-        && spec.group_size % (128 / spec.bits) == 0
         && k % spec.group_size == 0
-        && q.scales.dtype() == dtype
-        && q.biases.as_ref().is_some_and(|b| b.dtype() == dtype)
+        && match spec.mode {
+            QuantMode::Affine => {
+                matches!(spec.bits, 4 | 8)
+                    && spec.group_size % (128 / spec.bits) == 0
+                    && q.scales.dtype() == dtype
+                    && q.biases.as_ref().is_some_and(|b| b.dtype() == dtype)
+            }
+            QuantMode::Mxfp4 => {
+                fp.layer_mxfp4
+                    && fp.layer_idot
+                    && (spec.bits, spec.group_size) == (4, 32)
+                    && q.scales.dtype() == Dtype::U8
+                    && q.biases.is_none()
+            }
+            QuantMode::Mxfp8 | QuantMode::Nvfp4 => false,
+        }
+}
+
+/// Whether a launch's products are mxfp4 (`quant_fits`).
+fn is_mx(spec: QuantSpec) -> bool {
+    spec.mode == QuantMode::Mxfp4
 }
 
 /// What the kernel's template depends on; layers share a launch only when theirs are equal.
@@ -430,9 +472,8 @@ pub(super) fn products<'a>(
     {
         return None;
     }
-    fn b(q: &Quantized) -> &Array {
-        q.biases.as_ref().expect("checked by quant_fits")
-    }
+    // mxfp4 has no biases; the norm stands in (never read).
+    let b = |q: &'a Quantized| q.biases.as_ref().unwrap_or(n1);
     let [a, o, g, d] = weights.map(|(q, _)| q);
     Some(Products {
         spec,
@@ -522,7 +563,9 @@ fn experts(
     dtype: Dtype,
 ) -> Option<moe::MoePrepared<'_>> {
     match &layer.ffn {
-        FeedForward::Moe(m) => moe::prepare(m, hid, dtype).filter(|m| m.shape.spec == spec),
+        FeedForward::Moe(m) => {
+            moe::prepare(m, hid, dtype, layer.post_norm.parts().0).filter(|m| m.shape.spec == spec)
+        }
         FeedForward::Dense(_) => None,
     }
 }
@@ -686,7 +729,7 @@ pub(crate) fn forward_group(
     let (h, kvh, d) = (s.heads, s.kv_heads, s.head_dim);
     let (f, shared) = ffn_staging(s.moe, s.ffn, hid.max(h * d), s.spec.bits);
     let lay = scratch_layout(hid, h, kvh, d, f, if s.gated { 2 } else { 1 });
-    let kernel = kernel(n, shared, false, ffn, s.extras)?;
+    let kernel = kernel(n, shared, false, ffn, s.extras, is_mx(s.spec))?;
     let mut inputs: Vec<&Array> = vec![x, first.rope.inv_freq, &pos, &par, &bar];
     for (p, (keys, values)) in prepared.iter().zip(&slots) {
         inputs.extend(p.products);
@@ -723,6 +766,7 @@ pub(crate) fn forward_group(
         ("O_ACT", TemplateArg::Int(lay[4])),
         ("O_X", TemplateArg::Int(lay[5])),
         ("IDOT", TemplateArg::Bool(fp.layer_idot)),
+        ("MX", TemplateArg::Bool(is_mx(s.spec))),
     ];
     // The router's logits and the choice after the layout's regions.
     template.extend(s.moe.iter().flat_map(|m| m.template(lay[6])));
@@ -764,7 +808,10 @@ mod tests {
     #[test]
     fn a_body_fills_every_table_before_the_block_synchronizes() {
         let b = body(
-            &[table("LayerPtrs", "tab", 2, &["wq", "kc"]), moe::table(1)],
+            &[
+                table("LayerPtrs", "tab", 2, &["wq", "kc"], &[]),
+                moe::table(1, false),
+            ],
             "call();",
         );
         assert!(b.starts_with(
@@ -780,6 +827,14 @@ mod tests {
         assert!(mtab < sync && b.ends_with("call();"), "{b}");
         // The parameters in the order the tables read them.
         assert_eq!(per_layer(&["a", "b"], 2), ["a0", "b0", "a1", "b1"]);
+        // An mxfp4 product's byte scales are read through the table's `const T*`.
+        let t = table("LayerPtrs", "tab", 1, &["wq", "sq"], &MX_SCALES);
+        assert!(
+            t.contains("tab[0] = rmx::LayerPtrs<T>{wq0, reinterpret_cast<const T*>(sq0)};"),
+            "{t}"
+        );
+        assert!(moe::table(1, true).contains("reinterpret_cast<const T*>(msg0)"));
+        assert!(!moe::table(1, false).contains("reinterpret_cast"));
     }
 
     #[test]

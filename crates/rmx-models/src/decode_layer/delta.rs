@@ -59,10 +59,10 @@ fn kernel(n: usize, shared_memory: i32, ffn: InLaunch) -> Result<Rc<Kernel>> {
         let mut outputs = vec!["y".to_string(), "scratch".to_string()];
         outputs.extend(per_layer(&OUTPUTS, n));
         let fields: Vec<&str> = PER_LAYER.iter().chain(&OUTPUTS).copied().collect();
-        let mut tables = vec![table("DeltaPtrs", "tab", n, &fields)];
+        let mut tables = vec![table("DeltaPtrs", "tab", n, &fields, &[])];
         let (moe_type, mtab) = if experts {
             inputs.extend(per_layer(&moe::PER_LAYER, n));
-            tables.push(moe::table(n));
+            tables.push(moe::table(n, false));
             (format!(", {}", moe::SHAPE_TYPE), ", mtab")
         } else {
             (String::new(), "")
@@ -167,6 +167,10 @@ pub(super) fn prepare(layer: &DecoderLayer, dtype: Dtype) -> Option<Prepared<'_>
         qk_eps,
     } = d.decode_parts()?;
     let p = super::products(layer, [proj, out], ds.value_dim(), dtype)?;
+    // The DeltaNet kernel's products are affine only.
+    if super::is_mx(p.spec) {
+        return None;
+    }
     let p_rows = ds.conv_dim() + ds.value_dim() + 2 * ds.v_heads;
     // delta_head: each of a block's 16 warps keeps v_dim/16 state rows of k_dim/32 floats a
     // lane in registers (32 at Qwen3.5's 128 x 128).

@@ -105,7 +105,14 @@ pub(super) struct MoePrepared<'a> {
 /// The block's parts for the kernel in activations of `dtype` and rows of `hid`, or `None` where
 /// the kernel does not take them (`RMX_LAYER_MOE=0`, see `SparseMoe::decode_parts`, mixed
 /// quantization, sizes that are not whole groups, too many experts).
-pub(super) fn prepare(moe: &SparseMoe, hid: i32, dtype: Dtype) -> Option<MoePrepared<'_>> {
+/// `stand_in`: an array of `dtype` for the pointers a block does not read (an mxfp4 product's
+/// biases).
+pub(super) fn prepare<'a>(
+    moe: &'a SparseMoe,
+    hid: i32,
+    dtype: Dtype,
+    stand_in: &'a Array,
+) -> Option<MoePrepared<'a>> {
     if !fast_path().layer_moe {
         return None;
     }
@@ -150,6 +157,7 @@ pub(super) fn prepare(moe: &SparseMoe, hid: i32, dtype: Dtype) -> Option<MoePrep
     if !oai_ok {
         return None;
     }
+    let three = |q: &'a Quantized| [&q.weight, &q.scales, q.biases.as_ref().unwrap_or(stand_in)];
     let r = three(router.0);
     let (sg, su, sd) = match &shared {
         Some((gate, [gu, sdown], fs)) => {
@@ -191,51 +199,51 @@ pub(super) fn prepare(moe: &SparseMoe, hid: i32, dtype: Dtype) -> Option<MoePrep
     })
 }
 
-/// A product's weight, scales and biases (checked present by `prepare`).
-fn three(q: &Quantized) -> [&Array; 3] {
-    [
-        &q.weight,
-        &q.scales,
-        q.biases.as_ref().expect("checked by prepare"),
-    ]
-}
+/// The experts' and the shared expert's scales, bytes where the products are mxfp4 (the router
+/// and the shared expert's gate keep their own affine spec).
+const MX_SCALES: [&str; 4] = ["msg", "msd", "mssu", "mssd"];
 
 /// The body lines that fill `mtab`, the table of the launch's `n` MoE blocks (decode_layer.rs
-/// `table`).
-pub(super) fn table(n: usize) -> String {
-    super::table("MoePtrs", "mtab", n, &PER_LAYER)
+/// `table`), with mxfp4 experts (`mx`).
+pub(super) fn table(n: usize, mx: bool) -> String {
+    let bytes: &[&str] = if mx { &MX_SCALES } else { &[] };
+    super::table("MoePtrs", "mtab", n, &PER_LAYER, bytes)
 }
 
 thread_local! {
-    // The standalone launch's kernel, by its shared memory bytes.
-    static KERNELS: RefCell<HashMap<i32, Rc<Kernel>>> = RefCell::new(HashMap::new());
+    // The standalone launch's kernel, by its shared memory bytes and mxfp4 experts.
+    static KERNELS: RefCell<HashMap<(i32, bool), Rc<Kernel>>> = RefCell::new(HashMap::new());
 }
 
-fn kernel(shared_memory: i32) -> Result<Rc<Kernel>> {
+fn kernel(shared_memory: i32, mx: bool) -> Result<Rc<Kernel>> {
     KERNELS.with(|ks| {
-        if let Some(k) = ks.borrow().get(&shared_memory) {
+        if let Some(k) = ks.borrow().get(&(shared_memory, mx)) {
             return Ok(k.clone());
         }
         let mut names: Vec<String> = ["x", "n2", "par", "bar"].map(String::from).to_vec();
         names.extend(super::per_layer(&PER_LAYER, 1));
         let body = super::body(
-            &[table(1)],
+            &[table(1, mx)],
             &format!(
-                "rmx::decode_moe<T, BITS, G, HID, NT, KMAX, IDOT, {SHAPE_TYPE}>(x, n2, mtab, par, \
-                 bar, y, scratch);"
+                "rmx::decode_moe<T, BITS, G, HID, NT, KMAX, IDOT, {SHAPE_TYPE}, MX>(x, n2, mtab, \
+                 par, bar, y, scratch);"
             ),
         );
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         let k = Rc::new(Kernel::with_shared_memory(
             KernelLang::Cuda,
-            "rmx_decode_moe",
+            if mx {
+                "rmx_decode_moe_mx"
+            } else {
+                "rmx_decode_moe"
+            },
             &names,
             &["y", "scratch"],
             &body,
             &kernel_source::header("layer_moe"),
             shared_memory,
         )?);
-        ks.borrow_mut().insert(shared_memory, k.clone());
+        ks.borrow_mut().insert((shared_memory, mx), k.clone());
         Ok(k)
     })
 }
@@ -256,7 +264,7 @@ pub(crate) fn forward(moe: &SparseMoe, x: &Array, norm: &RmsNorm) -> Result<Opti
     {
         return Ok(None);
     }
-    let Some(p) = prepare(moe, hid, dtype) else {
+    let Some(p) = prepare(moe, hid, dtype, n2) else {
         return Ok(None);
     };
     let s = p.shape;
@@ -264,7 +272,8 @@ pub(crate) fn forward(moe: &SparseMoe, x: &Array, norm: &RmsNorm) -> Result<Opti
     let o_moe = lines(s.act() / 2);
     let par = consts(&[eps])?;
     let bar = counters()?;
-    let kernel = kernel(s.shared_bytes(kmax))?;
+    let mx = super::is_mx(s.spec);
+    let kernel = kernel(s.shared_bytes(kmax), mx)?;
     let mut inputs: Vec<&Array> = vec![x, n2, &par, &bar];
     inputs.extend(p.tensors);
     let mut template = vec![
@@ -275,6 +284,7 @@ pub(crate) fn forward(moe: &SparseMoe, x: &Array, norm: &RmsNorm) -> Result<Opti
         ("NT", TemplateArg::Int(THREADS)),
         ("KMAX", TemplateArg::Int(kmax)),
         ("IDOT", TemplateArg::Bool(fast_path().layer_idot)),
+        ("MX", TemplateArg::Bool(mx)),
     ];
     template.extend(s.template(o_moe));
     let out = super::launch(

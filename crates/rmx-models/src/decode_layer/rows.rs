@@ -95,6 +95,7 @@ pub(super) fn forward(
         || !s.mlp
         || s.extras.iter().any(|e| *e)
         || first.par[3] != 1.0
+        || super::is_mx(s.spec)
         || s.hid != hid
         || step.2 != rows as usize
         || !same_step
@@ -135,7 +136,7 @@ pub(super) fn forward(
     )?)?;
     let par = consts(&first.par)?;
     let bar = counters()?;
-    let kernel = kernel(n, shared, true, super::InLaunch::Mlp, [false; 3])?;
+    let kernel = kernel(n, shared, true, super::InLaunch::Mlp, [false; 3], false)?;
     let mut inputs: Vec<&Array> = vec![x, first.rope.inv_freq, &pos, &pads, &par, &bar];
     for (p, (keys, values, _, _)) in prepared.iter().zip(&slots) {
         inputs.extend(p.products);

@@ -464,6 +464,29 @@ __device__ __forceinline__ int dot4(uint32_t w, uint32_t x, int c) {
   return d;
 }
 
+// dp4a with signed weights (mxfp4's values, e2m1x4).
+__device__ __forceinline__ int dot4s(uint32_t w, uint32_t x, int c) {
+  int d;
+  asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(w), "r"(x), "r"(c));
+  return d;
+}
+
+// Four e2m1 nibbles, one in the low half of each byte, as signed bytes of twice their values
+// (0, 1, 2, 3, 4, 6, 8, 12, negative where the nibble's top bit is set): mxfp4's weights as
+// integers for dp4a. The magnitude comes from a byte_perm table, the sign by bytes.
+__device__ __forceinline__ uint32_t e2m1x4(uint32_t n) {
+  const uint32_t m = n & 0x07070707u;
+  const uint32_t sel = (m | (m >> 4)) & 0x00ff00ffu;
+  const uint32_t mag = __byte_perm(0x03020100u, 0x0c080604u, (sel | (sel >> 8)) & 0xffffu);
+  const uint32_t neg = ((n >> 3) & 0x01010101u) * 0xffu;
+  return (mag & ~neg) | (__vneg4(mag) & neg);
+}
+
+// An mxfp4 group's e8m0 scale, 2^(e - 127) (e = 0, 2^-127, reads as 0).
+__device__ __forceinline__ float e8m0(unsigned char e) {
+  return __uint_as_float(static_cast<uint32_t>(e) << 23);
+}
+
 __device__ __forceinline__ uint32_t bytes4(int a, int b, int c, int d) {
   return (static_cast<uint32_t>(a) & 0xffu) | ((static_cast<uint32_t>(b) & 0xffu) << 8) |
          ((static_cast<uint32_t>(c) & 0xffu) << 16) | (static_cast<uint32_t>(d) << 24);
@@ -623,15 +646,49 @@ __device__ __forceinline__ void chunk_sums_i8(const uint4* planes, int c, const 
   }
 }
 
+// chunk_sums_i8 for mxfp4 weights (a 16-byte chunk holds 32 e2m1 values, one group): each
+// word's even and odd nibbles as signed bytes (e2m1x4, twice the values) against x's even and
+// odd elements, which stage_i8 keeps apart at 4 bits. Unlike the affine fields, the odd ones are
+// shifted down first, so the sums carry no factor of 16.
+template <int K>
+__device__ __forceinline__ void chunk_sums_mx(const uint4* planes, int c, const uint32_t* ua,
+                                              const uint32_t* ub, int& ia, int& ib) {
+  using L = I8Layout<4, K>;
+  uint32_t xh[8], xl[8];
+#pragma unroll
+  for (int s = 0; s < L::SL; ++s) {
+    const uint4 h = planes[s * L::CHUNKS + c];
+    const uint4 l = planes[(L::SL + s) * L::CHUNKS + c];
+    xh[4 * s] = h.x, xh[4 * s + 1] = h.y, xh[4 * s + 2] = h.z, xh[4 * s + 3] = h.w;
+    xl[4 * s] = l.x, xl[4 * s + 1] = l.y, xl[4 * s + 2] = l.z, xl[4 * s + 3] = l.w;
+  }
+  int ha = 0, la = 0, hb = 0, lb = 0;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const uint32_t ea = e2m1x4(ua[q] & 0x0f0f0f0fu), oa = e2m1x4((ua[q] >> 4) & 0x0f0f0f0fu);
+    const uint32_t eb = e2m1x4(ub[q] & 0x0f0f0f0fu), ob = e2m1x4((ub[q] >> 4) & 0x0f0f0f0fu);
+    ha = dot4s(oa, xh[2 * q + 1], dot4s(ea, xh[2 * q], ha));
+    la = dot4s(oa, xl[2 * q + 1], dot4s(ea, xl[2 * q], la));
+    hb = dot4s(ob, xh[2 * q + 1], dot4s(eb, xh[2 * q], hb));
+    lb = dot4s(ob, xl[2 * q + 1], dot4s(eb, xl[2 * q], lb));
+  }
+  // |hi-sum| <= 32 * 12 * 127 < 2^16: x254 stays far below 2^31.
+  ia = ha * 254 + la;
+  ib = hb * 254 + lb;
+}
+
 // row_dot2() for IDOT: per chunk and row, integer sums of the fields against both planes, then
 // one I2F and three float instructions for the chunk's scales and bias. KS: the staged length
-// (its layout), of which the rows read K from chunk c0; LG as row_dot2's.
-template <typename T, int BITS, int G, int K, int KS = K, int LG = 32>
+// (its layout), of which the rows read K from chunk c0; LG as row_dot2's. MX: mxfp4 weights
+// (e2m1 values, an e8m0 scale per 32 held as uint8 where `scales` points, no biases), as MLX's
+// fp_qmv computes them: sum over groups of scale * (values . x).
+template <typename T, int BITS, int G, int K, int KS = K, int LG = 32, bool MX = false>
 __device__ __forceinline__ void row_dot2_i8(
     float* smem, const uint32_t* w, const T* scales, const T* biases, int ra, int rb, float& ya,
     float& yb, int c0 = 0) {
   using L = I8Layout<BITS, KS>;
   static_assert(BITS == 4 || BITS == 8, "4 or 8 bits");
+  static_assert(!MX || (BITS == 4 && G == 32), "mxfp4: 4-bit values, a scale per 32");
   constexpr int WORDS = K * BITS / 32;
   constexpr int GROUPS = K / G;
   constexpr int CHUNKS = K / L::PER;
@@ -641,22 +698,41 @@ __device__ __forceinline__ void row_dot2_i8(
   const uint4* planes = reinterpret_cast<const uint4*>(L::planes(smem));
   const float2* meta = L::meta(smem);
   float acc_a = 0.f, acc_b = 0.f;
+  if constexpr (MX) {
+    const unsigned char* s8 = reinterpret_cast<const unsigned char*>(scales);
 #pragma unroll 2
-  for (int c = lane; c < CHUNKS; c += LG) {
-    const uint4 va = load_stream(wa + 4 * c);
-    const uint4 vb = load_stream(wb + 4 * c);
-    const int g = (L::PER * c) / G;
-    const float sa = to_float(scales[(size_t)ra * GROUPS + g]);
-    const float ba = to_float(biases[(size_t)ra * GROUPS + g]);
-    const float sb = to_float(scales[(size_t)rb * GROUPS + g]);
-    const float bb = to_float(biases[(size_t)rb * GROUPS + g]);
-    const float2 m = meta[c0 + c];
-    const uint32_t ua[4] = {va.x, va.y, va.z, va.w};
-    const uint32_t ub[4] = {vb.x, vb.y, vb.z, vb.w};
-    int ia, ib;
-    chunk_sums_i8<BITS, KS>(planes, c0 + c, ua, ub, ia, ib);
-    acc_a = fmaf(sa * m.x, static_cast<float>(ia), fmaf(ba, m.y, acc_a));
-    acc_b = fmaf(sb * m.x, static_cast<float>(ib), fmaf(bb, m.y, acc_b));
+    for (int c = lane; c < CHUNKS; c += LG) {
+      const uint4 va = load_stream(wa + 4 * c);
+      const uint4 vb = load_stream(wb + 4 * c);
+      // One group a chunk; the planes' scale (no factor of 16 here) and the table's 2.
+      const float m = meta[c0 + c].x * 8.f;
+      const float sa = e8m0(s8[(size_t)ra * GROUPS + c]) * m;
+      const float sb = e8m0(s8[(size_t)rb * GROUPS + c]) * m;
+      const uint32_t ua[4] = {va.x, va.y, va.z, va.w};
+      const uint32_t ub[4] = {vb.x, vb.y, vb.z, vb.w};
+      int ia, ib;
+      chunk_sums_mx<KS>(planes, c0 + c, ua, ub, ia, ib);
+      acc_a = fmaf(sa, static_cast<float>(ia), acc_a);
+      acc_b = fmaf(sb, static_cast<float>(ib), acc_b);
+    }
+  } else {
+#pragma unroll 2
+    for (int c = lane; c < CHUNKS; c += LG) {
+      const uint4 va = load_stream(wa + 4 * c);
+      const uint4 vb = load_stream(wb + 4 * c);
+      const int g = (L::PER * c) / G;
+      const float sa = to_float(scales[(size_t)ra * GROUPS + g]);
+      const float ba = to_float(biases[(size_t)ra * GROUPS + g]);
+      const float sb = to_float(scales[(size_t)rb * GROUPS + g]);
+      const float bb = to_float(biases[(size_t)rb * GROUPS + g]);
+      const float2 m = meta[c0 + c];
+      const uint32_t ua[4] = {va.x, va.y, va.z, va.w};
+      const uint32_t ub[4] = {vb.x, vb.y, vb.z, vb.w};
+      int ia, ib;
+      chunk_sums_i8<BITS, KS>(planes, c0 + c, ua, ub, ia, ib);
+      acc_a = fmaf(sa * m.x, static_cast<float>(ia), fmaf(ba, m.y, acc_a));
+      acc_b = fmaf(sb * m.x, static_cast<float>(ib), fmaf(bb, m.y, acc_b));
+    }
   }
   ya = group_sum<LG>(acc_a);
   yb = group_sum<LG>(acc_b);
@@ -769,12 +845,15 @@ __device__ __forceinline__ void stage_x(const T* x, const T* nw, float eps, floa
 
 // KS, c0, LG: the rows meet K of the KS staged values from chunk c0, LG lanes a row pair
 // (row_dot2_i8).
-template <bool IDOT, typename T, int BITS, int G, int K, int KMAX, int KS = K, int LG = 32>
+// MX: mxfp4 products (integer only: the launcher asks for IDOT with them).
+template <bool IDOT, typename T, int BITS, int G, int K, int KMAX, int KS = K, int LG = 32,
+          bool MX = false>
 __device__ __forceinline__ void dot2(float* smem, const uint32_t* w, const T* scales,
                                      const T* biases, int ra, int rb, float& ya, float& yb,
                                      int c0 = 0) {
+  static_assert(IDOT || !MX, "mxfp4 products are integer products");
   if constexpr (IDOT) {
-    row_dot2_i8<T, BITS, G, K, KS, LG>(smem, w, scales, biases, ra, rb, ya, yb, c0);
+    row_dot2_i8<T, BITS, G, K, KS, LG, MX>(smem, w, scales, biases, ra, rb, ya, yb, c0);
   } else {
     row_dot2<T, BITS, G, K, LG>(smem, smem + KMAX, w, scales, biases, ra, rb, ya, yb, c0);
   }
@@ -784,7 +863,7 @@ __device__ __forceinline__ void dot2(float* smem, const uint32_t* w, const T* sc
 // K inputs (attention's heads, or DeltaNet's), the product rounded to T first, as the separate
 // ops would.
 // lb: the projection's linear bias, added to the rounded product (GPT-OSS's o_proj), or null.
-template <bool IDOT, typename T, int BITS, int G, int HID, int K, int NT, int KMAX>
+template <bool IDOT, typename T, int BITS, int G, int HID, int K, int NT, int KMAX, bool MX = false>
 __device__ __forceinline__ void out_phase(Tickets& tk, int p, int t, const T* in, const uint32_t* w,
                                           const T* s, const T* b, const T* xin, T* h,
                                           float* smem, const T* lb = nullptr) {
@@ -796,7 +875,7 @@ __device__ __forceinline__ void out_phase(Tickets& tk, int p, int t, const T* in
          [&](int t) {
            for (int r = 2 * (t * warps + warp); r < HID; r += 2 * nw) {
              float ya, yb;
-             dot2<IDOT, T, BITS, G, K, KMAX>(smem, w, s, b, r, r + 1, ya, yb);
+             dot2<IDOT, T, BITS, G, K, KMAX, K, 32, MX>(smem, w, s, b, r, r + 1, ya, yb);
              if (lb != nullptr) {
                ya = round_t<T>(ya) + to_float(lb[r]);
                yb = round_t<T>(yb) + to_float(lb[r + 1]);
@@ -820,7 +899,7 @@ __device__ __forceinline__ T swiglu_t(float gate, float up) {
 // A layer's last two phases, p and p + 1 (t: the block's first ticket of p): act = silu(gate) *
 // up of rms_norm(h), rounded as mlx-lm's ops (see the swiglu section), then y = h + act Wd^T.
 // The caller waits for p + 1 before it reads y. scratch: for RMX_LAYER_TIME only.
-template <bool IDOT, typename T, int BITS, int G, int HID, int F, int NT, int KMAX>
+template <bool IDOT, typename T, int BITS, int G, int HID, int F, int NT, int KMAX, bool MX = false>
 __device__ __forceinline__ void ffn_phases(Tickets& tk, int p, int t, const T* hb, const T* n2,
                                            float eps, const uint32_t* wg, const T* sg,
                                            const T* bg, const uint32_t* wd, const T* sd,
@@ -834,7 +913,7 @@ __device__ __forceinline__ void ffn_phases(Tickets& tk, int p, int t, const T* h
          [&](int t) {
            for (int r = t * warps + warp; r < F; r += nw) {
              float gv, uv;
-             dot2<IDOT, T, BITS, G, HID, KMAX>(smem, wg, sg, bg, r, F + r, gv, uv);
+             dot2<IDOT, T, BITS, G, HID, KMAX, HID, 32, MX>(smem, wg, sg, bg, r, F + r, gv, uv);
              if (lane == 0) act[r] = swiglu_t<T>(gv, uv);
            }
          });
@@ -844,7 +923,7 @@ __device__ __forceinline__ void ffn_phases(Tickets& tk, int p, int t, const T* h
          [&](int t) {
            for (int r = 2 * (t * warps + warp); r < HID; r += 2 * nw) {
              float a, b;
-             dot2<IDOT, T, BITS, G, F, KMAX>(smem, wd, sd, bd, r, r + 1, a, b);
+             dot2<IDOT, T, BITS, G, F, KMAX, F, 32, MX>(smem, wd, sd, bd, r, r + 1, a, b);
              if (lane == 0) {
                yout[r] = static_cast<T>(round_t<T>(a) + load1<true>(hb + r));
                yout[r + 1] = static_cast<T>(round_t<T>(b) + load1<true>(hb + r + 1));
@@ -910,7 +989,8 @@ struct MoePtrs {
 };
 
 // Phases p .. p + 2 of a MoE feed-forward: y = h + moe(rms_norm(h)) (kernels/layer_moe.cuh).
-template <bool IDOT, typename T, int BITS, int G, int HID, int NT, int KMAX, typename MOE>
+template <bool IDOT, typename T, int BITS, int G, int HID, int NT, int KMAX, typename MOE,
+          bool MX = false>
 __device__ __forceinline__ void moe_phases(Tickets& tk, int p, int t, const T* hb, const T* n2,
                                            float eps, const MoePtrs<T>& M, T* act, T* yout,
                                            float* smem, float* scratch);
@@ -928,7 +1008,7 @@ __device__ __forceinline__ void moe_phases(Tickets& tk, int p, int t, const T* h
 template <typename T, int BITS, int G, int HID, int H, int KV, int D, int F, bool QKNORM,
           bool TRADITIONAL, int NT, int SMAX, int O_ML, int O_PART, int O_ATT, int O_H,
           int O_ACT, int O_X, bool IDOT, bool MLP, typename MOE = NoMoe, int ROT = D,
-          bool GATED = false>
+          bool GATED = false, bool MX = false>
 __device__ __forceinline__ void decode_layers(
     const T* x, const LayerPtrs<T>* tab, int nl, const float* inv_freq, const int32_t* pos,
     const float* par, const uint32_t* bar_in, T* y, float* scratch,
@@ -990,7 +1070,8 @@ __device__ __forceinline__ void decode_layers(
            [&](int t) {
              for (int r = 2 * (t * warps + warp); r < NQKV; r += 2 * nw) {
                float a, b;
-               dot2<IDOT, T, BITS, G, HID, KMAX>(smem, L.wq, L.sq, L.bq, r, r + 1, a, b);
+               dot2<IDOT, T, BITS, G, HID, KMAX, HID, 32, MX>(smem, L.wq, L.sq, L.bq, r, r + 1, a,
+                                                              b);
                if (X.lbq != nullptr) {
                  a = round_t<T>(a) + to_float(X.lbq[r]);
                  b = round_t<T>(b) + to_float(X.lbq[r + 1]);
@@ -1115,8 +1196,9 @@ __device__ __forceinline__ void decode_layers(
     RMX_LAYER_TIME(2);
 
     // 3. h = x + att Wo^T.
-    out_phase<IDOT, T, BITS, G, HID, H * D, NT, KMAX>(tk, p0 + 2, t, att, L.wo, L.so, L.bo, xin,
-                                                      MLP || MOE::E > 0 ? hb : yout, smem, X.lbo);
+    out_phase<IDOT, T, BITS, G, HID, H * D, NT, KMAX, MX>(tk, p0 + 2, t, att, L.wo, L.so, L.bo,
+                                                          xin, MLP || MOE::E > 0 ? hb : yout,
+                                                          smem, X.lbo);
 
     // 4-5. The MLP, or 4-6 the experts (MOE), unless the layer's feed-forward runs after the
     // launch (neither: a MoE layer whose experts the launch does not take), when h is the
@@ -1124,13 +1206,13 @@ __device__ __forceinline__ void decode_layers(
     if constexpr (MLP) {
       t = tk.wait(p0 + 2);
       RMX_LAYER_TIME(3);
-      ffn_phases<IDOT, T, BITS, G, HID, F, NT, KMAX>(tk, p0 + 3, t, hb, L.n2, par[0], L.wg, L.sg,
-                                                     L.bg, L.wd, L.sd, L.bd, act, yout, smem,
-                                                     scratch);
+      ffn_phases<IDOT, T, BITS, G, HID, F, NT, KMAX, MX>(tk, p0 + 3, t, hb, L.n2, par[0], L.wg,
+                                                         L.sg, L.bg, L.wd, L.sd, L.bd, act, yout,
+                                                         smem, scratch);
     } else if constexpr (MOE::E > 0) {
       t = tk.wait(p0 + 2);
-      moe_phases<IDOT, T, BITS, G, HID, NT, KMAX, MOE>(tk, p0 + 3, t, hb, L.n2, par[0], mtab[l],
-                                                       act, yout, smem, scratch);
+      moe_phases<IDOT, T, BITS, G, HID, NT, KMAX, MOE, MX>(tk, p0 + 3, t, hb, L.n2, par[0],
+                                                           mtab[l], act, yout, smem, scratch);
     }
   }  // layers
 #ifdef RMX_LAYER_TIMES

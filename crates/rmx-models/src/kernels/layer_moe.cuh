@@ -15,7 +15,8 @@ namespace rmx {
 //      as MLX rounds mlx-lm's `(y * scores[..., None]).sum(-2)` (moe_route's order), then the
 //      shared expert's `sigmoid(gate) * down`, then the residual.
 // The block with phase 2's ticket 0 writes the choice to scratch, where phase 3 reads it.
-template <bool IDOT, typename T, int BITS, int G, int HID, int NT, int KMAX, typename MOE>
+template <bool IDOT, typename T, int BITS, int G, int HID, int NT, int KMAX, typename MOE,
+          bool MX>
 __device__ __forceinline__ void moe_phases(Tickets& tk, int p, int t, const T* hb, const T* n2,
                                            float eps, const MoePtrs<T>& M, T* act, T* yout,
                                            float* smem, float* scratch) {
@@ -26,8 +27,6 @@ __device__ __forceinline__ void moe_phases(Tickets& tk, int p, int t, const T* h
   constexpr int LG = 32 / TP;
   static_assert(E % 2 == 0 && TOPK >= 1 && TOPK <= 32 && TOPK <= E, "router shape");
   static_assert(FE % G == 0 && FS % G == 0 && HID % 2 == 0, "whole groups");
-  constexpr int GU_WORDS = HID * BITS / 32, GU_GROUPS = HID / G;
-  constexpr int D_WORDS = FE * BITS / 32, D_GROUPS = FE / G;
   T* logits = reinterpret_cast<T*>(scratch + MOE::O_MOE);  // E, then the shared gate's
   constexpr int O_SEL = MOE::O_MOE + ((E + 2) / 2 + 31) / 32 * 32;
   uint32_t* sel_idx = reinterpret_cast<uint32_t*>(scratch + O_SEL);
@@ -87,9 +86,11 @@ __device__ __forceinline__ void moe_phases(Tickets& tk, int p, int t, const T* h
                const int j = i / FE;
                const int r = i - j * FE;
                const size_t e = idx_s[j];
-               dot2<IDOT, T, BITS, G, HID, KMAX>(smem, M.wg + e * 2 * FE * GU_WORDS,
-                                                 M.sg + e * 2 * FE * GU_GROUPS,
-                                                 M.bg + e * 2 * FE * GU_GROUPS, r, FE + r, gv, uv);
+               // Expert e's rows of the stacked [E * 2FE, HID] weights (rows, not pointers: an
+               // mxfp4 expert's scales are bytes where the table types them T).
+               const int r0 = static_cast<int>(e) * 2 * FE + r;
+               dot2<IDOT, T, BITS, G, HID, KMAX, HID, 32, MX>(smem, M.wg, M.sg, M.bg, r0, r0 + FE,
+                                                              gv, uv);
                if constexpr (MOE::OAI) {
                  if (lane == 0) {
                    const T* lb = M.lg + e * 2 * FE;
@@ -99,7 +100,8 @@ __device__ __forceinline__ void moe_phases(Tickets& tk, int p, int t, const T* h
                }
              } else {
                const int r = i - TOPK * FE;
-               dot2<IDOT, T, BITS, G, HID, KMAX>(smem, M.wsu, M.ssu, M.bsu, r, FS + r, gv, uv);
+               dot2<IDOT, T, BITS, G, HID, KMAX, HID, 32, MX>(smem, M.wsu, M.ssu, M.bsu, r, FS + r,
+                                                              gv, uv);
              }
              if (lane == 0) act[i] = swiglu_t<T>(gv, uv);
            }
@@ -125,10 +127,9 @@ __device__ __forceinline__ void moe_phases(Tickets& tk, int p, int t, const T* h
            if constexpr (FS > 0) sg = sigmoid_t<T>(load1<true>(logits + E));
            for (int r = 2 * (t * warps + warp); r < HID; r += 2 * nw) {
              float a, b;
-             dot2<IDOT, T, BITS, G, FE, KMAX, KA, LG>(smem, M.wd + e * HID * D_WORDS,
-                                                      M.sd + e * HID * D_GROUPS,
-                                                      M.bd + e * HID * D_GROUPS, r, r + 1, a, b,
-                                                      jj * (FE / PER));
+             const int r0 = static_cast<int>(e) * HID + r;  // expert e's rows, as above
+             dot2<IDOT, T, BITS, G, FE, KMAX, KA, LG, MX>(smem, M.wd, M.sd, M.bd, r0, r0 + 1, a,
+                                                          b, jj * (FE / PER));
              // Each group's lanes hold its expert's total. Weighted, then summed in the choice's
              // order (smallest score first) in T, as MLX's `.sum(axis=-2)` adds a column.
              a = round_t<T>(a);
@@ -147,8 +148,8 @@ __device__ __forceinline__ void moe_phases(Tickets& tk, int p, int t, const T* h
              }
              if constexpr (FS > 0) {
                float sa, sb;
-               dot2<IDOT, T, BITS, G, FS, KMAX, KA>(smem, M.wsd, M.ssd, M.bsd, r, r + 1, sa, sb,
-                                                    TOPK * FE / PER);
+               dot2<IDOT, T, BITS, G, FS, KMAX, KA, 32, MX>(smem, M.wsd, M.ssd, M.bsd, r, r + 1, sa,
+                                                            sb, TOPK * FE / PER);
                ya = round_t<T>(ya + round_t<T>(sg * round_t<T>(sa)));
                yb = round_t<T>(yb + round_t<T>(sg * round_t<T>(sb)));
              }
@@ -164,7 +165,8 @@ __device__ __forceinline__ void moe_phases(Tickets& tk, int p, int t, const T* h
 // the layer kernel does not take (Qwen3.5's gated attention): three phases where the per-op
 // path took four to nine launches. par = {eps}. scratch (float): the activations (T) from 0,
 // the router's logits and the choice from MOE::O_MOE.
-template <typename T, int BITS, int G, int HID, int NT, int KMAX, bool IDOT, typename MOE>
+template <typename T, int BITS, int G, int HID, int NT, int KMAX, bool IDOT, typename MOE,
+          bool MX = false>
 __device__ __forceinline__ void decode_moe(const T* x, const T* n2, const MoePtrs<T>* m,
                                            const float* par, const uint32_t* bar_in, T* y,
                                            float* scratch) {
@@ -172,7 +174,7 @@ __device__ __forceinline__ void decode_moe(const T* x, const T* n2, const MoePtr
   __shared__ int ticket_slot;
   Tickets tk(const_cast<unsigned int*>(bar_in), &ticket_slot, 3);
   const int t = tk.first();
-  moe_phases<IDOT, T, BITS, G, HID, NT, KMAX, MOE>(tk, 0, t, x, n2, par[0], *m,
+  moe_phases<IDOT, T, BITS, G, HID, NT, KMAX, MOE, MX>(tk, 0, t, x, n2, par[0], *m,
                                                    reinterpret_cast<T*>(scratch), y, smem,
                                                    scratch);
   tk.leave();
