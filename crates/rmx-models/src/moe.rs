@@ -405,18 +405,14 @@ impl SwitchGlu {
 }
 
 impl SwitchGlu {
-    /// The dtype of the experts' scales when gate/up are fused and quantized (the activations'
-    /// dtype on the fast path).
-    fn fused_dtype(&self) -> Option<Dtype> {
+    /// The dtype of the fused gate/up's linear bias (the activations' dtype: an mxfp4 expert's
+    /// scales are bytes), when gate/up are fused with one (GPT-OSS).
+    fn fused_bias_dtype(&self) -> Option<Dtype> {
         match &self.gate_up {
             GateUp::Fused {
-                both:
-                    SwitchLinear {
-                        weight: SwitchWeight::Quant(q, _),
-                        ..
-                    },
+                both: SwitchLinear { bias: Some(b), .. },
                 ..
-            } => Some(q.scales.dtype()),
+            } => Some(b.dtype()),
             _ => None,
         }
     }
@@ -661,7 +657,7 @@ impl SparseMoe {
                 ),
             });
         }
-        let oai_consts = match (experts.act, experts.fused_dtype()) {
+        let oai_consts = match (experts.act, experts.fused_bias_dtype()) {
             (ExpertActivation::SwiGluOai { alpha, limit }, Some(dtype)) => {
                 let c = Array::from_slice(&[alpha as f32, limit as f32], &[2])?.astype(dtype)?;
                 rmx_mlx::eval(&[&c])?;
