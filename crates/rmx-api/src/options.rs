@@ -36,7 +36,8 @@ pub struct Options {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_quant_start: Option<i32>,
     /// rmx's own: guess tokens ahead and check them in one forward; "prompt-lookup" copies
-    /// them from the prompt and the answer so far. The answer is the one it would be without.
+    /// them from the prompt and the answer so far; "off" turns the daemon's default off. The
+    /// answer is the one it would be without.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speculative: Option<String>,
     /// rmx's own: the most tokens guessed per step with `speculative`, 1 to 16 (default 6).

@@ -334,8 +334,8 @@ fn schemas() -> Value {
         "stop": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]},
         "stream": {"type": "boolean"},
         "stream_options": {"type": "object", "properties": {"include_usage": {"type": "boolean"}}},
-        "speculative": {"const": "prompt-lookup",
-            "description": "rmx's extension: guess tokens by copying them from the prompt and the answer so far, and let the model check them in one forward pass. The answer is the one it would be without; `usage.completion_tokens_details` counts the guesses as `accepted_prediction_tokens` and `rejected_prediction_tokens` (chat and completions). Default: the daemon's (`rmx serve --speculative`)."},
+        "speculative": {"enum": ["prompt-lookup", "off"],
+            "description": "rmx's extension: guess tokens by copying them from the prompt and the answer so far, and let the model check them in one forward pass; \"off\" turns the daemon's default off for this request. The answer is the one it would be without; `usage.completion_tokens_details` counts the guesses as `accepted_prediction_tokens` and `rejected_prediction_tokens` (chat and completions). Default: the daemon's (`rmx serve --speculative`)."},
         "draft_tokens": {"type": "integer", "minimum": 1, "maximum": 16,
             "description": "rmx's extension: the most tokens guessed a step with `speculative` (default 6)."}
     });

@@ -96,6 +96,10 @@ async fn bad_speculation_fields_are_400_naming_them() {
             "draft_tokens",
         ),
         (json!({"draft_tokens": 4}), "draft_tokens"),
+        (
+            json!({"speculative": "off", "draft_tokens": 4}),
+            "draft_tokens",
+        ),
         (json!({"speculative": "medusa"}), "speculative"),
     ];
     let user = json!([{"role": "user", "content": "hi"}]);
@@ -127,12 +131,12 @@ async fn bad_speculation_fields_are_400_naming_them() {
 }
 
 /// `rmx serve --speculative prompt-lookup`: a request that names no speculation speculates (the
-/// native stats count its guesses) and answers as a daemon without the default does.
+/// native stats count its guesses) and answers as a daemon without the default does; one that
+/// says "off" does not.
 #[tokio::test]
 async fn a_daemon_default_speculates_requests_that_do_not_say() {
     let prompt = "alpha beta gamma delta alpha beta gamma delta alpha beta gamma delta alpha beta";
-    let req = json!({"model": model_name(), "prompt": prompt, "raw": true, "stream": false,
-                     "options": {"temperature": 0, "num_predict": 24}});
+    let req = plain_request(prompt);
     let home = tempfile::tempdir().expect("tempdir");
     let (status, plain) = call(&app(service(home.path())), "/api/generate", req.clone()).await;
     assert_eq!(status, StatusCode::OK, "{plain}");
@@ -155,6 +159,30 @@ async fn a_daemon_default_speculates_requests_that_do_not_say() {
     let (status, body) = call(&app, "/v1/chat/completions", repetitive_chat(&model_name())).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert!(predictions(&body["usage"]).is_some(), "{body}");
+
+    // A request turns the default off with "off", on every surface: the same answer, no
+    // guesses.
+    let mut off = plain_request(prompt);
+    off["options"]["speculative"] = json!("off");
+    let (status, body) = call(&app, "/api/generate", off).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["response"], plain["response"], "{body}");
+    assert!(body.get("draft_tokens").is_none(), "{body}");
+    let mut chat = repetitive_chat(&model_name());
+    chat["speculative"] = json!("off");
+    let (status, body) = call(&app, "/v1/chat/completions", chat).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(predictions(&body["usage"]), None, "{body}");
+    let mut messages = repetitive_chat(&model_name());
+    messages["speculative"] = json!("off");
+    let (status, body) = call(&app, "/v1/messages", messages).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
+
+/// The native request of `a_daemon_default_speculates_requests_that_do_not_say`.
+fn plain_request(prompt: &str) -> Value {
+    json!({"model": model_name(), "prompt": prompt, "raw": true, "stream": false,
+           "options": {"temperature": 0, "num_predict": 24}})
 }
 
 fn merge(body: &mut Value, fields: &Value) {

@@ -206,7 +206,7 @@ fn thinking(
 /// ([`crate::speculation`]).
 fn speculative(
     options: Option<&rmx_api::Options>,
-) -> Result<Option<rmx_engine::Speculation>, NativeError> {
+) -> Result<Option<crate::speculation::Asked>, NativeError> {
     let Some(o) = options else {
         return Ok(None);
     };
@@ -252,9 +252,14 @@ mod speculative_tests {
     fn speculation_options_are_checked_and_defaulted() {
         assert_eq!(speculative(None).ok(), Some(None));
         let default = speculative(Some(&options(Some("prompt-lookup"), None))).ok();
+        let k = match default.flatten() {
+            Some(crate::speculation::Asked::On(s)) => Some(s.draft_tokens()),
+            _ => None,
+        };
+        assert_eq!(k, Some(rmx_engine::speculative::DEFAULT_DRAFT_TOKENS));
         assert_eq!(
-            default.flatten().map(|s| s.draft_tokens()),
-            Some(rmx_engine::speculative::DEFAULT_DRAFT_TOKENS)
+            speculative(Some(&options(Some("off"), None))).ok(),
+            Some(Some(crate::speculation::Asked::Off))
         );
         assert!(refusal(options(Some("prompt-lookup"), Some(0))).contains("between 1 and 16"));
         assert!(refusal(options(Some("prompt-lookup"), Some(17))).contains("between 1 and 16"));

@@ -156,7 +156,7 @@ pub fn thinking_budget(explicit: Option<u32>, effort: Option<&str>) -> Option<us
 pub fn speculative(
     method: Option<&str>,
     draft_tokens: Option<usize>,
-) -> Result<Option<rmx_engine::Speculation>, OpenAiError> {
+) -> Result<Option<crate::speculation::Asked>, OpenAiError> {
     crate::speculation::parse(method, draft_tokens)
         .map_err(|e| OpenAiError::invalid(e.param, e.message))
 }

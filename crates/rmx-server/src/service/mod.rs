@@ -333,9 +333,9 @@ impl Service {
         greq.keep_special_tokens = built.keep_special;
         // The request's own, else the alias's, else the daemon's (`rmx serve --kv-bits`).
         greq.kv_quant = req.kv_quant.or(alias_kv).or(self.kv_quant);
-        // The request's own, else the daemon's (`rmx serve --speculative`). The answer is the
-        // one it would be without, so a default changes only the speed.
-        greq.speculative = req.speculative.or(self.speculative);
+        // The request's own (a method, or "off"), else the daemon's (`rmx serve --speculative`).
+        // The answer is the one it would be without, so a default changes only the speed.
+        greq.speculative = crate::speculation::Asked::over(req.speculative, self.speculative);
         greq.images = built.images;
         // A budget for a model that does not think (or thinks in harmony's channels) has
         // nothing to close.

@@ -56,9 +56,9 @@ pub struct InternalRequest {
     pub shape: Option<Shape>,
     /// Store the answer's KV cache quantized (`--kv-bits`); None: the daemon's default.
     pub kv_quant: Option<rmx_engine::KvQuant>,
-    /// Guess tokens ahead and check them in one forward (`--speculative`); None: the daemon's
-    /// default.
-    pub speculative: Option<rmx_engine::Speculation>,
+    /// Guess tokens ahead and check them in one forward (`--speculative`), or not (`"off"`);
+    /// None: the daemon's default.
+    pub speculative: Option<crate::speculation::Asked>,
 }
 
 /// What constrained decoding enforces on an answer. The answer may still start with a
