@@ -16,3 +16,13 @@ pub(crate) fn write_at(dst: &Array, src: &Array, at: i32) -> Result<Array> {
     let stop = [s[0], s[1], at + s[2], s[3]];
     Ok(dst.slice_update(src, &start, &stop, &[1, 1, 1, 1])?)
 }
+
+/// What an update hands attention: the first `n` positions of the buffers, or the whole
+/// buffers when they hold no more.
+pub(crate) fn filled(keys: &Array, values: &Array, n: i32) -> Result<(Array, Array)> {
+    Ok(if n < keys.dim(2) {
+        (seq_slice(keys, 0, n)?, seq_slice(values, 0, n)?)
+    } else {
+        (keys.clone(), values.clone())
+    })
+}

@@ -4,7 +4,7 @@ use rmx_mlx::{concatenate, Array, Dtype};
 
 use crate::error::Result;
 
-use super::buffer::{seq_slice, write_at, STEP};
+use super::buffer::{filled, seq_slice, write_at, STEP};
 use super::mask::AttnMask;
 
 #[derive(Default)]
@@ -60,14 +60,7 @@ impl KvCache {
         };
         let keys = write_at(&keys, k, prev)?;
         let values = write_at(&values, v, prev)?;
-        let out = if self.offset < keys.dim(2) {
-            (
-                seq_slice(&keys, 0, self.offset)?,
-                seq_slice(&values, 0, self.offset)?,
-            )
-        } else {
-            (keys.clone(), values.clone())
-        };
+        let out = filled(&keys, &values, self.offset)?;
         self.keys = Some(keys);
         self.values = Some(values);
         Ok(out)
@@ -88,11 +81,7 @@ impl KvCache {
             "adopt: an empty cache and whole steps"
         );
         self.offset = n;
-        let out = if n < keys.dim(2) {
-            (seq_slice(&keys, 0, n)?, seq_slice(&values, 0, n)?)
-        } else {
-            (keys.clone(), values.clone())
-        };
+        let out = filled(&keys, &values, n)?;
         self.keys = Some(keys);
         self.values = Some(values);
         Ok(out)

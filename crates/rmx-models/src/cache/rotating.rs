@@ -4,7 +4,7 @@ use rmx_mlx::{concatenate, Array, Dtype};
 
 use crate::error::Result;
 
-use super::buffer::{seq_slice, write_at, STEP};
+use super::buffer::{filled, seq_slice, write_at, STEP};
 use super::mask::{causal_mask, AttnMask};
 
 /// A sliding-window cache holding at most `max_size` positions (keep = 0).
@@ -83,14 +83,7 @@ impl RotatingKvCache {
         let values = write_at(&values, v, self.idx)?;
         self.offset += s[2];
         self.idx += s[2];
-        let out = if self.offset < keys.dim(2) {
-            (
-                seq_slice(&keys, 0, self.offset)?,
-                seq_slice(&values, 0, self.offset)?,
-            )
-        } else {
-            (keys.clone(), values.clone())
-        };
+        let out = filled(&keys, &values, self.offset)?;
         self.keys = Some(keys);
         self.values = Some(values);
         Ok(out)

@@ -599,14 +599,11 @@ __device__ __forceinline__ void stage_i8(const T* x, const T* nw, float eps, flo
   __syncthreads();
 }
 
-// Chunk c's integer sums for two weight rows (ua, ub: their 16-byte chunks) against x's two
-// planes (stage_i8's layout), combined as hi * 254 + lo: row_dot2_i8 and rows_dot2_i8 scale them.
+// Chunk c's words of x's two planes (stage_i8's layout): 4 * SL of each.
 template <int BITS, int K>
-__device__ __forceinline__ void chunk_sums_i8(const uint4* planes, int c, const uint32_t* ua,
-                                              const uint32_t* ub, int& ia, int& ib) {
+__device__ __forceinline__ void chunk_planes(const uint4* planes, int c, uint32_t* xh,
+                                             uint32_t* xl) {
   using L = I8Layout<BITS, K>;
-  constexpr int XW = 4 * L::SL;  // x words of a chunk in each plane
-  uint32_t xh[XW], xl[XW];
 #pragma unroll
   for (int s = 0; s < L::SL; ++s) {
     const uint4 h = planes[s * L::CHUNKS + c];
@@ -614,6 +611,16 @@ __device__ __forceinline__ void chunk_sums_i8(const uint4* planes, int c, const 
     xh[4 * s] = h.x, xh[4 * s + 1] = h.y, xh[4 * s + 2] = h.z, xh[4 * s + 3] = h.w;
     xl[4 * s] = l.x, xl[4 * s + 1] = l.y, xl[4 * s + 2] = l.z, xl[4 * s + 3] = l.w;
   }
+}
+
+// Chunk c's integer sums for two weight rows (ua, ub: their 16-byte chunks) against x's two
+// planes (stage_i8's layout), combined as hi * 254 + lo: row_dot2_i8 and rows_dot2_i8 scale them.
+template <int BITS, int K>
+__device__ __forceinline__ void chunk_sums_i8(const uint4* planes, int c, const uint32_t* ua,
+                                              const uint32_t* ub, int& ia, int& ib) {
+  constexpr int XW = 4 * I8Layout<BITS, K>::SL;  // x words of a chunk in each plane
+  uint32_t xh[XW], xl[XW];
+  chunk_planes<BITS, K>(planes, c, xh, xl);
   if constexpr (BITS == 4) {
     int hea = 0, hoa = 0, lea = 0, loa = 0, heb = 0, hob = 0, leb = 0, lob = 0;
 #pragma unroll
@@ -653,15 +660,8 @@ __device__ __forceinline__ void chunk_sums_i8(const uint4* planes, int c, const 
 template <int K>
 __device__ __forceinline__ void chunk_sums_mx(const uint4* planes, int c, const uint32_t* ua,
                                               const uint32_t* ub, int& ia, int& ib) {
-  using L = I8Layout<4, K>;
   uint32_t xh[8], xl[8];
-#pragma unroll
-  for (int s = 0; s < L::SL; ++s) {
-    const uint4 h = planes[s * L::CHUNKS + c];
-    const uint4 l = planes[(L::SL + s) * L::CHUNKS + c];
-    xh[4 * s] = h.x, xh[4 * s + 1] = h.y, xh[4 * s + 2] = h.z, xh[4 * s + 3] = h.w;
-    xl[4 * s] = l.x, xl[4 * s + 1] = l.y, xl[4 * s + 2] = l.z, xl[4 * s + 3] = l.w;
-  }
+  chunk_planes<4, K>(planes, c, xh, xl);
   int ha = 0, la = 0, hb = 0, lb = 0;
 #pragma unroll
   for (int q = 0; q < 4; ++q) {
