@@ -25,6 +25,7 @@ pub mod anthropic;
 pub mod daemon;
 pub mod error;
 mod health;
+mod kv_options;
 mod lifecycle;
 pub mod listener;
 pub mod metrics;

@@ -337,7 +337,13 @@ fn schemas() -> Value {
         "speculative": {"enum": ["prompt-lookup", "off"],
             "description": "rmx's extension: guess tokens by copying them from the prompt and the answer so far, and let the model check them in one forward pass; \"off\" turns the daemon's default off for this request. The answer is the one it would be without; `usage.completion_tokens_details` counts the guesses as `accepted_prediction_tokens` and `rejected_prediction_tokens` (chat and completions). Default: the daemon's (`rmx serve --speculative`)."},
         "draft_tokens": {"type": "integer", "minimum": 1, "maximum": 16,
-            "description": "rmx's extension: the most tokens guessed a step with `speculative` (default 6)."}
+            "description": "rmx's extension: the most tokens guessed a step with `speculative` (default 6)."},
+        "kv_bits": {"enum": [4, 8],
+            "description": "rmx's extension: store this answer's keys and values 4- or 8-bit (mlx-lm's `kv_bits`). Default: the model alias's, else the daemon's (`rmx serve --kv-bits`), else unquantized."},
+        "kv_group_size": {"enum": [32, 64, 128],
+            "description": "rmx's extension: elements per quantization group of the KV cache with `kv_bits` (default 64)."},
+        "kv_quant_start": {"type": "integer", "minimum": 0,
+            "description": "rmx's extension: quantize the KV cache with `kv_bits` only once it holds this many positions (default 0)."}
     });
     let with = |extra: Value| -> Value {
         let mut props = sampling.as_object().cloned().unwrap_or_default();

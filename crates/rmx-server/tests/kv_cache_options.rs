@@ -41,6 +41,107 @@ async fn kv_options_out_of_range_are_400_naming_what_is_allowed() {
 /// Good values answer on a model whose heads (32 wide, the tiny Qwen3's) take groups of 32;
 /// a model whose heads no group size divides (the API suites' tiny model: 16) fails with what
 /// to do.
+/// The same fields as top-level body fields of the OpenAI and Anthropic routes: a 400 in each
+/// API's shape naming the field, before any model loads (`m` is none).
+#[tokio::test]
+async fn kv_fields_out_of_range_are_400_naming_them_on_openai_and_anthropic() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let app = app(service(home.path()));
+    let user = json!([{"role": "user", "content": "hi"}]);
+    let cases = [
+        (json!({"kv_bits": 3}), "kv_bits", "4 or 8"),
+        (
+            json!({"kv_bits": 8, "kv_group_size": 48}),
+            "kv_group_size",
+            "32, 64 or 128",
+        ),
+        (
+            json!({"kv_bits": 4, "kv_quant_start": -1}),
+            "kv_quant_start",
+            "0 or more",
+        ),
+        (
+            json!({"kv_group_size": 32}),
+            "kv_group_size",
+            "need kv_bits",
+        ),
+    ];
+    for (fields, param, says) in cases {
+        for (path, body) in [
+            (
+                "/v1/chat/completions",
+                json!({"model": "m", "messages": user}),
+            ),
+            ("/v1/completions", json!({"model": "m", "prompt": "hi"})),
+            ("/v1/responses", json!({"model": "m", "input": "hi"})),
+        ] {
+            let (status, body) = call(&app, path, merged(body, &fields)).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{path} {fields}: {body}");
+            assert_eq!(body["error"]["param"], param, "{path} {fields}: {body}");
+            assert_eq!(body["error"]["type"], "invalid_request_error", "{body}");
+            let msg = body["error"]["message"].as_str().unwrap_or_default();
+            assert!(msg.contains(says), "{path} {fields}: {body}");
+        }
+        let body = merged(
+            json!({"model": "m", "max_tokens": 8, "messages": user}),
+            &fields,
+        );
+        let (status, body) = call(&app, "/v1/messages", body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{fields}: {body}");
+        assert_eq!(body["type"], "error", "{body}");
+        assert_eq!(body["error"]["type"], "invalid_request_error", "{body}");
+        let msg = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            msg.contains(param) && msg.contains(says),
+            "{fields}: {body}"
+        );
+    }
+}
+
+/// A quantized KV cache asked for on the OpenAI and Anthropic routes answers, and the OpenAI
+/// completion is the native route's with the same fields (the same prompt tokens, greedy).
+#[tokio::test]
+async fn kv_bits_answer_through_the_openai_and_anthropic_routes() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let app = app(service(home.path()));
+    let qwen3 = rmx_tests::models::tiny_qwen3()
+        .to_string_lossy()
+        .into_owned();
+    let kv = json!({"kv_bits": 8, "kv_group_size": 32});
+    let native = json!({"model": qwen3, "prompt": "hi", "stream": false, "raw": true,
+                        "options": merged(json!({"num_predict": 6, "temperature": 0}), &kv)});
+    let (status, want) = call(&app, "/api/generate", native).await;
+    assert_eq!(status, StatusCode::OK, "{want}");
+    let body = merged(
+        json!({"model": qwen3, "prompt": "hi", "max_tokens": 6, "temperature": 0}),
+        &kv,
+    );
+    let (status, got) = call(&app, "/v1/completions", body).await;
+    assert_eq!(status, StatusCode::OK, "{got}");
+    assert_eq!(got["choices"][0]["text"], want["response"], "{got}");
+    let user = json!([{"role": "user", "content": "hi"}]);
+    for (path, body) in [
+        (
+            "/v1/chat/completions",
+            json!({"model": qwen3, "messages": user, "max_tokens": 4}),
+        ),
+        (
+            "/v1/messages",
+            json!({"model": qwen3, "messages": user, "max_tokens": 4}),
+        ),
+    ] {
+        let (status, got) = call(&app, path, merged(body, &kv)).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {got}");
+    }
+}
+
+fn merged(mut body: Value, fields: &Value) -> Value {
+    for (k, v) in fields.as_object().expect("an object") {
+        body[k] = v.clone();
+    }
+    body
+}
+
 #[tokio::test]
 async fn kv_bits_answer_through_the_native_routes() {
     let home = tempfile::tempdir().expect("tempdir");

@@ -163,6 +163,8 @@ pub fn to_internal(req: &MessagesRequest) -> Result<InternalRequest, AnthropicEr
     };
     let speculative = crate::speculation::parse(req.speculative.as_deref(), req.draft_tokens)
         .map_err(|e| AnthropicError::Invalid(e.to_string()))?;
+    let kv_quant = crate::kv_options::parse(req.kv_bits, req.kv_group_size, req.kv_quant_start)
+        .map_err(|e| AnthropicError::Invalid(format!("{}: {e}", e.param)))?;
     let sampling = SamplingParams {
         // Anthropic's default is 1.
         temperature: req.temperature.unwrap_or(1.0),
@@ -185,7 +187,7 @@ pub fn to_internal(req: &MessagesRequest) -> Result<InternalRequest, AnthropicEr
         think,
         thinking_budget,
         shape,
-        kv_quant: None,
+        kv_quant,
         speculative,
     })
 }

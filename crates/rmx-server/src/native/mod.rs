@@ -153,19 +153,7 @@ fn kv_quant(
     let Some(o) = options else {
         return Ok(None);
     };
-    let Some(bits) = o.kv_bits else {
-        if o.kv_group_size.is_some() || o.kv_quant_start.is_some() {
-            return Err(NativeError(ServiceError::BadRequest(
-                "options: kv_group_size and kv_quant_start need kv_bits (4 or 8)".into(),
-            )));
-        }
-        return Ok(None);
-    };
-    let group = o
-        .kv_group_size
-        .unwrap_or(rmx_engine::KvQuant::DEFAULT_GROUP_SIZE);
-    rmx_engine::KvQuant::new(bits, group, o.kv_quant_start.unwrap_or(0))
-        .map(Some)
+    crate::kv_options::parse(o.kv_bits, o.kv_group_size, o.kv_quant_start)
         .map_err(|e| NativeError(ServiceError::BadRequest(format!("options: {e}"))))
 }
 

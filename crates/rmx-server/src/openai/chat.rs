@@ -210,7 +210,7 @@ pub fn to_internal(req: &ChatCompletionRequest) -> Result<InternalRequest, OpenA
         ),
         think,
         shape,
-        kv_quant: None,
+        kv_quant: super::kv_quant(req.kv_bits, req.kv_group_size, req.kv_quant_start)?,
         speculative: speculative(req.speculative.as_deref(), req.draft_tokens)?,
     })
 }

@@ -172,7 +172,7 @@ pub fn to_internal(req: &CompletionRequest) -> Result<(InternalRequest, String),
                 .as_ref()
                 .map(structured::shape)
                 .transpose()?,
-            kv_quant: None,
+            kv_quant: super::kv_quant(req.kv_bits, req.kv_group_size, req.kv_quant_start)?,
             speculative: super::speculative(req.speculative.as_deref(), req.draft_tokens)?,
         },
         prompt,

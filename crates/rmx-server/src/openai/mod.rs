@@ -151,6 +151,17 @@ pub fn thinking_budget(explicit: Option<u32>, effort: Option<&str>) -> Option<us
         .or_else(|| effort.and_then(crate::service::thinking::effort_budget))
 }
 
+/// rmx's `kv_bits`, `kv_group_size` and `kv_quant_start` fields ([`crate::kv_options`]); a bad
+/// one is a 400 naming it.
+pub fn kv_quant(
+    bits: Option<i32>,
+    group_size: Option<i32>,
+    start: Option<i32>,
+) -> Result<Option<rmx_engine::KvQuant>, OpenAiError> {
+    crate::kv_options::parse(bits, group_size, start)
+        .map_err(|e| OpenAiError::invalid(e.param, e.message))
+}
+
 /// rmx's `speculative` and `draft_tokens` fields ([`crate::speculation`]); a bad one is a 400
 /// naming it.
 pub fn speculative(
