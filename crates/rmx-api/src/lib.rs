@@ -8,6 +8,7 @@ pub mod anthropic;
 pub mod chat;
 pub mod client;
 pub mod embed;
+pub mod extensions;
 pub mod generate;
 pub mod home;
 pub mod keep_alive;

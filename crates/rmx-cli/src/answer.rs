@@ -17,23 +17,26 @@ pub fn options(gen: &GenArgs) -> Options {
         top_k: Some(gen.top_k),
         seed: gen.seed,
         num_predict: Some(gen.max_tokens as i64),
-        speculative: gen.spec.speculative.clone(),
-        draft_tokens: gen.spec.draft_tokens.map(usize::from),
         thinking_budget: gen.thinking_budget,
-        ..kv_options(&gen.kv)
+        rmx: rmx_api::extensions::RmxFields {
+            speculative: gen.spec.speculative.clone(),
+            draft_tokens: gen.spec.draft_tokens.map(usize::from),
+            ..kv_fields(&gen.kv)
+        },
+        ..Options::default()
     }
 }
 
-/// The KV-cache flags as the API's options (the rest at their defaults).
-pub fn kv_options(kv: &crate::cli::KvArgs) -> Options {
+/// The KV-cache flags as the API's fields (the rest at their defaults).
+pub fn kv_fields(kv: &crate::cli::KvArgs) -> rmx_api::extensions::RmxFields {
     match kv.settings() {
-        Some((bits, group, start)) => Options {
+        Some((bits, group, start)) => rmx_api::extensions::RmxFields {
             kv_bits: Some(bits),
             kv_group_size: Some(group),
             kv_quant_start: Some(start),
-            ..Options::default()
+            ..Default::default()
         },
-        None => Options::default(),
+        None => Default::default(),
     }
 }
 

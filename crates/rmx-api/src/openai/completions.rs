@@ -55,24 +55,9 @@ pub struct CompletionRequest {
     pub structured_outputs: Option<StructuredOutputs>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
-    /// rmx's own: store this answer's keys and values 4- or 8-bit (mlx-lm's `kv_bits`);
-    /// absent: as the model's alias or the daemon says (`rmx serve --kv-bits`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kv_bits: Option<i32>,
-    /// rmx's own: elements per quantization group of the KV cache, 32, 64 or 128 (default 64).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kv_group_size: Option<i32>,
-    /// rmx's own: quantize the KV cache only once it holds this many positions (default 0).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kv_quant_start: Option<i32>,
-    /// rmx's own: guess tokens ahead and check them in one forward; "prompt-lookup" copies
-    /// them from the prompt and the answer so far; "off" turns the daemon's default off. The
-    /// answer is the one it would be without.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub speculative: Option<String>,
-    /// rmx's own: the most tokens guessed per step with `speculative`, 1 to 16 (default 6).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub draft_tokens: Option<usize>,
+    /// rmx's own fields: a quantized KV cache, speculative decoding.
+    #[serde(flatten)]
+    pub rmx: crate::extensions::RmxFields,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]

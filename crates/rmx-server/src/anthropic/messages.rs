@@ -161,10 +161,15 @@ pub fn to_internal(req: &MessagesRequest) -> Result<InternalRequest, AnthropicEr
         }
         _ => None,
     };
-    let speculative = crate::speculation::parse(req.speculative.as_deref(), req.draft_tokens)
-        .map_err(|e| AnthropicError::Invalid(e.to_string()))?;
-    let kv_quant = crate::kv_options::parse(req.kv_bits, req.kv_group_size, req.kv_quant_start)
-        .map_err(|e| AnthropicError::Invalid(format!("{}: {e}", e.param)))?;
+    let speculative =
+        crate::speculation::parse(req.rmx.speculative.as_deref(), req.rmx.draft_tokens)
+            .map_err(|e| AnthropicError::Invalid(e.to_string()))?;
+    let kv_quant = crate::kv_options::parse(
+        req.rmx.kv_bits,
+        req.rmx.kv_group_size,
+        req.rmx.kv_quant_start,
+    )
+    .map_err(|e| AnthropicError::Invalid(format!("{}: {e}", e.param)))?;
     let sampling = SamplingParams {
         // Anthropic's default is 1.
         temperature: req.temperature.unwrap_or(1.0),

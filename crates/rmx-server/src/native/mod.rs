@@ -153,7 +153,7 @@ fn kv_quant(
     let Some(o) = options else {
         return Ok(None);
     };
-    crate::kv_options::parse(o.kv_bits, o.kv_group_size, o.kv_quant_start)
+    crate::kv_options::parse(o.rmx.kv_bits, o.rmx.kv_group_size, o.rmx.kv_quant_start)
         .map_err(|e| NativeError(ServiceError::BadRequest(format!("options: {e}"))))
 }
 
@@ -198,7 +198,7 @@ fn speculative(
     let Some(o) = options else {
         return Ok(None);
     };
-    crate::speculation::parse(o.speculative.as_deref(), o.draft_tokens)
+    crate::speculation::parse(o.rmx.speculative.as_deref(), o.rmx.draft_tokens)
         .map_err(|e| NativeError(ServiceError::BadRequest(format!("options: {e}"))))
 }
 
@@ -223,8 +223,11 @@ mod speculative_tests {
 
     fn options(method: Option<&str>, k: Option<usize>) -> rmx_api::Options {
         rmx_api::Options {
-            speculative: method.map(str::to_string),
-            draft_tokens: k,
+            rmx: rmx_api::extensions::RmxFields {
+                speculative: method.map(str::to_string),
+                draft_tokens: k,
+                ..Default::default()
+            },
             ..rmx_api::Options::default()
         }
     }

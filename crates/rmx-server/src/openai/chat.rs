@@ -210,8 +210,8 @@ pub fn to_internal(req: &ChatCompletionRequest) -> Result<InternalRequest, OpenA
         ),
         think,
         shape,
-        kv_quant: super::kv_quant(req.kv_bits, req.kv_group_size, req.kv_quant_start)?,
-        speculative: speculative(req.speculative.as_deref(), req.draft_tokens)?,
+        kv_quant: super::kv_quant(&req.rmx)?,
+        speculative: speculative(&req.rmx)?,
     })
 }
 

@@ -172,8 +172,8 @@ pub fn to_internal(req: &CompletionRequest) -> Result<(InternalRequest, String),
                 .as_ref()
                 .map(structured::shape)
                 .transpose()?,
-            kv_quant: super::kv_quant(req.kv_bits, req.kv_group_size, req.kv_quant_start)?,
-            speculative: super::speculative(req.speculative.as_deref(), req.draft_tokens)?,
+            kv_quant: super::kv_quant(&req.rmx)?,
+            speculative: super::speculative(&req.rmx)?,
         },
         prompt,
     ))

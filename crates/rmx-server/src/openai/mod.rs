@@ -154,21 +154,18 @@ pub fn thinking_budget(explicit: Option<u32>, effort: Option<&str>) -> Option<us
 /// rmx's `kv_bits`, `kv_group_size` and `kv_quant_start` fields ([`crate::kv_options`]); a bad
 /// one is a 400 naming it.
 pub fn kv_quant(
-    bits: Option<i32>,
-    group_size: Option<i32>,
-    start: Option<i32>,
+    f: &rmx_api::extensions::RmxFields,
 ) -> Result<Option<rmx_engine::KvQuant>, OpenAiError> {
-    crate::kv_options::parse(bits, group_size, start)
+    crate::kv_options::parse(f.kv_bits, f.kv_group_size, f.kv_quant_start)
         .map_err(|e| OpenAiError::invalid(e.param, e.message))
 }
 
 /// rmx's `speculative` and `draft_tokens` fields ([`crate::speculation`]); a bad one is a 400
 /// naming it.
 pub fn speculative(
-    method: Option<&str>,
-    draft_tokens: Option<usize>,
+    f: &rmx_api::extensions::RmxFields,
 ) -> Result<Option<crate::speculation::Asked>, OpenAiError> {
-    crate::speculation::parse(method, draft_tokens)
+    crate::speculation::parse(f.speculative.as_deref(), f.draft_tokens)
         .map_err(|e| OpenAiError::invalid(e.param, e.message))
 }
 

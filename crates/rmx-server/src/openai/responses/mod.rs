@@ -178,8 +178,8 @@ pub fn to_internal(req: &ResponsesRequest) -> Result<InternalRequest, OpenAiErro
         think,
         thinking_budget: thinking_budget(req.thinking_token_budget, effort),
         shape,
-        kv_quant: super::kv_quant(req.kv_bits, req.kv_group_size, req.kv_quant_start)?,
-        speculative: super::speculative(req.speculative.as_deref(), req.draft_tokens)?,
+        kv_quant: super::kv_quant(&req.rmx)?,
+        speculative: super::speculative(&req.rmx)?,
     })
 }
 
