@@ -24,14 +24,11 @@ thread_local! {
     static KERNELS: RefCell<HashMap<(&'static str, i32), Rc<Kernel>>> = RefCell::new(HashMap::new());
     // Small constant inputs (eps, scale) made once, not once per launch.
     static CONSTS: RefCell<HashMap<Vec<u32>, Array>> = RefCell::new(HashMap::new());
-    // `{offset, cap}` of the step in flight: every layer of a token shares one array.
-    static POS: RefCell<Option<([i32; 2], Array)>> = const { RefCell::new(None) };
-    // `{1, 0}`: the next step's `POS` from this one's, on the GPU.
-    static POS_STEP: RefCell<Option<Array>> = const { RefCell::new(None) };
-    // The layer kernel's positions of the step in flight (`layer_pos`), and the differences
-    // between consecutive steps' that were added on the GPU.
-    static LAYER_POS: RefCell<Option<([i32; 6], Array)>> = const { RefCell::new(None) };
-    static LAYER_STEPS: RefCell<HashMap<[i32; 6], Array>> = RefCell::new(HashMap::new());
+    // The positions of the step in flight, by their length (`pos_array`'s 2, `layer_pos`'s 6):
+    // every layer of a token shares one array.
+    static POSITIONS: RefCell<HashMap<usize, (Vec<i32>, Array)>> = RefCell::new(HashMap::new());
+    // The differences between consecutive steps' positions that were added on the GPU.
+    static STEPS: RefCell<HashMap<Vec<i32>, Array>> = RefCell::new(HashMap::new());
 }
 
 /// `a` copied by a GPU op (lazily, as part of the graph). MLX's CUDA backend keeps arrays made
@@ -62,19 +59,7 @@ pub(crate) fn consts(vals: &[f32]) -> Result<Array> {
 /// host-written memory (see `on_device`); any other (a new sequence, a grown cache, a prompt
 /// chunk) is copied from the host once.
 pub(crate) fn pos_array(pos: [i32; 2]) -> Result<Array> {
-    POS.with(|p| {
-        let next = match &*p.borrow() {
-            Some((k, a)) if *k == pos => return Ok(a.clone()),
-            Some((k, a)) if [k[0] + 1, k[1]] == pos => Some(a.add(&pos_step()?)?),
-            _ => None,
-        };
-        let a = match next {
-            Some(a) => a,
-            None => on_device(Array::from_slice(&pos, &[2])?)?,
-        };
-        *p.borrow_mut() = Some((pos, a.clone()));
-        Ok(a)
-    })
+    positions(pos, |d| *d == [1, 0])
 }
 
 /// The layer kernel's `{offset, cap, ring slot, ring positions, ring capacity, ring layers}`
@@ -83,17 +68,25 @@ pub(crate) fn pos_array(pos: [i32; 2]) -> Result<Array> {
 /// step's (one more position; a ring's slot and its positions one more or as they were);
 /// anything else (a ring's slot wrapping to 0, a grown cache) is copied from the host once.
 pub(crate) fn layer_pos(pos: [i32; 6]) -> Result<Array> {
-    LAYER_POS.with(|p| {
-        let next = match &*p.borrow() {
-            Some((k, a)) if *k == pos => return Ok(a.clone()),
+    positions(pos, |d| {
+        d[0] == 1
+            && [d[1], d[4], d[5]] == [0; 3]
+            && (0..=1).contains(&d[2])
+            && (0..=1).contains(&d[3])
+    })
+}
+
+/// `pos` as an int32 array in device memory: the array of the step in flight for positions of
+/// its length, or the last one plus the difference where `is_step` takes it (added on the GPU,
+/// the difference's array made once), else copied from the host.
+fn positions<const N: usize>(pos: [i32; N], is_step: impl Fn(&[i32; N]) -> bool) -> Result<Array> {
+    POSITIONS.with(|p| {
+        let next = match p.borrow().get(&N) {
+            Some((k, a)) if k[..] == pos[..] => return Ok(a.clone()),
             Some((k, a)) => {
-                let d: [i32; 6] = std::array::from_fn(|i| pos[i] - k[i]);
-                let step = d[0] == 1
-                    && [d[1], d[4], d[5]] == [0; 3]
-                    && (0..=1).contains(&d[2])
-                    && (0..=1).contains(&d[3]);
-                if step {
-                    Some(a.add(&layer_step(d)?)?)
+                let d: [i32; N] = std::array::from_fn(|i| pos[i] - k[i]);
+                if is_step(&d) {
+                    Some(a.add(&step_array(&d)?)?)
                 } else {
                     None
                 }
@@ -102,33 +95,21 @@ pub(crate) fn layer_pos(pos: [i32; 6]) -> Result<Array> {
         };
         let a = match next {
             Some(a) => a,
-            None => on_device(Array::from_slice(&pos, &[6])?)?,
+            None => on_device(Array::from_slice(&pos, &[N as i32])?)?,
         };
-        *p.borrow_mut() = Some((pos, a.clone()));
+        p.borrow_mut().insert(N, (pos.to_vec(), a.clone()));
         Ok(a)
     })
 }
 
-fn layer_step(d: [i32; 6]) -> Result<Array> {
-    LAYER_STEPS.with(|s| {
-        if let Some(a) = s.borrow().get(&d) {
+fn step_array(d: &[i32]) -> Result<Array> {
+    STEPS.with(|s| {
+        if let Some(a) = s.borrow().get(d) {
             return Ok(a.clone());
         }
-        let a = on_device(Array::from_slice(&d, &[6])?)?;
+        let a = on_device(Array::from_slice(d, &[d.len() as i32])?)?;
         a.eval()?;
-        s.borrow_mut().insert(d, a.clone());
-        Ok(a)
-    })
-}
-
-fn pos_step() -> Result<Array> {
-    POS_STEP.with(|s| {
-        if let Some(a) = &*s.borrow() {
-            return Ok(a.clone());
-        }
-        let a = on_device(Array::from_slice(&[1i32, 0], &[2])?)?;
-        a.eval()?;
-        *s.borrow_mut() = Some(a.clone());
+        s.borrow_mut().insert(d.to_vec(), a.clone());
         Ok(a)
     })
 }
@@ -156,4 +137,21 @@ pub(crate) fn kernel_with_shared(spec: &Spec, shared_memory: i32) -> Result<Rc<K
             .insert((spec.name, shared_memory), k.clone());
         Ok(k)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A step's `{offset, cap}` and the layer kernel's positions, asked for in turn as a decode
+    /// step asks for them, each come out as given, whether from the host or added on the GPU.
+    #[test]
+    fn positions_of_either_length_follow_their_own_last_step() {
+        for (offset, slot) in [(7, 3), (8, 4), (9, 5), (9, 5), (10, 0), (40, 1)] {
+            let two = [offset, 256];
+            let six = [offset, 256, slot, 8, 8, 1];
+            assert_eq!(pos_array(two).unwrap().to_vec::<i32>().unwrap(), two);
+            assert_eq!(layer_pos(six).unwrap().to_vec::<i32>().unwrap(), six);
+        }
+    }
 }
