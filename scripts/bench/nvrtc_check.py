@@ -204,6 +204,17 @@ def moe_table(nl, mx=False):
     return ins, table("MoePtrs", "mtab", nl, PER_MOE, MX_MOE if mx else ())
 
 
+def moe_launch(tmpl, mx=False):
+    """decode_layer/moe.rs's kernel(): a MoE block as a launch of its own (decode_moe), with
+    `tmpl` its template values; `mx`: mxfp4 experts."""
+    ins, body = moe_table(1, mx)
+    KERNELS.append(("layer_moe", [("T", "x"), ("T", "n2"), ("float", "par"), ("uint32_t", "bar")] + ins,
+                    ["y", ("float", "scratch")],
+                    body + f"__syncthreads();\nrmx::decode_moe<T, BITS, G, HID, NT, KMAX, IDOT, {MOE_TYPE}, "
+                    f"{'true' if mx else 'false'}>(x, n2, mtab, par, bar, y, scratch);",
+                    tmpl))
+
+
 def layers_kernel(nl, mlp="true", moe=False, extras=None, mx=False):
     """decode_layer.rs's kernel(): `extras` says which of lbq, lbo, sk the layers have (xtab);
     `mx`: mxfp4 products."""
@@ -287,44 +298,24 @@ KERNELS.append(("layer_moe", _ins, ["y", ("float", "scratch")], _body,
                 dict(BITS=4, G=32, HID=2880, H=64, KV=8, D=64, F=4 * 2880, QKNORM="false", TRADITIONAL="false",
                      NT=512, **_lay, IDOT="true", E=32, TOPK=4, FE=2880, FS=0, RBITS=8, RG=64, OAI="true",
                      RMODE=2, O_MOE=_end)))
-_ins, _mbody = moe_table(1, mx=True)
-KERNELS.append(("layer_moe", [("T", "x"), ("T", "n2"), ("float", "par"), ("uint32_t", "bar")] + _ins,
-                ["y", ("float", "scratch")],
-                _mbody + f"__syncthreads();\nrmx::decode_moe<T, BITS, G, HID, NT, KMAX, IDOT, {MOE_TYPE}, true>(x, "
-                "n2, mtab, par, bar, y, scratch);",
-                dict(BITS=4, G=32, HID=2880, NT=512, KMAX=4 * 2880, IDOT="true", E=32, TOPK=4, FE=2880, FS=0,
-                     RBITS=8, RG=64, OAI="true", RMODE=2, O_MOE=moe_scratch(4 * 2880))))
+moe_launch(dict(BITS=4, G=32, HID=2880, NT=512, KMAX=4 * 2880, IDOT="true", E=32, TOPK=4, FE=2880, FS=0,
+                RBITS=8, RG=64, OAI="true", RMODE=2, O_MOE=moe_scratch(4 * 2880)), mx=True)
 
 # A MoE block as a launch of its own (Qwen3.5-35B-A3B's gated-attention layers: 256 experts, top 8,
 # FE 512, a shared expert of 512).
-_ins, _mbody = moe_table(1)
-KERNELS.append(("layer_moe", [("T", "x"), ("T", "n2"), ("float", "par"), ("uint32_t", "bar")] + _ins,
-                ["y", ("float", "scratch")],
-                _mbody + f"__syncthreads();\nrmx::decode_moe<T, BITS, G, HID, NT, KMAX, IDOT, {MOE_TYPE}>(x, n2, "
-                "mtab, par, bar, y, scratch);",
-                dict(BITS=4, G=64, HID=2048, NT=512, KMAX=8 * 512 + 512, IDOT="true", E=256, TOPK=8, FE=512,
-                     FS=512, RBITS=8, RG=64, OAI="false", RMODE=1, O_MOE=moe_scratch(8 * 512 + 512))))
+moe_launch(dict(BITS=4, G=64, HID=2048, NT=512, KMAX=8 * 512 + 512, IDOT="true", E=256, TOPK=8, FE=512,
+                FS=512, RBITS=8, RG=64, OAI="false", RMODE=1, O_MOE=moe_scratch(8 * 512 + 512)))
 
 # Qwen3-Next-80B-A3B's experts: 512 of them (moe_route's 16 logits a lane), top 10 (a warp's lanes
 # split 16 ways in the down phase, 6 groups idle).
-_ins, _mbody = moe_table(1)
-KERNELS.append(("layer_moe", [("T", "x"), ("T", "n2"), ("float", "par"), ("uint32_t", "bar")] + _ins,
-                ["y", ("float", "scratch")],
-                _mbody + f"__syncthreads();\nrmx::decode_moe<T, BITS, G, HID, NT, KMAX, IDOT, {MOE_TYPE}>(x, n2, "
-                "mtab, par, bar, y, scratch);",
-                dict(BITS=4, G=64, HID=2048, NT=512, KMAX=10 * 512 + 512, IDOT="true", E=512, TOPK=10, FE=512,
-                     FS=512, RBITS=8, RG=64, OAI="false", RMODE=1, O_MOE=moe_scratch(10 * 512 + 512))))
+moe_launch(dict(BITS=4, G=64, HID=2048, NT=512, KMAX=10 * 512 + 512, IDOT="true", E=512, TOPK=10, FE=512,
+                FS=512, RBITS=8, RG=64, OAI="false", RMODE=1, O_MOE=moe_scratch(10 * 512 + 512)))
 
 # GPT-OSS-20B's experts as a launch of their own (32 experts, top 4 then a softmax, FE 2880, linear
 # biases on the router and every expert product, swiglu_oai), integer and float products.
 for bits, rbits, idot in ((4, 4, "true"), (8, 8, "false")):
-    _ins, _mbody = moe_table(1)
-    KERNELS.append(("layer_moe", [("T", "x"), ("T", "n2"), ("float", "par"), ("uint32_t", "bar")] + _ins,
-                    ["y", ("float", "scratch")],
-                    _mbody + f"__syncthreads();\nrmx::decode_moe<T, BITS, G, HID, NT, KMAX, IDOT, {MOE_TYPE}>(x, "
-                    "n2, mtab, par, bar, y, scratch);",
-                    dict(BITS=bits, G=64, HID=2880, NT=512, KMAX=4 * 2880, IDOT=idot, E=32, TOPK=4, FE=2880,
-                         FS=0, RBITS=rbits, RG=64, OAI="true", RMODE=2, O_MOE=moe_scratch(4 * 2880))))
+    moe_launch(dict(BITS=bits, G=64, HID=2880, NT=512, KMAX=4 * 2880, IDOT=idot, E=32, TOPK=4, FE=2880, FS=0,
+                    RBITS=rbits, RG=64, OAI="true", RMODE=2, O_MOE=moe_scratch(4 * 2880)))
 
 # Consecutive DeltaNet layers (decode_layer/delta.rs), at Qwen3.5-9B's and -27B's shapes.
 PER_DELTA = ["wi", "si", "bi", "wo", "so", "bo", "wg", "sg", "bg", "wd", "sd", "bd", "n1", "n2", "cw", "dtb",
