@@ -373,7 +373,13 @@ fn a_killed_worker_fails_the_stream_and_the_group_starts_again() {
 
     let (worker, took, tail) = signal_mid_stream(&daemon, &model, "-KILL");
     println!("the stream's error came {took:.2?} after the worker was killed");
-    assert!(tail.contains("rmx launch saw a rank end"), "{tail}");
+    // Either rank 0's collective fails first (MLX's ring loses its peer) or the launcher's
+    // lifeline closes first ("rmx launch saw a rank end"): a race both ways, and the same
+    // group error to the client, which says the group comes back.
+    assert!(
+        tail.contains("lost each other") && tail.contains("rmx launch restarts the group"),
+        "{tail}"
+    );
     assert!(took < Duration::from_secs(10), "{took:?}");
     back_again(&daemon, &model, worker);
     assert!(
