@@ -231,7 +231,7 @@ _rmx() {
             return 0
             ;;
         rmx__subcmd__alias__subcmd__add)
-            opts="-h -V --tool-parser --reasoning-parser --context-length --kv-bits --kv-group-size --kv-quant-start --help --version"
+            opts="-h -V --tool-parser --reasoning-parser --context-length --kv-bits --kv-group-size --kv-quant-start --speculative --draft-tokens --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -258,6 +258,14 @@ _rmx() {
                     return 0
                     ;;
                 --kv-quant-start)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --speculative)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --draft-tokens)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -410,7 +418,7 @@ _rmx() {
                     return 0
                     ;;
                 --speculative)
-                    COMPREPLY=($(compgen -W "prompt-lookup" -- "${cur}"))
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --draft-tokens)
@@ -484,7 +492,7 @@ _rmx() {
                     return 0
                     ;;
                 --speculative)
-                    COMPREPLY=($(compgen -W "prompt-lookup" -- "${cur}"))
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --draft-tokens)
@@ -1110,7 +1118,7 @@ _rmx() {
                     return 0
                     ;;
                 --speculative)
-                    COMPREPLY=($(compgen -W "prompt-lookup" -- "${cur}"))
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --draft-tokens)
@@ -1156,7 +1164,7 @@ _rmx() {
                     return 0
                     ;;
                 --speculative)
-                    COMPREPLY=($(compgen -W "prompt-lookup" -- "${cur}"))
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --draft-tokens)

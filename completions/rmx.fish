@@ -63,7 +63,7 @@ complete -c rmx -n "__fish_rmx_using_subcommand run" -l kv-group-size -d 'Elemen
 64\t''
 128\t''"
 complete -c rmx -n "__fish_rmx_using_subcommand run" -l kv-quant-start -d 'Quantize the KV cache only once it holds N positions (mlx-lm\'s --quantized-kv-start; default 0, from the start)' -r
-complete -c rmx -n "__fish_rmx_using_subcommand run" -l speculative -d 'Guess tokens ahead and let the model check them in one forward pass; the answer is the one it would be without. prompt-lookup copies the guesses from the prompt and the answer so far (fast where the answer repeats its input: editing code, quoting). Models with recurrent layers answer without it (-v and the answer\'s stats say so)' -r -f -a "prompt-lookup\t''"
+complete -c rmx -n "__fish_rmx_using_subcommand run" -l speculative -d 'Guess tokens ahead and let the model check them in one forward pass; the answer is the one it would be without. prompt-lookup copies the guesses from the prompt and the answer so far (fast where the answer repeats its input: editing code, quoting); draft:MODEL has a smaller model of the same tokenizer guess (draft:qwen3-0.6b for a Qwen3-8B; for `rmx bench`, the draft\'s folder). Models with recurrent layers answer without it (-v and the answer\'s stats say so)' -r
 complete -c rmx -n "__fish_rmx_using_subcommand run" -l draft-tokens -d 'The most tokens guessed per step [default: 6]' -r
 complete -c rmx -n "__fish_rmx_using_subcommand run" -l raw -d 'Send the prompt as-is, without the chat template'
 complete -c rmx -n "__fish_rmx_using_subcommand run" -l think -d 'Ask reasoning models to think first (sets the template\'s enable_thinking)'
@@ -85,7 +85,7 @@ complete -c rmx -n "__fish_rmx_using_subcommand chat" -l kv-group-size -d 'Eleme
 64\t''
 128\t''"
 complete -c rmx -n "__fish_rmx_using_subcommand chat" -l kv-quant-start -d 'Quantize the KV cache only once it holds N positions (mlx-lm\'s --quantized-kv-start; default 0, from the start)' -r
-complete -c rmx -n "__fish_rmx_using_subcommand chat" -l speculative -d 'Guess tokens ahead and let the model check them in one forward pass; the answer is the one it would be without. prompt-lookup copies the guesses from the prompt and the answer so far (fast where the answer repeats its input: editing code, quoting). Models with recurrent layers answer without it (-v and the answer\'s stats say so)' -r -f -a "prompt-lookup\t''"
+complete -c rmx -n "__fish_rmx_using_subcommand chat" -l speculative -d 'Guess tokens ahead and let the model check them in one forward pass; the answer is the one it would be without. prompt-lookup copies the guesses from the prompt and the answer so far (fast where the answer repeats its input: editing code, quoting); draft:MODEL has a smaller model of the same tokenizer guess (draft:qwen3-0.6b for a Qwen3-8B; for `rmx bench`, the draft\'s folder). Models with recurrent layers answer without it (-v and the answer\'s stats say so)' -r
 complete -c rmx -n "__fish_rmx_using_subcommand chat" -l draft-tokens -d 'The most tokens guessed per step [default: 6]' -r
 complete -c rmx -n "__fish_rmx_using_subcommand chat" -l raw -d 'Send the prompt as-is, without the chat template'
 complete -c rmx -n "__fish_rmx_using_subcommand chat" -l think -d 'Ask reasoning models to think first (sets the template\'s enable_thinking)'
@@ -108,7 +108,7 @@ complete -c rmx -n "__fish_rmx_using_subcommand serve" -l kv-group-size -d 'Elem
 64\t''
 128\t''"
 complete -c rmx -n "__fish_rmx_using_subcommand serve" -l kv-quant-start -d 'Quantize the KV cache only once it holds N positions (mlx-lm\'s --quantized-kv-start; default 0, from the start)' -r
-complete -c rmx -n "__fish_rmx_using_subcommand serve" -l speculative -d 'Guess tokens ahead and let the model check them in one forward pass; the answer is the one it would be without. prompt-lookup copies the guesses from the prompt and the answer so far (fast where the answer repeats its input: editing code, quoting). Models with recurrent layers answer without it (-v and the answer\'s stats say so)' -r -f -a "prompt-lookup\t''"
+complete -c rmx -n "__fish_rmx_using_subcommand serve" -l speculative -d 'Guess tokens ahead and let the model check them in one forward pass; the answer is the one it would be without. prompt-lookup copies the guesses from the prompt and the answer so far (fast where the answer repeats its input: editing code, quoting); draft:MODEL has a smaller model of the same tokenizer guess (draft:qwen3-0.6b for a Qwen3-8B; for `rmx bench`, the draft\'s folder). Models with recurrent layers answer without it (-v and the answer\'s stats say so)' -r
 complete -c rmx -n "__fish_rmx_using_subcommand serve" -l draft-tokens -d 'The most tokens guessed per step [default: 6]' -r
 complete -c rmx -n "__fish_rmx_using_subcommand serve" -l background -d 'Started by another rmx command: a taken TCP port is a warning, the socket still serves'
 complete -c rmx -n "__fish_rmx_using_subcommand serve" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -156,6 +156,8 @@ complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcomman
 64\t''
 128\t''"
 complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcommand_from add" -l kv-quant-start -d 'Quantize the KV cache only once it holds N positions (mlx-lm\'s --quantized-kv-start; default 0, from the start)' -r
+complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcommand_from add" -l speculative -d 'Guess tokens ahead and let the model check them in one forward pass; the answer is the one it would be without. prompt-lookup copies the guesses from the prompt and the answer so far (fast where the answer repeats its input: editing code, quoting); draft:MODEL has a smaller model of the same tokenizer guess (draft:qwen3-0.6b for a Qwen3-8B; for `rmx bench`, the draft\'s folder). Models with recurrent layers answer without it (-v and the answer\'s stats say so)' -r
+complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcommand_from add" -l draft-tokens -d 'The most tokens guessed per step [default: 6]' -r
 complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcommand_from add" -s h -l help -d 'Print help'
 complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcommand_from add" -s V -l version -d 'Print version'
 complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcommand_from rm" -s h -l help -d 'Print help'
@@ -186,7 +188,7 @@ complete -c rmx -n "__fish_rmx_using_subcommand bench" -l kv-group-size -d 'Elem
 64\t''
 128\t''"
 complete -c rmx -n "__fish_rmx_using_subcommand bench" -l kv-quant-start -d 'Quantize the KV cache only once it holds N positions (mlx-lm\'s --quantized-kv-start; default 0, from the start)' -r
-complete -c rmx -n "__fish_rmx_using_subcommand bench" -l speculative -d 'Guess tokens ahead and let the model check them in one forward pass; the answer is the one it would be without. prompt-lookup copies the guesses from the prompt and the answer so far (fast where the answer repeats its input: editing code, quoting). Models with recurrent layers answer without it (-v and the answer\'s stats say so)' -r -f -a "prompt-lookup\t''"
+complete -c rmx -n "__fish_rmx_using_subcommand bench" -l speculative -d 'Guess tokens ahead and let the model check them in one forward pass; the answer is the one it would be without. prompt-lookup copies the guesses from the prompt and the answer so far (fast where the answer repeats its input: editing code, quoting); draft:MODEL has a smaller model of the same tokenizer guess (draft:qwen3-0.6b for a Qwen3-8B; for `rmx bench`, the draft\'s folder). Models with recurrent layers answer without it (-v and the answer\'s stats say so)' -r
 complete -c rmx -n "__fish_rmx_using_subcommand bench" -l draft-tokens -d 'The most tokens guessed per step [default: 6]' -r
 complete -c rmx -n "__fish_rmx_using_subcommand bench" -l verify-cost -d 'Instead of the cases: time a speculative verify step of each K drafted tokens (K + 1 tokens through the model over a cache of the first --prompt-tokens, default 512) against a plain decode step, and the speedup that makes at a few acceptance rates' -r
 complete -c rmx -n "__fish_rmx_using_subcommand bench" -l image-cost -d 'Instead of the cases: time one photo-sized image (WxH, default 1024x768) through a vision model\'s processor (decode, resize, normalize, on the host) and its vision tower (on the model\'s device), per image' -r

@@ -527,6 +527,36 @@ fn serve_speculative_is_the_default_of_requests_that_do_not_say() {
     assert!(stderr.contains("guessed tokens accepted"), "{stderr}");
 }
 
+/// Issue #24: `rmx run --speculative draft:MODEL` has the draft model guess (here the model
+/// itself, so the guesses are taken): the answer of a plain run, the guesses counted by -v;
+/// `draft:` without a name is refused by the flag's parser, saying what it needs.
+#[test]
+fn run_with_a_draft_model_answers_as_without() {
+    let (home, model) = (home(), model());
+    let args = [
+        "run",
+        &model,
+        "one two three",
+        "--raw",
+        "--max-tokens",
+        "12",
+    ];
+    let plain = home.run(&args);
+    assert!(plain.status.success(), "{plain:?}");
+    let draft = format!("draft:{model}");
+    let mut drafted = args.to_vec();
+    drafted.extend(["--speculative", &draft, "-v"]);
+    let out = home.run(&drafted);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(out.stdout, plain.stdout, "{stderr}");
+    assert!(stderr.contains("guessed tokens accepted"), "{stderr}");
+    let bad = home.run(&["run", &model, "hi", "--speculative", "draft:"]);
+    let stderr = String::from_utf8_lossy(&bad.stderr).into_owned();
+    assert!(!bad.status.success());
+    assert!(stderr.contains("needs the draft model's name"), "{stderr}");
+}
+
 /// The daemon's environment as the kernel reports it (what it started with).
 #[cfg(target_os = "linux")]
 fn daemon_env(pid: u32) -> Vec<String> {

@@ -407,25 +407,50 @@ pub struct GenArgs {
 pub struct SpecArgs {
     /// Guess tokens ahead and let the model check them in one forward pass; the answer is the
     /// one it would be without. prompt-lookup copies the guesses from the prompt and the answer
-    /// so far (fast where the answer repeats its input: editing code, quoting). Models with
-    /// recurrent layers answer without it (-v and the answer's stats say so).
-    #[arg(long, value_name = "METHOD", value_parser = ["prompt-lookup"])]
+    /// so far (fast where the answer repeats its input: editing code, quoting); draft:MODEL
+    /// has a smaller model of the same tokenizer guess (draft:qwen3-0.6b for a Qwen3-8B; for
+    /// `rmx bench`, the draft's folder). Models with recurrent layers answer without it (-v and
+    /// the answer's stats say so).
+    #[arg(long, value_name = "METHOD", value_parser = parse_speculative)]
     pub speculative: Option<String>,
     /// The most tokens guessed per step [default: 6].
     #[arg(long, value_name = "K", requires = "speculative", value_parser = clap::value_parser!(u8).range(1..=16))]
     pub draft_tokens: Option<u8>,
 }
 
+/// `prompt-lookup` or `draft:MODEL`, as the daemon reads a request's `speculative`.
+fn parse_speculative(s: &str) -> Result<String, String> {
+    match rmx_server::speculation::parse(Some(s), None) {
+        Ok(Some(rmx_server::speculation::Asked::On(_))) => Ok(s.to_string()),
+        Ok(_) => Err("expected prompt-lookup or draft:MODEL".into()),
+        Err(e) => Err(e.message),
+    }
+}
+
 impl SpecArgs {
-    /// The speculation asked for, if --speculative was given; the parsers above hold the
-    /// values to what the engine takes.
+    /// The speculation asked for, if --speculative was given, as the daemon's default
+    /// (`rmx serve`): a draft is found by name per answer.
+    pub fn spec(&self) -> Option<rmx_server::speculation::Spec> {
+        let k = self.draft_tokens.map(usize::from);
+        match rmx_server::speculation::parse(self.speculative.as_deref(), k) {
+            Ok(Some(rmx_server::speculation::Asked::On(s))) => Some(s),
+            // The parsers above hold the flags to what parse takes.
+            _ => None,
+        }
+    }
+
+    /// The speculation asked for, for an engine run in this process (`rmx bench`): a draft is
+    /// the folder named after `draft:`.
     pub fn speculation(&self) -> Result<Option<rmx_engine::Speculation>, rmx_engine::EngineError> {
-        match self.speculative.as_deref() {
-            Some(_) => rmx_engine::Speculation::prompt_lookup(
-                self.draft_tokens
-                    .map_or(rmx_engine::speculative::DEFAULT_DRAFT_TOKENS, usize::from),
-            )
-            .map(Some),
+        use rmx_server::speculation::Spec;
+        match self.spec() {
+            Some(Spec::PromptLookup { draft_tokens }) => {
+                rmx_engine::Speculation::prompt_lookup(draft_tokens).map(Some)
+            }
+            Some(Spec::Draft {
+                model,
+                draft_tokens,
+            }) => rmx_engine::Speculation::draft(model, draft_tokens).map(Some),
             None => Ok(None),
         }
     }
@@ -541,6 +566,10 @@ pub struct AliasAddArgs {
     /// How answers through this alias store their KV cache unless the request says.
     #[command(flatten)]
     pub kv: KvArgs,
+    /// How answers through this alias speculate unless the request says (the daemon's
+    /// `--speculative` applies where neither does).
+    #[command(flatten)]
+    pub spec: SpecArgs,
 }
 
 /// The parser names are the alias files' spelling (serde's), so one spelling serves both.

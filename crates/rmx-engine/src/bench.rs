@@ -42,7 +42,7 @@ pub struct BenchConfig {
 }
 
 /// What every measured generation is asked for besides its prompt and length.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Knobs {
     kv_quant: Option<rmx_models::cache::KvQuant>,
     speculative: Option<crate::Speculation>,
@@ -52,7 +52,7 @@ impl BenchConfig {
     fn knobs(&self) -> Knobs {
         Knobs {
             kv_quant: self.kv_quant,
-            speculative: self.speculative,
+            speculative: self.speculative.clone(),
         }
     }
 }
@@ -186,7 +186,7 @@ fn submit(
     prompt: Vec<u32>,
     gen: usize,
     constraint: Option<&Compiled>,
-    knobs: Knobs,
+    knobs: &Knobs,
 ) -> Result<(UnboundedReceiver<Event>, usize)> {
     let n = prompt.len();
     let mut req = GenerateRequest::new(prompt, gen);
@@ -195,7 +195,7 @@ fn submit(
     req.no_prefix_cache = true;
     req.constraint = constraint.cloned();
     req.kv_quant = knobs.kv_quant;
-    req.speculative = knobs.speculative;
+    req.speculative = knobs.speculative.clone();
     Ok((engine.generate(req)?, n))
 }
 
@@ -207,7 +207,7 @@ fn one(
     constraint: Option<&Compiled>,
     knobs: Knobs,
 ) -> Result<Round> {
-    let (rx, n) = submit(engine, prompt, gen, constraint, knobs)?;
+    let (rx, n) = submit(engine, prompt, gen, constraint, &knobs)?;
     finish(rx, n).map(|(round, _)| round)
 }
 
@@ -252,7 +252,7 @@ fn together(
     let start = Instant::now();
     let mut waiting = Vec::with_capacity(prompts.len());
     for prompt in prompts {
-        waiting.push(submit(engine, prompt, gen, None, knobs)?);
+        waiting.push(submit(engine, prompt, gen, None, &knobs)?);
     }
     // Events wait in their channels, so reading the streams one after another loses nothing;
     // the engine's own timings say when each stream's first and last tokens came.
@@ -414,7 +414,7 @@ pub fn run(
             constrained,
             tokens,
             concurrent,
-            speculative: cfg.speculative.map(|_| drafts),
+            speculative: cfg.speculative.as_ref().map(|_| drafts),
         });
     }
     Ok(out)

@@ -95,6 +95,9 @@ pub(crate) fn serve(model: &dyn Embedder, rx: Receiver<Command>, load: &Arc<Load
             }
             // Measurements time a generating model's steps.
             Command::Probe(run) => run(None),
+            Command::Draft(_, reply) => {
+                let _ = reply.send(Err(crate::EngineError::NotGenerative));
+            }
             Command::Generate(_, tx, _) => {
                 let _ = tx.send(crate::request::Event::Error(
                     crate::EngineError::NotGenerative.to_string(),

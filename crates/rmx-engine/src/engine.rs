@@ -36,6 +36,8 @@ pub(crate) enum Command {
     Rerank(RerankJob),
     /// Runs on the engine thread with the model (measurements: verify_cost.rs, image_cost.rs).
     Probe(Probe),
+    /// Loads the draft model in this folder on the engine thread (draft.rs), if it is not yet.
+    Draft(PathBuf, Sender<Result<()>>),
 }
 
 /// A closure given the model, or `None` where the model cannot be run alone (a group's ranks
@@ -459,6 +461,26 @@ impl Engine {
         rx.recv().map_err(|_| EngineError::Stopped)?
     }
 
+    /// Makes the draft model in `dir` ready to guess for this model's answers
+    /// ([`crate::Speculation::Draft`]): its tokenizer must be this model's, and it is loaded on
+    /// the engine thread (once; a few seconds for a small model, during which the thread runs
+    /// nothing else). A refusal says why: another tokenizer, files that do not load, a draft
+    /// with recurrent layers.
+    pub fn use_draft(&self, dir: &Path) -> Result<()> {
+        let draft = Tokenizer::from_dir(dir).map_err(|source| EngineError::Tokenizer {
+            dir: dir.to_path_buf(),
+            source,
+        })?;
+        crate::draft::check_tokenizers(&self.tokenizer, &draft)?;
+        let (reply, rx) = mpsc::channel();
+        self.tx
+            .as_ref()
+            .ok_or(EngineError::Stopped)?
+            .send(Command::Draft(dir.to_path_buf(), reply))
+            .map_err(|_| EngineError::Stopped)?;
+        rx.recv().map_err(|_| EngineError::Stopped)?
+    }
+
     /// Runs `run` on the engine thread, with the model, between its turns.
     pub(crate) fn probe(&self, run: Probe) -> Result<()> {
         self.tx
@@ -604,6 +626,7 @@ fn run(
         } else {
             None
         },
+        drafts: crate::draft::DraftModels::default(),
         load,
     };
     loop {
@@ -752,6 +775,8 @@ struct Admit<'a> {
     snapshot_prefill: bool,
     /// Why requests that ask to speculate do not, on this engine (speculative.rs).
     no_speculation: Option<Off>,
+    /// Draft models loaded for speculation (draft.rs).
+    drafts: crate::draft::DraftModels,
     load: &'a Arc<Load>,
 }
 
@@ -817,6 +842,16 @@ impl Admit<'_> {
                 run(alone.then_some(self.model));
                 return;
             }
+            // An engine that never speculates turns the request's speculation off with its
+            // reason (admit below) rather than load a draft it would not use.
+            Command::Draft(dir, reply) => {
+                let ready = match self.no_speculation {
+                    Some(_) => Ok(()),
+                    None => self.drafts.get(&dir).map(|_| ()),
+                };
+                let _ = reply.send(ready);
+                return;
+            }
         };
         let enabled = self.prefixes.is_enabled();
         // A stored cache that cannot be copied only costs the prefill it would have saved.
@@ -837,14 +872,26 @@ impl Admit<'_> {
             (None, Some(_)) => Some(Off::ThoughtBudget),
             (None, None) => self.no_speculation,
         };
-        let speculation_off = match (req.speculative, off) {
+        let speculation_off = match (&req.speculative, off) {
             (Some(_), Some(off)) => {
                 req.speculative = None;
                 Some(off)
             }
             _ => None,
         };
+        // A draft that cannot be loaded (gone since `use_draft` checked it) fails the answer.
+        let draft = match req.speculative.as_ref().and_then(|s| s.draft_model()) {
+            Some(dir) => match self.drafts.get(dir) {
+                Ok(m) => Some(m),
+                Err(e) => {
+                    let _ = tx.send(Event::Error(e.to_string()));
+                    return;
+                }
+            },
+            None => None,
+        };
         let start = Start {
+            draft,
             speculation_off,
             submitted: at,
             prefix: prefix.map(|(len, cache)| Prefix { len, cache }),

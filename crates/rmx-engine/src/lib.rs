@@ -6,6 +6,7 @@ mod batch;
 pub mod bench;
 pub mod checkup;
 pub mod doorbell;
+pub mod draft;
 pub mod embed;
 mod engine;
 mod error;

@@ -116,6 +116,9 @@ pub(crate) fn serve(model: &dyn CausalLm, rx: Receiver<Command>, load: &Arc<Load
             }
             // Measurements time a generating model's steps.
             Command::Probe(run) => run(None),
+            Command::Draft(_, reply) => {
+                let _ = reply.send(Err(EngineError::NotGenerative));
+            }
             Command::Generate(_, tx, _) => {
                 let _ = tx.send(crate::request::Event::Error(
                     EngineError::NotGenerative.to_string(),

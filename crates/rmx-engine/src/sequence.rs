@@ -11,6 +11,7 @@
 //! forward, and only the sampling waits for the mask.
 
 use std::collections::{HashSet, VecDeque};
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -22,6 +23,7 @@ use rmx_text::stop::StopMatcher;
 use rmx_text::tokenizer::Tokenizer;
 use tokio::sync::mpsc::UnboundedSender;
 
+use crate::draft::Draft;
 use crate::error::Result;
 use crate::images::ImageRows;
 use crate::load::Busy;
@@ -100,6 +102,8 @@ pub struct Sequence {
     speculation_off: Option<Off>,
     /// See [`Start::cache_key`].
     cache_key: Option<Vec<u32>>,
+    /// The draft model guessing for this sequence, with its own cache (draft.rs).
+    draft: Option<Draft>,
     /// A speculating sequence decodes plainly, pipelined, while the lookup finds nothing to
     /// guess; once it finds something, the queued step's token is the last plain one and the
     /// next unit of work is a speculative block.
@@ -125,6 +129,8 @@ pub struct Start {
     /// The prompt as the prefix cache knows it, where it differs from the tokens (images:
     /// images.rs `cache_key`).
     pub cache_key: Option<Vec<u32>>,
+    /// The draft model that guesses, when the request speculates with one.
+    pub draft: Option<Rc<dyn CausalLm>>,
 }
 
 /// A cache to start from: the first `len` prompt tokens, already read.
@@ -239,6 +245,7 @@ impl Sequence {
             busy,
             speculation_off,
             cache_key,
+            draft,
         } = start;
         let width = model.info().vocab_size.max(0) as usize;
         let constraint = match &req.constraint {
@@ -291,6 +298,7 @@ impl Sequence {
             drafts: Drafts::default(),
             speculation_off,
             cache_key,
+            draft: draft.map(Draft::new),
             guess_again: false,
             thought,
             forced,
@@ -520,27 +528,47 @@ impl Sequence {
         if done {
             return Ok(Progress::Finished);
         }
-        if let (Some(s), true) = (self.req.speculative, next.is_some()) {
-            let context = self.read_tokens();
-            self.guess_again = !speculative::prompt_lookup(&context, s.draft_tokens()).is_empty();
+        if next.is_some() {
+            self.guess_again = self.can_guess();
         }
         self.pending = next;
         Ok(Progress::Working)
     }
 
-    /// One speculative step (speculative.rs): up to k guesses by prompt lookup, read with the
-    /// last token in one forward; the tokens the sampler agrees with are sent, then the first
-    /// one it does not (or the one after the whole block), and the cache is cut back to what
-    /// those tokens read. Waits for the device: the next block depends on this one's tokens.
+    /// Whether a speculating sequence has guesses for its next step: a draft model always
+    /// has; prompt lookup has when the text's tail occurred before.
+    fn can_guess(&self) -> bool {
+        match (&self.req.speculative, &self.draft) {
+            (Some(_), Some(_)) => true,
+            (Some(s), None) => {
+                !speculative::prompt_lookup(&self.read_tokens(), s.draft_tokens()).is_empty()
+            }
+            (None, _) => false,
+        }
+    }
+
+    /// One speculative step (speculative.rs): up to k guesses, by the draft model or prompt
+    /// lookup, read with the last token in one forward; the tokens the sampler agrees with are
+    /// sent, then the first one it does not (or the one after the whole block), and the caches
+    /// are cut back to what those tokens read. Waits for the device: the next block depends on
+    /// this one's tokens.
     fn speculate(&mut self, model: &dyn CausalLm) -> Result<Progress> {
-        let k = self.req.speculative.map_or(0, |s| s.draft_tokens());
+        let k = self
+            .req
+            .speculative
+            .as_ref()
+            .map_or(0, |s| s.draft_tokens());
         let context = self.read_tokens();
         let Some(&last) = context.last() else {
             return Ok(Progress::Finished);
         };
         // The last token counts as one of the block's tokens, so `max_tokens` is never passed.
         let left = self.req.max_tokens.saturating_sub(self.generated);
-        let guesses = speculative::prompt_lookup(&context, k.min(left.saturating_sub(1)));
+        let k = k.min(left.saturating_sub(1));
+        let guesses = match &mut self.draft {
+            Some(d) => d.guesses(&context, k, model.info().vocab_size.max(0) as u32)?,
+            None => speculative::prompt_lookup(&context, k),
+        };
         if guesses.is_empty() && self.constraint.is_none() {
             // Nothing to guess: plain steps, the next one queued before this one is read,
             // until the lookup finds something again (`guess_again`).
@@ -585,6 +613,9 @@ impl Sequence {
             if done || !agrees {
                 // Keep what `last` and the agreed guesses read; `id` is the next unread token.
                 speculative::cut_to(&mut self.cache, read + i as i32 + 1)?;
+                if let Some(d) = &mut self.draft {
+                    d.keep(context.len() + i)?;
+                }
                 return Ok(if done {
                     Progress::Finished
                 } else {
@@ -849,7 +880,7 @@ impl Sequence {
             prompt_tokens: self.req.prompt.len(),
             completion_tokens: self.generated,
             cached_tokens: self.cached,
-            drafts: self.req.speculative.map(|_| self.drafts),
+            drafts: self.req.speculative.as_ref().map(|_| self.drafts),
             speculation_off: self.speculation_off,
         };
         self.busy.release();

@@ -1,6 +1,7 @@
-//! Speculative decoding by prompt lookup: guess the next tokens by finding the text's last few
-//! tokens earlier in the prompt or the output, copy what followed them there, and let the model
-//! check the guesses in one forward pass (sequence.rs, `Sequence::speculate`).
+//! Speculative decoding: guess the next tokens — by prompt lookup, finding the text's last few
+//! tokens earlier in the prompt or the output and copying what followed them there, or with a
+//! draft model's greedy tokens (draft.rs) — and let the model check the guesses in one forward
+//! pass (sequence.rs, `Sequence::speculate`).
 //!
 //! Why checking is exact: the model reads `[last, d1..dk]` at once, and row `i` of its logits
 //! is what a plain decode step would have seen after `last, d1..di`. Each row is sampled by
@@ -40,11 +41,17 @@ const NGRAM_MAX: usize = 64;
 const NGRAM_MIN: usize = 2;
 
 /// How a request speculates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "method")]
 pub enum Speculation {
     /// Guesses copied from the prompt and the output so far, up to `draft_tokens` a step.
     PromptLookup { draft_tokens: usize },
+    /// Guesses decoded greedily by the draft model in folder `model` (draft.rs), which shares
+    /// the model's tokenizer ([`crate::Engine::use_draft`] checks it), `draft_tokens` a step.
+    Draft {
+        model: std::path::PathBuf,
+        draft_tokens: usize,
+    },
 }
 
 impl Speculation {
@@ -55,9 +62,28 @@ impl Speculation {
         Ok(Speculation::PromptLookup { draft_tokens })
     }
 
+    /// The draft model in `model` guessing `draft_tokens` a step, checked as
+    /// [`Speculation::prompt_lookup`]'s.
+    pub fn draft(model: impl Into<std::path::PathBuf>, draft_tokens: usize) -> Result<Speculation> {
+        check_draft_tokens(draft_tokens)?;
+        Ok(Speculation::Draft {
+            model: model.into(),
+            draft_tokens,
+        })
+    }
+
     pub fn draft_tokens(&self) -> usize {
         match self {
-            Speculation::PromptLookup { draft_tokens } => *draft_tokens,
+            Speculation::PromptLookup { draft_tokens }
+            | Speculation::Draft { draft_tokens, .. } => *draft_tokens,
+        }
+    }
+
+    /// The draft model's folder, when a draft model guesses.
+    pub fn draft_model(&self) -> Option<&std::path::Path> {
+        match self {
+            Speculation::Draft { model, .. } => Some(model),
+            Speculation::PromptLookup { .. } => None,
         }
     }
 }

@@ -482,3 +482,86 @@ fn a_quantized_kv_cache_turns_speculation_off_and_says_so() {
     assert_eq!(spec.drafts, None);
     assert_same(&spec, &plain, "llama_hd64 8-bit KV");
 }
+
+fn drafting(mut r: GenerateRequest, draft: &std::path::Path, k: usize) -> GenerateRequest {
+    r.speculative = Some(Speculation::draft(draft, k).unwrap());
+    r
+}
+
+/// A draft model's greedy guesses (draft.rs) leave the output as it is without them, on f32
+/// exactly: greedy, seeded sampling with logprobs, and `max_tokens` cutting a block. Drafts: a
+/// Qwen2 of other weights for a Qwen3 (same tokenizer; its guesses are mostly refused) and the
+/// model itself, whose guesses the model takes (all of them but where a one-token step and the
+/// block's forward round a near tie apart).
+#[test]
+fn a_draft_model_gives_the_plain_output_f32() {
+    let target = models::model("qwen3", "f32");
+    let other = models::model("qwen2", "f32");
+    let e = Engine::load(&target).unwrap();
+    e.use_draft(&other).unwrap();
+    e.use_draft(&target).unwrap();
+    let sampled = SamplingParams {
+        temperature: 0.8,
+        top_k: 20,
+        seed: Some(7),
+        ..SamplingParams::default()
+    };
+    let mut own = Drafts::default();
+    for text in [PLAIN, REPETITIVE] {
+        let prompt = e.raw_tokens(text).unwrap();
+        for sampling in [SamplingParams::default(), sampled.clone()] {
+            let mut base = request(&prompt, 40);
+            base.sampling = sampling;
+            base.top_logprobs = Some(2);
+            let plain = generate(&e, base.clone());
+            for (draft, k) in [(&other, 4), (&target, 6)] {
+                let spec = generate(&e, drafting(base.clone(), draft, k));
+                let what = format!("{} k={k} {:?}", draft.display(), base.sampling.seed);
+                eprintln!("{what}: {:?}", spec.drafts);
+                assert_eq!(spec.off, None, "{what}");
+                assert_same(&spec, &plain, &what);
+                let d = spec.drafts.expect("a drafting run reports its guesses");
+                assert!(d.drafted > 0, "{what}: {d:?}");
+                if draft == &target && base.sampling.is_greedy() {
+                    add(&mut own, &spec);
+                }
+            }
+        }
+        // max_tokens inside a block of taken guesses: the plain run's length and tokens.
+        for n in 1..=7 {
+            let spec = generate(&e, drafting(request(&prompt, n), &target, 6));
+            assert_same(
+                &spec,
+                &generate(&e, request(&prompt, n)),
+                &format!("max_tokens {n}"),
+            );
+        }
+    }
+    assert!(
+        own.accepted * 10 >= own.drafted * 9,
+        "the model refused its own greedy guesses: {own:?}"
+    );
+}
+
+/// A draft the model cannot take is refused before any answer, saying why: another tokenizer,
+/// recurrent layers (their state cannot be cut back), a folder that holds no model.
+#[test]
+fn a_draft_of_another_tokenizer_or_with_recurrent_layers_is_refused() {
+    let e = Engine::load(&models::model("qwen3", "f32")).unwrap();
+    let refusal = |dir: &std::path::Path| e.use_draft(dir).unwrap_err().to_string();
+    let other = refusal(&models::model("llama", "f32"));
+    assert!(other.contains("tokenizer differs"), "{other}");
+    let recurrent = refusal(&models::model("qwen3_5", "f32"));
+    assert!(recurrent.contains("recurrent layers"), "{recurrent}");
+    let empty = tempfile::tempdir().unwrap();
+    let none = refusal(empty.path());
+    assert!(none.contains("tokenizer"), "{none}");
+    // The model still answers, and plain prompt lookup still speculates.
+    let prompt = e.raw_tokens(REPETITIVE).unwrap();
+    assert_eq!(
+        generate(&e, speculating(request(&prompt, 8), 4))
+            .tokens
+            .len(),
+        8
+    );
+}

@@ -40,7 +40,7 @@ mod sampling;
 pub mod security;
 pub mod service;
 pub mod share;
-mod speculation;
+pub mod speculation;
 pub mod wire;
 
 pub use error::ServiceError;

@@ -144,7 +144,7 @@ async fn a_daemon_default_speculates_requests_that_do_not_say() {
 
     let home = tempfile::tempdir().expect("tempdir");
     let mut setup = config(home.path(), Vec::new());
-    setup.speculative = Some(rmx_engine::Speculation::prompt_lookup(4).expect("k=4"));
+    setup.speculative = Some(rmx_server::speculation::Spec::PromptLookup { draft_tokens: 4 });
     let app = app(rmx_server::Service::new(setup));
     let (status, body) = call(&app, "/api/generate", req).await;
     assert_eq!(status, StatusCode::OK, "{body}");
@@ -189,4 +189,84 @@ fn merge(body: &mut Value, fields: &Value) {
     for (k, v) in fields.as_object().expect("an object") {
         body[k] = v.clone();
     }
+}
+
+/// `speculative: "draft:MODEL"`: a draft model named as `model` is (here the model itself, so
+/// its guesses are taken) gives the plain greedy answer on the OpenAI and Anthropic routes,
+/// with its guesses counted; a draft of another tokenizer, or one not found, is a 400 that
+/// says so.
+#[tokio::test]
+async fn a_draft_model_gives_the_plain_answer_and_a_bad_one_is_a_400() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let app = app(service(home.path()));
+    let own = format!("draft:{}", model_name());
+    let plain = repetitive_chat(&model_name());
+    let (status, want) = call(&app, "/v1/chat/completions", plain.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{want}");
+    let mut asked = plain.clone();
+    asked["speculative"] = json!(own);
+    let (status, got) = call(&app, "/v1/chat/completions", asked).await;
+    assert_eq!(status, StatusCode::OK, "{got}");
+    let content = |b: &Value| b["choices"][0]["message"]["content"].clone();
+    assert_eq!(content(&got), content(&want), "{got}");
+    let (drafted, accepted) = predictions(&got["usage"]).expect("prediction counts");
+    assert!(accepted > 0 && accepted <= drafted, "{got}");
+
+    let (status, want) = call(&app, "/v1/messages", plain.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{want}");
+    let mut asked = plain.clone();
+    asked["speculative"] = json!(own);
+    let (status, got) = call(&app, "/v1/messages", asked).await;
+    assert_eq!(status, StatusCode::OK, "{got}");
+    assert_eq!(got["content"], want["content"], "{got}");
+
+    let foreign = rmx_tests::models::model("llama", "f32");
+    let refusals = [
+        (format!("draft:{}", foreign.display()), "tokenizer differs"),
+        ("draft:no-such-draft".to_string(), "draft model"),
+    ];
+    for (method, says) in refusals {
+        let mut asked = plain.clone();
+        asked["speculative"] = json!(method);
+        let (status, body) = call(&app, "/v1/chat/completions", asked.clone()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{method}: {body}");
+        assert_eq!(body["error"]["type"], "invalid_request_error", "{body}");
+        let message = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(says), "{method}: {body}");
+        let (status, body) = call(&app, "/v1/messages", asked).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{method}: {body}");
+        assert_eq!(body["error"]["type"], "invalid_request_error", "{body}");
+    }
+}
+
+/// An alias's speculation (`rmx alias add NAME TARGET --speculative draft:MODEL`) applies to
+/// requests through the alias that do not say, and to nothing else: the same answer, guesses
+/// counted through the alias, none by the folder's path or with "off".
+#[tokio::test]
+async fn an_alias_speculates_the_requests_through_it() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let svc = service(home.path());
+    let hints = rmx_store::ModelHints {
+        speculative: Some(format!("draft:{}", model_name())),
+        draft_tokens: Some(3),
+        ..rmx_store::ModelHints::default()
+    };
+    svc.store()
+        .add_alias("drafted", &model_name(), hints)
+        .expect("add the alias");
+    let app = app(svc);
+    let (status, plain) = call(&app, "/v1/chat/completions", repetitive_chat(&model_name())).await;
+    assert_eq!(status, StatusCode::OK, "{plain}");
+    assert_eq!(predictions(&plain["usage"]), None, "{plain}");
+    let (status, aliased) = call(&app, "/v1/chat/completions", repetitive_chat("drafted")).await;
+    assert_eq!(status, StatusCode::OK, "{aliased}");
+    let content = |b: &Value| b["choices"][0]["message"]["content"].clone();
+    assert_eq!(content(&aliased), content(&plain), "{aliased}");
+    let (drafted, accepted) = predictions(&aliased["usage"]).expect("prediction counts");
+    assert!(accepted > 0 && accepted <= drafted, "{aliased}");
+    let mut off = repetitive_chat("drafted");
+    off["speculative"] = json!("off");
+    let (status, body) = call(&app, "/v1/chat/completions", off).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(predictions(&body["usage"]), None, "{body}");
 }

@@ -49,7 +49,7 @@ pub enum ReasoningParser {
 }
 
 /// What the engine should assume about a model before (or without) reading its files.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct ModelHints {
     #[serde(default)]
     pub tool_parser: ToolParser,
@@ -66,6 +66,13 @@ pub struct ModelHints {
     pub kv_group_size: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_quant_start: Option<i32>,
+    /// How answers speculate on this model unless the request says (`rmx alias add
+    /// --speculative`): a request's `speculative` value ("prompt-lookup", "draft:MODEL") and
+    /// `draft_tokens`, checked where a request uses them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_tokens: Option<u8>,
 }
 
 impl ModelHints {
@@ -228,6 +235,12 @@ pub fn add_user_alias(
         if let Some(v) = v {
             table[key] = toml_edit::value(i64::from(v));
         }
+    }
+    if let Some(method) = &hints.speculative {
+        table["speculative"] = toml_edit::value(method.as_str());
+    }
+    if let Some(k) = hints.draft_tokens {
+        table["draft_tokens"] = toml_edit::value(i64::from(k));
     }
     match position_of(rows, name) {
         Some(i) => {

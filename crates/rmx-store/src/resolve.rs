@@ -41,7 +41,7 @@ impl ModelRef {
             }
             | ModelRef::Local {
                 alias: Some(alias), ..
-            } => Some(alias.hints),
+            } => Some(alias.hints.clone()),
             _ => None,
         }
     }

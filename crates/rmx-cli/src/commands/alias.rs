@@ -52,6 +52,8 @@ fn add(args: AliasAddArgs) -> Result<ExitCode> {
             kv_bits: args.kv.settings().map(|s| s.0),
             kv_group_size: args.kv.settings().map(|s| s.1),
             kv_quant_start: args.kv.settings().map(|s| s.2),
+            speculative: args.spec.speculative.clone(),
+            draft_tokens: args.spec.draft_tokens,
         },
     )?;
     println!("{} -> {}", alias.name, alias.repo);

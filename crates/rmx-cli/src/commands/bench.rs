@@ -86,6 +86,11 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             args.model.display()
         ),
     }
+    if let Some(draft) = cfg.speculative.as_ref().and_then(|s| s.draft_model()) {
+        engine
+            .use_draft(draft)
+            .with_context(|| format!("the draft model {}", draft.display()))?;
+    }
     if !args.verify_cost.is_empty() {
         return super::bench_verify::run(&engine, &args, group.is_some());
     }

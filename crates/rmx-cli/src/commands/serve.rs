@@ -41,7 +41,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         if let Some((bits, group, start)) = args.kv.settings() {
             config.kv_quant = Some(rmx_engine::KvQuant::new(bits, group, start)?);
         }
-        config.speculative = args.spec.speculation()?;
+        config.speculative = args.spec.spec();
         let mut security = SecurityConfig::from_env()?;
         match args.api_key.as_deref() {
             // A blank key is no key (as a blank RMX_API_KEY is): it cannot open the network.

@@ -22,7 +22,7 @@ pub struct ServiceConfig {
     /// How answers store their KV cache when the request does not say (`rmx serve --kv-bits`).
     pub kv_quant: Option<rmx_engine::KvQuant>,
     /// How answers speculate when the request does not say (`rmx serve --speculative`).
-    pub speculative: Option<rmx_engine::Speculation>,
+    pub speculative: Option<crate::speculation::Spec>,
     /// Fetches images that requests name by http(s) URL (`RMX_IMAGE_URLS=1`); `None` refuses
     /// them.
     pub image_urls: Option<super::ImageFetcher>,

@@ -104,7 +104,7 @@ pub struct Service {
     model_roots: ModelRoots,
     metrics: Arc<crate::metrics::Metrics>,
     kv_quant: Option<rmx_engine::KvQuant>,
-    speculative: Option<rmx_engine::Speculation>,
+    speculative: Option<crate::speculation::Spec>,
     image_urls: Option<ImageFetcher>,
 }
 
@@ -291,7 +291,7 @@ impl Service {
             return Err(ServiceError::ShuttingDown);
         }
         let resolved = self.resolve(&req.model)?;
-        let hints = resolved.hints;
+        let hints = resolved.hints.clone();
         let keep_alive = req.keep_alive.unwrap_or(self.default_keep_alive);
         let lease = self.models.acquire(resolved, keep_alive).await?;
         let loaded = lease.loaded()?.clone();
@@ -307,8 +307,9 @@ impl Service {
             return Err(ServiceError::ShuttingDown);
         }
         let resolved = self.resolve(&req.model)?;
-        let hints = resolved.hints;
+        let hints = resolved.hints.clone();
         let alias_kv = alias_kv_quant(hints.as_ref())?;
+        let alias_spec = alias_speculation(hints.as_ref())?;
         let keep_alive = req.keep_alive.unwrap_or(self.default_keep_alive);
         let lease = self.models.acquire(resolved, keep_alive).await?;
         let loaded = lease.loaded()?.clone();
@@ -333,9 +334,15 @@ impl Service {
         greq.keep_special_tokens = built.keep_special;
         // The request's own, else the alias's, else the daemon's (`rmx serve --kv-bits`).
         greq.kv_quant = req.kv_quant.or(alias_kv).or(self.kv_quant);
-        // The request's own (a method, or "off"), else the daemon's (`rmx serve --speculative`).
-        // The answer is the one it would be without, so a default changes only the speed.
-        greq.speculative = crate::speculation::Asked::over(req.speculative, self.speculative);
+        // The request's own (a method, or "off"), else the alias's, else the daemon's (`rmx
+        // serve --speculative`). The answer is the one it would be without, so a default
+        // changes only the speed.
+        let default = alias_spec.as_ref().or(self.speculative.as_ref());
+        let asked = crate::speculation::Asked::over(req.speculative.clone(), default);
+        greq.speculative = match asked {
+            Some(spec) => Some(self.speculation(&loaded, spec).await?),
+            None => None,
+        };
         greq.images = built.images;
         // A budget for a model that does not think (or thinks in harmony's channels) has
         // nothing to close.
@@ -368,6 +375,43 @@ impl Service {
     }
 }
 
+impl Service {
+    /// The engine's form of `spec` for the model `loaded`: a draft model's name is found as a
+    /// request's `model` would be, and the draft is checked and loaded beside the model
+    /// ([`rmx_engine::Engine::use_draft`], off the async workers: the first use loads it).
+    /// A draft that cannot guess for this model is a 400 that says why.
+    async fn speculation(
+        &self,
+        loaded: &Arc<crate::lifecycle::Loaded>,
+        spec: crate::speculation::Spec,
+    ) -> Result<rmx_engine::Speculation, ServiceError> {
+        use crate::speculation::Spec;
+        let bad = |e: String| ServiceError::BadRequest(format!("speculative: {e}"));
+        match spec {
+            Spec::PromptLookup { draft_tokens } => {
+                rmx_engine::Speculation::prompt_lookup(draft_tokens).map_err(|e| bad(e.to_string()))
+            }
+            Spec::Draft {
+                model,
+                draft_tokens,
+            } => {
+                let dir = self
+                    .resolve(&model)
+                    .map_err(|e| bad(format!("the draft model: {e}")))?
+                    .path;
+                let speculation = rmx_engine::Speculation::draft(dir.clone(), draft_tokens)
+                    .map_err(|e| bad(e.to_string()))?;
+                let loaded = loaded.clone();
+                tokio::task::spawn_blocking(move || loaded.engine.use_draft(&dir))
+                    .await
+                    .map_err(|e| ServiceError::Internal(format!("loading the draft model: {e}")))?
+                    .map_err(|e| bad(format!("draft model `{model}`: {e}")))?;
+                Ok(speculation)
+            }
+        }
+    }
+}
+
 /// An alias's KV-cache hint (`rmx alias add --kv-bits`, or a hand-edited aliases.toml), held
 /// to what MLX can store.
 fn alias_kv_quant(
@@ -382,6 +426,21 @@ fn alias_kv_quant(
     rmx_engine::KvQuant::new(bits, group, hints.kv_quant_start.unwrap_or(0))
         .map(Some)
         .map_err(|e| ServiceError::BadRequest(format!("the model's alias: {e}")))
+}
+
+/// An alias's speculation hint (`rmx alias add --speculative`), read as a request's fields.
+fn alias_speculation(
+    hints: Option<&rmx_store::ModelHints>,
+) -> Result<Option<crate::speculation::Spec>, ServiceError> {
+    let Some(h) = hints.filter(|h| h.speculative.is_some()) else {
+        return Ok(None);
+    };
+    let k = h.draft_tokens.map(usize::from);
+    match crate::speculation::parse(h.speculative.as_deref(), k) {
+        Ok(Some(crate::speculation::Asked::On(spec))) => Ok(Some(spec)),
+        Ok(_) => Ok(None),
+        Err(e) => Err(ServiceError::BadRequest(format!("the model's alias: {e}"))),
+    }
 }
 
 /// A language model passes; an embedding model is refused, naming what it does.

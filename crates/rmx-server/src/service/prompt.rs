@@ -170,7 +170,7 @@ fn build_prompt(
                 _ => prompt_tokens(engine, &rendered, false)?,
             };
             let harmony = template.contains("<|channel|>")
-                || hints.is_some_and(|h| {
+                || hints.as_ref().is_some_and(|h| {
                     h.tool_parser == ToolParser::Harmony
                         || h.reasoning_parser == rmx_store::ReasoningParser::Harmony
                 });
@@ -189,7 +189,9 @@ fn build_prompt(
                 });
             }
             let thinks = template.contains("<think>")
-                || hints.is_some_and(|h| h.reasoning_parser == rmx_store::ReasoningParser::Think);
+                || hints
+                    .as_ref()
+                    .is_some_and(|h| h.reasoning_parser == rmx_store::ReasoningParser::Think);
             let inside = rendered.trim_end().ends_with("<think>");
             // Gemma 4 thinks in a channel, `<|channel>thought ... <channel|>`. A constrained
             // answer then starts at once (the constraint knows `<think>` only).
@@ -224,6 +226,7 @@ fn build_prompt(
                 tool_format(guess.tool_parser).filter(|_| hints.is_none())
             };
             let format = hints
+                .as_ref()
                 .and_then(|h| tool_format(h.tool_parser))
                 .or_else(|| ToolCallFormat::detect_from_template(&template))
                 .or_else(family);

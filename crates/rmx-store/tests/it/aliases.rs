@@ -89,9 +89,11 @@ fn user_aliases_add_override_list_and_remove() -> Result<(), StoreError> {
         tool_parser: ToolParser::Mistral,
         reasoning_parser: ReasoningParser::None,
         context_length: Some(8192),
+        speculative: Some("draft:qwen3-0.6b-4bit".into()),
+        draft_tokens: Some(4),
         ..ModelHints::default()
     };
-    s.add_alias("mine", "me/My-Model-4bit", hints)?;
+    s.add_alias("mine", "me/My-Model-4bit", hints.clone())?;
     // Overriding a built-in.
     s.add_alias(
         "qwen3-0.6b-4bit",
@@ -189,9 +191,9 @@ fn issue_21_a_folder_alias_keeps_its_hints() -> Result<(), StoreError> {
         context_length: Some(4096),
         ..ModelHints::default()
     };
-    s.add_alias("dev", &model.display().to_string(), hints)?;
+    s.add_alias("dev", &model.display().to_string(), hints.clone())?;
     let resolved = s.resolve("dev")?;
-    assert_eq!(resolved.hints(), Some(hints));
+    assert_eq!(resolved.hints(), Some(hints.clone()));
     assert!(matches!(&resolved, ModelRef::Local { alias: Some(a), .. } if a.name == "dev"));
     let info = s.info("dev")?;
     assert_eq!(info.hints, hints);
