@@ -6,9 +6,10 @@ Images are loaded as mlx-vlm loads them (mlx_vlm.utils.load_image: EXIF transpos
 Pillow's convert("RGB")) and processed by the processor mlx-vlm builds (transformers' Pillow
 backend, use_fast=False).
 
-  pixels --config-dir DIR --out OUT.f32 IMAGE...
+  pixels --config-dir DIR --out OUT.f32 [--pixtral-patch N] IMAGE...
          DIR holds a preprocessor_config.json; OUT.f32 gets each image's pixel_values
-         ([3, H, W] float32, native endian) one after the other
+         ([3, H, W] float32, native endian) one after the other, OUT.json their [H, W];
+         --pixtral-patch: mlx-vlm's Pixtral processor with sides a multiple of N (Mistral 3)
   make --quant f32|bf16 --out DIR
          a tiny random-weight Gemma 3 vision-language model (Gemma3ForConditionalGeneration)
          made with mlx-vlm's model classes and written as an mlx-vlm conversion: the text
@@ -43,13 +44,25 @@ def load_images(paths):
 
 def cmd_pixels(args):
     import numpy as np
-    from transformers import AutoImageProcessor
 
-    proc = AutoImageProcessor.from_pretrained(args.config_dir, use_fast=False)
+    if args.pixtral_patch:
+        # Mistral 3's processor: mlx-vlm's own PixtralImageProcessor, called with the patch
+        # times the spatial merge (mlx_vlm.models.mistral3.processing_mistral3).
+        from mlx_vlm.models.pixtral.image_processing_pixtral import PixtralImageProcessor
+
+        base = PixtralImageProcessor.from_pretrained(args.config_dir)
+        proc = lambda img: base(img, patch_size=args.pixtral_patch)
+    else:
+        from transformers import AutoImageProcessor
+
+        proc = AutoImageProcessor.from_pretrained(args.config_dir, use_fast=False)
+    sizes = []
     with open(args.out, "wb") as out:
         for img in load_images(args.images):
-            px = proc(img, return_tensors="np")["pixel_values"]
-            out.write(np.ascontiguousarray(px[0], dtype=np.float32).tobytes())
+            px = np.asarray(proc(img)["pixel_values"])[0]
+            sizes.append(list(px.shape[1:]))
+            out.write(np.ascontiguousarray(px, dtype=np.float32).tobytes())
+    Path(args.out).with_suffix(".json").write_text(json.dumps(sizes))
 
 
 # Gemma 3's vision side, tiny: 8x8 patches of 4x4 pixels, pooled 2x2 into 16 image tokens.
@@ -245,6 +258,7 @@ def parse_args(argv=None):
     p = sub.add_parser("pixels")
     p.add_argument("--config-dir", required=True)
     p.add_argument("--out", required=True)
+    p.add_argument("--pixtral-patch", type=int, default=0)
     p.add_argument("images", nargs="+", type=Path)
     m = sub.add_parser("make")
     m.add_argument("--quant", choices=["f32", "bf16"], required=True)

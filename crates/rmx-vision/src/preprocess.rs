@@ -1,10 +1,14 @@
-//! A model's `preprocessor_config.json` and what it does to an image: resize to a fixed size,
-//! rescale to [0, 1], normalise per channel, channels first. This is Gemma 3's
-//! `Gemma3ImageProcessor` (without pan-and-scan, which its configs leave off); SigLIP-style
-//! processors of other models read the same keys.
+//! A model's `preprocessor_config.json` and what it does to an image: resize, rescale to
+//! [0, 1], normalise per channel, channels first. Two resizes:
+//! - to a fixed size: Gemma 3's `Gemma3ImageProcessor` (without pan-and-scan, which its configs
+//!   leave off); SigLIP-style processors of other models read the same keys;
+//! - within a longest edge, each side rounded up to a multiple of the patch: Pixtral's
+//!   (`PixtralImageProcessor`, Mistral Small 3.1/3.2), as mlx-vlm's copy of it runs, so an
+//!   image keeps its aspect ratio and its own number of patches.
 //!
-//! The arithmetic follows transformers' numpy path exactly: `float32(float64(u8) * factor)`,
-//! then `(x - mean) / std` in float32.
+//! The arithmetic follows the Python processors exactly: transformers' numpy path rescales as
+//! `float32(float64(u8) * factor)`, mlx-vlm's Pixtral processor as a float32 product; then
+//! `(x - mean) / std` in float32.
 
 use serde::Deserialize;
 
@@ -14,6 +18,8 @@ use crate::{RgbImage, VisionError};
 /// The keys of `preprocessor_config.json` this processor reads; the rest are ignored.
 #[derive(Clone, Debug, Deserialize)]
 struct Config {
+    #[serde(default)]
+    image_processor_type: Option<String>,
     #[serde(default = "yes")]
     do_resize: bool,
     #[serde(default = "yes")]
@@ -23,42 +29,73 @@ struct Config {
     #[serde(default)]
     do_pan_and_scan: Option<bool>,
     size: Size,
-    #[serde(default = "bilinear")]
-    resample: u32,
+    #[serde(default)]
+    patch_size: Option<Side>,
+    #[serde(default)]
+    resample: Option<u32>,
     #[serde(default = "one_255th")]
     rescale_factor: f64,
-    #[serde(default = "half3")]
-    image_mean: Vec<f64>,
-    #[serde(default = "half3")]
-    image_std: Vec<f64>,
+    #[serde(default)]
+    image_mean: Option<Vec<f64>>,
+    #[serde(default)]
+    image_std: Option<Vec<f64>>,
 }
 
+/// `size`: a fixed height and width, or a longest edge (Pixtral).
 #[derive(Clone, Debug, Deserialize)]
-struct Size {
-    height: u32,
-    width: u32,
+#[serde(untagged)]
+enum Size {
+    Fixed { height: u32, width: u32 },
+    Longest { longest_edge: u32 },
+}
+
+/// A patch side: `{"height", "width"}` or one number.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+enum Side {
+    Pair { height: u32, width: u32 },
+    One(u32),
+}
+
+impl Side {
+    fn pair(&self) -> (u32, u32) {
+        match *self {
+            Side::Pair { height, width } => (height, width),
+            Side::One(n) => (n, n),
+        }
+    }
+}
+
+/// How an image is resized.
+#[derive(Clone, Debug, PartialEq)]
+enum Resize {
+    /// To `(width, height)`.
+    Fixed(u32, u32),
+    /// Within `edge` on both sides (aspect kept), then each side rounded up to a multiple of
+    /// `patch` (height, width): Pixtral's `get_resize_output_image_size`.
+    Longest { edge: u32, patch: (u32, u32) },
 }
 
 fn yes() -> bool {
     true
 }
-fn bilinear() -> u32 {
-    2
-}
 fn one_255th() -> f64 {
     1.0 / 255.0
 }
 // transformers' IMAGENET_STANDARD_MEAN / _STD, the Gemma 3 processor's defaults.
-fn half3() -> Vec<f64> {
-    vec![0.5; 3]
-}
+const HALF3: [f64; 3] = [0.5; 3];
+// OPENAI_CLIP_MEAN / _STD, the Pixtral processor's.
+const CLIP_MEAN: [f64; 3] = [0.48145466, 0.4578275, 0.40821073];
+const CLIP_STD: [f64; 3] = [0.26862954, 0.26130258, 0.27577711];
 
 /// An image processor built from a `preprocessor_config.json`.
 #[derive(Clone, Debug)]
 pub struct ImageProcessor {
-    resize_to: Option<(u32, u32)>,
+    resize: Option<Resize>,
     filter: Filter,
     rescale: Option<f64>,
+    /// Rescale as a float32 product (mlx-vlm's Pixtral processor) rather than in float64.
+    rescale_f32: bool,
     normalize: Option<([f32; 3], [f32; 3])>,
 }
 
@@ -71,6 +108,19 @@ pub struct PixelValues {
     pub data: Vec<f32>,
 }
 
+/// Pixtral's output size for an image of `height` x `width` (mlx-vlm's
+/// `get_resize_output_image_size`, its float64 ratio and floors).
+fn longest_edge_size(height: u32, width: u32, edge: u32, patch: (u32, u32)) -> (u32, u32) {
+    let (mut h, mut w) = (height, width);
+    let ratio = (h as f64 / edge as f64).max(w as f64 / edge as f64);
+    if ratio > 1.0 {
+        h = (h as f64 / ratio).floor() as u32;
+        w = (w as f64 / ratio).floor() as u32;
+    }
+    let up = |n: u32, p: u32| (n.max(1) - 1) / p * p + p;
+    (up(h, patch.0), up(w, patch.1))
+}
+
 impl ImageProcessor {
     /// From the text of a `preprocessor_config.json`.
     pub fn from_json(text: &str) -> Result<ImageProcessor, VisionError> {
@@ -81,32 +131,67 @@ impl ImageProcessor {
                 "do_pan_and_scan is on; rmx resizes whole images only (set it to false)".into(),
             ));
         }
-        let filter = Filter::from_pil(c.resample).ok_or_else(|| {
+        let pixtral = c.image_processor_type.as_deref() == Some("PixtralImageProcessor");
+        // Each processor's own default filter: Gemma 3's bilinear, Pixtral's bicubic.
+        let resample = c.resample.unwrap_or(if pixtral { 3 } else { 2 });
+        let filter = Filter::from_pil(resample).ok_or_else(|| {
             VisionError::Config(format!(
-                "resample {} is not implemented (only Pillow's BILINEAR, 2)",
-                c.resample
+                "resample {resample} is not implemented (Pillow's BILINEAR, 2, and BICUBIC, 3)"
             ))
         })?;
-        let three = |v: &[f64], what: &str| -> Result<[f32; 3], VisionError> {
-            match v {
-                [a, b, c] => Ok([*a as f32, *b as f32, *c as f32]),
-                _ => Err(VisionError::Config(format!(
-                    "{what} has {} values, not 3",
-                    v.len()
-                ))),
+        let three = |v: Option<&Vec<f64>>, default: [f64; 3], what: &str| match v.map(Vec::as_slice)
+        {
+            None => Ok(default.map(|x| x as f32)),
+            Some([a, b, c]) => Ok([*a as f32, *b as f32, *c as f32]),
+            Some(v) => Err(VisionError::Config(format!(
+                "{what} has {} values, not 3",
+                v.len()
+            ))),
+        };
+        let resize = match (&c.size, pixtral) {
+            (Size::Fixed { height, width }, false) => {
+                if *height == 0 || *width == 0 {
+                    return Err(VisionError::Config("size has a zero side".into()));
+                }
+                Resize::Fixed(*width, *height)
+            }
+            (Size::Longest { longest_edge }, true) => {
+                let patch = c.patch_size.as_ref().map_or((16, 16), Side::pair);
+                if *longest_edge == 0 || patch.0 == 0 || patch.1 == 0 {
+                    return Err(VisionError::Config(
+                        "size.longest_edge or patch_size is zero".into(),
+                    ));
+                }
+                Resize::Longest {
+                    edge: *longest_edge,
+                    patch,
+                }
+            }
+            (Size::Longest { .. }, false) => {
+                return Err(VisionError::Config(
+                    "size.longest_edge is read for PixtralImageProcessor only".into(),
+                ))
+            }
+            (Size::Fixed { .. }, true) => {
+                return Err(VisionError::Config(
+                    "a PixtralImageProcessor's size is a longest_edge".into(),
+                ))
             }
         };
-        if c.size.height == 0 || c.size.width == 0 {
-            return Err(VisionError::Config("size has a zero side".into()));
-        }
+        let (mean, std) = if pixtral {
+            (CLIP_MEAN, CLIP_STD)
+        } else {
+            (HALF3, HALF3)
+        };
         Ok(ImageProcessor {
-            resize_to: c.do_resize.then_some((c.size.width, c.size.height)),
+            resize: c.do_resize.then_some(resize),
             filter,
             rescale: c.do_rescale.then_some(c.rescale_factor),
+            rescale_f32: pixtral,
             normalize: if c.do_normalize {
                 Some((
-                    three(&c.image_mean, "image_mean")?,
-                    three(&c.image_std, "image_std")?,
+                    three(c.image_mean.as_ref(), mean, "image_mean")?,
+                    three(c.image_std.as_ref(), std, "image_std")?,
                 ))
             } else {
                 None
@@ -114,17 +199,40 @@ impl ImageProcessor {
         })
     }
 
+    /// Pixtral's sides rounded up to a multiple of `patch` pixels instead of the config's
+    /// `patch_size`: Mistral 3's processor passes the patch times the spatial merge (28 for
+    /// Mistral Small 3.1), so that merged patches tile the image. No change for a fixed size.
+    pub fn with_patch_multiple(mut self, patch: u32) -> ImageProcessor {
+        if let Some(Resize::Longest { patch: p, .. }) = &mut self.resize {
+            *p = (patch.max(1), patch.max(1));
+        }
+        self
+    }
+
+    /// The `(height, width)` of the tensor made of an image of `height` x `width` pixels.
+    pub fn output_size(&self, height: u32, width: u32) -> (u32, u32) {
+        match self.resize {
+            None => (height, width),
+            Some(Resize::Fixed(w, h)) => (h, w),
+            Some(Resize::Longest { edge, patch }) => longest_edge_size(height, width, edge, patch),
+        }
+    }
+
     /// The tensor the vision tower takes for `image`.
     pub fn pixel_values(&self, image: &RgbImage) -> PixelValues {
-        let img = match self.resize_to {
-            Some((w, h)) => resize(image, w, h, self.filter),
-            None => image.clone(),
+        let (h, w) = self.output_size(image.height, image.width);
+        let img = if (h, w) == (image.height, image.width) {
+            // Pillow returns a copy for the same size.
+            image.clone()
+        } else {
+            resize(image, w, h, self.filter)
         };
         let plane = img.width as usize * img.height as usize;
         let mut data = vec![0f32; 3 * plane];
         for (i, px) in img.data.chunks_exact(3).enumerate() {
             for ch in 0..3 {
                 let mut v = match self.rescale {
+                    Some(f) if self.rescale_f32 => px[ch] as f32 * f as f32,
                     Some(f) => (px[ch] as f64 * f) as f32,
                     None => px[ch] as f32,
                 };

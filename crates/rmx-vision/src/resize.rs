@@ -13,6 +13,8 @@ use crate::RgbImage;
 pub enum Filter {
     /// Pillow's `BILINEAR` (2): a triangle of support 1.
     Bilinear,
+    /// Pillow's `BICUBIC` (3): Keys' cubic with a = -0.5, support 2.
+    Bicubic,
 }
 
 impl Filter {
@@ -20,6 +22,7 @@ impl Filter {
     pub fn from_pil(code: u32) -> Option<Filter> {
         match code {
             2 => Some(Filter::Bilinear),
+            3 => Some(Filter::Bicubic),
             _ => None,
         }
     }
@@ -27,6 +30,7 @@ impl Filter {
     fn support(self) -> f64 {
         match self {
             Filter::Bilinear => 1.0,
+            Filter::Bicubic => 2.0,
         }
     }
 
@@ -36,6 +40,18 @@ impl Filter {
                 let x = x.abs();
                 if x < 1.0 {
                     1.0 - x
+                } else {
+                    0.0
+                }
+            }
+            Filter::Bicubic => {
+                // libImaging's bicubic_filter, its operations in its order.
+                const A: f64 = -0.5;
+                let x = x.abs();
+                if x < 1.0 {
+                    ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0
+                } else if x < 2.0 {
+                    (((x - 5.0) * x + 8.0) * x - 4.0) * A
                 } else {
                     0.0
                 }

@@ -165,3 +165,85 @@ fn non_square_target() {
     // Width and height swapped anywhere would show here.
     check("wide", 40, 56);
 }
+
+/// Mistral 3's images (mlx-vlm's PixtralImageProcessor with the patch times the spatial merge):
+/// each keeps its aspect within the longest edge, bicubic, sides rounded up to the multiple; the
+/// sizes and tensors equal the processor's (lossless formats only; JPEG is checked above).
+#[test]
+fn pixtral_keeps_each_images_aspect() {
+    let (edge, multiple) = (64, 8);
+    let dir = rmx_tests::target_tmp("vision-parity-pixtral");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // Mistral Small 3.1's preprocessor_config.json, at a test edge.
+    let config = format!(
+        r#"{{"do_convert_rgb": true, "do_normalize": true, "do_rescale": true, "do_resize": true,
+  "image_mean": [0.48145466, 0.4578275, 0.40821073], "image_processor_type": "PixtralImageProcessor",
+  "image_std": [0.26862954, 0.26130258, 0.27577711], "patch_size": {{"height": 4, "width": 4}},
+  "processor_class": "PixtralProcessor", "resample": 3, "rescale_factor": 0.00392156862745098,
+  "size": {{"longest_edge": {edge}}}}}"#
+    );
+    std::fs::write(dir.join("preprocessor_config.json"), &config).unwrap();
+    let mut images = Vec::new();
+    // Shrunk (each side leading), kept but rounded up, enlarged nowhere, one side unchanged.
+    for (name, w, h, seed) in [
+        ("big", 301, 211, 1),
+        ("tall", 30, 150, 2),
+        ("small", 37, 23, 3),
+        ("exact", 48, 16, 4),
+        ("thin", 200, 9, 5),
+    ] {
+        let path = dir.join(format!("{name}.png"));
+        write(pattern(w, h, seed).into(), &path, ImageFormat::Png);
+        images.push(path);
+    }
+    let out = dir.join("python.f32");
+    let status = Command::new(rmx_tests::python())
+        .arg(rmx_tests::py("tiny_vlm.py"))
+        .args([
+            "pixels",
+            "--pixtral-patch",
+            &multiple.to_string(),
+            "--config-dir",
+        ])
+        .arg(&dir)
+        .arg("--out")
+        .arg(&out)
+        .args(&images)
+        .status()
+        .expect("run tiny_vlm.py");
+    assert!(status.success(), "tiny_vlm.py pixels failed");
+    let want: Vec<f32> = std::fs::read(&out)
+        .unwrap()
+        .chunks_exact(4)
+        .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    let sizes: Vec<(u32, u32)> =
+        serde_json::from_str(&std::fs::read_to_string(out.with_extension("json")).unwrap())
+            .unwrap();
+    let processor = ImageProcessor::from_json(&config)
+        .unwrap()
+        .with_patch_multiple(multiple);
+    let mut at = 0;
+    for (path, &(h, w)) in images.iter().zip(&sizes) {
+        let img = decode(&std::fs::read(path).unwrap(), &Limits::default()).unwrap();
+        let got = processor.pixel_values(&img);
+        assert_eq!((got.height, got.width), (h, w), "{}", path.display());
+        assert_eq!(processor.output_size(img.height, img.width), (h, w));
+        assert!(h % multiple == 0 && w % multiple == 0 && h.max(w) <= edge + multiple);
+        let want = &want[at..at + got.data.len()];
+        at += got.data.len();
+        let worst = got
+            .data
+            .iter()
+            .zip(want)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        assert!(
+            worst <= 1e-5,
+            "{}: |rmx - python| = {worst}",
+            path.display()
+        );
+    }
+    assert_eq!(at, want.len());
+}
