@@ -10,8 +10,9 @@ backend, use_fast=False).
          DIR holds a preprocessor_config.json; OUT.f32 gets each image's pixel_values
          ([3, H, W] float32, native endian) one after the other, OUT.json their [H, W];
          --pixtral-patch: mlx-vlm's Pixtral processor with sides a multiple of N (Mistral 3)
-  make --quant f32|bf16 --out DIR
-         a tiny random-weight Gemma 3 vision-language model (Gemma3ForConditionalGeneration)
+  make --quant f32|bf16 [--family gemma3|mistral3] --out DIR
+         a tiny random-weight Gemma 3 (or, --family mistral3, Mistral Small 3.1: Pixtral's
+         tower, 4x4 patches merged 2x2, images within 64 pixels) vision-language model (Gemma3ForConditionalGeneration)
          made with mlx-vlm's model classes and written as an mlx-vlm conversion: the text
          tower of tiny_models.py's gemma3_vl, a 2-layer SigLIP tower (32x32 images, 4x4
          patches) and the avg-pool projector (16 image tokens), Gemma 3's real tokenizer,
@@ -105,8 +106,12 @@ def randomize_vision(model, seed):
         normal = lambda std, mean=0.0: mean + std * mx.random.normal(p.shape, key=key)
         if name.endswith("mm_soft_emb_norm.weight"):
             w = normal(0.1)  # Gemma's RMSNorm scales by 1 + w
-        elif "norm" in name.rsplit(".", 2)[-2] and name.endswith(".weight"):
+        elif name.rsplit(".", 2)[-2] in ("ln_pre",) or (
+                "norm" in name.rsplit(".", 2)[-2] and name.endswith(".weight")):
             w = normal(0.1, 1.0)
+        elif name.endswith("patch_conv.weight"):
+            # Pixtral's, bias-free: [out, kh, kw, in] (MLX's layout)
+            w = normal(1.0 / (p.shape[1] * p.shape[2] * p.shape[3]) ** 0.5)
         elif name.endswith(".bias"):
             w = normal(0.1)
         elif name.endswith("position_embedding.weight"):
@@ -125,8 +130,127 @@ def randomize_vision(model, seed):
     model.update(tree_unflatten(new))
 
 
+# Mistral Small 3.1's vision side, tiny: 4x4-pixel patches, merged 2x2 (a merged patch is 8
+# pixels a side), images within 64 pixels a side (so at most 8 x 8 = 64 image tokens).
+PIXTRAL = {
+    "model_type": "pixtral",
+    "hidden_size": 32,
+    "head_dim": 8,
+    "intermediate_size": 48,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "image_size": 64,
+    "patch_size": 4,
+    "rope_theta": 10000.0,
+    "rms_norm_eps": 1e-5,
+}
+# The ids Mistral Small 3.1's Tekken tokenizer gives its image tokens (and its pad), where
+# Mistral Nemo's has <pad>, [PREFIX], [MIDDLE], [SUFFIX].
+MISTRAL3_IMAGE_TOKENS = {10: "[IMG]", 11: "<pad>", 12: "[IMG_BREAK]", 13: "[IMG_END]"}
+# Mistral Small 3.1's chat template, the parts a user turn of text and images takes.
+MISTRAL3_TEMPLATE = (
+    "{{- bos_token }}{%- for message in messages %}{%- if message['role'] == 'user' %}"
+    "{{- '[INST]' }}{%- if message['content'] is string %}{{- message['content'] }}"
+    "{%- else %}{%- for block in message['content'] %}{%- if block['type'] == 'text' %}"
+    "{{- block['text'] }}{%- elif block['type'] in ['image', 'image_url'] %}{{- '[IMG]' }}"
+    "{%- endif %}{%- endfor %}{%- endif %}{{- '[/INST]' }}"
+    "{%- elif message['role'] == 'assistant' %}{{- message['content'] + eos_token }}"
+    "{%- endif %}{%- endfor %}"
+)
+
+
+def mistral3_tokenizer(tmp):
+    """Mistral Nemo's Tekken tokenizer with Mistral Small 3.1's image tokens at their ids."""
+    import tiny_models
+
+    tok_dir = tiny_models.fixtures_dir() / "tokenizer-mistral_nemo" / "models"
+    tok = json.loads((tok_dir / "tokenizer.json").read_text())
+    old = {}
+    for t in tok["added_tokens"]:
+        if t["id"] in MISTRAL3_IMAGE_TOKENS:
+            old[t["content"]] = t["id"]
+            t["content"] = MISTRAL3_IMAGE_TOKENS[t["id"]]
+    vocab = tok["model"]["vocab"]
+    for name, i in old.items():
+        if vocab.get(name) == i:
+            del vocab[name]
+            vocab[MISTRAL3_IMAGE_TOKENS[i]] = i
+    (tmp / "tokenizer.json").write_text(json.dumps(tok, ensure_ascii=False))
+    config = json.loads((tok_dir / "tokenizer_config.json").read_text())
+    for i, name in MISTRAL3_IMAGE_TOKENS.items():
+        entry = config.get("added_tokens_decoder", {}).get(str(i))
+        if entry:
+            entry["content"] = name
+    config["chat_template"] = MISTRAL3_TEMPLATE
+    config["pad_token"] = "<pad>"
+    (tmp / "tokenizer_config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False))
+    added = [dict(t) for t in tok["added_tokens"]]
+    return added
+
+
+def make_mistral3(args, tmp):
+    import mlx.core as mx
+    import tiny_models
+    from mlx.utils import tree_flatten
+    from mlx_vlm.models import mistral3
+    from mlx_vlm.utils import save_config, update_module_configs
+
+    spec = tiny_models.FAMILY_SPECS["mistral3"]
+    cfg = json.loads(json.dumps(spec["config"]))
+    cfg["vision_config"] = dict(PIXTRAL)
+    cfg["spatial_merge_size"] = 2
+    cfg["multimodal_projector_bias"] = True
+    cfg["vision_feature_layer"] = -1
+    cfg["pad_token_id"] = 11
+    model_cfg = update_module_configs(
+        mistral3.ModelConfig.from_dict(cfg), mistral3, json.loads(json.dumps(cfg)), ["text", "vision"])
+    model = mistral3.Model(model_cfg)
+    added = mistral3_tokenizer(tmp)
+    seed = tiny_models.seed_for("mistral3_vlm", args.quant)
+    tiny_models.randomize(model.language_model, cfg, seed, added, spec["tokenizer_size"])
+    randomize_vision(model, seed + 1)
+    dtype = mx.float32 if args.quant == "f32" else mx.bfloat16
+    weights = {k: v.astype(dtype) for k, v in tree_flatten(model.parameters())}
+    mx.save_safetensors(str(tmp / "model.safetensors"), weights, metadata={"format": "mlx"})
+    index = {"metadata": {"total_size": sum(v.nbytes for v in weights.values())},
+             "weight_map": {k: "model.safetensors" for k in sorted(weights)}}
+    (tmp / "model.safetensors.index.json").write_text(json.dumps(index, indent=4))
+    cfg["torch_dtype"] = "float32" if args.quant == "f32" else "bfloat16"
+    save_config(cfg, tmp / "config.json")
+    (tmp / "generation_config.json").write_text(json.dumps(
+        {**spec["generation"], "transformers_version": "4.57.0"}, indent=2))
+    # Mistral Small 3.1's processor configs, at the tiny image size.
+    (tmp / "preprocessor_config.json").write_text(json.dumps({
+        "do_convert_rgb": True, "do_normalize": True, "do_rescale": True, "do_resize": True,
+        "image_mean": [0.48145466, 0.4578275, 0.40821073],
+        "image_processor_type": "PixtralImageProcessor",
+        "image_std": [0.26862954, 0.26130258, 0.27577711],
+        "patch_size": {"height": PIXTRAL["patch_size"], "width": PIXTRAL["patch_size"]},
+        "processor_class": "PixtralProcessor", "resample": 3,
+        "rescale_factor": 0.00392156862745098,
+        "size": {"longest_edge": PIXTRAL["image_size"]},
+    }, indent=2))
+    (tmp / "processor_config.json").write_text(json.dumps({
+        "image_break_token": "[IMG_BREAK]", "image_end_token": "[IMG_END]",
+        "image_token": "[IMG]", "patch_size": PIXTRAL["patch_size"],
+        "processor_class": "PixtralProcessor", "spatial_merge_size": 2,
+    }, indent=2))
+
+
 def cmd_make(args):
     import shutil
+
+    if args.family == "mistral3":
+        out = Path(args.out)
+        tmp = Path(str(out) + ".tmp")
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir(parents=True)
+        make_mistral3(args, tmp)
+        if out.exists():
+            shutil.rmtree(out)
+        os.rename(tmp, out)
+        return
 
     import mlx.core as mx
     import tiny_models
@@ -207,6 +331,8 @@ def cmd_reference(args):
         # Taken as they are by mlx_vlm.generate.dispatch._prepare_generation_inputs.
         given = {"input_ids": inputs["input_ids"], "pixel_values": inputs["pixel_values"],
                  "mask": mx.ones_like(inputs["input_ids"])}
+        if "image_sizes" in inputs:
+            given["image_sizes"] = inputs["image_sizes"]
     results = list(stream_generate(
         model, processor, prompt, image=images, max_tokens=args.max_tokens, temperature=0.0,
         **given))
@@ -262,6 +388,7 @@ def parse_args(argv=None):
     p.add_argument("images", nargs="+", type=Path)
     m = sub.add_parser("make")
     m.add_argument("--quant", choices=["f32", "bf16"], required=True)
+    m.add_argument("--family", choices=["gemma3", "mistral3"], default="gemma3")
     m.add_argument("--out", required=True)
     q = sub.add_parser("prompt-ids")
     q.add_argument("--per-image", type=int, required=True)

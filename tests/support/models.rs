@@ -68,8 +68,13 @@ pub fn tiny_qwen3() -> PathBuf {
 /// `quant`: f32 or bf16), made on first use into `test-models/vlm-<generator hash>/gemma3-<quant>`,
 /// the folder the crates' own image tests use.
 pub fn tiny_vlm(quant: &str) -> PathBuf {
+    tiny_vlm_of("gemma3", quant)
+}
+
+/// [`tiny_vlm`] of another family tiny_vlm.py makes (`gemma3`, `mistral3`).
+pub fn tiny_vlm_of(family: &str, quant: &str) -> PathBuf {
     let script = crate::py("tiny_vlm.py");
-    let dir = generated_dir(&script, "vlm-", &format!("gemma3-{quant}"));
+    let dir = generated_dir(&script, "vlm-", &format!("{family}-{quant}"));
     let lock = building(&dir);
     let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
     if !dir.join("config.json").exists() {
@@ -77,11 +82,14 @@ pub fn tiny_vlm(quant: &str) -> PathBuf {
         // The script writes beside the folder and renames it into place.
         let status = std::process::Command::new(crate::python())
             .arg(&script)
-            .args(["make", "--quant", quant, "--out"])
+            .args(["make", "--family", family, "--quant", quant, "--out"])
             .arg(&dir)
             .status()
             .expect("run tiny_vlm.py");
-        assert!(status.success(), "tiny_vlm.py make --quant {quant} failed");
+        assert!(
+            status.success(),
+            "tiny_vlm.py make --family {family} --quant {quant} failed"
+        );
     }
     dir
 }

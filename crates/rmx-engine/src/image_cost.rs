@@ -19,8 +19,9 @@ pub struct ImageCost {
     /// The test image's size, as sent.
     pub width: u32,
     pub height: u32,
-    /// The side of the square the processor makes of it.
-    pub side: u32,
+    /// The pixel values' size the processor makes of it.
+    pub pixels_width: u32,
+    pub pixels_height: u32,
     /// Placeholder tokens the image takes in the prompt.
     pub placeholders: usize,
     /// Decoding and preprocessing on the host.
@@ -86,22 +87,22 @@ impl Engine {
             pixels = Some(p);
         }
         let pixels = pixels.expect("at least one round ran");
-        let side = pixels.width;
+        let (pixels_width, pixels_height) = (pixels.width, pixels.height);
         let (reply, rx) = std::sync::mpsc::channel();
         let run = move |model: Option<&dyn CausalLm>| {
             let result = (|| -> Result<(Vec<f64>, usize)> {
                 let vision = model.and_then(|m| m.vision()).ok_or_else(no_images)?;
-                let s = side as i32;
-                let x = Array::from_slice(&pixels.data, &[1, 3, s, s])?;
+                let (h, w) = (pixels.height, pixels.width);
+                let x = Array::from_slice(&pixels.data, &[3, h as i32, w as i32])?;
                 let mut times = Vec::with_capacity(rounds);
                 for r in 0..warmup + rounds.max(1) {
                     let t = Instant::now();
-                    vision.encode(&x)?.eval()?;
+                    vision.encode(std::slice::from_ref(&x))?.eval()?;
                     if r >= warmup {
                         times.push(ms(t));
                     }
                 }
-                Ok((times, vision.tokens().per_image))
+                Ok((times, vision.placeholders(h, w)))
             })();
             let _ = reply.send(result);
         };
@@ -110,7 +111,8 @@ impl Engine {
         Ok(ImageCost {
             width,
             height,
-            side,
+            pixels_width,
+            pixels_height,
             placeholders,
             preprocess_ms: Stat::of(preprocess),
             encode_ms: Stat::of(encode),

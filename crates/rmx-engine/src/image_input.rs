@@ -31,12 +31,13 @@ impl ImageInput {
 
 impl Engine {
     /// How this model takes images; `None` when it takes none. Read from its files: Gemma 3
-    /// (`gemma3` with a `vision_config` and a `preprocessor_config.json`) for now. Whether the
-    /// files carry the tower's weights shows when a request with images starts (images.rs).
+    /// (`gemma3`) and Mistral 3 (`mistral3`: Mistral Small 3.1/3.2) with a `vision_config` and
+    /// a `preprocessor_config.json`. Whether the files carry the tower's weights shows when a
+    /// request with images starts (images.rs).
     pub fn image_input(&self) -> Result<Option<ImageInput>> {
         let config: Value = read_json(&self.dir.join("config.json"))?;
-        if config.get("model_type").and_then(Value::as_str) != Some("gemma3")
-            || config.get("vision_config").is_none()
+        let family = config.get("model_type").and_then(Value::as_str);
+        if !matches!(family, Some("gemma3" | "mistral3")) || config.get("vision_config").is_none()
         {
             return Ok(None);
         }
@@ -55,7 +56,6 @@ impl Engine {
                 .and_then(Value::as_u64)
                 .unwrap_or(default)
         };
-        // mlx-vlm's Gemma 3 defaults where the config names none.
         let token = |key: &str, default: u64| -> Result<String> {
             let id = int(key, default) as u32;
             self.tokenizer.id_to_token(id).ok_or_else(|| {
@@ -64,30 +64,63 @@ impl Engine {
                 ))
             })
         };
-        Ok(Some(ImageInput {
-            prompt: ImagePrompt::Gemma3 {
+        let (prompt, processor) = if family == Some("mistral3") {
+            // Mistral3Processor's: the processor rounds sides to whole merged patches.
+            let patch = config
+                .get("vision_config")
+                .and_then(|v| v.get("patch_size"))
+                .and_then(Value::as_u64)
+                .unwrap_or(14);
+            let unit = (patch * int("spatial_merge_size", 2)) as u32;
+            let named = |name: &str| -> Result<String> {
+                self.tokenizer
+                    .token_to_id(name)
+                    .map(|_| name.to_string())
+                    .ok_or_else(|| {
+                        EngineError::Invalid(format!("the tokenizer has no {name} token"))
+                    })
+            };
+            let image = match config.get("image_token_index") {
+                Some(_) => token("image_token_index", 10)?,
+                None => named("[IMG]")?,
+            };
+            let prompt = ImagePrompt::Pixtral {
+                image,
+                brk: named("[IMG_BREAK]")?,
+                end: named("[IMG_END]")?,
+                unit,
+            };
+            (prompt, processor.with_patch_multiple(unit))
+        } else {
+            // mlx-vlm's Gemma 3 defaults where the config names none.
+            let prompt = ImagePrompt::Gemma3 {
                 begin: token("boi_token_index", 255999)?,
                 placeholder: token("image_token_index", 262144)?,
                 end: token("eoi_token_index", 256000)?,
                 per_image: int("mm_tokens_per_image", 256) as usize,
-            },
+            };
+            (prompt, processor)
+        };
+        Ok(Some(ImageInput {
+            prompt,
             processor,
             limits: Limits::default(),
         }))
     }
 
-    /// Prompt tokens for a chat whose messages hold `images` image parts
-    /// (`{"type": "image"}`, in order), each widened into the model's placeholders.
+    /// Prompt tokens for a chat whose messages hold image parts (`{"type": "image"}`, in
+    /// order; `images`: their pixel values), each widened into the model's placeholders.
     pub fn chat_tokens_with_images(
         &self,
         chat: &ChatPrompt,
         input: &ImageInput,
-        images: usize,
+        images: &[PixelValues],
     ) -> Result<Vec<u32>> {
         let text = self.render_chat(chat)?;
+        let sizes: Vec<(u32, u32)> = images.iter().map(|p| (p.height, p.width)).collect();
         let text = input
             .prompt
-            .expand(&text, images)
+            .expand(&text, &sizes)
             .map_err(|e| EngineError::Invalid(e.to_string()))?;
         self.tokenizer
             .encode(&text, false)

@@ -31,35 +31,27 @@ pub(crate) fn cache_key(
     prompt: &[u32],
     images: &[PixelValues],
 ) -> Option<Vec<u32>> {
-    let tokens = model.vision()?.tokens();
-    let ids: Vec<u32> = images
-        .iter()
-        .map(|img| {
-            let mut h = Sha256::new();
-            h.update([img.width, img.height].map(u32::to_le_bytes).concat());
-            // In pieces: the same digest without a copy of the whole tensor.
-            for piece in img.data.chunks(16 * 1024) {
-                let bytes: Vec<u8> = piece.iter().flat_map(|v| v.to_le_bytes()).collect();
-                h.update(&bytes);
-            }
-            let d = h.finalize();
-            0x8000_0000 | (u32::from_le_bytes([d[0], d[1], d[2], d[3]]) & 0x7FFF_FFFF)
-        })
-        .collect();
-    let mut seen = 0;
+    let vision = model.vision()?;
+    let image_token = vision.image_token();
+    // Each image's id, once for each of its placeholders, in prompt order.
+    let mut ids = images.iter().flat_map(|img| {
+        let mut h = Sha256::new();
+        h.update([img.width, img.height].map(u32::to_le_bytes).concat());
+        // In pieces: the same digest without a copy of the whole tensor.
+        for piece in img.data.chunks(16 * 1024) {
+            let bytes: Vec<u8> = piece.iter().flat_map(|v| v.to_le_bytes()).collect();
+            h.update(&bytes);
+        }
+        let d = h.finalize();
+        let id = 0x8000_0000 | (u32::from_le_bytes([d[0], d[1], d[2], d[3]]) & 0x7FFF_FFFF);
+        std::iter::repeat_n(id, vision.placeholders(img.height, img.width))
+    });
     Some(
         prompt
             .iter()
-            .map(|&t| {
-                if t != tokens.image_token {
-                    return t;
-                }
-                let id = ids
-                    .get(seen / tokens.per_image.max(1))
-                    .copied()
-                    .unwrap_or(t);
-                seen += 1;
-                id
+            .map(|&t| match t == image_token {
+                true => ids.next().unwrap_or(t),
+                false => t,
             })
             .collect(),
     )
@@ -76,44 +68,47 @@ impl ImageRows {
                 model.info().model_type
             ))
         })?;
-        let tokens = vision.tokens();
-        let side = vision.image_size();
-        let placeholders = prompt.iter().filter(|&&t| t == tokens.image_token).count();
-        if placeholders != images.len() * tokens.per_image {
+        let image_token = vision.image_token();
+        let placeholders = prompt.iter().filter(|&&t| t == image_token).count();
+        let mut want = 0;
+        for (i, img) in images.iter().enumerate() {
+            vision
+                .check_size(img.height, img.width)
+                .map_err(|e| EngineError::Invalid(format!("image {i} is {e}")))?;
+            if img.data.len() != 3 * (img.height * img.width) as usize {
+                return Err(EngineError::Invalid(format!(
+                    "image {i} has {} pixel values, not 3 x {} x {}",
+                    img.data.len(),
+                    img.height,
+                    img.width
+                )));
+            }
+            want += vision.placeholders(img.height, img.width);
+        }
+        if placeholders != want {
             return Err(EngineError::Invalid(format!(
-                "the prompt has {placeholders} image placeholder tokens; {} images take {} ({} each)",
+                "the prompt has {placeholders} image placeholder tokens; its {} images take {want}",
                 images.len(),
-                images.len() * tokens.per_image,
-                tokens.per_image
             )));
         }
-        if prompt.last() == Some(&tokens.image_token) {
+        if prompt.last() == Some(&image_token) {
             return Err(EngineError::Invalid(
                 "the prompt ends inside an image; put text or the generation prompt after it"
                     .into(),
             ));
         }
-        let mut pixels = Vec::with_capacity(images.len() * 3 * (side * side) as usize);
-        for (i, img) in images.iter().enumerate() {
-            if (img.height, img.width) != (side, side)
-                || img.data.len() != 3 * (side * side) as usize
-            {
-                return Err(EngineError::Invalid(format!(
-                    "image {i} is {}x{} pixel values; this model's processor makes {side}x{side}",
-                    img.width, img.height
-                )));
-            }
-            pixels.extend_from_slice(&img.data);
-        }
-        let n = images.len() as i32;
-        let side = side as i32;
-        let pixels = Array::from_slice(&pixels, &[n, 3, side, side])?;
+        let pixels = images
+            .iter()
+            .map(|img| {
+                let (h, w) = (img.height as i32, img.width as i32);
+                Ok(Array::from_slice(&img.data, &[3, h, w])?)
+            })
+            .collect::<Result<Vec<_>>>()?;
         let features = vision.encode(&pixels)?;
-        let features = features.reshape(&[n * features.dim(1), features.dim(2)])?;
         Ok(ImageRows {
             features,
             used: 0,
-            placeholder: tokens.image_token,
+            placeholder: image_token,
         })
     }
 

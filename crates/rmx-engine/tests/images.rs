@@ -1,8 +1,8 @@
 //! A chat with images through the engine gives mlx-vlm's greedy tokens (issue #27): the tiny
-//! Gemma 3 vision-language model (tests/py/tiny_vlm.py), rmx's own prompt (the template's image
+//! Gemma 3 and Mistral Small 3.1 vision-language models (tests/py/tiny_vlm.py; Mistral's images
+//! keep their own sizes, so two images differ in tokens), rmx's own prompt (the template's image
 //! markers widened: Engine::chat_tokens_with_images) and pixels (ImageInput::prepare), one and
-//! two images, f32
-//! token for token; fed to mlx-vlm as they are. A prompt repeated with the same image reads it
+//! two images, f32 token for token; fed to mlx-vlm as they are. A prompt repeated with the same image reads it
 //! from the prefix cache, with another image it does not; bad image requests fail with what to
 //! do.
 
@@ -16,7 +16,6 @@ use rmx_vision::PixelValues;
 use serde_json::{json, Value};
 
 const MAX_TOKENS: usize = 12;
-const PER_IMAGE: usize = 16;
 
 fn tiny_vlm(args: &[String]) {
     let status = Command::new(rmx_tests::python())
@@ -25,11 +24,6 @@ fn tiny_vlm(args: &[String]) {
         .status()
         .expect("run tiny_vlm.py");
     assert!(status.success(), "tiny_vlm.py {args:?} failed");
-}
-
-/// The model, made once per version of the generator (rmx_tests::models::tiny_vlm).
-fn model() -> PathBuf {
-    rmx_tests::models::tiny_vlm("f32")
 }
 
 fn images(dir: &Path) -> Vec<PathBuf> {
@@ -50,9 +44,10 @@ fn images(dir: &Path) -> Vec<PathBuf> {
     paths
 }
 
-/// rmx's prompt ids for a user turn of `n` images then `text` (Engine::chat_tokens_with_images).
-fn prompt(engine: &Engine, n: usize, text: &str) -> Vec<u32> {
-    let mut content: Vec<Value> = (0..n).map(|_| json!({"type": "image"})).collect();
+/// rmx's prompt ids for a user turn of the images (their pixel values) then `text`
+/// (Engine::chat_tokens_with_images).
+fn prompt(engine: &Engine, images: &[PixelValues], text: &str) -> Vec<u32> {
+    let mut content: Vec<Value> = images.iter().map(|_| json!({"type": "image"})).collect();
     content.push(json!({"type": "text", "text": text}));
     let chat = ChatPrompt {
         messages: json!([{"role": "user", "content": content}]),
@@ -63,8 +58,20 @@ fn prompt(engine: &Engine, n: usize, text: &str) -> Vec<u32> {
         .image_input()
         .unwrap()
         .expect("the model takes images");
-    assert_eq!(input.prompt.tokens_per_image(), PER_IMAGE);
-    engine.chat_tokens_with_images(&chat, &input, n).unwrap()
+    let ids = engine.chat_tokens_with_images(&chat, &input, images).unwrap();
+    let placeholders: usize = images
+        .iter()
+        .map(|p| input.prompt.placeholders(p.height, p.width))
+        .sum();
+    let image_token = engine
+        .tokenizer()
+        .token_to_id(match &input.prompt {
+            rmx_text::image_prompt::ImagePrompt::Gemma3 { placeholder, .. } => placeholder,
+            rmx_text::image_prompt::ImagePrompt::Pixtral { image, .. } => image,
+        })
+        .unwrap();
+    assert_eq!(ids.iter().filter(|&&t| t == image_token).count(), placeholders);
+    ids
 }
 
 /// The images' tensors (ImageInput::prepare).
@@ -125,15 +132,15 @@ fn reference(
         .collect()
 }
 
-#[test]
-fn chat_with_images_gives_mlx_vlm_tokens() {
-    let dir = model();
-    let work = rmx_tests::target_tmp("engine-images");
+fn check_family(family: &str) {
+    let dir = rmx_tests::models::tiny_vlm_of(family, "f32");
+    let work = rmx_tests::target_tmp(&format!("engine-images-{family}"));
     let imgs = images(&work);
     let engine = Engine::load(&dir).unwrap();
 
-    let one = prompt(&engine, 1, "What is in this picture?");
-    let got_one = run(&engine, &one, pixels(&engine, &imgs[..1])).unwrap();
+    let px_one = pixels(&engine, &imgs[..1]);
+    let one = prompt(&engine, &px_one, "What is in this picture?");
+    let got_one = run(&engine, &one, px_one).unwrap();
     let want_one = reference(
         &dir,
         &work,
@@ -142,17 +149,21 @@ fn chat_with_images_gives_mlx_vlm_tokens() {
         "What is in this picture?",
         &imgs[..1],
     );
-    assert_eq!(got_one, want_one, "one image");
+    assert_eq!(got_one, want_one, "{family}: one image");
 
-    let two = prompt(&engine, 2, "Compare them.");
-    let got_two = run(&engine, &two, pixels(&engine, &imgs)).unwrap();
+    let px_two = pixels(&engine, &imgs);
+    let two = prompt(&engine, &px_two, "Compare them.");
+    let got_two = run(&engine, &two, px_two).unwrap();
     let want_two = reference(&dir, &work, "two", &two, "Compare them.", &imgs);
-    assert_eq!(got_two, want_two, "two images");
+    assert_eq!(got_two, want_two, "{family}: two images");
 
     // The first prompt with the other image, then the first again: each answer is its own
-    // image's (an answer from the prefix cache would repeat the first).
-    let other = run(&engine, &one, pixels(&engine, &imgs[1..])).unwrap();
-    assert_ne!(other, got_one, "another image, the same answer");
+    // image's (an answer from the prefix cache would repeat the first). Where images keep
+    // their sizes, the other image's prompt is its own.
+    let px_other = pixels(&engine, &imgs[1..]);
+    let other_ids = prompt(&engine, &px_other, "What is in this picture?");
+    let other = run(&engine, &other_ids, px_other).unwrap();
+    assert_ne!(other, got_one, "{family}: another image, the same answer");
     assert_eq!(
         run(&engine, &one, pixels(&engine, &imgs[..1])).unwrap(),
         want_one
@@ -161,6 +172,16 @@ fn chat_with_images_gives_mlx_vlm_tokens() {
     // Placeholders that do not match the images.
     let err = run(&engine, &two, pixels(&engine, &imgs[..1])).unwrap_err();
     assert!(err.contains("image placeholder tokens"), "{err}");
+}
+
+#[test]
+fn chat_with_images_gives_mlx_vlm_tokens() {
+    check_family("gemma3");
+}
+
+#[test]
+fn mistral3_chat_with_images_gives_mlx_vlm_tokens() {
+    check_family("mistral3");
 }
 
 #[test]
@@ -203,7 +224,7 @@ fn the_prefix_cache_keys_images_by_their_pixels() {
     let work = rmx_tests::target_tmp("engine-image-prefix");
     let imgs = images(&work);
     let engine = Engine::load(&dir).unwrap();
-    let ids = prompt(&engine, 1, "What is in this picture?");
+    let ids = prompt(&engine, &pixels(&engine, &imgs[..1]), "What is in this picture?");
     let image_token = *ids
         .iter()
         .max_by_key(|&&t| ids.iter().filter(|&&u| u == t).count())

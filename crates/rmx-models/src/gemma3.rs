@@ -355,7 +355,7 @@ impl CausalLm for Gemma3 {
             )));
         }
         let ids = tokens.astype(Dtype::I32)?.to_vec::<i32>()?;
-        let image_token = v.encoder.tokens().image_token as i32;
+        let image_token = v.encoder.image_token() as i32;
         let l = ids.len() as i32;
         let n = features.dim(0);
         let (mut index, mut next) = (Vec::with_capacity(ids.len()), 0);

@@ -403,6 +403,12 @@ pub fn swiglu(gate: &Array, up: &Array) -> Result<Array> {
     Ok(silu(gate)?.multiply(up)?)
 }
 
+/// mlx.nn's `gelu` (exact): `x * (1 + erf(x / sqrt(2))) / 2`, its operations in its order.
+pub fn gelu(x: &Array) -> Result<Array> {
+    let e = x.divide_scalar(std::f64::consts::SQRT_2)?.erf()?.add_scalar(1.0)?;
+    Ok(x.multiply(&e)?.divide_scalar(2.0)?)
+}
+
 /// mlx.nn's `gelu_approx`: `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x**3)))`.
 pub fn gelu_approx(x: &Array) -> Result<Array> {
     let inner = x

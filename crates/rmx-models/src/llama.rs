@@ -370,16 +370,21 @@ pub(crate) fn summarize(kinds: impl Iterator<Item = String>) -> Vec<String> {
     out.into_iter().map(|(d, n)| format!("{n}× {d}")).collect()
 }
 
-impl CausalLm for Llama {
-    fn forward_hidden(&self, tokens: &Array, cache: &mut [LayerCache]) -> Result<Array> {
-        let mut h = match &self.vocab {
-            Some(v) => v.embed(&self.embed, tokens)?,
-            None => self.embed.forward(tokens)?,
-        };
+impl Llama {
+    /// The tokens' `[B, L, hidden]` input embeddings.
+    pub(crate) fn embed_tokens(&self, tokens: &Array) -> Result<Array> {
+        match &self.vocab {
+            Some(v) => v.embed(&self.embed, tokens),
+            None => self.embed.forward(tokens),
+        }
+    }
+
+    /// The decoder over input embeddings `h` (`[B, L, hidden]`), to the final norm's output.
+    pub(crate) fn forward_embeds(&self, mut h: Array, cache: &mut [LayerCache]) -> Result<Array> {
         if let Some(s) = &self.stage {
             h = s.input(&h)?;
         }
-        let n = tokens.dim(1);
+        let n = h.dim(1);
         let fa = (0..self.layers.len())
             .find(|&i| !self.sliding[i] && !self.layers[i].mixer.is_recurrent());
         let fa_mask = match fa {
@@ -430,6 +435,12 @@ impl CausalLm for Llama {
             h = s.output(&h, cache)?;
         }
         self.norm.forward(&h)
+    }
+}
+
+impl CausalLm for Llama {
+    fn forward_hidden(&self, tokens: &Array, cache: &mut [LayerCache]) -> Result<Array> {
+        self.forward_embeds(self.embed_tokens(tokens)?, cache)
     }
 
     fn lm_head(&self, hidden: &Array) -> Result<Array> {

@@ -30,6 +30,15 @@ pub enum ImagePrompt {
         end: String,
         per_image: usize,
     },
+    /// Pixtral (Mistral 3's processor): each `image` marker becomes the image's grid of merged
+    /// patches (`unit` pixels a side), row by row: `image` × columns, `brk` between rows,
+    /// `end` after the last.
+    Pixtral {
+        image: String,
+        brk: String,
+        end: String,
+        unit: u32,
+    },
 }
 
 impl ImagePrompt {
@@ -37,25 +46,29 @@ impl ImagePrompt {
     pub fn marker(&self) -> &str {
         match self {
             ImagePrompt::Gemma3 { begin, .. } => begin,
+            ImagePrompt::Pixtral { image, .. } => image,
         }
     }
 
-    /// Placeholder tokens one image takes in the prompt (what it counts in usage, with the
-    /// markers around them).
-    pub fn tokens_per_image(&self) -> usize {
+    /// Placeholder tokens an image whose pixel values are `height` x `width` takes in the
+    /// prompt (what it counts in usage, with the markers around them).
+    pub fn placeholders(&self, height: u32, width: u32) -> usize {
         match self {
             ImagePrompt::Gemma3 { per_image, .. } => *per_image,
+            ImagePrompt::Pixtral { unit, .. } => {
+                (height / unit.max(&1)) as usize * (width / unit.max(&1)) as usize
+            }
         }
     }
 
-    /// `text` with each of its `images` markers widened; refused unless there are exactly as
-    /// many markers as images.
-    pub fn expand(&self, text: &str, images: usize) -> Result<String, ImagePromptError> {
+    /// `text` with the marker of each image (pixel values `(height, width)`, in order)
+    /// widened; refused unless there are exactly as many markers as images.
+    pub fn expand(&self, text: &str, images: &[(u32, u32)]) -> Result<String, ImagePromptError> {
         let markers = text.matches(self.marker()).count();
-        if markers != images {
+        if markers != images.len() {
             return Err(ImagePromptError::Count {
                 markers,
-                images,
+                images: images.len(),
                 marker: self.marker().to_string(),
             });
         }
@@ -68,6 +81,24 @@ impl ImagePrompt {
             } => {
                 let run = format!("\n\n{begin}{}{end}\n\n", placeholder.repeat(*per_image));
                 Ok(text.replace(begin.as_str(), &run))
+            }
+            ImagePrompt::Pixtral {
+                image,
+                brk,
+                end,
+                unit,
+            } => {
+                let mut parts = text.split(image.as_str());
+                let mut out = parts.next().unwrap_or_default().to_string();
+                for (part, &(h, w)) in parts.zip(images) {
+                    let (rows, cols) = (h / unit.max(&1), w / unit.max(&1));
+                    let row = image.repeat(cols as usize);
+                    let grid = vec![row; rows as usize].join(brk);
+                    out.push_str(&grid);
+                    out.push_str(end);
+                    out.push_str(part);
+                }
+                Ok(out)
             }
         }
     }
@@ -88,7 +119,7 @@ mod tests {
 
     #[test]
     fn each_marker_becomes_its_run() {
-        let got = gemma3(2).expand("a<boi>b<boi>", 2).unwrap();
+        let got = gemma3(2).expand("a<boi>b<boi>", &[(8, 8); 2]).unwrap();
         assert_eq!(
             got,
             "a\n\n<boi><img><img><eoi>\n\nb\n\n<boi><img><img><eoi>\n\n"
@@ -98,13 +129,28 @@ mod tests {
     #[test]
     fn markers_and_images_must_agree() {
         assert_eq!(
-            gemma3(4).expand("one <boi> only", 2),
+            gemma3(4).expand("one <boi> only", &[(8, 8); 2]),
             Err(ImagePromptError::Count {
                 markers: 1,
                 images: 2,
                 marker: "<boi>".into()
             })
         );
-        assert!(gemma3(4).expand("no images", 0).is_ok());
+        assert!(gemma3(4).expand("no images", &[]).is_ok());
+    }
+
+    #[test]
+    fn a_pixtral_image_becomes_its_rows() {
+        let p = ImagePrompt::Pixtral {
+            image: "[IMG]".into(),
+            brk: "[B]".into(),
+            end: "[E]".into(),
+            unit: 4,
+        };
+        // 2 rows of 3, then 1 row of 1.
+        let got = p.expand("a[IMG]b[IMG]c", &[(8, 12), (4, 4)]).unwrap();
+        assert_eq!(got, "a[IMG][IMG][IMG][B][IMG][IMG][IMG][E]b[IMG][E]c");
+        assert_eq!(p.placeholders(8, 12), 6);
+        assert!(p.expand("[IMG]", &[]).is_err());
     }
 }

@@ -3,6 +3,7 @@
 //! resize, normalise) is rmx-vision's; the splice into the text embeddings is the language
 //! model's (see `CausalLm::forward_hidden_with_images`).
 
+pub mod pixtral;
 pub mod siglip;
 
 use rmx_mlx::Array;
@@ -24,12 +25,30 @@ pub struct ImageTokens {
 
 /// A loaded vision tower with its projector.
 pub trait ImageEncoder {
-    fn tokens(&self) -> &ImageTokens;
+    /// The placeholder token each feature row replaces (`image_token_index`).
+    fn image_token(&self) -> u32;
 
-    /// The side of the square images the tower takes (the processor resizes to it).
-    fn image_size(&self) -> u32;
+    /// Placeholder tokens (feature rows) an image of `height` x `width` pixel values takes.
+    fn placeholders(&self, height: u32, width: u32) -> usize;
 
-    /// `[N, 3, size, size]` pixel values, as the processor makes them, to
-    /// `[N, per_image, text_hidden]` features in the model's dtype.
-    fn encode(&self, pixel_values: &Array) -> Result<Array>;
+    /// Whether the tower takes pixel values of this size, as its processor makes them; the
+    /// refusal says what it takes.
+    fn check_size(&self, height: u32, width: u32) -> std::result::Result<(), String>;
+
+    /// Each image's `[3, height, width]` pixel values, as the processor makes them, to
+    /// `[rows, text_hidden]` features in the model's dtype: each image's
+    /// [`ImageEncoder::placeholders`] rows, image after image.
+    fn encode(&self, images: &[Array]) -> Result<Array>;
+}
+
+/// A tower whose images are all `side` x `side` and take `per_image` placeholders each
+/// (Gemma 3's SigLIP).
+pub(crate) fn check_square(side: u32, height: u32, width: u32) -> std::result::Result<(), String> {
+    if (height, width) == (side, side) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{width}x{height} pixel values; this model's processor makes {side}x{side}"
+        ))
+    }
 }

@@ -239,17 +239,25 @@ impl Gemma3Vision {
 }
 
 impl ImageEncoder for Gemma3Vision {
-    fn tokens(&self) -> &ImageTokens {
-        &self.tokens
+    fn image_token(&self) -> u32 {
+        self.tokens.image_token
     }
 
-    fn image_size(&self) -> u32 {
-        self.cfg.image_size as u32
+    fn placeholders(&self, _height: u32, _width: u32) -> usize {
+        self.tokens.per_image
     }
 
-    fn encode(&self, pixel_values: &Array) -> Result<Array> {
+    fn check_size(&self, height: u32, width: u32) -> std::result::Result<(), String> {
+        crate::vision::check_square(self.cfg.image_size as u32, height, width)
+    }
+
+    /// The images as one batch, as mlx-vlm runs them.
+    fn encode(&self, images: &[Array]) -> Result<Array> {
         let dtype: Dtype = self.patch_weight.dtype();
-        let x = pixel_values.transpose(&[0, 2, 3, 1])?.astype(dtype)?;
+        let refs: Vec<&Array> = images.iter().collect();
+        let x = rmx_mlx::stack(&refs, 0)?
+            .transpose(&[0, 2, 3, 1])?
+            .astype(dtype)?;
         let patches = x
             .conv2d(&self.patch_weight, self.cfg.patch_size, 0)?
             .add(&self.patch_bias)?;
@@ -260,6 +268,7 @@ impl ImageEncoder for Gemma3Vision {
         for layer in &self.layers {
             h = layer.forward(&h)?;
         }
-        self.project(&self.post_norm.forward(&h)?)
+        let f = self.project(&self.post_norm.forward(&h)?)?;
+        Ok(f.reshape(&[f.dim(0) * f.dim(1), f.dim(2)])?)
     }
 }

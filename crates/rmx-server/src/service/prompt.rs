@@ -160,7 +160,9 @@ fn build_prompt(
             let tokens = match &image_input {
                 // Each image's marker in the rendered chat widened into its placeholders.
                 Some(input) if !images.is_empty() => {
-                    let text = input.prompt.expand(&rendered, images.len()).map_err(|e| {
+                    let sizes: Vec<(u32, u32)> =
+                        images.iter().map(|p| (p.height, p.width)).collect();
+                    let text = input.prompt.expand(&rendered, &sizes).map_err(|e| {
                         ServiceError::BadRequest(format!(
                             "the images do not fit the model's chat template: {e}"
                         ))
@@ -270,7 +272,7 @@ fn chat_images(
     let input = engine.image_input()?.ok_or_else(|| {
         ServiceError::BadRequest(format!(
             "the model `{model}` takes no images (it reads text only); send text, or use a \
-             vision model (Gemma 3 with its vision tower)"
+             vision model (Gemma 3 or Mistral Small 3.1/3.2 with its vision tower)"
         ))
     })?;
     let pixels = bytes
