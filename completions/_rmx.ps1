@@ -50,7 +50,7 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
             break
         }
         'rmx;run' {
-            [CompletionResult]::new('--image', '--image', [CompletionResultType]::ParameterName, 'An image file for the prompt: PNG, JPEG, WebP or GIF (its first frame). Repeat for more, up to 8. Needs a vision model: for now Gemma 3 (4B and up) with its vision tower, a `vision_config` in its config.json; a text-only model refuses images. The file is sent as it is and the daemon reads it. Not with --raw (the chat template places the images). Without a prompt on a terminal, the chat''s first message carries them')
+            [CompletionResult]::new('--image', '--image', [CompletionResultType]::ParameterName, 'An image file for the prompt: PNG, JPEG, WebP or GIF (its first frame). Repeat for more, up to 8. Needs a vision model: for now Gemma 3 (4B and up) or Mistral Small 3.1/3.2 with its vision tower, a `vision_config` in its config.json; a text-only model refuses images. The file is sent as it is and the daemon reads it. Not with --raw (the chat template places the images). Without a prompt on a terminal, the chat''s first message carries them')
             [CompletionResult]::new('--max-tokens', '--max-tokens', [CompletionResultType]::ParameterName, 'Stop after this many generated tokens')
             [CompletionResult]::new('--temperature', '--temperature', [CompletionResultType]::ParameterName, 'Sampling temperature; 0 picks the most likely token every time')
             [CompletionResult]::new('--top-p', '--top-p', [CompletionResultType]::ParameterName, 'Nucleus sampling: keep the most likely tokens that add up to P')

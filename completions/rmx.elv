@@ -46,7 +46,7 @@ set edit:completion:arg-completer[rmx] = {|@words|
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'rmx;run'= {
-            cand --image 'An image file for the prompt: PNG, JPEG, WebP or GIF (its first frame). Repeat for more, up to 8. Needs a vision model: for now Gemma 3 (4B and up) with its vision tower, a `vision_config` in its config.json; a text-only model refuses images. The file is sent as it is and the daemon reads it. Not with --raw (the chat template places the images). Without a prompt on a terminal, the chat''s first message carries them'
+            cand --image 'An image file for the prompt: PNG, JPEG, WebP or GIF (its first frame). Repeat for more, up to 8. Needs a vision model: for now Gemma 3 (4B and up) or Mistral Small 3.1/3.2 with its vision tower, a `vision_config` in its config.json; a text-only model refuses images. The file is sent as it is and the daemon reads it. Not with --raw (the chat template places the images). Without a prompt on a terminal, the chat''s first message carries them'
             cand --max-tokens 'Stop after this many generated tokens'
             cand --temperature 'Sampling temperature; 0 picks the most likely token every time'
             cand --top-p 'Nucleus sampling: keep the most likely tokens that add up to P'

@@ -258,8 +258,9 @@ pub struct RunArgs {
     /// The prompt (read from standard input when absent and piped).
     pub prompt: Option<String>,
     /// An image file for the prompt: PNG, JPEG, WebP or GIF (its first frame). Repeat for
-    /// more, up to 8. Needs a vision model: for now Gemma 3 (4B and up) with its vision tower,
-    /// a `vision_config` in its config.json; a text-only model refuses images. The file is
+    /// more, up to 8. Needs a vision model: for now Gemma 3 (4B and up) or Mistral Small
+    /// 3.1/3.2 with its vision tower, a `vision_config` in its config.json; a text-only model
+    /// refuses images. The file is
     /// sent as it is and the daemon reads it. Not with --raw (the chat template places the
     /// images). Without a prompt on a terminal, the chat's first message carries them.
     #[arg(long = "image", value_name = "FILE", conflicts_with = "raw")]

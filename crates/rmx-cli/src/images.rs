@@ -44,7 +44,7 @@ pub fn read(path: &Path) -> Result<Image> {
     if base64_len(meta.len()) > MAX_BASE64 {
         bail!(
             "the image {shown} is {}; a request takes at most {} of images: send a smaller \
-             image (the model scales it down anyway, to 896x896 for Gemma 3)",
+             image (the model scales it down anyway: to 896x896 for Gemma 3, within 1540 for Mistral)",
             mib(meta.len() as usize),
             mib(MAX_BASE64 / 4 * 3)
         );

@@ -37,8 +37,7 @@ impl Engine {
     pub fn image_input(&self) -> Result<Option<ImageInput>> {
         let config: Value = read_json(&self.dir.join("config.json"))?;
         let family = config.get("model_type").and_then(Value::as_str);
-        if !matches!(family, Some("gemma3" | "mistral3")) || config.get("vision_config").is_none()
-        {
+        if !matches!(family, Some("gemma3" | "mistral3")) || config.get("vision_config").is_none() {
             return Ok(None);
         }
         let pre = self.dir.join("preprocessor_config.json");

@@ -405,7 +405,10 @@ pub fn swiglu(gate: &Array, up: &Array) -> Result<Array> {
 
 /// mlx.nn's `gelu` (exact): `x * (1 + erf(x / sqrt(2))) / 2`, its operations in its order.
 pub fn gelu(x: &Array) -> Result<Array> {
-    let e = x.divide_scalar(std::f64::consts::SQRT_2)?.erf()?.add_scalar(1.0)?;
+    let e = x
+        .divide_scalar(std::f64::consts::SQRT_2)?
+        .erf()?
+        .add_scalar(1.0)?;
     Ok(x.multiply(&e)?.divide_scalar(2.0)?)
 }
 

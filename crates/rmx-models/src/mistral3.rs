@@ -73,7 +73,11 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
     })
 }
 
-fn load_vision(raw: &RawConfig, w: &mut Weights, c: &crate::llama::Config) -> Result<PixtralVision> {
+fn load_vision(
+    raw: &RawConfig,
+    w: &mut Weights,
+    c: &crate::llama::Config,
+) -> Result<PixtralVision> {
     let bad = |message: String| ModelError::Config {
         path: raw.path.clone(),
         message,

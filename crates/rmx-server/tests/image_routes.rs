@@ -211,6 +211,37 @@ async fn issue_27_an_image_reaches_the_model_on_every_surface() {
     assert_ne!(one[0].0, plain[0].0);
 }
 
+/// Mistral Small 3.1's images keep their sizes: the same answer on every surface, and each
+/// image costs its own grid (merged patches of 8 pixels, within 64 a side) of `[IMG]`, an
+/// `[IMG_BREAK]` after each row but the last, an `[IMG_END]`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_27_mistral3_images_cost_their_own_rows_on_every_surface() {
+    let home = tempfile::tempdir().unwrap();
+    let served = serve_service(service(home.path()));
+    let model = rmx_tests::models::tiny_vlm_of("mistral3", "f32")
+        .to_string_lossy()
+        .into_owned();
+    let plain = answers(&served.base, &model, &[]).await;
+    let one = answers(&served.base, &model, &[noise()]).await;
+    let other = answers(&served.base, &model, &[bands()]).await;
+    let two = answers(&served.base, &model, &[noise(), bands()]).await;
+    for (name, got) in [("noise", &one), ("bands", &other), ("two", &two)] {
+        assert!(
+            got.iter().all(|a| a == &got[0]),
+            "{name}: the surfaces disagree: {got:?}"
+        );
+    }
+    // noise: 45x61 -> 48x64 pixels, 8 rows of 6; bands: 70x20 -> 64x24, 3 rows of 8.
+    let (noise_cost, bands_cost) = (8 * 6 + 7 + 1, 3 * 8 + 2 + 1);
+    assert_eq!(one[0].1, plain[0].1 + noise_cost, "{one:?} vs {plain:?}");
+    assert_eq!(other[0].1, plain[0].1 + bands_cost, "{other:?}");
+    assert_eq!(two[0].1, plain[0].1 + noise_cost + bands_cost, "{two:?}");
+    assert_ne!(
+        one[0].0, other[0].0,
+        "the answer does not depend on the image"
+    );
+}
+
 /// The message of an error in `path`'s API shape.
 fn message(path: &str, v: &Value) -> String {
     let m = match path {

@@ -61,7 +61,10 @@ fn gemma3_images_widen_as_the_processor_does() {
             "{images} image(s)"
         );
         let ids = tokenizer
-            .encode(&prompt.expand(&rendered, &vec![(32, 32); images]).unwrap(), false)
+            .encode(
+                &prompt.expand(&rendered, &vec![(32, 32); images]).unwrap(),
+                false,
+            )
             .unwrap();
         let want: Vec<u32> = want["ids"]
             .as_array()

@@ -43,7 +43,10 @@ pub fn run(engine: &Engine, args: &BenchArgs, size: &str) -> Result<ExitCode> {
         "placeholders",
     ]);
     t.add_row([
-        format!("{}x{} PNG -> {}x{}", c.width, c.height, c.pixels_width, c.pixels_height),
+        format!(
+            "{}x{} PNG -> {}x{}",
+            c.width, c.height, c.pixels_width, c.pixels_height
+        ),
         format!(
             "{:.2} ±{:.0}%",
             c.preprocess_ms.median,

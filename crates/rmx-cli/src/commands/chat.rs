@@ -26,7 +26,7 @@ Commands:
   /system <text>        set the system message (empty: remove it)
   /clear                forget the conversation (and any attached images)
   /image <file>         attach an image (PNG, JPEG, WebP, GIF) to your next message;
-                        vision models only (Gemma 3 4B and up); up to 8 in a conversation
+                        vision models only (Gemma 3 4B+, Mistral Small 3.x); up to 8 in a conversation
   /image                list the attached images; /image clear drops them
   /save <file>          save the conversation (JSON)
   /load <file>          load a saved conversation

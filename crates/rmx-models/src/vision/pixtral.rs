@@ -114,7 +114,9 @@ impl PixtralVision {
             )));
         }
         if cfg.patch_size <= 0 || top.spatial_merge_size <= 0 {
-            return Err(bad("vision_config.patch_size and spatial_merge_size must be positive".into()));
+            return Err(bad(
+                "vision_config.patch_size and spatial_merge_size must be positive".into(),
+            ));
         }
         let root = "vision_tower.vision_model";
         let eps = cfg.rms_norm_eps;
@@ -220,13 +222,23 @@ impl PixtralVision {
 /// `x * cos + rotate_half(x) * sin` on `[B, H, L, D]`, as mlx-vlm's `apply_rotary_pos_emb`.
 fn rotate(x: &Array, cos: &Array, sin: &Array) -> Result<Array> {
     let half = x.dim(-1) / 2;
-    let (a, b) = (x.slice_axis(-1, 0, half)?, x.slice_axis(-1, half, 2 * half)?);
+    let (a, b) = (
+        x.slice_axis(-1, 0, half)?,
+        x.slice_axis(-1, half, 2 * half)?,
+    );
     let rotated = rmx_mlx::concatenate(&[&b.negative()?, &a], -1)?;
     Ok(x.multiply(cos)?.add(&rotated.multiply(sin)?)?)
 }
 
 impl EncoderLayer {
-    fn forward(&self, x: &Array, cos: &Array, sin: &Array, mask: Option<&Array>, heads: i32) -> Result<Array> {
+    fn forward(
+        &self,
+        x: &Array,
+        cos: &Array,
+        sin: &Array,
+        mask: Option<&Array>,
+        heads: i32,
+    ) -> Result<Array> {
         let h = self.attention_norm.forward(x)?;
         let (b, l) = (h.dim(0), h.dim(1));
         let split = |a: Array| -> Result<Array> {
@@ -259,7 +271,7 @@ impl ImageEncoder for PixtralVision {
 
     fn check_size(&self, height: u32, width: u32) -> std::result::Result<(), String> {
         let u = self.unit();
-        if height > 0 && width > 0 && height % u == 0 && width % u == 0 {
+        if height > 0 && width > 0 && height.is_multiple_of(u) && width.is_multiple_of(u) {
             Ok(())
         } else {
             Err(format!(
@@ -278,7 +290,10 @@ impl ImageEncoder for PixtralVision {
         let mut patches = Vec::with_capacity(images.len());
         let (mut cos, mut sin) = (Vec::new(), Vec::new());
         for img in images {
-            let x = img.expand_dims(&[0])?.transpose(&[0, 2, 3, 1])?.astype(dtype)?;
+            let x = img
+                .expand_dims(&[0])?
+                .transpose(&[0, 2, 3, 1])?
+                .astype(dtype)?;
             let e = x.conv2d(&self.patch_weight, p, 0)?;
             let (rows, cols) = (e.dim(1), e.dim(2));
             patches.push(e.reshape(&[rows * cols, d])?);

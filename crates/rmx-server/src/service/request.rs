@@ -8,7 +8,7 @@ use super::{SamplingParams, TemplateMessage};
 
 /// The most images one request may carry: each is decoded, preprocessed and run through the
 /// model's vision tower before the first token, and takes its placeholders of the context
-/// (256 per image for Gemma 3).
+/// (256 per image for Gemma 3; an image's own grid of patches for Mistral Small 3).
 pub const MAX_IMAGES_PER_REQUEST: usize = 8;
 
 /// What to complete.

@@ -1,7 +1,7 @@
-//! Gemma 3 with images gives mlx-vlm's greedy tokens (issue #27): a tiny random-weight
-//! Gemma3ForConditionalGeneration made with mlx-vlm's model classes (tests/py/tiny_vlm.py),
-//! prompts with one and with two images, f32, token for token and the first step's
-//! log-probabilities bit for bit. The prompt ids are mlx-vlm's
+//! Gemma 3 and Mistral Small 3.1 with images give mlx-vlm's greedy tokens (issue #27): tiny
+//! random-weight Gemma3ForConditionalGeneration and Mistral3ForConditionalGeneration made with
+//! mlx-vlm's model classes (tests/py/tiny_vlm.py), prompts with one and with two images, f32
+//! and bf16, token for token and the first step's log-probabilities bit for bit. The prompt ids are mlx-vlm's
 //! own (its processor expands each image into its placeholder run); the pixels are rmx's
 //! (rmx-vision, checked against the processor in its own tests), so this covers the tower,
 //! the projector and the splice.
@@ -26,9 +26,24 @@ fn tiny_vlm(args: &[&str]) {
     assert!(status.success(), "tiny_vlm.py {args:?} failed");
 }
 
-/// The model, made once per version of the generator (rmx_tests::models::tiny_vlm).
-fn model(quant: &str) -> PathBuf {
-    rmx_tests::models::tiny_vlm(quant)
+/// The model, made once per version of the generator (rmx_tests::models::tiny_vlm_of).
+fn model(family: &str, quant: &str) -> PathBuf {
+    rmx_tests::models::tiny_vlm_of(family, quant)
+}
+
+/// The model's image processor, as its family's processor calls it: Mistral 3's with sides a
+/// multiple of patch x merge.
+fn processor(dir: &Path) -> ImageProcessor {
+    let text = std::fs::read_to_string(dir.join("preprocessor_config.json")).unwrap();
+    let p = ImageProcessor::from_json(&text).unwrap();
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("config.json")).unwrap()).unwrap();
+    if config["model_type"] == "mistral3" {
+        let unit = config["vision_config"]["patch_size"].as_u64().unwrap()
+            * config["spatial_merge_size"].as_u64().unwrap();
+        return p.with_patch_multiple(unit as u32);
+    }
+    p
 }
 
 /// Two images of odd sizes: one shrunk, one stretched to the tower's 32x32.
@@ -130,25 +145,17 @@ fn rmx_tokens(
     prompt_ids: &[u32],
     images: &[PathBuf],
 ) -> (Vec<u32>, Vec<f32>) {
-    let processor = ImageProcessor::from_json(
-        &std::fs::read_to_string(dir.join("preprocessor_config.json")).unwrap(),
-    )
-    .unwrap();
-    let mut pixels = Vec::new();
-    let mut side = 0;
-    for path in images {
-        let img = decode(&std::fs::read(path).unwrap(), &Limits::default()).unwrap();
-        let px = processor.pixel_values(&img);
-        side = px.height as i32;
-        pixels.extend(px.data);
-    }
-    let n = images.len() as i32;
-    let pixels = Array::from_slice(&pixels, &[n, 3, side, side]).unwrap();
+    let processor = processor(dir);
+    let pixels: Vec<Array> = images
+        .iter()
+        .map(|path| {
+            let img = decode(&std::fs::read(path).unwrap(), &Limits::default()).unwrap();
+            let px = processor.pixel_values(&img);
+            Array::from_slice(&px.data, &[3, px.height as i32, px.width as i32]).unwrap()
+        })
+        .collect();
     let vision = model.vision().expect("the tower is loaded");
     let features = vision.encode(&pixels).unwrap();
-    let features = features
-        .reshape(&[n * features.dim(1), features.dim(2)])
-        .unwrap();
     // As mlx-vlm prefills: all but the last prompt token, then the last one.
     let mut cache = model.make_cache();
     let (head, last) = prompt_ids.split_at(prompt_ids.len() - 1);
@@ -170,22 +177,42 @@ fn rmx_tokens(
 
 #[test]
 fn gemma3_one_and_two_images_f32_exact() {
-    check("f32");
+    check("gemma3", "f32");
 }
 
 #[test]
 fn gemma3_one_and_two_images_bf16_exact() {
     // The same ops in the same order round the same way in bf16 too.
-    check("bf16");
+    check("gemma3", "bf16");
 }
 
-fn check(quant: &str) {
-    let dir = model(quant);
-    let work = rmx_tests::target_tmp(&format!("gemma3-vision-parity-{quant}"));
+#[test]
+fn mistral3_one_and_two_images_f32_exact() {
+    check("mistral3", "f32");
+}
+
+#[test]
+fn mistral3_one_and_two_images_bf16_exact() {
+    check("mistral3", "bf16");
+}
+
+fn check(family: &str, quant: &str) {
+    let dir = model(family, quant);
+    let work = rmx_tests::target_tmp(&format!("{family}-vision-parity-{quant}"));
     let imgs = images(&work);
     let model = rmx_models::load(&dir).unwrap();
-    let tokens = model.vision().unwrap().tokens().clone();
-    assert_eq!(tokens.per_image, 16);
+    let vision = model.vision().unwrap();
+    let image_token = vision.image_token();
+    // Each image's placeholders, at the size its processor makes it.
+    let processor = processor(&dir);
+    let per_image: Vec<usize> = imgs
+        .iter()
+        .map(|p| {
+            let img = decode(&std::fs::read(p).unwrap(), &Limits::default()).unwrap();
+            let (h, w) = processor.output_size(img.height, img.width);
+            vision.placeholders(h, w)
+        })
+        .collect();
     for (name, prompt, imgs) in [
         ("one", "What is in this picture?", &imgs[..1]),
         ("two", "Compare them.", &imgs[..]),
@@ -194,9 +221,10 @@ fn check(quant: &str) {
         let placeholders = want
             .prompt_ids
             .iter()
-            .filter(|&&t| t == tokens.image_token)
+            .filter(|&&t| t == image_token)
             .count();
-        assert_eq!(placeholders, 16 * imgs.len(), "{name}: mlx-vlm's prompt");
+        let want_placeholders: usize = per_image[..imgs.len()].iter().sum();
+        assert_eq!(placeholders, want_placeholders, "{name}: mlx-vlm's prompt");
         let (got, lp) = rmx_tokens(model.as_ref(), &dir, &want.prompt_ids, imgs);
         assert_eq!(got, want.tokens[..MAX_TOKENS], "{name} image(s)");
         let diff = max_diff(&lp, &want.logprobs);
