@@ -52,6 +52,11 @@ defaults! {
     d_eps: f32 = 1e-5, d_theta: f32 = 10000.0,
 }
 
+/// The most entries of the block mask for several images at once (a 4,096-patch request's; 32
+/// MB in f32): past it each image runs on its own, which differs from mlx-vlm's joint pass only
+/// in the rounding of its attention's sums.
+const JOINT_MASK_MAX: i64 = 1 << 24;
+
 /// What Mistral 3's top-level config adds: the merge and how the prompt carries images.
 #[derive(Debug, Clone)]
 pub struct Mistral3Vision {
@@ -306,31 +311,40 @@ impl ImageEncoder for PixtralVision {
             let refs: Vec<&Array> = v.iter().collect();
             Ok(rmx_mlx::concatenate(&refs, 0)?)
         };
-        let mut h = self.ln_pre.forward(&cat(&patches)?.expand_dims(&[0])?)?;
-        let (cos, sin) = (cat(&cos)?, cat(&sin)?);
-        // Each image attends to its own patches: mlx-vlm's additive block mask (-1e9 off the
-        // blocks, in the model's dtype); one image needs none.
         let n: i32 = grids.iter().map(|(r, c)| r * c).sum();
-        let block = if grids.len() > 1 {
+        let h = if grids.len() == 1 || (n as i64) * (n as i64) > JOINT_MASK_MAX {
+            // Each image on its own: what the block mask computes, without an n x n mask
+            // (real images have thousands of patches each).
+            let mut out = Vec::with_capacity(grids.len());
+            for (i, x) in patches.iter().enumerate() {
+                let mut h = self.ln_pre.forward(&x.expand_dims(&[0])?)?;
+                for layer in &self.layers {
+                    h = layer.forward(&h, &cos[i], &sin[i], None, heads)?;
+                }
+                out.push(h.squeeze(&[0])?);
+            }
+            cat(&out)?
+        } else {
+            // mlx-vlm's way, to its bits: every patch in one sequence, each image attending to
+            // its own by an additive block mask (-1e9 off the blocks, in the model's dtype).
             let mut m = vec![-1e9f32; (n * n) as usize];
             let mut start = 0;
             for (r, c) in &grids {
                 let len = r * c;
                 for i in start..start + len {
-                    for j in start..start + len {
-                        m[(i * n + j) as usize] = 0.0;
-                    }
+                    m[(i * n + start) as usize..(i * n + start + len) as usize].fill(0.0);
                 }
                 start += len;
             }
-            Some(Array::from_slice(&m, &[1, 1, n, n])?.astype(dtype)?)
-        } else {
-            None
+            let block = Array::from_slice(&m, &[1, 1, n, n])?.astype(dtype)?;
+            let (cos, sin) = (cat(&cos)?, cat(&sin)?);
+            let mut h = self.ln_pre.forward(&cat(&patches)?.expand_dims(&[0])?)?;
+            for layer in &self.layers {
+                h = layer.forward(&h, &cos, &sin, Some(&block), heads)?;
+            }
+            h.squeeze(&[0])?
         };
-        for layer in &self.layers {
-            h = layer.forward(&h, &cos, &sin, block.as_ref(), heads)?;
-        }
-        let normed = self.norm.forward(&h.squeeze(&[0])?)?;
+        let normed = self.norm.forward(&h)?;
         let mut merged = Vec::with_capacity(grids.len());
         let mut start = 0;
         for &(rows, cols) in &grids {
