@@ -333,10 +333,11 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
         'rmx;launch' {
             [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Ranks to start on this machine over loopback (without --hostfile)')
             [CompletionResult]::new('--processes', '--processes', [CompletionResultType]::ParameterName, 'Ranks to start on this machine over loopback (without --hostfile)')
-            [CompletionResult]::new('--hostfile', '--hostfile', [CompletionResultType]::ParameterName, 'MLX''s ring hostfile: one entry per rank, each a list of "ip:port" it listens on')
+            [CompletionResult]::new('--hostfile', '--hostfile', [CompletionResultType]::ParameterName, 'MLX''s ring hostfile: one entry per rank, each a list of "ip:port" it listens on (with --backend jaccl: mlx.launch''s jaccl hostfile, each host''s "ips" and "rdma" devices)')
             [CompletionResult]::new('--rank', '--rank', [CompletionResultType]::ParameterName, 'The ranks of the hostfile to start on this machine [default: all]')
             [CompletionResult]::new('--mode', '--mode', [CompletionResultType]::ParameterName, 'How to split the model: every layer over all ranks (tensor), or each rank a range of layers (pipeline; fewer messages, for slower links)')
-            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'MLX''s backend between the ranks: ring (TCP; CPUs, Macs, any link) or nccl (one NVIDIA GPU per rank, this machine''s ranks only, tensor mode only; needs an MLX built with CUDA)')
+            [CompletionResult]::new('--backend', '--backend', [CompletionResultType]::ParameterName, 'MLX''s backend between the ranks: ring (TCP; CPUs, Macs, any link), nccl (one NVIDIA GPU per rank, this machine''s ranks only, tensor mode only; needs an MLX built with CUDA) or jaccl (RDMA over Thunderbolt 5 between Macs, macOS 26.2 and later; --hostfile)')
+            [CompletionResult]::new('--coordinator-port', '--coordinator-port', [CompletionResultType]::ParameterName, 'With --backend jaccl: the port rank 0 coordinates on, at its hostfile address')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')

@@ -955,7 +955,7 @@ _rmx() {
             return 0
             ;;
         rmx__subcmd__launch)
-            opts="-n -h -V --processes --hostfile --rank --mode --backend --help --version"
+            opts="-n -h -V --processes --hostfile --rank --mode --backend --coordinator-port --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -982,7 +982,11 @@ _rmx() {
                     return 0
                     ;;
                 --backend)
-                    COMPREPLY=($(compgen -W "ring nccl" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "ring nccl jaccl" -- "${cur}"))
+                    return 0
+                    ;;
+                --coordinator-port)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 *)

@@ -302,10 +302,11 @@ set edit:completion:arg-completer[rmx] = {|@words|
         &'rmx;launch'= {
             cand -n 'Ranks to start on this machine over loopback (without --hostfile)'
             cand --processes 'Ranks to start on this machine over loopback (without --hostfile)'
-            cand --hostfile 'MLX''s ring hostfile: one entry per rank, each a list of "ip:port" it listens on'
+            cand --hostfile 'MLX''s ring hostfile: one entry per rank, each a list of "ip:port" it listens on (with --backend jaccl: mlx.launch''s jaccl hostfile, each host''s "ips" and "rdma" devices)'
             cand --rank 'The ranks of the hostfile to start on this machine [default: all]'
             cand --mode 'How to split the model: every layer over all ranks (tensor), or each rank a range of layers (pipeline; fewer messages, for slower links)'
-            cand --backend 'MLX''s backend between the ranks: ring (TCP; CPUs, Macs, any link) or nccl (one NVIDIA GPU per rank, this machine''s ranks only, tensor mode only; needs an MLX built with CUDA)'
+            cand --backend 'MLX''s backend between the ranks: ring (TCP; CPUs, Macs, any link), nccl (one NVIDIA GPU per rank, this machine''s ranks only, tensor mode only; needs an MLX built with CUDA) or jaccl (RDMA over Thunderbolt 5 between Macs, macOS 26.2 and later; --hostfile)'
+            cand --coordinator-port 'With --backend jaccl: the port rank 0 coordinates on, at its hostfile address'
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'
             cand -V 'Print version'

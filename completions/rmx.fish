@@ -218,12 +218,14 @@ complete -c rmx -n "__fish_rmx_using_subcommand share" -l json -d 'Print one JSO
 complete -c rmx -n "__fish_rmx_using_subcommand share" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rmx -n "__fish_rmx_using_subcommand share" -s V -l version -d 'Print version'
 complete -c rmx -n "__fish_rmx_using_subcommand launch" -s n -l processes -d 'Ranks to start on this machine over loopback (without --hostfile)' -r
-complete -c rmx -n "__fish_rmx_using_subcommand launch" -l hostfile -d 'MLX\'s ring hostfile: one entry per rank, each a list of "ip:port" it listens on' -r -F
+complete -c rmx -n "__fish_rmx_using_subcommand launch" -l hostfile -d 'MLX\'s ring hostfile: one entry per rank, each a list of "ip:port" it listens on (with --backend jaccl: mlx.launch\'s jaccl hostfile, each host\'s "ips" and "rdma" devices)' -r -F
 complete -c rmx -n "__fish_rmx_using_subcommand launch" -l rank -d 'The ranks of the hostfile to start on this machine [default: all]' -r
 complete -c rmx -n "__fish_rmx_using_subcommand launch" -l mode -d 'How to split the model: every layer over all ranks (tensor), or each rank a range of layers (pipeline; fewer messages, for slower links)' -r -f -a "tensor\t''
 pipeline\t''"
-complete -c rmx -n "__fish_rmx_using_subcommand launch" -l backend -d 'MLX\'s backend between the ranks: ring (TCP; CPUs, Macs, any link) or nccl (one NVIDIA GPU per rank, this machine\'s ranks only, tensor mode only; needs an MLX built with CUDA)' -r -f -a "ring\t''
-nccl\t''"
+complete -c rmx -n "__fish_rmx_using_subcommand launch" -l backend -d 'MLX\'s backend between the ranks: ring (TCP; CPUs, Macs, any link), nccl (one NVIDIA GPU per rank, this machine\'s ranks only, tensor mode only; needs an MLX built with CUDA) or jaccl (RDMA over Thunderbolt 5 between Macs, macOS 26.2 and later; --hostfile)' -r -f -a "ring\t''
+nccl\t''
+jaccl\t''"
+complete -c rmx -n "__fish_rmx_using_subcommand launch" -l coordinator-port -d 'With --backend jaccl: the port rank 0 coordinates on, at its hostfile address' -r
 complete -c rmx -n "__fish_rmx_using_subcommand launch" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c rmx -n "__fish_rmx_using_subcommand launch" -s V -l version -d 'Print version'
 complete -c rmx -n "__fish_rmx_using_subcommand worker" -s h -l help -d 'Print help'

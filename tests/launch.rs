@@ -137,6 +137,46 @@ fn launch_refuses_nccl_where_it_cannot_run() {
     }
 }
 
+/// `--backend jaccl` (RDMA between Macs) needs mlx.launch's jaccl hostfile, and an MLX with
+/// jaccl: on this MLX each refusal says what to do instead.
+#[test]
+fn launch_refuses_jaccl_where_it_cannot_run() {
+    let launch = |args: &[&str]| {
+        let out = Command::new(rmx())
+            .args(["launch", "--backend", "jaccl"])
+            .args(args)
+            .args(["--", "rmx", "bench", "m"])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?} succeeded");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = launch(&["-n", "2"]);
+    assert!(err.contains("give their hostfile"), "{err}");
+    let probe = Command::new(rmx_tests::python())
+        .args([
+            "-c",
+            "import mlx.core as mx; print(mx.distributed.is_available('jaccl'))",
+        ])
+        .output()
+        .unwrap();
+    if String::from_utf8_lossy(&probe.stdout).trim() == "True" {
+        println!("this MLX has jaccl: its refusal is not checked here");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let hostfile = dir.path().join("jaccl.json");
+    std::fs::write(
+        &hostfile,
+        r#"{"backend": "jaccl", "hosts": [{"ips": ["10.0.0.1"], "rdma": [null, "rdma_en3"]},
+            {"ips": ["10.0.0.2"], "rdma": ["rdma_en3", null]}]}"#,
+    )
+    .unwrap();
+    let err = launch(&["--hostfile", hostfile.to_str().unwrap(), "--rank", "0"]);
+    assert!(err.contains("this MLX has no jaccl backend"), "{err}");
+    assert!(err.contains("--backend ring"), "{err}");
+}
+
 /// `rmx launch -n 2 -- rmx run`: rank 0 serves privately, the client runs against it and the
 /// group ends with it; the f32 model's greedy answer is the one-process daemon's. A daemon
 /// already running for the home is refused (the client would talk to it, unsplit).

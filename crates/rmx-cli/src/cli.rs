@@ -150,7 +150,8 @@ pub struct LaunchArgs {
         required_unless_present = "hostfile"
     )]
     pub processes: Option<usize>,
-    /// MLX's ring hostfile: one entry per rank, each a list of "ip:port" it listens on.
+    /// MLX's ring hostfile: one entry per rank, each a list of "ip:port" it listens on (with
+    /// --backend jaccl: mlx.launch's jaccl hostfile, each host's "ips" and "rdma" devices).
     #[arg(long, value_name = "FILE", conflicts_with = "processes")]
     pub hostfile: Option<PathBuf>,
     /// The ranks of the hostfile to start on this machine [default: all].
@@ -165,10 +166,14 @@ pub struct LaunchArgs {
     /// layers (pipeline; fewer messages, for slower links).
     #[arg(long, value_enum, default_value_t = LaunchMode::Tensor)]
     pub mode: LaunchMode,
-    /// MLX's backend between the ranks: ring (TCP; CPUs, Macs, any link) or nccl (one NVIDIA
-    /// GPU per rank, this machine's ranks only, tensor mode only; needs an MLX built with CUDA).
+    /// MLX's backend between the ranks: ring (TCP; CPUs, Macs, any link), nccl (one NVIDIA
+    /// GPU per rank, this machine's ranks only, tensor mode only; needs an MLX built with CUDA)
+    /// or jaccl (RDMA over Thunderbolt 5 between Macs, macOS 26.2 and later; --hostfile).
     #[arg(long, value_enum, default_value_t = LaunchBackend::Ring)]
     pub backend: LaunchBackend,
+    /// With --backend jaccl: the port rank 0 coordinates on, at its hostfile address.
+    #[arg(long, value_name = "PORT", default_value_t = rmx_mlx::distributed::JACCL_DEFAULT_PORT)]
+    pub coordinator_port: u16,
     /// The rmx command: `rmx bench MODEL ...`, `rmx serve ...`, `rmx run MODEL ...`, `rmx
     /// chat MODEL`, `rmx doctor ...`.
     #[arg(last = true, required = true, value_name = "COMMAND")]
@@ -185,6 +190,7 @@ pub enum LaunchMode {
 pub enum LaunchBackend {
     Ring,
     Nccl,
+    Jaccl,
 }
 
 #[derive(Debug, Args)]

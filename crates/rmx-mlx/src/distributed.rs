@@ -7,7 +7,8 @@
 //! * How a rank finds its peers is the backend's business and comes from the environment, as
 //!   `mlx.launch` sets it: the ring reads `MLX_RANK` and `MLX_HOSTFILE` (a JSON list, one entry
 //!   per rank, each a list of `"ip:port"` the rank listens on); nccl reads `MLX_RANK`,
-//!   `MLX_WORLD_SIZE`, `NCCL_HOST_IP` and `NCCL_PORT` (rank 0's). rmx never sets these in its own
+//!   `MLX_WORLD_SIZE`, `NCCL_HOST_IP` and `NCCL_PORT` (rank 0's); jaccl reads `MLX_RANK`,
+//!   `MLX_JACCL_COORDINATOR` and `MLX_IBV_DEVICES` (jaccl.rs). rmx never sets these in its own
 //!   process (setting the environment races with other threads reading it); a launcher sets
 //!   them on the processes it starts.
 //! * MLX's ring `init` waits for ever in `accept` when the rank on its left never comes (only the
@@ -16,10 +17,12 @@
 //! * A collective is evaluated like any op, under the process-wide eval lock: every rank must
 //!   build and evaluate the same collectives in the same order, or they wait on each other.
 
+mod jaccl;
 mod local;
 mod nccl;
 mod ring;
 
+pub use jaccl::{JacclHost, JacclHosts, DEFAULT_PORT as JACCL_DEFAULT_PORT};
 pub use local::{LocalRing, RankExit};
 pub use nccl::NcclHosts;
 pub use ring::RingHosts;
@@ -152,7 +155,8 @@ impl Group {
                 message: format!(
                     "the {backend} backend's peers did not all connect within {} s ({}): start \
                      every rank (`rmx launch` starts them all), and check that each rank's \
-                     address (the ring's hostfile; nccl's NCCL_HOST_IP:NCCL_PORT) is reachable \
+                     address (the ring's hostfile; nccl's NCCL_HOST_IP:NCCL_PORT; jaccl's \
+                     coordinator and RDMA devices) is reachable \
                      and its port free",
                     timeout.as_secs_f32(),
                     launch_env(backend)
@@ -282,6 +286,12 @@ fn launch_env(backend: CommBackend) -> String {
             "NCCL_HOST_IP",
             "NCCL_PORT",
             "CUDA_VISIBLE_DEVICES",
+        ],
+        CommBackend::Jaccl => &[
+            "MLX_RANK",
+            "MLX_JACCL_COORDINATOR",
+            "MLX_IBV_DEVICES",
+            "MLX_JACCL_RING",
         ],
         _ => &["MLX_RANK", "MLX_HOSTFILE"],
     };

@@ -20,7 +20,9 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use rmx_engine::group::GroupLead;
 use rmx_engine::ParallelMode;
-use rmx_mlx::distributed::{CommBackend, Group, LocalRing, NcclHosts, RankExit, RingHosts};
+use rmx_mlx::distributed::{
+    CommBackend, Group, JacclHosts, LocalRing, NcclHosts, RankExit, RingHosts,
+};
 use rmx_settings::EnvVars;
 
 use crate::cli::{LaunchArgs, LaunchBackend, LaunchMode};
@@ -98,11 +100,26 @@ pub fn run(args: LaunchArgs) -> Result<ExitCode> {
     let backend = match args.backend {
         LaunchBackend::Ring => CommBackend::Ring,
         LaunchBackend::Nccl => CommBackend::Nccl,
+        LaunchBackend::Jaccl => CommBackend::Jaccl,
     };
     if backend == CommBackend::Nccl {
         nccl_can_run(&args)?;
     }
+    let jaccl = match backend {
+        CommBackend::Jaccl => Some(jaccl_hosts(&args)?),
+        _ => None,
+    };
     let (hosts, ranks) = match &args.hostfile {
+        // The jaccl group is its hostfile's; the ring below only counts its ranks.
+        Some(_) if jaccl.is_some() => {
+            let n = jaccl.as_ref().map_or(0, JacclHosts::size);
+            let ranks = if args.rank.is_empty() {
+                (0..n).collect()
+            } else {
+                args.rank.clone()
+            };
+            (RingHosts { ranks: Vec::new() }, ranks)
+        }
         Some(file) => {
             let text = std::fs::read_to_string(file)
                 .with_context(|| format!("reading {}", file.display()))?;
@@ -206,9 +223,10 @@ pub fn run(args: LaunchArgs) -> Result<ExitCode> {
         let _ = std::fs::remove_dir_all(&dir);
         return code;
     }
-    let mut ring = match &nccl {
-        Some(nccl) => LocalRing::spawn_nccl(nccl, command),
-        None => LocalRing::spawn_ranks(&hosts, &ranks, &dir, command),
+    let mut ring = match (&nccl, &jaccl) {
+        (Some(nccl), _) => LocalRing::spawn_nccl(nccl, command),
+        (_, Some(j)) => LocalRing::spawn_jaccl(j, &ranks, args.coordinator_port, &dir, command),
+        _ => LocalRing::spawn_ranks(&hosts, &ranks, &dir, command),
     }
     .context("starting the ranks")?;
     if client.is_some() {
@@ -381,6 +399,25 @@ fn first_exit(ring: &mut LocalRing, only: Option<usize>) -> Result<Option<(usize
 }
 
 /// Refuses, before any rank starts, what the nccl backend cannot do here.
+/// The jaccl group of `--hostfile` (mlx.launch's jaccl hostfile), refused where it cannot run:
+/// without a hostfile (jaccl links machines; one machine's ranks use the ring) or on an MLX
+/// without jaccl.
+fn jaccl_hosts(args: &LaunchArgs) -> Result<JacclHosts> {
+    let Some(file) = &args.hostfile else {
+        bail!(
+            "--backend jaccl links Macs by RDMA over Thunderbolt 5: give their hostfile              (--hostfile, mlx.launch's jaccl format) and --rank; ranks of one machine use              -n N with the ring"
+        );
+    };
+    if !CommBackend::Jaccl.is_available() {
+        bail!(
+            "this MLX has no jaccl backend (it comes with MLX on macOS 26.2 and later, for RDMA              over Thunderbolt 5): run with --backend ring over the Thunderbolt bridge or              Ethernet (docs/distributed.md)"
+        );
+    }
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    JacclHosts::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))
+}
+
 fn nccl_can_run(args: &LaunchArgs) -> Result<()> {
     if args.hostfile.is_some() {
         bail!(

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use rmx_engine::checkup::RankReport;
-use rmx_mlx::distributed::{CommBackend, RingHosts};
+use rmx_mlx::distributed::{CommBackend, JacclHosts, RingHosts, JACCL_DEFAULT_PORT};
 
 use super::{fail, pass, warn, Finding};
 
@@ -99,12 +99,28 @@ fn probe(address: &str, timeout: Duration) -> Reach {
     }
 }
 
-/// Every address of the ring hostfile `path`, tried at once (so the whole check takes one
-/// timeout at most): one finding each.
+/// A ring hostfile's text, or mlx.launch's jaccl hostfile's as a ring of its hosts' first
+/// addresses at the coordinator's default port (what is reached there is the host).
+fn ring_or_jaccl(text: &str) -> Result<RingHosts, String> {
+    RingHosts::parse(text).or_else(|ring| match JacclHosts::parse(text) {
+        Ok(j) => Ok(RingHosts {
+            ranks: j
+                .addresses(JACCL_DEFAULT_PORT)
+                .into_iter()
+                .map(|a| a.into_iter().collect())
+                .collect(),
+        }),
+        // Not jaccl's either: the ring's complaint, the likelier intent.
+        Err(_) => Err(ring),
+    })
+}
+
+/// Every address of the ring hostfile `path` (or a jaccl hostfile's hosts), tried at once (so
+/// the whole check takes one timeout at most): one finding each.
 pub fn hosts(path: &Path) -> Vec<Finding> {
     let hosts = match std::fs::read_to_string(path)
         .map_err(|e| e.to_string())
-        .and_then(|text| RingHosts::parse(&text))
+        .and_then(|text| ring_or_jaccl(&text))
     {
         Ok(h) => h,
         Err(e) => {
@@ -354,6 +370,29 @@ fn table_differs(
 mod tests {
     use super::*;
     use crate::doctor::Level;
+
+    #[test]
+    fn a_jaccl_hostfile_is_checked_by_its_hosts_addresses() {
+        let jaccl = r#"{"backend": "jaccl", "hosts": [
+            {"ips": ["10.0.0.1"], "rdma": [null, "rdma_en3"]},
+            {"ips": ["10.0.0.2"], "rdma": ["rdma_en3", null]}]}"#;
+        let ring = ring_or_jaccl(jaccl).unwrap();
+        assert_eq!(
+            ring.ranks,
+            vec![
+                vec!["10.0.0.1:32323".to_string()],
+                vec!["10.0.0.2:32323".to_string()]
+            ]
+        );
+        assert_eq!(
+            ring_or_jaccl("[[\"10.0.0.1:5000\"]]").unwrap().ranks,
+            vec![vec!["10.0.0.1:5000".to_string()]]
+        );
+        // Neither: the ring's complaint.
+        assert!(ring_or_jaccl("[[\"10.0.0.1\"]]")
+            .unwrap_err()
+            .contains("\"ip:port\""));
+    }
 
     fn report(rank: i32, model: &str) -> RankReport {
         RankReport {

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
-use super::{NcclHosts, RingHosts};
+use super::{JacclHosts, NcclHosts, RingHosts};
 
 /// Running ranks; dropping it kills those still running.
 pub struct LocalRing {
@@ -74,6 +74,27 @@ impl LocalRing {
     ) -> io::Result<LocalRing> {
         let ranks: Vec<usize> = (0..hosts.size).collect();
         LocalRing::start(None, &ranks, |rank| hosts.env(rank), command)
+    }
+
+    /// Starts `ranks` of the jaccl group `hosts` describes (this machine's share; the other
+    /// machines start theirs), rank 0 coordinating on `port`, the devices file written as
+    /// `dir/ibv_devices.json`.
+    pub fn spawn_jaccl(
+        hosts: &JacclHosts,
+        ranks: &[usize],
+        port: u16,
+        dir: &Path,
+        command: impl FnMut(usize) -> Command,
+    ) -> io::Result<LocalRing> {
+        if let Some(bad) = ranks.iter().find(|&&r| r >= hosts.size()) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("rank {bad} is not in a group of {}", hosts.size()),
+            ));
+        }
+        let devices = dir.join("ibv_devices.json");
+        std::fs::write(&devices, hosts.devices_json())?;
+        LocalRing::start(None, ranks, |rank| hosts.env(rank, &devices, port), command)
     }
 
     fn start<E: IntoIterator<Item = (&'static str, String)>>(
