@@ -565,3 +565,35 @@ fn a_draft_of_another_tokenizer_or_with_recurrent_layers_is_refused() {
         8
     );
 }
+
+/// bf16 and 4-bit with a draft model (the model itself, so most guesses are taken and the
+/// block's forward replaces one-token steps): where the tokens first differ from plain greedy
+/// decoding, the plain run's top two are within the tie rule (two bf16 steps).
+#[test]
+fn a_draft_model_bf16_and_4bit_differs_only_at_near_ties() {
+    const TIE: f32 = 0.125;
+    for quant in ["bf16", "4bit"] {
+        let target = models::model("qwen3", quant);
+        let e = Engine::load(&target).unwrap();
+        e.use_draft(&target).unwrap();
+        let mut total = Drafts::default();
+        for text in [PLAIN, REPETITIVE] {
+            let prompt = e.raw_tokens(text).unwrap();
+            let mut with_top = request(&prompt, 24);
+            with_top.top_logprobs = Some(8);
+            let plain = generate(&e, with_top);
+            let spec = generate(&e, drafting(request(&prompt, 24), &target, 4));
+            add(&mut total, &spec);
+            let (a, b) = (spec.ids(), plain.ids());
+            let Some(j) = (0..a.len()).find(|&j| a[j] != b[j]) else {
+                continue;
+            };
+            let lp = plain.logprobs[j].as_ref().unwrap();
+            let alt = lp.top.iter().find(|t| t.0 == a[j]);
+            let gap = alt.map_or(f32::INFINITY, |t| lp.logprob - t.1);
+            eprintln!("{quant}: first difference at {j}, gap {gap}");
+            assert!(gap <= TIE, "{quant}: token {j} differs by {gap} (not a tie)");
+        }
+        assert!(total.accepted > 0, "{quant}: {total:?}");
+    }
+}
