@@ -416,8 +416,8 @@ pub struct SpecArgs {
     /// one it would be without. prompt-lookup copies the guesses from the prompt and the answer
     /// so far (fast where the answer repeats its input: editing code, quoting); draft:MODEL
     /// has a smaller model of the same tokenizer guess (draft:qwen3-0.6b for a Qwen3-8B; for
-    /// `rmx bench`, the draft's folder). Models with recurrent layers answer without it (-v and
-    /// the answer's stats say so).
+    /// `rmx bench`, the draft's folder). Models split over ranks answer without it (-v and the
+    /// answer's stats say so).
     #[arg(long, value_name = "METHOD", value_parser = parse_speculative)]
     pub speculative: Option<String>,
     /// The most tokens guessed per step [default: 6].

@@ -589,12 +589,12 @@ fn run(
     // only its own layers (a hybrid model's stages differ), and every rank must decide each
     // step alike: in a group the ranks agree on the whole model's answers.
     let kinds = model.make_cache();
-    let [batching, trimmable, cuts_back] = on_every_rank(
+    let [batching, trimmable, undoes_blocks] = on_every_rank(
         role.group(),
         [
             model.batches() && max_rows > 1,
             kinds.iter().all(LayerCache::is_trimmable),
-            kinds.iter().all(LayerCache::cuts_back_blocks),
+            kinds.iter().all(LayerCache::undoes_blocks),
         ],
     );
     let mut prefixes = PrefixCache::new(options.prefix_cache_bytes);
@@ -621,7 +621,7 @@ fn run(
         snapshot_prefill: !trimmable,
         no_speculation: if role_in_group {
             Some(Off::Group)
-        } else if !cuts_back {
+        } else if !undoes_blocks {
             Some(Off::Cache)
         } else {
             None

@@ -580,6 +580,8 @@ impl Sequence {
         feed.push(last);
         feed.extend(&guesses);
         let n = feed.len() as i32;
+        // Recurrent layers fold the block in: their states before it, to go back to.
+        let before = speculative::recurrent_states(&self.cache);
         let hidden = model.forward_hidden(&Array::from_slice(&feed, &[1, n])?, &mut self.cache)?;
         let logits = model.lm_head(&hidden)?;
         self.drafts.drafted += guesses.len();
@@ -612,7 +614,7 @@ impl Sequence {
             let done = self.emit_token(id, pending.as_ref())?;
             if done || !agrees {
                 // Keep what `last` and the agreed guesses read; `id` is the next unread token.
-                speculative::cut_to(&mut self.cache, read + i as i32 + 1)?;
+                speculative::keep_block(model, &mut self.cache, &feed, read, i + 1, before)?;
                 if let Some(d) = &mut self.draft {
                     d.keep(context.len() + i)?;
                 }

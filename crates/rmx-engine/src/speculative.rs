@@ -17,10 +17,15 @@
 //! Rejected guesses are rolled back by cutting the KV caches back to the tokens kept
 //! ([`cut_to`]): a full cache simply forgets them, and a sliding window's, written by the
 //! block's multi-token update in temporal order, drops them as if the block had been shorter.
-//! A model with a recurrent layer cannot be cut, so the engine does not speculate for it
-//! ([`Off::Cache`]).
+//! A recurrent layer (Qwen3.5's and Qwen3-Next's Gated DeltaNet) has folded the whole block
+//! into its state, which cannot be cut: there every layer goes back to where it was before the
+//! block (the recurrent states kept aside, [`recurrent_states`], the KV caches cut) and the kept
+//! tokens are read again in one forward ([`keep_block`]). Only a block with a refused guess
+//! pays that second forward; one taken whole is kept as it is.
 
-use rmx_models::LayerCache;
+use rmx_mlx::Array;
+use rmx_models::cache::RecurrentCache;
+use rmx_models::{CausalLm, LayerCache};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{EngineError, Result};
@@ -103,8 +108,8 @@ pub fn check_draft_tokens(k: usize) -> Result<()> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Off {
-    /// The model has recurrent layers, whose state cannot be cut back to drop rejected
-    /// guesses.
+    /// The model's caches can neither cut back nor undo a block's positions (every cache rmx
+    /// has now can: kept for a cache kind that cannot).
     Cache,
     /// The model is split over several processes (rmx launch): the ranks would have to agree
     /// on every block's length, which they do not exchange yet.
@@ -122,8 +127,8 @@ impl std::fmt::Display for Off {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Off::Cache => {
-                "speculative decoding is off for this model: its recurrent layers' state cannot \
-                 be rolled back"
+                "speculative decoding is off for this model: its caches cannot drop refused \
+                 guesses"
             }
             Off::Group => "speculative decoding is off for a model split over several processes",
             Off::KvQuant => "speculative decoding is off for an answer with a quantized KV cache",
@@ -177,6 +182,55 @@ pub fn cut_to(cache: &mut [LayerCache], len: i32) -> Result<()> {
             ));
         }
     }
+    Ok(())
+}
+
+/// The recurrent layers' states (shared, not copied: a forward makes new ones), one per layer
+/// in order, `None` for the others; `None` for a model without recurrent layers.
+pub fn recurrent_states(cache: &[LayerCache]) -> Option<Vec<Option<RecurrentCache>>> {
+    let states: Vec<Option<RecurrentCache>> = cache
+        .iter()
+        .map(|c| match c {
+            LayerCache::Recurrent(r) => Some(r.clone()),
+            _ => None,
+        })
+        .collect();
+    states.iter().any(Option::is_some).then_some(states)
+}
+
+/// After a block of `feed` (the last token, then the guesses) read from position `read`: keeps
+/// the first `kept` of it. Without recurrent layers (`before` is `None`) the caches are cut
+/// back; with them, unless the whole block is kept, every layer goes back to `read` (the
+/// recurrent ones to `before`) and `feed[..kept]` is read again.
+pub fn keep_block(
+    model: &dyn CausalLm,
+    cache: &mut [LayerCache],
+    feed: &[u32],
+    read: i32,
+    kept: usize,
+    before: Option<Vec<Option<RecurrentCache>>>,
+) -> Result<()> {
+    let Some(before) = before else {
+        return cut_to(cache, read + kept as i32);
+    };
+    if kept == feed.len() {
+        return Ok(());
+    }
+    for (c, b) in cache.iter_mut().zip(before) {
+        match b {
+            Some(r) => *c = LayerCache::Recurrent(r),
+            None if c.cut_back(read) => {}
+            None => {
+                return Err(EngineError::Invalid(
+                    "speculative decoding cannot roll back this cache".into(),
+                ))
+            }
+        }
+    }
+    let tokens = Array::from_slice(&feed[..kept], &[1, kept as i32])?;
+    model.forward_hidden(&tokens, cache)?;
+    let state: Vec<&Array> = cache.iter().flat_map(|c| c.state()).collect();
+    rmx_mlx::eval(&state)?;
     Ok(())
 }
 

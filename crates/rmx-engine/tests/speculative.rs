@@ -20,6 +20,8 @@ struct Run {
     completion_tokens: usize,
     drafts: Option<Drafts>,
     off: Option<Off>,
+    /// Prompt tokens read from the prefix cache.
+    cached: usize,
 }
 
 impl Run {
@@ -56,6 +58,7 @@ fn collect(mut rx: tokio::sync::mpsc::UnboundedReceiver<Event>) -> Run {
                     completion_tokens: usage.completion_tokens,
                     drafts: usage.drafts,
                     off: usage.speculation_off,
+                    cached: usage.cached_tokens,
                 }
             }
             Event::Error(e) => panic!("{e}"),
@@ -422,18 +425,75 @@ fn sampled_prompt_lookup_keeps_the_distribution() {
     }
 }
 
-/// A model with recurrent layers (Qwen3.5's Gated DeltaNet) cannot cut its state back: the
-/// request runs plainly and says why.
+/// Models with recurrent layers (Qwen3.5's and Qwen3-Next's Gated DeltaNet) speculate too: a
+/// block with a refused guess puts their states back and reads the kept tokens again, so the
+/// output is the plain one, greedy and seeded, by prompt lookup and with a draft model (a
+/// Qwen3 of the same tokenizer); and what the answer leaves in the prefix cache is the plain
+/// run's (the same prompt again reads it and answers the same).
 #[test]
-fn a_cache_that_cannot_be_cut_turns_speculation_off_and_says_so() {
-    let e = Engine::load(&models::model("qwen3_5", "f32")).unwrap();
-    let prompt = e.raw_tokens(REPETITIVE).unwrap();
-    let plain = generate(&e, request(&prompt, 12));
-    let spec = generate(&e, speculating(request(&prompt, 12), 4));
-    assert_eq!(spec.off, Some(Off::Cache));
-    assert_eq!(spec.drafts, None);
-    assert_same(&spec, &plain, "qwen3_5");
-    assert!(Off::Cache.to_string().contains("cannot be rolled back"));
+fn recurrent_layers_speculate_with_the_plain_output() {
+    let draft = models::model("qwen3", "f32");
+    for family in ["qwen3_5", "qwen3_next"] {
+        let e = Engine::load(&models::model(family, "f32")).unwrap();
+        e.use_draft(&draft).unwrap();
+        let (three, cycling) = three_ids(&e);
+        let mut total = Drafts::default();
+        let sampled = SamplingParams {
+            temperature: 0.9,
+            seed: Some(3),
+            ..SamplingParams::default()
+        };
+        for (prompt, bias) in [
+            (e.raw_tokens(REPETITIVE).unwrap(), None),
+            (cycling, Some(three)),
+        ] {
+            for sampling in [SamplingParams::default(), sampled.clone()] {
+                let base = |n| {
+                    let mut r = match bias {
+                        Some(ids) => narrowed(request(&prompt, n), &ids),
+                        None => request(&prompt, n),
+                    };
+                    r.sampling.temperature = sampling.temperature;
+                    r.sampling.seed = sampling.seed;
+                    r.no_prefix_cache = true;
+                    r
+                };
+                let plain = generate(&e, base(32));
+                for spec in [
+                    speculating(base(32), 3),
+                    speculating(base(32), 8),
+                    drafting(base(32), &draft, 4),
+                ] {
+                    let what = format!("{family} {:?} seed {:?}", spec.speculative, sampling.seed);
+                    let got = generate(&e, spec);
+                    assert_eq!(got.off, None, "{what}");
+                    assert_same(&got, &plain, &what);
+                    add(&mut total, &got);
+                }
+            }
+        }
+        assert!(total.accepted > 0, "{family}: no guess was agreed with");
+        assert!(
+            total.accepted < total.drafted,
+            "{family}: no guess was refused"
+        );
+        // The prefix cache: a speculating answer leaves its cache, which the next turn (the
+        // prompt, the answer, more text) reads past the first prompt and answers from as a run
+        // that reads nothing from the cache does.
+        let prompt = e.raw_tokens(REPETITIVE).unwrap();
+        let first = generate(&e, speculating(request(&prompt, 16), 6));
+        assert!(first.drafts.unwrap().drafted > 0);
+        let mut next = prompt.clone();
+        next.extend(first.ids());
+        next.extend(e.raw_tokens(" and then").unwrap());
+        let mut cold = request(&next, 12);
+        cold.no_prefix_cache = true;
+        let want = generate(&e, cold);
+        let got = generate(&e, request(&next, 12));
+        assert!(got.cached > prompt.len(), "{family}: cached {}", got.cached);
+        assert_eq!(got.ids(), want.ids(), "{family}: the cached answer's state");
+    }
+    assert!(Off::Cache.to_string().contains("cannot"));
 }
 
 /// Gemma 3's sliding-window layers (a window of 8 in the tiny model, so blocks land on both
@@ -592,7 +652,10 @@ fn a_draft_model_bf16_and_4bit_differs_only_at_near_ties() {
             let alt = lp.top.iter().find(|t| t.0 == a[j]);
             let gap = alt.map_or(f32::INFINITY, |t| lp.logprob - t.1);
             eprintln!("{quant}: first difference at {j}, gap {gap}");
-            assert!(gap <= TIE, "{quant}: token {j} differs by {gap} (not a tie)");
+            assert!(
+                gap <= TIE,
+                "{quant}: token {j} differs by {gap} (not a tie)"
+            );
         }
         assert!(total.accepted > 0, "{quant}: {total:?}");
     }

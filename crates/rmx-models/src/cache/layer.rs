@@ -134,6 +134,13 @@ impl LayerCache {
         matches!(self, LayerCache::Full(_) | LayerCache::Rotating(_))
     }
 
+    /// Whether a block's positions can be undone at all: cut back
+    /// ([`LayerCache::cuts_back_blocks`]), or, for a recurrent state, put back as it was before
+    /// the block and the kept positions read again.
+    pub fn undoes_blocks(&self) -> bool {
+        self.cuts_back_blocks() || matches!(self, LayerCache::Recurrent(_))
+    }
+
     /// Drops the positions from `len` on, which the last forward wrote; false when this cache
     /// cannot (see [`LayerCache::cuts_back_blocks`]).
     pub fn cut_back(&mut self, len: i32) -> bool {

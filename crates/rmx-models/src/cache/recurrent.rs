@@ -6,7 +6,9 @@ use rmx_mlx::Array;
 /// last `kernel - 1` inputs of its causal convolution `[B, kernel - 1, channels]` and the
 /// recurrent state `[B, heads, value dim, key dim]` (float32). Unlike a KV cache it cannot be
 /// cut back to an earlier position, only replaced by a copy taken there.
-#[derive(Default)]
+/// A clone shares its arrays, which no op writes in place while the clone holds them: a
+/// speculative block keeps one to go back to (rmx-engine speculative.rs).
+#[derive(Default, Clone)]
 pub struct RecurrentCache {
     pub conv: Option<Array>,
     pub state: Option<Array>,
