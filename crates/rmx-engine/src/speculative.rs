@@ -216,6 +216,24 @@ pub fn keep_block(
     if kept == feed.len() {
         return Ok(());
     }
+    undo_block(cache, read, Some(before))?;
+    let tokens = Array::from_slice(&feed[..kept], &[1, kept as i32])?;
+    model.forward_hidden(&tokens, cache)?;
+    let state: Vec<&Array> = cache.iter().flat_map(|c| c.state()).collect();
+    rmx_mlx::eval(&state)?;
+    Ok(())
+}
+
+/// Every layer back at position `read`, before the block a forward just read: the recurrent
+/// ones to their states `before` it ([`recurrent_states`]), the others cut back.
+pub fn undo_block(
+    cache: &mut [LayerCache],
+    read: i32,
+    before: Option<Vec<Option<RecurrentCache>>>,
+) -> Result<()> {
+    let Some(before) = before else {
+        return cut_to(cache, read);
+    };
     for (c, b) in cache.iter_mut().zip(before) {
         match b {
             Some(r) => *c = LayerCache::Recurrent(r),
@@ -227,10 +245,6 @@ pub fn keep_block(
             }
         }
     }
-    let tokens = Array::from_slice(&feed[..kept], &[1, kept as i32])?;
-    model.forward_hidden(&tokens, cache)?;
-    let state: Vec<&Array> = cache.iter().flat_map(|c| c.state()).collect();
-    rmx_mlx::eval(&state)?;
     Ok(())
 }
 

@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use crate::bench::{synthetic_prompt, Stat};
 use crate::error::Result;
-use crate::speculative::cut_to;
+use crate::speculative::{recurrent_states, undo_block};
 
 /// One k's step time.
 #[derive(Debug, Clone, Serialize)]
@@ -61,10 +61,11 @@ pub(crate) fn measure(
     for round in 0..=rounds {
         for (i, k) in ks.iter().enumerate() {
             let tokens = synthetic_prompt(k + 1, vocab, 1 + round as u64);
+            let before = recurrent_states(&cache);
             let start = Instant::now();
             step(model, &tokens, &mut cache)?;
             let ms = start.elapsed().as_secs_f64() * 1e3;
-            cut_to(&mut cache, base)?;
+            undo_block(&mut cache, base, before)?;
             if round > 0 {
                 times[i].push(ms);
             }
