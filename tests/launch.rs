@@ -101,34 +101,14 @@ fn launch_refuses_what_cannot_run_over_ranks_yet() {
 /// as on CI), in either mode (a pipeline over nccl hands over by all_sum).
 #[test]
 fn launch_refuses_nccl_where_it_cannot_run() {
-    let launch = |args: &[&str]| {
-        let out = Command::new(rmx())
-            .args(["launch", "--backend", "nccl"])
-            .args(args)
-            .args(["--", "rmx", "bench", "m"])
-            .output()
-            .unwrap();
-        assert!(!out.status.success(), "{args:?} succeeded");
-        String::from_utf8_lossy(&out.stderr).into_owned()
-    };
-    let err = launch(&["--hostfile", "ring.json"]);
+    let err = refused("nccl", &["--hostfile", "ring.json"]);
     assert!(err.contains("this machine's ranks only"), "{err}");
-
-    // The rmx binary links the reference Python's libmlx here; ask it whether nccl is built in.
-    let probe = Command::new(rmx_tests::python())
-        .args([
-            "-c",
-            "import mlx.core as mx; print(mx.distributed.is_available('nccl'))",
-        ])
-        .output()
-        .unwrap();
-    let has_nccl = String::from_utf8_lossy(&probe.stdout).trim() == "True";
-    if has_nccl {
+    if mlx_has("nccl") {
         println!("this MLX has nccl: the CPU-build refusal is not checked here");
         return;
     }
     for mode in ["tensor", "pipeline"] {
-        let err = launch(&["-n", "2", "--mode", mode]);
+        let err = refused("nccl", &["-n", "2", "--mode", mode]);
         assert!(
             err.contains("this MLX has no nccl backend (CPU build"),
             "{err}"
@@ -137,30 +117,37 @@ fn launch_refuses_nccl_where_it_cannot_run() {
     }
 }
 
+/// `rmx launch --backend BACKEND ARGS -- rmx bench m`, which must fail: its stderr.
+fn refused(backend: &str, args: &[&str]) -> String {
+    let out = Command::new(rmx())
+        .args(["launch", "--backend", backend])
+        .args(args)
+        .args(["--", "rmx", "bench", "m"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{backend} {args:?} succeeded");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Whether the libmlx the rmx binary links here (the reference Python's) has `backend`.
+fn mlx_has(backend: &str) -> bool {
+    let probe = Command::new(rmx_tests::python())
+        .args([
+            "-c",
+            &format!("import mlx.core as mx; print(mx.distributed.is_available('{backend}'))"),
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&probe.stdout).trim() == "True"
+}
+
 /// `--backend jaccl` (RDMA between Macs) needs mlx.launch's jaccl hostfile, and an MLX with
 /// jaccl: on this MLX each refusal says what to do instead.
 #[test]
 fn launch_refuses_jaccl_where_it_cannot_run() {
-    let launch = |args: &[&str]| {
-        let out = Command::new(rmx())
-            .args(["launch", "--backend", "jaccl"])
-            .args(args)
-            .args(["--", "rmx", "bench", "m"])
-            .output()
-            .unwrap();
-        assert!(!out.status.success(), "{args:?} succeeded");
-        String::from_utf8_lossy(&out.stderr).into_owned()
-    };
-    let err = launch(&["-n", "2"]);
+    let err = refused("jaccl", &["-n", "2"]);
     assert!(err.contains("give their hostfile"), "{err}");
-    let probe = Command::new(rmx_tests::python())
-        .args([
-            "-c",
-            "import mlx.core as mx; print(mx.distributed.is_available('jaccl'))",
-        ])
-        .output()
-        .unwrap();
-    if String::from_utf8_lossy(&probe.stdout).trim() == "True" {
+    if mlx_has("jaccl") {
         println!("this MLX has jaccl: its refusal is not checked here");
         return;
     }
@@ -172,7 +159,10 @@ fn launch_refuses_jaccl_where_it_cannot_run() {
             {"ips": ["10.0.0.2"], "rdma": ["rdma_en3", null]}]}"#,
     )
     .unwrap();
-    let err = launch(&["--hostfile", hostfile.to_str().unwrap(), "--rank", "0"]);
+    let err = refused(
+        "jaccl",
+        &["--hostfile", hostfile.to_str().unwrap(), "--rank", "0"],
+    );
     assert!(err.contains("this MLX has no jaccl backend"), "{err}");
     assert!(err.contains("--backend ring"), "{err}");
 }

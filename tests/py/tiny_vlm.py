@@ -238,31 +238,27 @@ def make_mistral3(args, tmp):
 
 
 def cmd_make(args):
+    """Writes beside the folder, then renames it into place: a folder there is whole."""
     import shutil
-
-    if args.family == "mistral3":
-        out = Path(args.out)
-        tmp = Path(str(out) + ".tmp")
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        tmp.mkdir(parents=True)
-        make_mistral3(args, tmp)
-        if out.exists():
-            shutil.rmtree(out)
-        os.rename(tmp, out)
-        return
-
-    import mlx.core as mx
-    import tiny_models
-    from mlx.utils import tree_flatten
-    from mlx_vlm.models import gemma3
-    from mlx_vlm.utils import save_config, update_module_configs
 
     out = Path(args.out)
     tmp = Path(str(out) + ".tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
+    {"gemma3": make_gemma3, "mistral3": make_mistral3}[args.family](args, tmp)
+    if out.exists():
+        shutil.rmtree(out)
+    os.rename(tmp, out)
+
+
+def make_gemma3(args, tmp):
+    import mlx.core as mx
+    import tiny_models
+    from mlx.utils import tree_flatten
+    from mlx_vlm.models import gemma3
+    from mlx_vlm.utils import save_config, update_module_configs
+
     cfg = vlm_config()
     # As mlx_vlm.utils.load builds it.
     model_cfg = update_module_configs(
@@ -304,9 +300,6 @@ def cmd_make(args):
     }, indent=2))
     (tmp / "processor_config.json").write_text(json.dumps(
         {"image_seq_length": MM_TOKENS, "processor_class": "Gemma3Processor"}, indent=2))
-    if out.exists():
-        shutil.rmtree(out)
-    os.rename(tmp, out)
 
 
 def cmd_reference(args):

@@ -19,6 +19,7 @@ pub mod fake_hub;
 pub mod home;
 pub mod http;
 pub mod hub_env;
+pub mod images;
 pub mod models;
 pub mod py_worker;
 pub mod tiny_repo;

@@ -27,21 +27,7 @@ fn tiny_vlm(args: &[String]) {
 }
 
 fn images(dir: &Path) -> Vec<PathBuf> {
-    std::fs::create_dir_all(dir).unwrap();
-    let mut state = 777u32;
-    let noise = image::RgbImage::from_fn(45, 61, |_, _| {
-        state ^= state << 13;
-        state ^= state >> 17;
-        state ^= state << 5;
-        image::Rgb([(state >> 8) as u8, (state >> 16) as u8, (state >> 24) as u8])
-    });
-    let bands = image::RgbImage::from_fn(70, 20, |x, y| {
-        image::Rgb([(x * 3) as u8, (y * 12) as u8, ((x + y) * 5) as u8])
-    });
-    let paths = vec![dir.join("noise.png"), dir.join("bands.png")];
-    noise.save(&paths[0]).unwrap();
-    bands.save(&paths[1]).unwrap();
-    paths
+    rmx_tests::images::two_pngs(dir, 777)
 }
 
 /// rmx's prompt ids for a user turn of the images (their pixel values) then `text`
@@ -104,6 +90,47 @@ fn run(engine: &Engine, ids: &[u32], images: Vec<PixelValues>) -> Result<Vec<u32
     panic!("stream ended without Done");
 }
 
+/// mlx-vlm's run of a user turn of `images` then `text` (tiny_vlm.py reference), its JSON
+/// written to `out` ({"prompt_ids", "tokens"}): on the prompt `ids` given, else on its
+/// processor's own.
+fn mlx_vlm(
+    dir: &Path,
+    out: &Path,
+    ids: Option<&[u32]>,
+    text: &str,
+    images: &[PathBuf],
+    max_tokens: usize,
+) -> Value {
+    let mut args: Vec<String> = vec![
+        "reference".into(),
+        "--model".into(),
+        dir.display().to_string(),
+        "--out".into(),
+        out.display().to_string(),
+        "--max-tokens".into(),
+        max_tokens.to_string(),
+        "--prompt".into(),
+        text.into(),
+    ];
+    if let Some(ids) = ids {
+        let ids_file = out.with_extension("ids.json");
+        std::fs::write(&ids_file, serde_json::to_string(ids).unwrap()).unwrap();
+        args.extend(["--prompt-ids".into(), ids_file.display().to_string()]);
+    }
+    args.extend(images.iter().map(|p| p.display().to_string()));
+    tiny_vlm(&args);
+    serde_json::from_slice(&std::fs::read(out).unwrap()).unwrap()
+}
+
+fn ids_of(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_u64().unwrap() as u32)
+        .collect()
+}
+
+/// mlx-vlm's greedy tokens on rmx's prompt `ids`.
 fn reference(
     dir: &Path,
     work: &Path,
@@ -112,29 +139,9 @@ fn reference(
     text: &str,
     images: &[PathBuf],
 ) -> Vec<u32> {
-    let ids_file = work.join(format!("{name}.ids.json"));
-    std::fs::write(&ids_file, serde_json::to_string(ids).unwrap()).unwrap();
     let out = work.join(format!("{name}.json"));
-    let mut args: Vec<String> = vec![
-        "reference".into(),
-        "--model".into(),
-        dir.display().to_string(),
-        "--out".into(),
-        out.display().to_string(),
-        "--max-tokens".into(),
-        MAX_TOKENS.to_string(),
-        "--prompt-ids".into(),
-        ids_file.display().to_string(),
-        "--prompt".into(),
-        text.into(),
-    ];
-    args.extend(images.iter().map(|p| p.display().to_string()));
-    tiny_vlm(&args);
-    let v: Value = serde_json::from_slice(&std::fs::read(out).unwrap()).unwrap();
-    v["tokens"].as_array().unwrap()[..MAX_TOKENS]
-        .iter()
-        .map(|t| t.as_u64().unwrap() as u32)
-        .collect()
+    let v = mlx_vlm(dir, &out, Some(ids), text, images, MAX_TOKENS);
+    ids_of(&v["tokens"])[..MAX_TOKENS].to_vec()
 }
 
 fn check_family(family: &str) {
@@ -190,27 +197,8 @@ fn check_family(family: &str) {
 
 /// The prompt ids mlx-vlm's processor makes of a user turn of `images` then `text`.
 fn processor_ids(dir: &Path, work: &Path, text: &str, images: &[PathBuf]) -> Vec<u32> {
-    let out = work.join("processor.json");
-    let mut args: Vec<String> = vec![
-        "reference".into(),
-        "--model".into(),
-        dir.display().to_string(),
-        "--out".into(),
-        out.display().to_string(),
-        "--max-tokens".into(),
-        "1".into(),
-        "--prompt".into(),
-        text.into(),
-    ];
-    args.extend(images.iter().map(|p| p.display().to_string()));
-    tiny_vlm(&args);
-    let v: Value = serde_json::from_slice(&std::fs::read(out).unwrap()).unwrap();
-    v["prompt_ids"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_u64().unwrap() as u32)
-        .collect()
+    let v = mlx_vlm(dir, &work.join("processor.json"), None, text, images, 1);
+    ids_of(&v["prompt_ids"])
 }
 
 #[test]

@@ -263,8 +263,6 @@ fn seeded_sampling_with_prompt_lookup_is_the_plain_output() {
 /// token that differs (if any) must be a near-tie in the plain run's own log-probabilities.
 #[test]
 fn greedy_with_prompt_lookup_bf16_and_4bit_differs_only_at_near_ties() {
-    // Two bf16 steps at the log-probabilities of a 128K vocabulary (about -12).
-    const TIE: f32 = 0.125;
     for quant in ["bf16", "4bit"] {
         let e = Engine::load(&models::model("llama", quant)).unwrap();
         let (three, cycling) = three_ids(&e);
@@ -283,21 +281,26 @@ fn greedy_with_prompt_lookup_bf16_and_4bit_differs_only_at_near_ties() {
             let plain = generate(&e, with_top);
             let spec = generate(&e, speculating(base(24), 6));
             add(&mut total, &spec);
-            let (a, b) = (spec.ids(), plain.ids());
-            let Some(j) = (0..a.len()).find(|&j| a[j] != b[j]) else {
-                continue;
-            };
-            let lp = plain.logprobs[j].as_ref().unwrap();
-            let alt = lp.top.iter().find(|t| t.0 == a[j]);
-            let gap = alt.map_or(f32::INFINITY, |t| lp.logprob - t.1);
-            eprintln!("{quant}: first difference at {j}, gap {gap}");
-            assert!(
-                gap <= TIE,
-                "{quant}: token {j} differs by {gap} (not a tie)"
-            );
+            differs_only_at_a_tie(&spec, &plain, quant);
         }
         assert!(total.accepted > 0, "{quant}: {total:?}");
     }
+}
+
+/// The first token where `spec` leaves `plain` (run with top logprobs), if any, is a near tie
+/// there: the two candidates' log-probabilities within two bf16 steps at the magnitude of a
+/// 128K-151K vocabulary's (about -12).
+fn differs_only_at_a_tie(spec: &Run, plain: &Run, what: &str) {
+    const TIE: f32 = 0.125;
+    let (a, b) = (spec.ids(), plain.ids());
+    let Some(j) = (0..a.len()).find(|&j| a[j] != b[j]) else {
+        return;
+    };
+    let lp = plain.logprobs[j].as_ref().unwrap();
+    let alt = lp.top.iter().find(|t| t.0 == a[j]);
+    let gap = alt.map_or(f32::INFINITY, |t| lp.logprob - t.1);
+    eprintln!("{what}: first difference at {j}, gap {gap}");
+    assert!(gap <= TIE, "{what}: token {j} differs by {gap} (not a tie)");
 }
 
 /// Chi-square statistic of two samples' counts over the same categories (homogeneity), and its
@@ -631,7 +634,6 @@ fn a_draft_of_another_tokenizer_or_with_recurrent_layers_is_refused() {
 /// decoding, the plain run's top two are within the tie rule (two bf16 steps).
 #[test]
 fn a_draft_model_bf16_and_4bit_differs_only_at_near_ties() {
-    const TIE: f32 = 0.125;
     for quant in ["bf16", "4bit"] {
         let target = models::model("qwen3", quant);
         let e = Engine::load(&target).unwrap();
@@ -644,18 +646,7 @@ fn a_draft_model_bf16_and_4bit_differs_only_at_near_ties() {
             let plain = generate(&e, with_top);
             let spec = generate(&e, drafting(request(&prompt, 24), &target, 4));
             add(&mut total, &spec);
-            let (a, b) = (spec.ids(), plain.ids());
-            let Some(j) = (0..a.len()).find(|&j| a[j] != b[j]) else {
-                continue;
-            };
-            let lp = plain.logprobs[j].as_ref().unwrap();
-            let alt = lp.top.iter().find(|t| t.0 == a[j]);
-            let gap = alt.map_or(f32::INFINITY, |t| lp.logprob - t.1);
-            eprintln!("{quant}: first difference at {j}, gap {gap}");
-            assert!(
-                gap <= TIE,
-                "{quant}: token {j} differs by {gap} (not a tie)"
-            );
+            differs_only_at_a_tie(&spec, &plain, quant);
         }
         assert!(total.accepted > 0, "{quant}: {total:?}");
     }

@@ -149,18 +149,7 @@ pub fn load_multimodal(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn Causa
 }
 
 fn load_vision(raw: &RawConfig, w: &mut Weights, text_hidden: i32) -> Result<Vision> {
-    let bad = |message: String| crate::error::ModelError::Config {
-        path: raw.path.clone(),
-        message,
-    };
-    let cfg: VisionConfig = raw
-        .raw
-        .get("vision_config")
-        .cloned()
-        .ok_or_else(|| bad("vision weights but no vision_config".into()))
-        .and_then(|v| {
-            serde_json::from_value(v).map_err(|e| bad(format!("invalid vision_config: {e}")))
-        })?;
+    let cfg: VisionConfig = crate::vision::vision_config(raw)?;
     let int = |key: &str, default: i64| {
         raw.raw
             .get(key)

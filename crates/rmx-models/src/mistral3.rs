@@ -82,14 +82,7 @@ fn load_vision(
         path: raw.path.clone(),
         message,
     };
-    let cfg: VisionConfig = raw
-        .raw
-        .get("vision_config")
-        .cloned()
-        .ok_or_else(|| bad("vision weights but no vision_config".into()))
-        .and_then(|v| {
-            serde_json::from_value(v).map_err(|e| bad(format!("invalid vision_config: {e}")))
-        })?;
+    let cfg: VisionConfig = crate::vision::vision_config(raw)?;
     let top = |key: &str| raw.raw.get(key);
     // mlx-vlm's Mistral 3 ModelConfig defaults where the config names none.
     let image_token = top("image_token_index")

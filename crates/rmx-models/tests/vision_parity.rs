@@ -46,23 +46,10 @@ fn processor(dir: &Path) -> ImageProcessor {
     p
 }
 
-/// Two images of odd sizes: one shrunk, one stretched to the tower's 32x32.
+/// Two images of odd sizes, which each processor shrinks or stretches (Gemma 3: to its 32x32;
+/// Mistral 3: within 64, to multiples of 8).
 fn images(dir: &Path) -> Vec<PathBuf> {
-    std::fs::create_dir_all(dir).unwrap();
-    let mut state = 12345u32;
-    let noise = image::RgbImage::from_fn(45, 61, |_, _| {
-        state ^= state << 13;
-        state ^= state >> 17;
-        state ^= state << 5;
-        image::Rgb([(state >> 8) as u8, (state >> 16) as u8, (state >> 24) as u8])
-    });
-    let bands = image::RgbImage::from_fn(70, 20, |x, y| {
-        image::Rgb([(x * 3) as u8, (y * 12) as u8, ((x + y) * 5) as u8])
-    });
-    let paths = vec![dir.join("noise.png"), dir.join("bands.png")];
-    noise.save(&paths[0]).unwrap();
-    bands.save(&paths[1]).unwrap();
-    paths
+    rmx_tests::images::two_pngs(dir, 12345)
 }
 
 struct Reference {

@@ -39,19 +39,11 @@ fn png(img: image::RgbImage) -> Vec<u8> {
 }
 
 fn noise() -> Vec<u8> {
-    let mut state = 777u32;
-    png(image::RgbImage::from_fn(45, 61, |_, _| {
-        state ^= state << 13;
-        state ^= state >> 17;
-        state ^= state << 5;
-        image::Rgb([(state >> 8) as u8, (state >> 16) as u8, (state >> 24) as u8])
-    }))
+    png(rmx_tests::images::noise(45, 61, 777))
 }
 
 fn bands() -> Vec<u8> {
-    png(image::RgbImage::from_fn(70, 20, |x, y| {
-        image::Rgb([(x * 3) as u8, (y * 12) as u8, ((x + y) * 5) as u8])
-    }))
+    png(rmx_tests::images::bands(70, 20))
 }
 
 fn crc32(bytes: &[u8]) -> u32 {

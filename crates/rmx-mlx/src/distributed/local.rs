@@ -12,6 +12,17 @@ use std::time::{Duration, Instant};
 
 use super::{JacclHosts, NcclHosts, RingHosts};
 
+/// Refuses a rank past a group of `size`.
+fn in_group(ranks: &[usize], size: usize) -> io::Result<()> {
+    match ranks.iter().find(|&&r| r >= size) {
+        Some(bad) => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("rank {bad} is not in a group of {size}"),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Running ranks; dropping it kills those still running.
 pub struct LocalRing {
     /// The ring's hostfile; `None` for nccl ranks, which need none.
@@ -55,12 +66,7 @@ impl LocalRing {
         dir: &Path,
         command: impl FnMut(usize) -> Command,
     ) -> io::Result<LocalRing> {
-        if let Some(bad) = ranks.iter().find(|&&r| r >= hosts.size()) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("rank {bad} is not in a ring of {}", hosts.size()),
-            ));
-        }
+        in_group(ranks, hosts.size())?;
         let hostfile = dir.join("hostfile.json");
         hosts.write(&hostfile)?;
         let env = |rank| RingHosts::env(rank, &hostfile);
@@ -86,12 +92,7 @@ impl LocalRing {
         dir: &Path,
         command: impl FnMut(usize) -> Command,
     ) -> io::Result<LocalRing> {
-        if let Some(bad) = ranks.iter().find(|&&r| r >= hosts.size()) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("rank {bad} is not in a group of {}", hosts.size()),
-            ));
-        }
+        in_group(ranks, hosts.size())?;
         let devices = dir.join("ibv_devices.json");
         std::fs::write(&devices, hosts.devices_json())?;
         LocalRing::start(None, ranks, |rank| hosts.env(rank, &devices, port), command)

@@ -41,6 +41,22 @@ pub trait ImageEncoder {
     fn encode(&self, images: &[Array]) -> Result<Array>;
 }
 
+/// A vision-language checkpoint's `vision_config`, read as `T`; a refusal names the file.
+pub(crate) fn vision_config<T: serde::de::DeserializeOwned>(
+    raw: &crate::config::RawConfig,
+) -> Result<T> {
+    let bad = |message: String| crate::error::ModelError::Config {
+        path: raw.path.clone(),
+        message,
+    };
+    let v = raw
+        .raw
+        .get("vision_config")
+        .cloned()
+        .ok_or_else(|| bad("vision weights but no vision_config".into()))?;
+    serde_json::from_value(v).map_err(|e| bad(format!("invalid vision_config: {e}")))
+}
+
 /// A tower whose images are all `side` x `side` and take `per_image` placeholders each
 /// (Gemma 3's SigLIP).
 pub(crate) fn check_square(side: u32, height: u32, width: u32) -> std::result::Result<(), String> {
