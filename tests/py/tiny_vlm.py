@@ -159,6 +159,22 @@ MISTRAL3_TEMPLATE = (
 )
 
 
+def save_model(tmp, model, cfg, quant, skip=None):
+    """The weights in `quant` (f32 or bf16) as an mlx-vlm conversion writes them, and config."""
+    import mlx.core as mx
+    from mlx.utils import tree_flatten
+    from mlx_vlm.utils import save_config
+
+    dtype = mx.float32 if quant == "f32" else mx.bfloat16
+    weights = {k: v.astype(dtype) for k, v in tree_flatten(model.parameters()) if k != skip}
+    mx.save_safetensors(str(tmp / "model.safetensors"), weights, metadata={"format": "mlx"})
+    index = {"metadata": {"total_size": sum(v.nbytes for v in weights.values())},
+             "weight_map": {k: "model.safetensors" for k in sorted(weights)}}
+    (tmp / "model.safetensors.index.json").write_text(json.dumps(index, indent=4))
+    cfg["torch_dtype"] = "float32" if quant == "f32" else "bfloat16"
+    save_config(cfg, tmp / "config.json")
+
+
 def mistral3_tokenizer(tmp):
     """Mistral Nemo's Tekken tokenizer with Mistral Small 3.1's image tokens at their ids."""
     import tiny_models
@@ -189,11 +205,9 @@ def mistral3_tokenizer(tmp):
 
 
 def make_mistral3(args, tmp):
-    import mlx.core as mx
     import tiny_models
-    from mlx.utils import tree_flatten
     from mlx_vlm.models import mistral3
-    from mlx_vlm.utils import save_config, update_module_configs
+    from mlx_vlm.utils import update_module_configs
 
     spec = tiny_models.FAMILY_SPECS["mistral3"]
     cfg = json.loads(json.dumps(spec["config"]))
@@ -209,14 +223,7 @@ def make_mistral3(args, tmp):
     seed = tiny_models.seed_for("mistral3_vlm", args.quant)
     tiny_models.randomize(model.language_model, cfg, seed, added, spec["tokenizer_size"])
     randomize_vision(model, seed + 1)
-    dtype = mx.float32 if args.quant == "f32" else mx.bfloat16
-    weights = {k: v.astype(dtype) for k, v in tree_flatten(model.parameters())}
-    mx.save_safetensors(str(tmp / "model.safetensors"), weights, metadata={"format": "mlx"})
-    index = {"metadata": {"total_size": sum(v.nbytes for v in weights.values())},
-             "weight_map": {k: "model.safetensors" for k in sorted(weights)}}
-    (tmp / "model.safetensors.index.json").write_text(json.dumps(index, indent=4))
-    cfg["torch_dtype"] = "float32" if args.quant == "f32" else "bfloat16"
-    save_config(cfg, tmp / "config.json")
+    save_model(tmp, model, cfg, args.quant)
     (tmp / "generation_config.json").write_text(json.dumps(
         {**spec["generation"], "transformers_version": "4.57.0"}, indent=2))
     # Mistral Small 3.1's processor configs, at the tiny image size.
@@ -253,11 +260,9 @@ def cmd_make(args):
 
 
 def make_gemma3(args, tmp):
-    import mlx.core as mx
     import tiny_models
-    from mlx.utils import tree_flatten
     from mlx_vlm.models import gemma3
-    from mlx_vlm.utils import save_config, update_module_configs
+    from mlx_vlm.utils import update_module_configs
 
     cfg = vlm_config()
     # As mlx_vlm.utils.load builds it.
@@ -271,16 +276,8 @@ def make_gemma3(args, tmp):
     lm = model.language_model
     tiny_models.randomize(lm, cfg, seed, added, tiny_models.FAMILY_SPECS["gemma3_vl"]["tokenizer_size"])
     randomize_vision(model, seed + 1)
-    dtype = mx.float32 if args.quant == "f32" else mx.bfloat16
     # Tied, as gemma3_vl: no lm_head in the files (mlx-vlm's sanitize copies the embedding).
-    weights = {k: v.astype(dtype) for k, v in tree_flatten(model.parameters())
-               if k != "language_model.lm_head.weight"}
-    mx.save_safetensors(str(tmp / "model.safetensors"), weights, metadata={"format": "mlx"})
-    index = {"metadata": {"total_size": sum(v.nbytes for v in weights.values())},
-             "weight_map": {k: "model.safetensors" for k in sorted(weights)}}
-    (tmp / "model.safetensors.index.json").write_text(json.dumps(index, indent=4))
-    cfg["torch_dtype"] = "float32" if args.quant == "f32" else "bfloat16"
-    save_config(cfg, tmp / "config.json")
+    save_model(tmp, model, cfg, args.quant, skip="language_model.lm_head.weight")
     tiny_models.link_or_copy(tok_dir / "tokenizer.json", tmp / "tokenizer.json")
     tiny_models.link_or_copy(tok_dir / "tokenizer_config.json", tmp / "tokenizer_config.json")
     # The processor's own copy of the template, as Gemma 3's repos ship it: with it mlx-vlm

@@ -337,13 +337,7 @@ impl CausalLm for Gemma3 {
                 "this Gemma 3 was loaded without its vision tower (the files carry none)".into(),
             ));
         };
-        if tokens.ndim() != 2 || tokens.dim(0) != 1 {
-            return Err(crate::error::ModelError::Images(format!(
-                "images go with one sequence at a time, not tokens of shape {:?}",
-                tokens.shape()
-            )));
-        }
-        let ids = tokens.astype(Dtype::I32)?.to_vec::<i32>()?;
+        let ids = crate::vision::sequence_ids(tokens)?;
         let image_token = v.encoder.image_token() as i32;
         let l = ids.len() as i32;
         let n = features.dim(0);

@@ -4,7 +4,7 @@
 //! Pixtral tower and Mistral 3 projector (vision/pixtral.rs) whose features take the `[IMG]`
 //! placeholders' places, as mlx-vlm's `merge_input_ids_with_image_features`.
 
-use rmx_mlx::{Array, Dtype};
+use rmx_mlx::Array;
 
 use crate::cache::LayerCache;
 use crate::config::RawConfig;
@@ -126,13 +126,7 @@ impl CausalLm for Mistral3 {
                 "this Mistral 3 was loaded without its vision tower (the files carry none)".into(),
             ));
         };
-        if tokens.ndim() != 2 || tokens.dim(0) != 1 {
-            return Err(ModelError::Images(format!(
-                "images go with one sequence at a time, not tokens of shape {:?}",
-                tokens.shape()
-            )));
-        }
-        let ids = tokens.astype(Dtype::I32)?.to_vec::<i32>()?;
+        let ids = crate::vision::sequence_ids(tokens)?;
         let image_token = v.image_token() as i32;
         let l = ids.len() as i32;
         let mut next = 0;

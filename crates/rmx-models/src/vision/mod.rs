@@ -41,6 +41,18 @@ pub trait ImageEncoder {
     fn encode(&self, images: &[Array]) -> Result<Array>;
 }
 
+/// The ids of one sequence's tokens (`[1, L]`), which a splice of image features walks; a
+/// batch is refused (images go with one sequence at a time).
+pub(crate) fn sequence_ids(tokens: &Array) -> Result<Vec<i32>> {
+    if tokens.ndim() != 2 || tokens.dim(0) != 1 {
+        return Err(crate::error::ModelError::Images(format!(
+            "images go with one sequence at a time, not tokens of shape {:?}",
+            tokens.shape()
+        )));
+    }
+    Ok(tokens.astype(rmx_mlx::Dtype::I32)?.to_vec::<i32>()?)
+}
+
 /// A vision-language checkpoint's `vision_config`, read as `T`; a refusal names the file.
 pub(crate) fn vision_config<T: serde::de::DeserializeOwned>(
     raw: &crate::config::RawConfig,
