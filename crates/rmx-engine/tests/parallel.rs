@@ -176,7 +176,7 @@ fn rank_main(dir: &Path) {
         let engine = Engine::load(dir).unwrap();
         let tokens = asked(&engine);
         rmx_mlx::clear_cache();
-        let bytes = rmx_mlx::active_memory();
+        let bytes = settled_memory();
         println!("PARALLEL-REPORT tokens={tokens} active_bytes={bytes}");
         return;
     };
@@ -195,7 +195,7 @@ fn rank_main(dir: &Path) {
     if rank == "0" {
         let tokens = asked(&engine);
         rmx_mlx::clear_cache();
-        let bytes = rmx_mlx::active_memory();
+        let bytes = settled_memory();
         std::fs::write(sync.join("answered"), "").unwrap();
         for r in 1..size {
             wait_for(&sync.join(format!("measured{r}")));
@@ -211,11 +211,27 @@ fn rank_main(dir: &Path) {
             assert!(start.elapsed() < DEADLINE, "rank {rank} never finished");
             std::thread::sleep(Duration::from_millis(20));
         }
-        let bytes = rmx_mlx::active_memory();
+        let bytes = settled_memory();
         std::fs::write(sync.join(format!("measured{rank}")), "").unwrap();
         // Returns once rank 0's engine has stopped, and with it this one.
         drop(engine);
         println!("PARALLEL-REPORT tokens=follower active_bytes={bytes}");
+    }
+}
+
+/// MLX's active memory once the engine thread has stopped changing it: its last answers'
+/// caches move into the prefix cache after their Done (a batch's rows are copied out of the
+/// merged cache first), which on the tiny quantized models is a megabyte of a 4-16 MB model.
+fn settled_memory() -> usize {
+    let start = std::time::Instant::now();
+    let mut last = rmx_mlx::active_memory();
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let now = rmx_mlx::active_memory();
+        if now == last || start.elapsed() > Duration::from_secs(3) {
+            return now;
+        }
+        last = now;
     }
 }
 
