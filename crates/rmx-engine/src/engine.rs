@@ -809,8 +809,10 @@ impl Admit<'_> {
             return;
         };
         for tokens in self.to_save.drain(..) {
-            if let Some(cache) = self.prefixes.entry(&tokens) {
-                disk.save(&tokens, cache);
+            // An agent's next turn extends the prefix it hit, and its entry then replaces that
+            // one: the extension holds the hot prefix and is what is written.
+            if let Some((kept, cache)) = self.prefixes.entry_holding(&tokens) {
+                disk.save(kept, cache);
             }
         }
     }

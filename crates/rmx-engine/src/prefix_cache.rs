@@ -148,12 +148,19 @@ impl PrefixCache {
             .collect()
     }
 
-    /// The cache of the entry that has read exactly `tokens`, if it is still kept.
-    pub fn entry(&self, tokens: &[u32]) -> Option<&[LayerCache]> {
-        self.entries
-            .iter()
-            .find(|e| e.tokens == tokens)
-            .map(|e| e.cache.as_slice())
+    /// The entry that has read exactly `tokens`, else the latest used one that has read
+    /// `tokens` and more and can be cut back to them (an extension, which took the place of
+    /// the entry it extended); its tokens and cache.
+    pub fn entry_holding(&self, tokens: &[u32]) -> Option<(&[u32], &[LayerCache])> {
+        let exact = self.entries.iter().find(|e| e.tokens == tokens);
+        exact
+            .or_else(|| {
+                self.entries
+                    .iter()
+                    .filter(|e| e.trimmable && e.tokens.starts_with(tokens))
+                    .max_by_key(|e| e.last_used)
+            })
+            .map(|e| (e.tokens.as_slice(), e.cache.as_slice()))
     }
 
     /// The whole entry the last lookup served from: its tokens and cache.

@@ -73,8 +73,9 @@ fn a_hybrid_models_next_turn_restores_the_state_where_the_last_prompt_ended() {
 }
 
 /// A long system prompt that a second request reuses (so it is hot), then a new engine on the
-/// same prefix folder (a restarted daemon).
-fn restart_turns(family: &str, corrupt: bool) -> (usize, usize, bool) {
+/// same prefix folder (a restarted daemon). `agent`: the second request carries the first
+/// answer as an agent's next turn does, so its own cache extends, and replaces, the hot one.
+fn restart_turns(family: &str, corrupt: bool, agent: bool) -> (usize, usize, bool) {
     let dir = tempfile::tempdir().unwrap();
     let options = || rmx_engine::EngineOptions {
         prefix_dir: Some(dir.path().to_path_buf()),
@@ -82,15 +83,18 @@ fn restart_turns(family: &str, corrupt: bool) -> (usize, usize, bool) {
     };
     let model = models::model(family, "f32");
     let system = TURN.repeat(4);
-    let first = {
+    let (first, second) = {
         let engine = Engine::load_with(&model, options()).unwrap();
         let first = engine.raw_tokens(&system).unwrap();
-        run(&engine, first.clone(), false);
+        let (answer, _) = run(&engine, first.clone(), false);
         let mut again = first.clone();
+        if agent {
+            again.extend(&answer);
+        }
         again.extend(engine.tokenizer().encode(NEXT, false).unwrap());
-        let (_, usage) = run(&engine, again, false);
+        let (_, usage) = run(&engine, again.clone(), false);
         assert!(usage.cached_tokens > 0, "{family}: the second request hit");
-        first
+        (first, again)
     };
     let files: Vec<_> = walk(dir.path());
     assert!(!files.is_empty(), "{family}: the hot prefix was written");
@@ -107,7 +111,8 @@ fn restart_turns(family: &str, corrupt: bool) -> (usize, usize, bool) {
         }
     }
     let engine = Engine::load_with(&model, options()).unwrap();
-    let mut next = first.clone();
+    // The next turn goes on from the last prompt (an agent's) or from the system prompt.
+    let mut next = if agent { second } else { first.clone() };
     next.extend(engine.tokenizer().encode(" And then?", false).unwrap());
     let (warm, usage) = run(&engine, next.clone(), false);
     let (cold, _) = run(&engine, next, true);
@@ -129,18 +134,21 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 #[test]
 fn a_restarted_engine_reads_a_hot_prefix_from_disk() {
     for family in ["qwen3", "qwen3_5"] {
-        let (cached, first, same) = restart_turns(family, false);
-        assert!(
-            cached + 1 >= first,
-            "{family}: cached {cached} of a {first}-token prefix after the restart"
-        );
-        assert!(same, "{family}: the prefix from disk changed the answer");
+        for agent in [false, true] {
+            let (cached, first, same) = restart_turns(family, false, agent);
+            assert!(
+                cached + 1 >= first,
+                "{family} (agent {agent}): cached {cached} of a {first}-token prefix after the \
+                 restart"
+            );
+            assert!(same, "{family}: the prefix from disk changed the answer");
+        }
     }
 }
 
 #[test]
 fn a_cut_short_prefix_file_is_ignored_and_the_prompt_read_again() {
-    let (cached, _, same) = restart_turns("qwen3", true);
+    let (cached, _, same) = restart_turns("qwen3", true, false);
     assert_eq!(cached, 0);
     assert!(same);
 }
