@@ -108,6 +108,8 @@ pub struct Sequence {
     /// guess; once it finds something, the queued step's token is the last plain one and the
     /// next unit of work is a speculative block.
     guess_again: bool,
+    /// Guessing paused after a run of refused blocks (speculative.rs).
+    pause: speculative::Pause,
     /// The request's thinking budget, watching the answer's thought.
     thought: Option<ThoughtWatch>,
     /// Tokens that go to the model next in place of its own choices (a thought closed for
@@ -300,6 +302,7 @@ impl Sequence {
             cache_key,
             draft: draft.map(Draft::new),
             guess_again: false,
+            pause: speculative::Pause::default(),
             thought,
             forced,
             pending: None,
@@ -538,6 +541,9 @@ impl Sequence {
     /// Whether a speculating sequence has guesses for its next step: a draft model always
     /// has; prompt lookup has when the text's tail occurred before.
     fn can_guess(&self) -> bool {
+        if self.pause.active(self.generated) {
+            return false;
+        }
         match (&self.req.speculative, &self.draft) {
             (Some(_), Some(_)) => true,
             (Some(s), None) => {
@@ -564,7 +570,10 @@ impl Sequence {
         };
         // The last token counts as one of the block's tokens, so `max_tokens` is never passed.
         let left = self.req.max_tokens.saturating_sub(self.generated);
-        let k = k.min(left.saturating_sub(1));
+        let k = match self.pause.active(self.generated) {
+            true => 0,
+            false => k.min(left.saturating_sub(1)),
+        };
         let guesses = match &mut self.draft {
             Some(d) => d.guesses(&context, k, model.info().vocab_size.max(0) as u32)?,
             None => speculative::prompt_lookup(&context, k),
@@ -613,6 +622,8 @@ impl Sequence {
             }
             let done = self.emit_token(id, pending.as_ref())?;
             if done || !agrees {
+                let taken = if agrees { i + 1 } else { i };
+                self.pause.record(guesses.len(), taken, self.generated);
                 // Keep what `last` and the agreed guesses read; `id` is the next unread token.
                 speculative::keep_block(model, &mut self.cache, &feed, read, i + 1, before)?;
                 if let Some(d) = &mut self.draft {

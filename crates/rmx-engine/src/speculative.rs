@@ -143,6 +143,9 @@ impl std::fmt::Display for Off {
 /// preceding tokens match the most of `context`'s last ones (at least [`NGRAM_MIN`], counted
 /// up to [`NGRAM_MAX`]), the latest of those places on a tie. Empty when none matches.
 pub fn prompt_lookup(context: &[u32], k: usize) -> Vec<u32> {
+    if k == 0 {
+        return Vec::new();
+    }
     let len = context.len();
     let Some(&last) = context.last() else {
         return Vec::new();
@@ -248,6 +251,44 @@ pub fn undo_block(
     Ok(())
 }
 
+/// Blocks in a row whose every guess was refused before a sequence stops guessing for a while:
+/// a draft (or a lookup) that keeps missing costs a block's forward for one token each time.
+pub const PAUSE_AFTER: usize = 4;
+/// Tokens a sequence then decodes plainly (pipelined) before it guesses again.
+pub const PAUSE_TOKENS: usize = 16;
+
+/// When a sequence guesses: it pauses after [`PAUSE_AFTER`] blocks in a row with nothing
+/// accepted, for [`PAUSE_TOKENS`] tokens. The output is the same either way; only the speed
+/// (and the guesses counted) change.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pause {
+    refused: usize,
+    until: usize,
+}
+
+impl Pause {
+    /// Whether the sequence, `generated` tokens in, decodes plainly now.
+    pub fn active(&self, generated: usize) -> bool {
+        generated < self.until
+    }
+
+    /// A block of `drafted` guesses of which `accepted` were taken, ending `generated` tokens in.
+    pub fn record(&mut self, drafted: usize, accepted: usize, generated: usize) {
+        if drafted == 0 {
+            return;
+        }
+        if accepted > 0 {
+            self.refused = 0;
+            return;
+        }
+        self.refused += 1;
+        if self.refused >= PAUSE_AFTER {
+            self.refused = 0;
+            self.until = generated + PAUSE_TOKENS;
+        }
+    }
+}
+
 /// Counts for one generation: guesses made and guesses the model agreed with.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Drafts {
@@ -287,6 +328,27 @@ mod tests {
         ctx.push(600);
         ctx.extend(&run[5..]);
         assert_eq!(prompt_lookup(&ctx, 1), vec![600]);
+    }
+
+    #[test]
+    fn a_run_of_refused_blocks_pauses_the_guessing() {
+        let mut p = Pause::default();
+        for g in 0..PAUSE_AFTER - 1 {
+            p.record(4, 0, g);
+            assert!(!p.active(g + 1));
+        }
+        // A block with a guess taken starts the count again.
+        p.record(4, 1, 10);
+        for g in 0..PAUSE_AFTER - 1 {
+            p.record(4, 0, 11 + g);
+        }
+        assert!(!p.active(14));
+        p.record(4, 0, 14);
+        assert!(p.active(14) && p.active(14 + PAUSE_TOKENS - 1));
+        assert!(!p.active(14 + PAUSE_TOKENS));
+        // A step with nothing to guess counts neither way.
+        p.record(0, 0, 40);
+        assert!(!p.active(40));
     }
 
     #[test]
