@@ -213,7 +213,7 @@ impl GateUp {
         let fusable = match (&gate.weight, &up.weight) {
             (SwitchWeight::Quant(g, gs), SwitchWeight::Quant(u, us)) => {
                 // mxfp4 experts: for the layer kernel's expert phases only (the per-op expert
-                // kernels are affine; `RMX_LAYER_MXFP4=0` leaves them to MLX).
+                // kernels are affine), while those are measured (`RMX_LAYER_MXFP4`).
                 let mx = gs.mode == quant::QuantMode::Mxfp4
                     && crate::fastpath::fast_path().layer_mxfp4
                     && dim % gs.group_size == 0;

@@ -143,9 +143,9 @@ env_vars! {
     /// `0` runs a MoE layer's experts (router, choice, gate/up, down, shared expert) as four to
     /// nine launches after the layer kernel's instead of as three phases of it. Default: on.
     RMX_LAYER_MOE in FastPath;
-    /// `0` leaves mxfp4 products (GPT-OSS's official MLX conversions: e2m1 values, a
-    /// power-of-two scale per 32) to MLX's own kernels instead of the layer kernel's integer
-    /// dot products. Default: on.
+    /// `1` lets the layer kernel read mxfp4 products (GPT-OSS's official MLX conversions: e2m1
+    /// values, a power-of-two scale per 32) with integer dot products. Default: off, until it
+    /// has been checked against mlx-lm on a GPU; those layers then run MLX's own products.
     RMX_LAYER_MXFP4 in FastPath;
 
     /// `owner/name` of the GitHub repository `rmx bench --submit` opens its pull request on.

@@ -55,7 +55,7 @@ pub struct FastPath {
     /// the layer kernel (`RMX_LAYER_MOE`, default on); 0 runs them as four to nine launches
     /// after it.
     pub layer_moe: bool,
-    /// mxfp4 products in the layer kernel (`RMX_LAYER_MXFP4`, default on; 0 leaves them to MLX).
+    /// mxfp4 products in the layer kernel (`RMX_LAYER_MXFP4=1`; default off until measured).
     pub layer_mxfp4: bool,
 }
 
@@ -100,7 +100,7 @@ pub fn fast_path() -> FastPath {
             delta_step: on && env_num(EnvVars::RMX_DELTA_STEP) != Some(0),
             moe_route: on && env_num(EnvVars::RMX_MOE_ROUTE) != Some(0),
             layer_moe: on && env_num(EnvVars::RMX_LAYER_MOE) != Some(0),
-            layer_mxfp4: on && env_num(EnvVars::RMX_LAYER_MXFP4) != Some(0),
+            layer_mxfp4: on && env_num(EnvVars::RMX_LAYER_MXFP4) == Some(1),
         }
     })
 }
