@@ -10,6 +10,7 @@ backend, use_fast=False).
          DIR holds a preprocessor_config.json; OUT.f32 gets each image's pixel_values
          ([3, H, W] float32, native endian) one after the other, OUT.json their [H, W];
          --pixtral-patch: mlx-vlm's Pixtral processor with sides a multiple of N (Mistral 3)
+         --qwen: mlx-vlm's Qwen3-VL processor (Qwen3.5), its patches put back as [3, h, w]
   make --quant f32|bf16 [--family gemma3|mistral3] --out DIR
          a tiny random-weight Gemma 3 (or, --family mistral3, Mistral Small 3.1: Pixtral's
          tower, 4x4 patches merged 2x2, images within 64 pixels) vision-language model (Gemma3ForConditionalGeneration)
@@ -46,7 +47,26 @@ def load_images(paths):
 def cmd_pixels(args):
     import numpy as np
 
-    if args.pixtral_patch:
+    if args.qwen:
+        # Qwen3-VL / Qwen3.5's processor as mlx-vlm runs it: flattened patches, each image's
+        # two temporal copies; turned back into [3, h, w] here (the first copy) so the test
+        # compares the tensors before the model's own patchify.
+        from mlx_vlm.models.qwen3_vl.processing_qwen3_vl import (
+            Qwen3VLImageProcessor,
+            _qwen_vl_image_kwargs,
+        )
+
+        qp = Qwen3VLImageProcessor(**_qwen_vl_image_kwargs(args.config_dir))
+        ps, tps, ms = qp.patch_size, qp.temporal_patch_size, qp.merge_size
+
+        def proc(img):
+            out = qp([img])
+            t, gh, gw = (int(v) for v in out["image_grid_thw"][0])
+            px = np.asarray(out["pixel_values"]).reshape(t, gh // ms, gw // ms, ms, ms, 3, tps, ps, ps)
+            px = px.transpose(0, 6, 5, 1, 3, 7, 2, 4, 8).reshape(t, tps, 3, gh * ps, gw * ps)
+            assert np.array_equal(px[:, 0], px[:, -1]), "the temporal copies differ"
+            return {"pixel_values": px[:, 0]}
+    elif args.pixtral_patch:
         # Mistral 3's processor: mlx-vlm's own PixtralImageProcessor, called with the patch
         # times the spatial merge (mlx_vlm.models.mistral3.processing_mistral3).
         from mlx_vlm.models.pixtral.image_processing_pixtral import PixtralImageProcessor
@@ -375,6 +395,7 @@ def parse_args(argv=None):
     p.add_argument("--config-dir", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--pixtral-patch", type=int, default=0)
+    p.add_argument("--qwen", action="store_true")
     p.add_argument("images", nargs="+", type=Path)
     m = sub.add_parser("make")
     m.add_argument("--quant", choices=["f32", "bf16"], required=True)

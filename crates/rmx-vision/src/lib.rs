@@ -35,6 +35,11 @@ pub enum VisionError {
         max_side: u32,
         max_pixels: u64,
     },
+    #[error(
+        "the image is {width}x{height}: its aspect ratio is over 200, more than the model's \
+         processor takes; crop it"
+    )]
+    AspectRatio { width: u32, height: u32 },
     #[error("the image has no pixels ({width}x{height})")]
     Empty { width: u32, height: u32 },
     #[error("bad image processor config: {0}")]

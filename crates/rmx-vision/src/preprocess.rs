@@ -4,7 +4,10 @@
 //!   leave off); SigLIP-style processors of other models read the same keys;
 //! - within a longest edge, each side rounded up to a multiple of the patch: Pixtral's
 //!   (`PixtralImageProcessor`, Mistral Small 3.1/3.2), as mlx-vlm's copy of it runs, so an
-//!   image keeps its aspect ratio and its own number of patches.
+//!   image keeps its aspect ratio and its own number of patches;
+//! - to the nearest multiple of the patch times the merge within a pixel budget: Qwen's
+//!   `smart_resize` (`Qwen2VLImageProcessor[Fast]`, Qwen3-VL and Qwen3.5/3.6), as mlx-vlm's
+//!   numpy port of it runs (bicubic through Pillow, float32 rescale).
 //!
 //! The arithmetic follows the Python processors exactly: transformers' numpy path rescales as
 //! `float32(float64(u8) * factor)`, mlx-vlm's Pixtral processor as a float32 product; then
@@ -28,7 +31,8 @@ struct Config {
     do_normalize: bool,
     #[serde(default)]
     do_pan_and_scan: Option<bool>,
-    size: Size,
+    #[serde(default)]
+    size: Option<Size>,
     #[serde(default)]
     patch_size: Option<Side>,
     #[serde(default)]
@@ -39,6 +43,23 @@ struct Config {
     image_mean: Option<Vec<f64>>,
     #[serde(default)]
     image_std: Option<Vec<f64>>,
+    // Qwen's: the merge of patches into one token, the pixel budget (`size.shortest_edge` /
+    // `size.longest_edge` or these, which win, as mlx-vlm reads them).
+    #[serde(default)]
+    merge_size: Option<u32>,
+    #[serde(default)]
+    min_pixels: Option<u64>,
+    #[serde(default)]
+    max_pixels: Option<u64>,
+}
+
+/// Qwen's `size`: a pixel budget under the names of edges.
+#[derive(Clone, Debug, Default, Deserialize)]
+struct PixelBudget {
+    #[serde(default)]
+    shortest_edge: Option<u64>,
+    #[serde(default)]
+    longest_edge: Option<u64>,
 }
 
 /// `size`: a fixed height and width, or a longest edge (Pixtral).
@@ -74,7 +95,21 @@ enum Resize {
     /// Within `edge` on both sides (aspect kept), then each side rounded up to a multiple of
     /// `patch` (height, width): Pixtral's `get_resize_output_image_size`.
     Longest { edge: u32, patch: (u32, u32) },
+    /// Qwen's `smart_resize`: each side to the nearest multiple of `factor`, then scaled as a
+    /// whole into `[min_pixels, max_pixels]`.
+    Smart {
+        factor: u32,
+        min_pixels: u64,
+        max_pixels: u64,
+    },
 }
+
+/// The processors that resize with Qwen's `smart_resize`.
+const QWEN_PROCESSORS: [&str; 3] = [
+    "Qwen2VLImageProcessor",
+    "Qwen2VLImageProcessorFast",
+    "Qwen3VLImageProcessor",
+];
 
 fn yes() -> bool {
     true
@@ -121,6 +156,35 @@ fn longest_edge_size(height: u32, width: u32, edge: u32, patch: (u32, u32)) -> (
     (up(h, patch.0), up(w, patch.1))
 }
 
+/// Qwen's `smart_resize` (mlx-vlm's `_smart_resize_image`, a port of transformers'): Python's
+/// `round` (half to even) of each side over `factor`, then, past the budget, the area scaled by
+/// `beta` with floors (too big) or ceilings (too small). `None` for an aspect ratio over 200,
+/// which the Python processor refuses too.
+fn smart_size(
+    height: u32,
+    width: u32,
+    factor: u32,
+    min_px: u64,
+    max_px: u64,
+) -> Option<(u32, u32)> {
+    let (h, w, f) = (height as f64, width as f64, factor as f64);
+    if h.max(w) / h.min(w) > 200.0 {
+        return None;
+    }
+    let mut hb = (h / f).round_ties_even() * f;
+    let mut wb = (w / f).round_ties_even() * f;
+    if hb * wb > max_px as f64 {
+        let beta = (h * w / max_px as f64).sqrt();
+        hb = f.max((h / beta / f).floor() * f);
+        wb = f.max((w / beta / f).floor() * f);
+    } else if hb * wb < min_px as f64 {
+        let beta = (min_px as f64 / (h * w)).sqrt();
+        hb = (h * beta / f).ceil() * f;
+        wb = (w * beta / f).ceil() * f;
+    }
+    Some((hb as u32, wb as u32))
+}
+
 impl ImageProcessor {
     /// From the text of a `preprocessor_config.json`.
     pub fn from_json(text: &str) -> Result<ImageProcessor, VisionError> {
@@ -131,9 +195,17 @@ impl ImageProcessor {
                 "do_pan_and_scan is on; rmx resizes whole images only (set it to false)".into(),
             ));
         }
-        let pixtral = c.image_processor_type.as_deref() == Some("PixtralImageProcessor");
+        let kind = c.image_processor_type.as_deref();
+        let pixtral = kind == Some("PixtralImageProcessor");
+        let qwen = kind.is_some_and(|k| QWEN_PROCESSORS.contains(&k));
         // Each processor's own default filter: Gemma 3's bilinear, Pixtral's bicubic.
-        let resample = c.resample.unwrap_or(if pixtral { 3 } else { 2 });
+        // (Qwen's: bicubic, which mlx-vlm uses whatever the config says.)
+        let resample = match c.resample {
+            _ if qwen => 3,
+            Some(r) => r,
+            None if pixtral => 3,
+            None => 2,
+        };
         let filter = Filter::from_pil(resample).ok_or_else(|| {
             VisionError::Config(format!(
                 "resample {resample} is not implemented (Pillow's BILINEAR, 2, and BICUBIC, 3)"
@@ -149,13 +221,39 @@ impl ImageProcessor {
             ))),
         };
         let resize = match (&c.size, pixtral) {
-            (Size::Fixed { height, width }, false) => {
+            _ if qwen => {
+                let budget: PixelBudget = serde_json::from_str::<serde_json::Value>(text)
+                    .ok()
+                    .and_then(|v| v.get("size").cloned())
+                    .and_then(|v| serde_json::from_value(v).ok())
+                    .unwrap_or_default();
+                let patch = c.patch_size.as_ref().map_or(16, |p| p.pair().0);
+                let factor = patch * c.merge_size.unwrap_or(2);
+                let min_pixels = c.min_pixels.or(budget.shortest_edge).unwrap_or(56 * 56);
+                let max_pixels = c
+                    .max_pixels
+                    .or(budget.longest_edge)
+                    .unwrap_or(14 * 14 * 4 * 1280);
+                if factor == 0 || max_pixels == 0 || min_pixels > max_pixels {
+                    return Err(VisionError::Config(format!(
+                        "patch_size x merge_size is {factor} and the pixel budget \
+                         [{min_pixels}, {max_pixels}]: both must be positive and ordered"
+                    )));
+                }
+                Resize::Smart {
+                    factor,
+                    min_pixels,
+                    max_pixels,
+                }
+            }
+            (None, _) => return Err(VisionError::Config("size is missing".into())),
+            (Some(Size::Fixed { height, width }), false) => {
                 if *height == 0 || *width == 0 {
                     return Err(VisionError::Config("size has a zero side".into()));
                 }
                 Resize::Fixed(*width, *height)
             }
-            (Size::Longest { longest_edge }, true) => {
+            (Some(Size::Longest { longest_edge }), true) => {
                 let patch = c.patch_size.as_ref().map_or((16, 16), Side::pair);
                 if *longest_edge == 0 || patch.0 == 0 || patch.1 == 0 {
                     return Err(VisionError::Config(
@@ -167,12 +265,12 @@ impl ImageProcessor {
                     patch,
                 }
             }
-            (Size::Longest { .. }, false) => {
+            (Some(Size::Longest { .. }), false) => {
                 return Err(VisionError::Config(
                     "size.longest_edge is read for PixtralImageProcessor only".into(),
                 ))
             }
-            (Size::Fixed { .. }, true) => {
+            (Some(Size::Fixed { .. }), true) => {
                 return Err(VisionError::Config(
                     "a PixtralImageProcessor's size is a longest_edge".into(),
                 ))
@@ -187,7 +285,8 @@ impl ImageProcessor {
             resize: c.do_resize.then_some(resize),
             filter,
             rescale: c.do_rescale.then_some(c.rescale_factor),
-            rescale_f32: pixtral,
+            // mlx-vlm's Pixtral and Qwen processors rescale in float32.
+            rescale_f32: pixtral || qwen,
             normalize: if c.do_normalize {
                 Some((
                     three(c.image_mean.as_ref(), mean, "image_mean")?,
@@ -210,11 +309,33 @@ impl ImageProcessor {
     }
 
     /// The `(height, width)` of the tensor made of an image of `height` x `width` pixels.
+    /// An image Qwen's processor refuses (an aspect ratio over 200) keeps its size here;
+    /// [`ImageProcessor::check`] says why it is refused.
     pub fn output_size(&self, height: u32, width: u32) -> (u32, u32) {
         match self.resize {
             None => (height, width),
             Some(Resize::Fixed(w, h)) => (h, w),
             Some(Resize::Longest { edge, patch }) => longest_edge_size(height, width, edge, patch),
+            Some(Resize::Smart {
+                factor,
+                min_pixels,
+                max_pixels,
+            }) => {
+                smart_size(height, width, factor, min_pixels, max_pixels).unwrap_or((height, width))
+            }
+        }
+    }
+
+    /// Whether this processor takes an image of `height` x `width` pixels: Qwen's refuses an
+    /// aspect ratio over 200 (its merged patches could not tile the image).
+    pub fn check(&self, height: u32, width: u32) -> Result<(), VisionError> {
+        match self.resize {
+            Some(Resize::Smart { factor, .. })
+                if smart_size(height, width, factor, 1, u64::MAX).is_none() =>
+            {
+                Err(VisionError::AspectRatio { width, height })
+            }
+            _ => Ok(()),
         }
     }
 

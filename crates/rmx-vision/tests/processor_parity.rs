@@ -197,19 +197,38 @@ fn pixtral_keeps_each_images_aspect() {
         write(pattern(w, h, seed).into(), &path, ImageFormat::Png);
         images.push(path);
     }
+    let processor = ImageProcessor::from_json(&config)
+        .unwrap()
+        .with_patch_multiple(multiple);
+    let sizes = sized_parity(
+        &dir,
+        &["--pixtral-patch", &multiple.to_string()],
+        &images,
+        &processor,
+    );
+    for (h, w) in sizes {
+        assert!(h % multiple == 0 && w % multiple == 0 && h.max(w) <= edge + multiple);
+    }
+}
+
+/// Runs the Python processor (`tiny_vlm.py pixels ARGS`) on `images` and checks that
+/// `processor` makes each image's size and tensor (within 1e-5); the sizes.
+fn sized_parity(
+    dir: &Path,
+    args: &[&str],
+    images: &[std::path::PathBuf],
+    processor: &ImageProcessor,
+) -> Vec<(u32, u32)> {
     let out = dir.join("python.f32");
     let status = Command::new(rmx_tests::python())
         .arg(rmx_tests::py("tiny_vlm.py"))
-        .args([
-            "pixels",
-            "--pixtral-patch",
-            &multiple.to_string(),
-            "--config-dir",
-        ])
-        .arg(&dir)
+        .arg("pixels")
+        .args(args)
+        .arg("--config-dir")
+        .arg(dir)
         .arg("--out")
         .arg(&out)
-        .args(&images)
+        .args(images)
         .status()
         .expect("run tiny_vlm.py");
     assert!(status.success(), "tiny_vlm.py pixels failed");
@@ -221,16 +240,12 @@ fn pixtral_keeps_each_images_aspect() {
     let sizes: Vec<(u32, u32)> =
         serde_json::from_str(&std::fs::read_to_string(out.with_extension("json")).unwrap())
             .unwrap();
-    let processor = ImageProcessor::from_json(&config)
-        .unwrap()
-        .with_patch_multiple(multiple);
     let mut at = 0;
     for (path, &(h, w)) in images.iter().zip(&sizes) {
         let img = decode(&std::fs::read(path).unwrap(), &Limits::default()).unwrap();
         let got = processor.pixel_values(&img);
         assert_eq!((got.height, got.width), (h, w), "{}", path.display());
         assert_eq!(processor.output_size(img.height, img.width), (h, w));
-        assert!(h % multiple == 0 && w % multiple == 0 && h.max(w) <= edge + multiple);
         let want = &want[at..at + got.data.len()];
         at += got.data.len();
         let worst = got
@@ -246,4 +261,47 @@ fn pixtral_keeps_each_images_aspect() {
         );
     }
     assert_eq!(at, want.len());
+    sizes
+}
+
+/// Qwen3.5's images (mlx-vlm's Qwen3-VL processor, `smart_resize`): each side to the nearest
+/// multiple of the patch times the merge (Python's half-to-even), the area scaled into the
+/// pixel budget from above and below; bicubic, float32 rescale. Sizes and tensors equal the
+/// processor's; an aspect ratio over 200 is refused as the processor refuses it.
+#[test]
+fn qwen_smart_resize_keeps_the_pixel_budget() {
+    let dir = rmx_tests::target_tmp("vision-parity-qwen");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // Qwen3-VL's preprocessor_config.json, at test sizes: 4-pixel patches merged 2x2 (factor
+    // 8), a budget of 256 to 4,096 pixels.
+    let config = r#"{"do_normalize": true, "do_rescale": true, "image_mean": [0.5, 0.5, 0.5],
+  "image_processor_type": "Qwen2VLImageProcessorFast", "image_std": [0.5, 0.5, 0.5],
+  "merge_size": 2, "patch_size": 4, "processor_class": "Qwen3VLProcessor",
+  "rescale_factor": 0.00392156862745098, "temporal_patch_size": 2,
+  "size": {"longest_edge": 4096, "shortest_edge": 256}}"#;
+    std::fs::write(dir.join("preprocessor_config.json"), config).unwrap();
+    let mut images = Vec::new();
+    // Over the budget (floors), under it (ceilings), within it, halves rounded to even
+    // (20 / 8 = 2.5 -> 16, 44 / 8 = 5.5 -> 48), a thin strip.
+    for (name, w, h, seed) in [
+        ("big", 301, 211, 1),
+        ("tiny", 7, 9, 2),
+        ("within", 48, 16, 3),
+        ("halves", 44, 20, 4),
+        ("strip", 200, 3, 5),
+    ] {
+        let path = dir.join(format!("{name}.png"));
+        write(pattern(w, h, seed).into(), &path, ImageFormat::Png);
+        images.push(path);
+    }
+    let processor = ImageProcessor::from_json(config).unwrap();
+    let sizes = sized_parity(&dir, &["--qwen"], &images, &processor);
+    for (h, w) in &sizes {
+        assert!(h % 8 == 0 && w % 8 == 0 && h * w <= 4096, "{h}x{w}");
+    }
+    assert_eq!(sizes[3], (16, 48), "half to even");
+    assert!(processor.check(211, 301).is_ok());
+    let refused = processor.check(2, 402).unwrap_err().to_string();
+    assert!(refused.contains("aspect ratio"), "{refused}");
 }
