@@ -11,6 +11,11 @@ backend, use_fast=False).
          ([3, H, W] float32, native endian) one after the other, OUT.json their [H, W];
          --pixtral-patch: mlx-vlm's Pixtral processor with sides a multiple of N (Mistral 3)
          --qwen: mlx-vlm's Qwen3-VL processor (Qwen3.5), its patches put back as [3, h, w]
+  tower --quant f32|bf16 --out DIR IMAGE...
+         a tiny random Qwen3.5 vision tower (mlx-vlm's Qwen3-VL VisionModel) written to DIR as
+         an mlx-vlm conversion writes `vision_tower.*`, with config.json and the processor's
+         config; DIR/features.f32 its features for the images ([rows, 48] float32; shape and
+         grids in DIR/features.json)
   make --quant f32|bf16 [--family gemma3|mistral3] --out DIR
          a tiny random-weight Gemma 3 (or, --family mistral3, Mistral Small 3.1: Pixtral's
          tower, 4x4 patches merged 2x2, images within 64 pixels) vision-language model (Gemma3ForConditionalGeneration)
@@ -177,6 +182,95 @@ MISTRAL3_TEMPLATE = (
     "{%- elif message['role'] == 'assistant' %}{{- message['content'] + eos_token }}"
     "{%- endif %}{%- endfor %}"
 )
+
+
+# Qwen3.5's vision tower, tiny: 4x4-pixel patches of two frames, merged 2x2, a 4x4 position
+# table (interpolated up and down to each image's grid), heads of 16 (padded to 64 for MLX's
+# fused attention, as Qwen3.5's 72 are to 80).
+QWEN_VISION = {
+    "model_type": "qwen3_5",
+    "depth": 2,
+    "hidden_size": 64,
+    "intermediate_size": 96,
+    "out_hidden_size": 48,
+    "num_heads": 4,
+    "patch_size": 4,
+    "spatial_merge_size": 2,
+    "temporal_patch_size": 2,
+    "num_position_embeddings": 16,
+    "in_channels": 3,
+    "deepstack_visual_indexes": [],
+}
+QWEN_IMAGE_TOKEN = 248056
+
+
+def randomize_tower(model, seed):
+    """O(1) activations through a Qwen3-VL tower (its parameters named as in the module)."""
+    import mlx.core as mx
+    from mlx.utils import tree_flatten, tree_unflatten
+
+    params = tree_flatten(model.parameters())
+    keys = mx.random.split(mx.random.key(seed), len(params))
+    new = []
+    for (name, p), key in zip(params, keys):
+        normal = lambda std, mean=0.0: mean + std * mx.random.normal(p.shape, key=key)
+        leaf = name.rsplit(".", 2)[-2]
+        if "norm" in leaf and name.endswith(".weight"):
+            w = normal(0.1, 1.0)
+        elif name.endswith(".bias"):
+            w = normal(0.1)
+        elif name.endswith("pos_embed.weight"):
+            w = normal(0.5)
+        elif name.endswith("patch_embed.proj.weight"):
+            # [out, t, kh, kw, in] (MLX's layout)
+            w = normal(1.0 / (p.size // p.shape[0]) ** 0.5)
+        elif name.endswith(".weight") and len(p.shape) == 2:
+            w = normal(1.0 / p.shape[-1] ** 0.5)
+        else:
+            raise ValueError(f"don't know how to initialise {name} {p.shape}")
+        new.append((name, w.astype(mx.float32)))
+    model.update(tree_unflatten(new))
+
+
+def cmd_tower(args):
+    """A tiny Qwen3.5 vision tower (mlx-vlm's Qwen3-VL VisionModel) written as an mlx-vlm
+    conversion writes `vision_tower.*`, with its config and processor config; then its
+    features for IMAGES through mlx-vlm's processor, as get_input_embeddings runs it."""
+    import mlx.core as mx
+    import numpy as np
+    from mlx.utils import tree_flatten
+    from mlx_vlm.models.qwen3_5.config import VisionConfig
+    from mlx_vlm.models.qwen3_vl.processing_qwen3_vl import (
+        Qwen3VLImageProcessor,
+        _qwen_vl_image_kwargs,
+    )
+    from mlx_vlm.models.qwen3_vl.vision import VisionModel
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    model = VisionModel(VisionConfig.from_dict(dict(QWEN_VISION)))
+    randomize_tower(model, 3141 + (args.quant == "bf16"))
+    dtype = mx.float32 if args.quant == "f32" else mx.bfloat16
+    model.set_dtype(dtype)
+    weights = {f"vision_tower.{k}": v for k, v in tree_flatten(model.parameters())}
+    mx.save_safetensors(str(out / "model.safetensors"), weights, metadata={"format": "mlx"})
+    (out / "config.json").write_text(json.dumps({
+        "model_type": "qwen3_5", "image_token_id": QWEN_IMAGE_TOKEN,
+        "vision_config": QWEN_VISION}, indent=2))
+    # Qwen3.5's preprocessor_config.json at the tiny sizes: factor 8, 64 to 1,024 pixels.
+    (out / "preprocessor_config.json").write_text(json.dumps({
+        "do_normalize": True, "do_rescale": True, "image_mean": [0.5, 0.5, 0.5],
+        "image_processor_type": "Qwen2VLImageProcessorFast", "image_std": [0.5, 0.5, 0.5],
+        "merge_size": 2, "patch_size": 4, "processor_class": "Qwen3VLProcessor",
+        "rescale_factor": 0.00392156862745098, "temporal_patch_size": 2,
+        "size": {"longest_edge": 1024, "shortest_edge": 64}}, indent=2))
+    proc = Qwen3VLImageProcessor(**_qwen_vl_image_kwargs(str(out)))
+    px = proc(load_images(args.images))
+    feats, _ = model(mx.array(px["pixel_values"]).astype(dtype), mx.array(px["image_grid_thw"]))
+    feats = np.array(feats.astype(mx.float32))
+    (out / "features.f32").write_bytes(np.ascontiguousarray(feats).tobytes())
+    (out / "features.json").write_text(json.dumps({
+        "shape": list(feats.shape), "grid_thw": px["image_grid_thw"].tolist()}))
 
 
 def save_model(tmp, model, cfg, quant, skip=None):
@@ -397,6 +491,10 @@ def parse_args(argv=None):
     p.add_argument("--pixtral-patch", type=int, default=0)
     p.add_argument("--qwen", action="store_true")
     p.add_argument("images", nargs="+", type=Path)
+    t = sub.add_parser("tower")
+    t.add_argument("--quant", choices=["f32", "bf16"], required=True)
+    t.add_argument("--out", required=True)
+    t.add_argument("images", nargs="+", type=Path)
     m = sub.add_parser("make")
     m.add_argument("--quant", choices=["f32", "bf16"], required=True)
     m.add_argument("--family", choices=["gemma3", "mistral3"], default="gemma3")
@@ -419,7 +517,7 @@ def parse_args(argv=None):
 def main():
     args = parse_args()
     {"pixels": cmd_pixels, "make": cmd_make, "prompt-ids": cmd_prompt_ids,
-     "reference": cmd_reference}[args.cmd](args)
+     "reference": cmd_reference, "tower": cmd_tower}[args.cmd](args)
 
 
 if __name__ == "__main__":

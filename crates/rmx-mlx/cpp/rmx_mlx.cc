@@ -114,6 +114,9 @@ ArrayPtr full(rust::Slice<const int32_t> shape, double value, uint8_t dtype) {
 ArrayPtr arange(double start, double stop, double step, uint8_t dtype) {
   return wrap(mx::arange(start, stop, step, to_dtype(dtype)));
 }
+ArrayPtr linspace(double start, double stop, int32_t num, uint8_t dtype) {
+  return wrap(mx::linspace(start, stop, num, to_dtype(dtype)));
+}
 
 ArrayPtr clone_array(const Array& a) { return wrap(a.inner); }
 
@@ -303,6 +306,9 @@ ArrayPtr repeat_axis(const Array& a, int32_t repeats, int32_t axis) {
 ArrayPtr conv1d(const Array& x, const Array& w, int32_t stride, int32_t padding, int32_t dilation,
                 int32_t groups) {
   return wrap(mx::conv1d(x.inner, w.inner, stride, padding, dilation, groups));
+}
+ArrayPtr conv3d(const Array& x, const Array& w, int32_t st, int32_t sh, int32_t sw) {
+  return wrap(mx::conv3d(x.inner, w.inner, {st, sh, sw}, {0, 0, 0}));
 }
 ArrayPtr conv2d(const Array& x, const Array& w, int32_t stride, int32_t padding) {
   return wrap(mx::conv2d(x.inner, w.inner, {stride, stride}, {padding, padding}));

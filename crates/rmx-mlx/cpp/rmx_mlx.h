@@ -56,6 +56,7 @@ using ListPtr = std::unique_ptr<ArrayList>;
 ArrayPtr from_bytes(rust::Slice<const uint8_t> data, rust::Slice<const int32_t> shape, uint8_t dtype);
 ArrayPtr full(rust::Slice<const int32_t> shape, double value, uint8_t dtype);
 ArrayPtr arange(double start, double stop, double step, uint8_t dtype);
+ArrayPtr linspace(double start, double stop, int32_t num, uint8_t dtype);
 ArrayPtr clone_array(const Array& a);
 void to_bytes(const Array& a, uint8_t dtype, rust::Slice<uint8_t> out);
 rust::Vec<int32_t> shape(const Array& a);
@@ -114,6 +115,7 @@ ArrayPtr repeat_axis(const Array& a, int32_t repeats, int32_t axis);
 ArrayPtr conv1d(const Array& x, const Array& w, int32_t stride, int32_t padding, int32_t dilation,
                 int32_t groups);
 ArrayPtr conv2d(const Array& x, const Array& w, int32_t stride, int32_t padding);
+ArrayPtr conv3d(const Array& x, const Array& w, int32_t st, int32_t sh, int32_t sw);
 ArrayPtr put_along_axis(const Array& a, const Array& idx, const Array& values, int32_t axis);
 ArrayPtr contiguous(const Array& a);
 ArrayPtr pad(const Array& a, rust::Slice<const int32_t> axes, rust::Slice<const int32_t> low,

@@ -100,6 +100,11 @@ impl Array {
         check("arange", bridge::arange(start, stop, step, dtype.code())).map(Array::from_raw)
     }
 
+    /// `num` evenly spaced values from `start` to `stop`, both included (`mx.linspace`).
+    pub fn linspace(start: f64, stop: f64, num: i32, dtype: Dtype) -> Result<Array> {
+        check("linspace", bridge::linspace(start, stop, num, dtype.code())).map(Array::from_raw)
+    }
+
     /// Evaluates the array and copies it out as `T` (converting the element type if needed).
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         let _guard = crate::eval_lock::lock();

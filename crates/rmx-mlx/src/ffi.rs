@@ -46,6 +46,7 @@ pub(crate) mod bridge {
         fn from_bytes(data: &[u8], shape: &[i32], dtype: u8) -> Result<UniquePtr<Array>>;
         fn full(shape: &[i32], value: f64, dtype: u8) -> Result<UniquePtr<Array>>;
         fn arange(start: f64, stop: f64, step: f64, dtype: u8) -> Result<UniquePtr<Array>>;
+        fn linspace(start: f64, stop: f64, num: i32, dtype: u8) -> Result<UniquePtr<Array>>;
         fn clone_array(a: &Array) -> UniquePtr<Array>;
         fn to_bytes(a: &Array, dtype: u8, out: &mut [u8]) -> Result<()>;
         fn shape(a: &Array) -> Vec<i32>;
@@ -128,6 +129,7 @@ pub(crate) mod bridge {
             groups: i32,
         ) -> Result<UniquePtr<Array>>;
         fn conv2d(x: &Array, w: &Array, stride: i32, padding: i32) -> Result<UniquePtr<Array>>;
+        fn conv3d(x: &Array, w: &Array, st: i32, sh: i32, sw: i32) -> Result<UniquePtr<Array>>;
         fn put_along_axis(
             a: &Array,
             idx: &Array,

@@ -395,6 +395,15 @@ impl Array {
         )
     }
 
+    /// 3-D convolution of `[N, D, H, W, C_in]` with `[C_out, KD, KH, KW, C_in]`, no padding,
+    /// the stride `(d, h, w)` (`mx.conv3d`; Qwen-VL's patch embedding, stride = kernel).
+    pub fn conv3d(&self, weight: &Array, stride: (i32, i32, i32)) -> Result<Array> {
+        ret(
+            "conv3d",
+            bridge::conv3d(self.inner(), weight.inner(), stride.0, stride.1, stride.2),
+        )
+    }
+
     pub fn put_along_axis(&self, indices: &Array, values: &Array, axis: i32) -> Result<Array> {
         ret(
             "put_along_axis",

@@ -391,6 +391,32 @@ impl RmsNorm {
 }
 
 /// `x * sigmoid(x)`.
+/// mlx.nn's `LayerNorm` with its weight and bias (`{path}.weight`, `{path}.bias`).
+pub struct LayerNorm {
+    weight: Array,
+    bias: Array,
+    eps: f32,
+}
+
+impl LayerNorm {
+    pub fn load(w: &mut Weights, path: &str, dim: i32, eps: f32) -> Result<LayerNorm> {
+        Ok(LayerNorm {
+            weight: w.take(&format!("{path}.weight"), &[dim])?,
+            bias: w.take(&format!("{path}.bias"), &[dim])?,
+            eps,
+        })
+    }
+
+    pub fn forward(&self, x: &Array) -> Result<Array> {
+        Ok(fast::layer_norm(
+            x,
+            Some(&self.weight),
+            Some(&self.bias),
+            self.eps,
+        )?)
+    }
+}
+
 pub fn silu(x: &Array) -> Result<Array> {
     Ok(x.multiply(&x.sigmoid()?)?)
 }

@@ -4,6 +4,7 @@
 //! model's (see `CausalLm::forward_hidden_with_images`).
 
 pub mod pixtral;
+pub mod qwen_vl;
 pub mod siglip;
 
 use rmx_mlx::Array;

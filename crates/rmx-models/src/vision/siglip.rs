@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use crate::config::QuantConfig;
 use crate::error::{ModelError, Result};
-use crate::layers::{gelu_approx, Linear, RmsNorm};
+use crate::layers::{gelu_approx, LayerNorm, Linear, RmsNorm};
 use crate::vision::{ImageEncoder, ImageTokens};
 use crate::weights::Weights;
 
@@ -39,31 +39,6 @@ fn d_channels() -> i32 {
 }
 fn d_eps() -> f32 {
     1e-6
-}
-
-struct LayerNorm {
-    weight: Array,
-    bias: Array,
-    eps: f32,
-}
-
-impl LayerNorm {
-    fn load(w: &mut Weights, path: &str, dim: i32, eps: f32) -> Result<LayerNorm> {
-        Ok(LayerNorm {
-            weight: w.take(&format!("{path}.weight"), &[dim])?,
-            bias: w.take(&format!("{path}.bias"), &[dim])?,
-            eps,
-        })
-    }
-
-    fn forward(&self, x: &Array) -> Result<Array> {
-        Ok(fast::layer_norm(
-            x,
-            Some(&self.weight),
-            Some(&self.bias),
-            self.eps,
-        )?)
-    }
 }
 
 struct EncoderLayer {
