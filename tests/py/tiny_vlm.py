@@ -16,6 +16,9 @@ backend, use_fast=False).
          an mlx-vlm conversion writes `vision_tower.*`, with config.json and the processor's
          config; DIR/features.f32 its features for the images ([rows, 48] float32; shape and
          grids in DIR/features.json)
+  mrope --dtype f32|bf16 --out DIR
+         Qwen3.5's mRoPE by mlx-vlm on a prompt with two images: DIR/mrope.json (ids, grids,
+         get_rope_index's positions and delta), DIR/q.f32 and DIR/rotated.f32 ([1, 2, L, 32])
   make --quant f32|bf16 [--family gemma3|mistral3] --out DIR
          a tiny random-weight Gemma 3 (or, --family mistral3, Mistral Small 3.1: Pixtral's
          tower, 4x4 patches merged 2x2, images within 64 pixels) vision-language model (Gemma3ForConditionalGeneration)
@@ -273,6 +276,37 @@ def cmd_tower(args):
         "shape": list(feats.shape), "grid_thw": px["image_grid_thw"].tolist()}))
 
 
+def cmd_mrope(args):
+    """Qwen3.5's mRoPE as mlx-vlm computes it, for a prompt with two images: get_rope_index's
+    positions and deltas, and queries [1, 2, L, 32] (a seeded normal, in --dtype) turned by
+    Qwen3_5RotaryEmbedding (rotary 16 of 32, sections [3, 3, 2], theta 1e7)."""
+    import types
+
+    import mlx.core as mx
+    import numpy as np
+    from mlx_vlm.models.qwen3_5.language import LanguageModel, Qwen3_5RotaryEmbedding
+
+    image, start, end = 248056, 248053, 248054
+    grids = [[1, 4, 6], [1, 6, 2]]
+    ids = [1, 2, start] + [image] * 6 + [end, 3, start] + [image] * 3 + [end, 4, 5, 6]
+    cfg = types.SimpleNamespace(
+        image_token_id=image, video_token_id=248057, vision_start_token_id=start,
+        vision_config=types.SimpleNamespace(spatial_merge_size=2))
+    pos, delta = LanguageModel.get_rope_index(
+        types.SimpleNamespace(config=cfg), mx.array([ids]), mx.array(grids))
+    dtype = mx.float32 if args.dtype == "f32" else mx.bfloat16
+    q = mx.random.normal((1, 2, len(ids), 32), key=mx.random.key(7)).astype(dtype)
+    rope = Qwen3_5RotaryEmbedding(16, base=1e7, mrope_section=[3, 3, 2])
+    out, _ = rope.apply_rotary(q, q, pos)
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "mrope.json").write_text(json.dumps({
+        "ids": ids, "grids": [[h, w] for _, h, w in grids], "image": image, "start": start,
+        "positions": np.array(pos)[:, 0, :].tolist(), "delta": int(np.array(delta)[0, 0])}))
+    for name, a in (("q", q), ("rotated", out)):
+        (out_dir / f"{name}.f32").write_bytes(np.array(a.astype(mx.float32)).tobytes())
+
+
 def save_model(tmp, model, cfg, quant, skip=None):
     """The weights in `quant` (f32 or bf16) as an mlx-vlm conversion writes them, and config."""
     import mlx.core as mx
@@ -491,6 +525,9 @@ def parse_args(argv=None):
     p.add_argument("--pixtral-patch", type=int, default=0)
     p.add_argument("--qwen", action="store_true")
     p.add_argument("images", nargs="+", type=Path)
+    mr = sub.add_parser("mrope")
+    mr.add_argument("--dtype", choices=["f32", "bf16"], required=True)
+    mr.add_argument("--out", required=True)
     t = sub.add_parser("tower")
     t.add_argument("--quant", choices=["f32", "bf16"], required=True)
     t.add_argument("--out", required=True)
@@ -517,7 +554,7 @@ def parse_args(argv=None):
 def main():
     args = parse_args()
     {"pixels": cmd_pixels, "make": cmd_make, "prompt-ids": cmd_prompt_ids,
-     "reference": cmd_reference, "tower": cmd_tower}[args.cmd](args)
+     "reference": cmd_reference, "tower": cmd_tower, "mrope": cmd_mrope}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ mod mixer;
 mod model;
 mod moe;
 mod moe_kernels;
+pub mod mrope;
 mod parallel;
 mod phi3;
 mod pipeline;
