@@ -127,12 +127,9 @@ impl MRope {
     pub fn rotate(&self, x: &Array, axes: [&[i32]; 3]) -> Result<Array> {
         let l = x.dim(2);
         let f = self.selector.len();
-        let mut pos = Vec::with_capacity(l as usize * f);
-        for t in 0..l as usize {
-            for &a in &self.selector {
-                pos.push(axes[a][t]);
-            }
-        }
+        let pos: Vec<i32> = (0..l as usize)
+            .flat_map(|t| self.selector.iter().map(move |&a| axes[a][t]))
+            .collect();
         let freqs = Array::from_slice(&pos, &[l, f as i32])?
             .astype(Dtype::F32)?
             .multiply(&self.inv_freq.reshape(&[1, f as i32])?)?;
