@@ -19,13 +19,15 @@ backend, use_fast=False).
   mrope --dtype f32|bf16 --out DIR
          Qwen3.5's mRoPE by mlx-vlm on a prompt with two images: DIR/mrope.json (ids, grids,
          get_rope_index's positions and delta), DIR/q.f32 and DIR/rotated.f32 ([1, 2, L, 32])
-  make --quant f32|bf16 [--family gemma3|mistral3] --out DIR
+  make --quant f32|bf16 [--family gemma3|mistral3] [--real-tower [--skeleton]] --out DIR
          a tiny random-weight Gemma 3 (or, --family mistral3, Mistral Small 3.1: Pixtral's
          tower, 4x4 patches merged 2x2, images within 64 pixels) vision-language model (Gemma3ForConditionalGeneration)
          made with mlx-vlm's model classes and written as an mlx-vlm conversion: the text
          tower of tiny_models.py's gemma3_vl, a 2-layer SigLIP tower (32x32 images, 4x4
          patches) and the avg-pool projector (16 image tokens), Gemma 3's real tokenizer,
-         chat template and processor configs
+         chat template and processor configs. --real-tower: the family's real tower shape
+         (Gemma 3's SigLIP at 896 pixels, Mistral Small 3.1's Pixtral within 1,540) for timing;
+         --skeleton: names and shapes only (weights.json), for scripts/bench/fill_weights.py
   prompt-ids --per-image N --images K --prompt TEXT --out OUT.json
          Gemma 3's processor (mlx-vlm's Gemma3Processor over the fixture tokenizer) on a user
          turn of K images then TEXT through the chat template, without added special tokens
@@ -307,13 +309,36 @@ def cmd_mrope(args):
         (out_dir / f"{name}.f32").write_bytes(np.array(a.astype(mx.float32)).tobytes())
 
 
+# Real towers' shapes (`make --real-tower`), for timing an image on a GPU: Gemma 3 4B-27B's
+# SigLIP (896-pixel images, 256 image tokens) and Mistral Small 3.1's Pixtral (within 1,540).
+REAL_VISION = {
+    "model_type": "siglip_vision_model", "hidden_size": 1152, "intermediate_size": 4304,
+    "num_hidden_layers": 27, "num_attention_heads": 16, "patch_size": 14, "image_size": 896,
+    "layer_norm_eps": 1e-6,
+}
+REAL_PIXTRAL = {
+    "model_type": "pixtral", "hidden_size": 1024, "head_dim": 64, "intermediate_size": 4096,
+    "num_hidden_layers": 24, "num_attention_heads": 16, "image_size": 1540, "patch_size": 14,
+    "rope_theta": 10000.0, "rms_norm_eps": 1e-5,
+}
+SKELETON = False
+
+
 def save_model(tmp, model, cfg, quant, skip=None):
-    """The weights in `quant` (f32 or bf16) as an mlx-vlm conversion writes them, and config."""
+    """The weights in `quant` (f32 or bf16) as an mlx-vlm conversion writes them, and config.
+    With --skeleton only their names and shapes (weights.json) for fill_weights.py to fill on
+    the machine that runs them."""
     import mlx.core as mx
     from mlx.utils import tree_flatten
     from mlx_vlm.utils import save_config
 
     dtype = mx.float32 if quant == "f32" else mx.bfloat16
+    if SKELETON:
+        shapes = {k: list(v.shape) for k, v in tree_flatten(model.parameters()) if k != skip}
+        (tmp / "weights.json").write_text(json.dumps({"dtype": quant, "shapes": shapes}))
+        cfg["torch_dtype"] = "float32" if quant == "f32" else "bfloat16"
+        save_config(cfg, tmp / "config.json")
+        return
     weights = {k: v.astype(dtype) for k, v in tree_flatten(model.parameters()) if k != skip}
     mx.save_safetensors(str(tmp / "model.safetensors"), weights, metadata={"format": "mlx"})
     index = {"metadata": {"total_size": sum(v.nbytes for v in weights.values())},
@@ -395,6 +420,15 @@ def make_mistral3(args, tmp):
 def cmd_make(args):
     """Writes beside the folder, then renames it into place: a folder there is whole."""
     import shutil
+
+    global MM_TOKENS, SKELETON
+    if args.real_tower:
+        VISION.clear()
+        VISION.update(REAL_VISION)
+        PIXTRAL.clear()
+        PIXTRAL.update(REAL_PIXTRAL)
+        MM_TOKENS = 256
+    SKELETON = args.skeleton
 
     out = Path(args.out)
     tmp = Path(str(out) + ".tmp")
@@ -535,6 +569,8 @@ def parse_args(argv=None):
     m = sub.add_parser("make")
     m.add_argument("--quant", choices=["f32", "bf16"], required=True)
     m.add_argument("--family", choices=["gemma3", "mistral3"], default="gemma3")
+    m.add_argument("--real-tower", action="store_true")
+    m.add_argument("--skeleton", action="store_true")
     m.add_argument("--out", required=True)
     q = sub.add_parser("prompt-ids")
     q.add_argument("--per-image", type=int, required=True)
