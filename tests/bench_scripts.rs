@@ -206,3 +206,47 @@ fn concurrent_streams_run_against_rmx_serve() {
         assert!(row["ttft_p95_s"].as_f64().unwrap() >= row["ttft_median_s"].as_f64().unwrap());
     }
 }
+
+/// scripts/bench/fill_weights.py on a skeleton (tiny_vlm.py make --skeleton: names and shapes
+/// only, as the real-shape towers travel to the GPU machine) makes a model that `rmx bench
+/// --image-cost` loads and times.
+#[test]
+fn fill_weights_makes_a_skeleton_into_a_model_rmx_times() {
+    let python = rmx_tests::python();
+    let dir = rmx_tests::target_tmp("bench-scripts-skeleton");
+    let _ = std::fs::remove_dir_all(&dir);
+    let model = dir.join("mistral3");
+    let run = |cmd: &mut Command| {
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    run(Command::new(&python)
+        .arg(rmx_tests::py("tiny_vlm.py"))
+        .args([
+            "make",
+            "--quant",
+            "bf16",
+            "--family",
+            "mistral3",
+            "--skeleton",
+            "--out",
+        ])
+        .arg(&model));
+    assert!(model.join("weights.json").exists());
+    assert!(!model.join("model.safetensors").exists());
+    run(Command::new(&python)
+        .arg(rmx_tests::repo_root().join("scripts/bench/fill_weights.py"))
+        .arg(&model));
+    let table = run(Command::new(rmx_tests::rmx())
+        .env("RMX_HOME", dir.join("home"))
+        .arg("bench")
+        .arg(&model)
+        .args(["--image-cost", "40x30", "--rounds", "1", "--warmup", "0"]));
+    assert!(table.contains("vision tower"), "{table}");
+}
