@@ -417,6 +417,55 @@ def make_mistral3(args, tmp):
     }, indent=2))
 
 
+# A Qwen3-VL style chat template, the parts a user turn of text and images takes (Qwen3.5's
+# own writes each image as <|vision_start|><|image_pad|><|vision_end|> the same way).
+QWEN_TEMPLATE = (
+    "{%- for message in messages %}{{- '<|im_start|>' + message['role'] + '\\n' }}"
+    "{%- if message['content'] is string %}{{- message['content'] }}{%- else %}"
+    "{%- for c in message['content'] %}{%- if c['type'] in ['image', 'image_url'] %}"
+    "{{- '<|vision_start|><|image_pad|><|vision_end|>' }}{%- elif c['type'] == 'text' %}"
+    "{{- c['text'] }}{%- endif %}{%- endfor %}{%- endif %}{{- '<|im_end|>\\n' }}{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+
+
+def make_qwen3_5(args, tmp):
+    """Qwen3.5 with its vision tower: tiny_models.py's qwen3_5 text model, QWEN_VISION's tower
+    (its rows as wide as the text), the Qwen3 tokenizer's vision tokens."""
+    import tiny_models
+    from mlx_vlm.models import qwen3_5
+    from mlx_vlm.utils import update_module_configs
+
+    spec = tiny_models.FAMILY_SPECS["qwen3_5"]
+    cfg = json.loads(json.dumps(spec["config"]))
+    cfg["vision_config"] = {**QWEN_VISION, "out_hidden_size": cfg["text_config"]["hidden_size"]}
+    cfg.update(image_token_id=151655, video_token_id=151656, vision_start_token_id=151652,
+               vision_end_token_id=151653)
+    model_cfg = update_module_configs(
+        qwen3_5.ModelConfig.from_dict(cfg), qwen3_5, json.loads(json.dumps(cfg)), ["text", "vision"])
+    model = qwen3_5.Model(model_cfg)
+    tok_dir = tiny_models.fixtures_dir() / "tokenizer-qwen3" / "models"
+    added = tiny_models.read_added_tokens(tok_dir / "tokenizer.json")
+    seed = tiny_models.seed_for("qwen3_5_vlm", args.quant)
+    tiny_models.randomize(model.language_model, cfg, seed, added, spec["tokenizer_size"])
+    randomize_tower(model.vision_tower, seed + 1)
+    save_model(tmp, model, cfg, args.quant)
+    tiny_models.link_or_copy(tok_dir / "tokenizer.json", tmp / "tokenizer.json")
+    config = json.loads((tok_dir / "tokenizer_config.json").read_text())
+    config["chat_template"] = QWEN_TEMPLATE
+    (tmp / "tokenizer_config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False))
+    (tmp / "generation_config.json").write_text(json.dumps(
+        {**spec["generation"], "transformers_version": "4.57.0"}, indent=2))
+    # Qwen3.5's processor configs at the tiny sizes: 4-pixel patches merged 2x2 (factor 8),
+    # 64 to 1,024 pixels.
+    (tmp / "preprocessor_config.json").write_text(json.dumps({
+        "do_normalize": True, "do_rescale": True, "image_mean": [0.5, 0.5, 0.5],
+        "image_processor_type": "Qwen2VLImageProcessorFast", "image_std": [0.5, 0.5, 0.5],
+        "merge_size": 2, "patch_size": 4, "processor_class": "Qwen3VLProcessor",
+        "rescale_factor": 0.00392156862745098, "temporal_patch_size": 2,
+        "size": {"longest_edge": 1024, "shortest_edge": 64}}, indent=2))
+
+
 def cmd_make(args):
     """Writes beside the folder, then renames it into place: a folder there is whole."""
     import shutil
@@ -435,7 +484,8 @@ def cmd_make(args):
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
-    {"gemma3": make_gemma3, "mistral3": make_mistral3}[args.family](args, tmp)
+    {"gemma3": make_gemma3, "mistral3": make_mistral3,
+     "qwen3_5": make_qwen3_5}[args.family](args, tmp)
     if out.exists():
         shutil.rmtree(out)
     os.rename(tmp, out)
@@ -503,8 +553,9 @@ def cmd_reference(args):
         # Taken as they are by mlx_vlm.generate.dispatch._prepare_generation_inputs.
         given = {"input_ids": inputs["input_ids"], "pixel_values": inputs["pixel_values"],
                  "mask": mx.ones_like(inputs["input_ids"])}
-        if "image_sizes" in inputs:
-            given["image_sizes"] = inputs["image_sizes"]
+        for key in ("image_sizes", "image_grid_thw"):  # Mistral 3's, Qwen's
+            if key in inputs:
+                given[key] = inputs[key]
     results = list(stream_generate(
         model, processor, prompt, image=images, max_tokens=args.max_tokens, temperature=0.0,
         **given))
@@ -568,7 +619,7 @@ def parse_args(argv=None):
     t.add_argument("images", nargs="+", type=Path)
     m = sub.add_parser("make")
     m.add_argument("--quant", choices=["f32", "bf16"], required=True)
-    m.add_argument("--family", choices=["gemma3", "mistral3"], default="gemma3")
+    m.add_argument("--family", choices=["gemma3", "mistral3", "qwen3_5"], default="gemma3")
     m.add_argument("--real-tower", action="store_true")
     m.add_argument("--skeleton", action="store_true")
     m.add_argument("--out", required=True)

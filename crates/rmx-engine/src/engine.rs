@@ -856,6 +856,9 @@ impl Admit<'_> {
             }
         };
         let enabled = self.prefixes.is_enabled();
+        // Images that move the positions after them (Qwen3.5) leave a plan in the caches that
+        // stored prefixes do not carry: such a request neither reads nor leaves one.
+        let planned = !req.images.is_empty() && self.model.images_move_positions();
         // A stored cache that cannot be copied only costs the prefill it would have saved.
         // A quantized-KV request reads no stored prefix (request.rs `kv_quant`). A request
         // with images is keyed by their pixels (images.rs).
@@ -864,7 +867,7 @@ impl Admit<'_> {
         } else {
             crate::images::cache_key(self.model, &req.prompt, &req.images)
         };
-        let prefix = if enabled && !req.no_prefix_cache && req.kv_quant.is_none() {
+        let prefix = if enabled && !req.no_prefix_cache && req.kv_quant.is_none() && !planned {
             self.lookup(cache_key.as_deref().unwrap_or(&req.prompt))
         } else {
             None
@@ -872,6 +875,7 @@ impl Admit<'_> {
         let off = match (&req.kv_quant, &req.thought_budget) {
             (Some(_), _) => Some(Off::KvQuant),
             (None, Some(_)) => Some(Off::ThoughtBudget),
+            (None, None) if planned => Some(Off::Images),
             (None, None) => self.no_speculation,
         };
         let speculation_off = match (&req.speculative, off) {
@@ -897,7 +901,10 @@ impl Admit<'_> {
             speculation_off,
             submitted: at,
             prefix: prefix.map(|(len, cache)| Prefix { len, cache }),
-            snapshot_prefill: enabled && self.snapshot_prefill && req.kv_quant.is_none(),
+            snapshot_prefill: enabled
+                && self.snapshot_prefill
+                && req.kv_quant.is_none()
+                && !planned,
             busy: self.load.busy(),
             cache_key,
         };

@@ -25,19 +25,25 @@ pub struct ImageInput {
 impl ImageInput {
     /// One image's bytes (PNG, JPEG, WebP, GIF) to the tensor the model's tower takes.
     pub fn prepare(&self, bytes: &[u8]) -> std::result::Result<PixelValues, VisionError> {
-        Ok(self.processor.pixel_values(&decode(bytes, &self.limits)?))
+        let image = decode(bytes, &self.limits)?;
+        self.processor.check(image.height, image.width)?;
+        Ok(self.processor.pixel_values(&image))
     }
 }
 
 impl Engine {
     /// How this model takes images; `None` when it takes none. Read from its files: Gemma 3
-    /// (`gemma3`) and Mistral 3 (`mistral3`: Mistral Small 3.1/3.2) with a `vision_config` and
-    /// a `preprocessor_config.json`. Whether the files carry the tower's weights shows when a
+    /// (`gemma3`), Mistral 3 (`mistral3`: Mistral Small 3.1/3.2) and Qwen3.5 / 3.6 (`qwen3_5`,
+    /// `qwen3_5_moe`) with a `vision_config` and a `preprocessor_config.json`. Whether the files carry the tower's weights shows when a
     /// request with images starts (images.rs).
     pub fn image_input(&self) -> Result<Option<ImageInput>> {
         let config: Value = read_json(&self.dir.join("config.json"))?;
         let family = config.get("model_type").and_then(Value::as_str);
-        if !matches!(family, Some("gemma3" | "mistral3")) || config.get("vision_config").is_none() {
+        if !matches!(
+            family,
+            Some("gemma3" | "mistral3" | "qwen3_5" | "qwen3_5_moe")
+        ) || config.get("vision_config").is_none()
+        {
             return Ok(None);
         }
         let pre = self.dir.join("preprocessor_config.json");
@@ -63,7 +69,22 @@ impl Engine {
                 ))
             })
         };
-        let (prompt, processor) = if family == Some("mistral3") {
+        let (prompt, processor) = if matches!(family, Some("qwen3_5" | "qwen3_5_moe")) {
+            // Qwen3VLProcessor's: a pad per merged patch of the smart-resized image.
+            let vision = config.get("vision_config");
+            let of = |key: &str, default: u64| {
+                vision
+                    .and_then(|v| v.get(key))
+                    .and_then(Value::as_u64)
+                    .unwrap_or(default)
+            };
+            let unit = (of("patch_size", 16) * of("spatial_merge_size", 2)) as u32;
+            let prompt = ImagePrompt::Qwen {
+                pad: token("image_token_id", 248056)?,
+                unit,
+            };
+            (prompt, processor)
+        } else if family == Some("mistral3") {
             // Mistral3Processor's: the processor rounds sides to whole merged patches.
             let patch = config
                 .get("vision_config")

@@ -71,6 +71,9 @@ impl Pending {
 pub struct Sequence {
     /// The prompt's image features, for its prefill (images.rs).
     images: Option<ImageRows>,
+    /// Its images moved its positions (Qwen3.5): the plan lives in its caches, so it decodes
+    /// alone and leaves nothing to the prefix cache.
+    planned: bool,
     req: GenerateRequest,
     tx: UnboundedSender<Event>,
     busy: Busy,
@@ -277,14 +280,19 @@ impl Sequence {
             Some(p) if p.len < req.prompt.len() => (p.len, p.cache),
             _ => (0, model.make_cache()),
         };
+        let mut cache = cache;
         let images = if req.images.is_empty() {
             None
         } else {
             let mut rows = ImageRows::encode(model, &req.images, &req.prompt)?;
             rows.skip_read(&req.prompt[..cached]);
+            let sizes: Vec<(u32, u32)> = req.images.iter().map(|i| (i.height, i.width)).collect();
+            model.plan_images(&req.prompt, &sizes, &mut cache)?;
             Some(rows)
         };
+        let planned = images.is_some() && model.images_move_positions();
         Ok(Sequence {
+            planned,
             images,
             detok: Detokenizer::new(tokenizer.clone()).with_special_tokens(req.keep_special_tokens),
             stop: StopMatcher::new(req.stop.clone()),
@@ -335,7 +343,7 @@ impl Sequence {
             // cache cannot.
             return false;
         }
-        self.constraint.is_none() && self.req.speculative.is_none()
+        self.constraint.is_none() && self.req.speculative.is_none() && !self.planned
     }
 
     /// Nothing but the plain greedy choice (no penalties, bias or logprobs): a batch step takes
@@ -756,8 +764,10 @@ impl Sequence {
     /// The tokens the finished sequence's cache has read and the cache, evaluated, for the
     /// prefix cache.
     pub fn into_entry(self) -> Result<Option<(Vec<u32>, Vec<LayerCache>)>> {
-        if self.req.kv_quant.is_some() {
-            // Quantized keys are no answer for a request without (or with other) settings.
+        if self.req.kv_quant.is_some() || self.planned {
+            // Quantized keys are no answer for a request without (or with other) settings; a
+            // planned cache's positions are its images' (mrope.rs), which a stored prefix
+            // does not carry.
             return Ok(None);
         }
         let Some(read) = self.cache.first().map(|c| c.offset() as usize) else {

@@ -121,6 +121,9 @@ pub enum Off {
     /// The request caps its thought (thought.rs): the tokens that close it replace the
     /// model's choice one at a time, which a block of guesses would have to stop for.
     ThoughtBudget,
+    /// The request's images moved its positions (Qwen3.5's multimodal rope): its caches carry
+    /// the plan, which a block's cut back and undo do not yet.
+    Images,
 }
 
 impl std::fmt::Display for Off {
@@ -134,6 +137,10 @@ impl std::fmt::Display for Off {
             Off::KvQuant => "speculative decoding is off for an answer with a quantized KV cache",
             Off::ThoughtBudget => {
                 "speculative decoding is off for an answer with a thinking budget"
+            }
+            Off::Images => {
+                "speculative decoding is off for an answer with images on this model (its \
+                 images move the positions of what follows them)"
             }
         })
     }

@@ -1,6 +1,7 @@
 //! A chat with images through the engine gives mlx-vlm's greedy tokens (issue #27): the tiny
-//! Gemma 3 and Mistral Small 3.1 vision-language models (tests/py/tiny_vlm.py; Mistral's images
-//! keep their own sizes, so two images differ in tokens), rmx's own prompt (the template's image
+//! Gemma 3, Mistral Small 3.1 and Qwen3.5 vision-language models (tests/py/tiny_vlm.py;
+//! Mistral's and Qwen's images keep their own sizes, so two images differ in tokens), rmx's
+//! own prompt (the template's image
 //! markers widened: Engine::chat_tokens_with_images) and pixels (ImageInput::prepare), one and
 //! two images, f32 token for token; fed to mlx-vlm as they are. A prompt repeated with the same image reads it
 //! from the prefix cache, with another image it does not; bad image requests fail with what to
@@ -56,6 +57,7 @@ fn prompt(engine: &Engine, images: &[PixelValues], text: &str) -> Vec<u32> {
         .token_to_id(match &input.prompt {
             rmx_text::image_prompt::ImagePrompt::Gemma3 { placeholder, .. } => placeholder,
             rmx_text::image_prompt::ImagePrompt::Pixtral { image, .. } => image,
+            rmx_text::image_prompt::ImagePrompt::Qwen { pad, .. } => pad,
         })
         .unwrap();
     assert_eq!(
@@ -168,9 +170,10 @@ fn check_family(family: &str) {
     let got_two = run(&engine, &two, px_two).unwrap();
     let want_two = reference(&dir, &work, "two", &two, "Compare them.", &imgs);
     assert_eq!(got_two, want_two, "{family}: two images");
-    if family == "mistral3" {
-        // The prompt is the processor's too (each image its own rows of [IMG], [IMG_BREAK]
-        // between them, [IMG_END]), but for the BOS mlx-vlm adds before the template's.
+    if family != "gemma3" {
+        // The prompt is the processor's too (Mistral 3: each image its own rows of [IMG],
+        // [IMG_BREAK] between them, [IMG_END]; Qwen3.5: a pad per merged patch), but for the
+        // BOS mlx-vlm adds before Mistral's template's.
         let mut theirs = processor_ids(&dir, &work, "Compare them.", &imgs);
         if theirs.starts_with(&[1, 1]) {
             theirs.remove(0);
@@ -209,6 +212,24 @@ fn chat_with_images_gives_mlx_vlm_tokens() {
 #[test]
 fn mistral3_chat_with_images_gives_mlx_vlm_tokens() {
     check_family("mistral3");
+}
+
+/// Qwen3.5 (its tower, and each token's rope position on three axes, planned for the prompt):
+/// mlx-vlm's tokens for one and two images. Its images move the positions after them, which a
+/// stored prefix does not carry: the same prompt and image again reads nothing from the prefix
+/// cache and answers the same.
+#[test]
+fn qwen3_5_chat_with_images_gives_mlx_vlm_tokens() {
+    check_family("qwen3_5");
+    let dir = rmx_tests::models::tiny_vlm_of("qwen3_5", "f32");
+    let work = rmx_tests::target_tmp("engine-images-qwen3_5-cache");
+    let imgs = images(&work);
+    let engine = Engine::load(&dir).unwrap();
+    let ids = prompt(&engine, &pixels(&engine, &imgs[..1]), "Once more.");
+    let (cached, first) = cached_and_answer(&engine, &ids, pixels(&engine, &imgs[..1]));
+    assert_eq!(cached, 0);
+    let (cached, again) = cached_and_answer(&engine, &ids, pixels(&engine, &imgs[..1]));
+    assert_eq!((cached, &again), (0, &first));
 }
 
 #[test]

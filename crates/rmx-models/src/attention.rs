@@ -284,13 +284,22 @@ impl Attention {
 
     /// Everything before the o projection: `[B, L, heads * head_dim]`.
     fn attend(&self, input: Input, mask: &AttnMask, cache: &mut LayerCache) -> Result<Array> {
-        if let Some(out) = self.decode_attention(&input, mask, cache)? {
-            return Ok(out);
+        // The fast path's kernels turn heads by the cache's offset; a sequence whose images
+        // moved its positions (mrope.rs) runs MLX's ops.
+        let planned = cache.mrope().is_some();
+        if !planned {
+            if let Some(out) = self.decode_attention(&input, mask, cache)? {
+                return Ok(out);
+            }
         }
         let x = &input.normed()?;
         let s = x.shape();
         let mut gate = None;
-        let (q, k, v) = match self.prefill_heads(x, cache)? {
+        let heads = match planned {
+            true => None,
+            false => self.prefill_heads(x, cache)?,
+        };
+        let (q, k, v) = match heads {
             Some([q, k, v]) => (q, k, v),
             None => {
                 let (q, k, v, g) = self.project(x, cache)?;
@@ -335,8 +344,11 @@ impl Attention {
         cache: &LayerCache,
     ) -> Result<(Array, Array, Array, Option<Array>)> {
         let s = x.shape();
-        if let Some([q, k, v]) = self.decode_heads(x, cache.offset())? {
-            return Ok((q, k, v, None));
+        let plan = cache.mrope();
+        if plan.is_none() {
+            if let Some([q, k, v]) = self.decode_heads(x, cache.offset())? {
+                return Ok((q, k, v, None));
+            }
         }
         let mut gate = None;
         let (mut q, k, v) = self.qkv.forward(x)?;
@@ -353,6 +365,10 @@ impl Attention {
         let q = self.heads_first(&q, self.heads, self.q_norm.as_ref())?;
         let k = self.heads_first(&k, self.kv_heads, self.k_norm.as_ref())?;
         let v = self.heads_first(&v, self.kv_heads, None)?;
+        if let Some(plan) = plan {
+            let offset = cache.offset();
+            return Ok((plan.rotate(&q, offset)?, plan.rotate(&k, offset)?, v, gate));
+        }
         Ok(match cache.row_positions() {
             Some(pos) => (
                 self.rope.forward_rows(&q, pos)?,

@@ -648,6 +648,11 @@ pub(crate) fn forward_group(
     let Some(blocks) = fp.layer_blocks else {
         return Ok(None);
     };
+    // The kernel turns heads by the cache's offset: a sequence whose images moved its
+    // positions (mrope.rs) runs MLX's ops.
+    if caches.iter().any(|c| c.mrope().is_some()) {
+        return Ok(None);
+    }
     // A batch's mask is its rows' padding, which the rows kernel reads from the cache itself.
     let batch = matches!(caches.first(), Some(LayerCache::Batch(_)));
     if !batch && !matches!(mask, AttnMask::None) {

@@ -127,29 +127,8 @@ impl CausalLm for Mistral3 {
             ));
         };
         let ids = crate::vision::sequence_ids(tokens)?;
-        let image_token = v.image_token() as i32;
-        let l = ids.len() as i32;
-        let mut next = 0;
-        let index: Vec<i32> = (0..l)
-            .map(|i| match ids[i as usize] == image_token {
-                true => {
-                    next += 1;
-                    l + next - 1
-                }
-                false => i,
-            })
-            .collect();
-        if next != features.dim(0) {
-            return Err(ModelError::Images(format!(
-                "{next} image tokens in the prompt but {} image features",
-                features.dim(0)
-            )));
-        }
         let embeds = self.text.embed_tokens(tokens)?.squeeze(&[0])?;
-        let rows = rmx_mlx::concatenate(&[&embeds, &features.astype(embeds.dtype())?], 0)?;
-        let h = rows
-            .take(&Array::from_slice(&index, &[l])?, 0)?
-            .expand_dims(&[0])?;
+        let h = crate::vision::splice(&embeds, &ids, v.image_token(), features)?;
         self.text.forward_embeds(h, cache)
     }
 

@@ -73,6 +73,27 @@ pub trait CausalLm {
         None
     }
 
+    /// Whether a prompt's images move the positions of the tokens after them (Qwen3.5's
+    /// multimodal rope): such a sequence is planned first ([`CausalLm::plan_images`]) and
+    /// keeps its plan in its caches, which the engine then keeps out of the batch, the prefix
+    /// cache and speculation (none of them carries the plan).
+    fn images_move_positions(&self) -> bool {
+        false
+    }
+
+    /// Before a prompt with images is read: the whole `prompt` and each image's pixel-value
+    /// size `(height, width)`, in order. A model whose images move positions keeps their plan
+    /// in `cache`; others need nothing.
+    fn plan_images(
+        &self,
+        prompt: &[u32],
+        sizes: &[(u32, u32)],
+        cache: &mut [LayerCache],
+    ) -> Result<()> {
+        let _ = (prompt, sizes, cache);
+        Ok(())
+    }
+
     /// [`CausalLm::forward_hidden`] for a prompt, or a chunk of one, with images: the rows of
     /// `features` (`[n, hidden]`, the encoder's output in prompt order) stand for the `n`
     /// image placeholder tokens among `tokens` (`[1, L]`).

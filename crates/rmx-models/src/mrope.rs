@@ -88,6 +88,38 @@ pub fn positions(
     })
 }
 
+impl Positions {
+    /// The positions of tokens `start..start + len`: the prompt's own, then `n + delta` on
+    /// every axis.
+    pub fn span(&self, start: i32, len: i32) -> [Vec<i32>; 3] {
+        let known = self.axes[0].len() as i32;
+        std::array::from_fn(|a| {
+            (start..start + len)
+                .map(|n| match n < known {
+                    true => self.axes[a][n as usize],
+                    false => n + self.delta,
+                })
+                .collect()
+        })
+    }
+}
+
+/// A sequence's positions with the rotation that reads them: kept in its attention layers'
+/// caches (`LayerCache::mrope`), so every forward of the sequence, prompt chunk or decode step,
+/// turns its heads by them rather than by the cache's offset.
+pub struct Plan {
+    pub rope: std::rc::Rc<MRope>,
+    pub positions: Positions,
+}
+
+impl Plan {
+    /// `x` (`[B, H, L, D]`) of the tokens from `offset` on, turned.
+    pub fn rotate(&self, x: &Array, offset: i32) -> Result<Array> {
+        let [t, h, w] = self.positions.span(offset, x.dim(2));
+        self.rope.rotate(x, [&t, &h, &w])
+    }
+}
+
 /// The rotation of one attention layer's heads by three-axis positions.
 pub struct MRope {
     /// `[rotary / 2]` float32.
@@ -176,6 +208,19 @@ mod tests {
         assert_eq!(p.axes[2], [0, 1, 2, 3, 4, 2, 3, 4, 5, 6]);
         // Next: 7, the 10th token: 7 - 10.
         assert_eq!(p.delta, -3);
+    }
+
+    #[test]
+    fn past_the_prompt_every_axis_is_the_index_plus_delta() {
+        let ids = [1, 8, 9, 9, 9, 9, 2];
+        let p = positions(&ids, &[(4, 4)], 9, 8, 2).unwrap();
+        assert_eq!(p.delta, -2);
+        // Token 5 is the image's last patch (row 1, column 1), 6 the text after it (at 4),
+        // then 7 and 8 past the prompt (at 7 - 2 and 8 - 2).
+        let [t, h, w] = p.span(5, 4);
+        assert_eq!(t, [2, 4, 5, 6]);
+        assert_eq!(h, [3, 4, 5, 6]);
+        assert_eq!(w, [3, 4, 5, 6]);
     }
 
     #[test]

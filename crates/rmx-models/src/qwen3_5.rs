@@ -2,15 +2,27 @@
 //! layer): the text tower of `Qwen3_5ForConditionalGeneration`, on the hybrid decoder of
 //! qwen3_next.rs with Qwen3.5's separate DeltaNet projections. The config nests the text
 //! model's settings in `text_config` (or is flat), rope settings in `rope_parameters`; weights
-//! live under `language_model.`, and the vision tower's are left unloaded (image input is not
-//! supported yet). As mlx-lm's `qwen3_5.py` / `qwen3_5_moe.py`.
+//! live under `language_model.`. As mlx-lm's `qwen3_5.py` / `qwen3_5_moe.py`.
+//!
+//! Where the files carry the vision tower in mlx-vlm's layout (`vision_tower.*`), images go in
+//! as mlx-vlm's `qwen3_5` takes them: the tower's rows in the `<|image_pad|>` placeholders'
+//! places, and every token's rope position on three axes (mrope.rs), planned for the whole
+//! prompt before it is read and kept in the attention layers' caches.
 
+use std::rc::Rc;
+
+use rmx_mlx::Array;
 use serde::Deserialize;
 
+use crate::cache::LayerCache;
 use crate::config::RawConfig;
-use crate::error::Result;
-use crate::model::CausalLm;
+use crate::error::{ModelError, Result};
+use crate::llama::Llama;
+use crate::model::{CausalLm, ModelInfo};
+use crate::mrope::{MRope, Plan};
 use crate::qwen3_next::{load_hybrid, Config, Layout};
+use crate::vision::qwen_vl::{QwenVision, VisionConfig};
+use crate::vision::ImageEncoder;
 use crate::weights::Weights;
 
 macro_rules! defaults {
@@ -105,7 +117,13 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
             t.rope_theta.unwrap_or(100000.0),
         ),
     };
-    // Vision weights (mlx-vlm conversions carry them) are for image input, a later feature.
+    // The tower in mlx-vlm's layout takes images; transformers' (`model.visual.*`) is left
+    // unloaded and the text model runs alone.
+    let vision = if w.has("vision_tower.patch_embed.proj.weight") {
+        Some(load_vision(raw, w, &t, &params, partial, theta)?)
+    } else {
+        None
+    };
     w.discard(|k| k.starts_with("vision_tower.") || k.starts_with("model.visual."));
     let c = Config {
         hidden_size: t.hidden_size,
@@ -138,7 +156,7 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
         rope_scaling: params,
         full_attention_interval: t.full_attention_interval,
     };
-    load_hybrid(
+    let text = load_hybrid(
         raw,
         w,
         c,
@@ -148,5 +166,152 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
             root: "language_model.model",
             lm_head: "language_model.lm_head",
         },
-    )
+    )?;
+    Ok(match vision {
+        Some(vision) => Box::new(Qwen35Vision { text, vision }),
+        None => Box::new(text),
+    })
+}
+
+/// The image side: the tower and what the prompt's positions need.
+struct Vision {
+    tower: QwenVision,
+    rope: Rc<MRope>,
+    vision_start: i32,
+    /// Pixels a patch spans, and patches a merged one spans on each side.
+    patch: u32,
+    merge: i32,
+}
+
+/// The text model and the image side.
+struct Qwen35Vision {
+    text: Llama,
+    vision: Vision,
+}
+
+fn load_vision(
+    raw: &RawConfig,
+    w: &mut Weights,
+    t: &TextConfig,
+    params: &Option<serde_json::Value>,
+    partial: f32,
+    theta: f32,
+) -> Result<Vision> {
+    let bad = |message: String| ModelError::Config {
+        path: raw.path.clone(),
+        message,
+    };
+    let cfg: VisionConfig = crate::vision::vision_config(raw)?;
+    let id = |key: &str| {
+        raw.raw
+            .get(key)
+            .and_then(|v| v.as_u64())
+            .ok_or_else(|| bad(format!("{key} is missing (the vision tower needs it)")))
+    };
+    let image_token = id("image_token_id")? as u32;
+    let vision_start = id("vision_start_token_id")? as i32;
+    let section = params
+        .as_ref()
+        .and_then(|p| p.get("mrope_section"))
+        .map(|s| serde_json::from_value::<[i32; 3]>(s.clone()))
+        .transpose()
+        .map_err(|e| {
+            bad(format!(
+                "rope_parameters.mrope_section: {e} (three numbers)"
+            ))
+        })?
+        .unwrap_or([11, 11, 10]);
+    let head_dim = t
+        .head_dim
+        .unwrap_or(t.hidden_size / t.num_attention_heads.max(1));
+    // mlx-lm: int(head_dim * partial_rotary_factor) rotated dimensions.
+    let rotary = (head_dim as f64 * partial as f64) as i32;
+    let (patch, merge) = (cfg.patch_size as u32, cfg.spatial_merge_size);
+    Ok(Vision {
+        tower: QwenVision::load(w, &raw.quant, cfg, image_token, &raw.path)?,
+        rope: Rc::new(MRope::interleaved(rotary, theta as f64, section)?),
+        vision_start,
+        patch,
+        merge,
+    })
+}
+
+impl CausalLm for Qwen35Vision {
+    fn forward_hidden(&self, tokens: &Array, cache: &mut [LayerCache]) -> Result<Array> {
+        self.text.forward_hidden(tokens, cache)
+    }
+
+    fn images_move_positions(&self) -> bool {
+        true
+    }
+
+    /// The prompt's three-axis positions (mlx-vlm's `get_rope_index`) into every attention
+    /// layer's cache.
+    fn plan_images(
+        &self,
+        prompt: &[u32],
+        sizes: &[(u32, u32)],
+        cache: &mut [LayerCache],
+    ) -> Result<()> {
+        let v = &self.vision;
+        let ids: Vec<i32> = prompt.iter().map(|&t| t as i32).collect();
+        let grids: Vec<(i32, i32)> = sizes
+            .iter()
+            .map(|&(h, w)| ((h / v.patch) as i32, (w / v.patch) as i32))
+            .collect();
+        let positions = crate::mrope::positions(
+            &ids,
+            &grids,
+            v.tower.image_token() as i32,
+            v.vision_start,
+            v.merge,
+        )?;
+        let plan = Rc::new(Plan {
+            rope: v.rope.clone(),
+            positions,
+        });
+        for c in cache.iter_mut() {
+            if let LayerCache::Full(kv) = c {
+                kv.mrope = Some(plan.clone());
+            }
+        }
+        Ok(())
+    }
+
+    fn forward_hidden_with_images(
+        &self,
+        tokens: &Array,
+        features: &Array,
+        cache: &mut [LayerCache],
+    ) -> Result<Array> {
+        if !cache.iter().any(|c| c.mrope().is_some()) {
+            return Err(ModelError::Images(
+                "Qwen3.5's images need the prompt's positions planned first (plan_images)".into(),
+            ));
+        }
+        let ids = crate::vision::sequence_ids(tokens)?;
+        let embeds = self.text.embed_tokens(tokens)?.squeeze(&[0])?;
+        let h = crate::vision::splice(&embeds, &ids, self.vision.tower.image_token(), features)?;
+        self.text.forward_embeds(h, cache)
+    }
+
+    fn vision(&self) -> Option<&dyn ImageEncoder> {
+        Some(&self.vision.tower)
+    }
+
+    fn lm_head(&self, hidden: &Array) -> Result<Array> {
+        self.text.lm_head(hidden)
+    }
+
+    fn make_cache(&self) -> Vec<LayerCache> {
+        self.text.make_cache()
+    }
+
+    fn batches(&self) -> bool {
+        self.text.batches()
+    }
+
+    fn info(&self) -> &ModelInfo {
+        self.text.info()
+    }
 }

@@ -12,7 +12,7 @@ use crate::delta_net::{DeltaNetShape, GatedDeltaNet};
 use crate::error::{ModelError, Result};
 use crate::feed_forward::FeedForward;
 use crate::layers::Linear;
-use crate::llama::{load_decoder, Variant};
+use crate::llama::{load_decoder, Llama, Variant};
 use crate::mixer::Mixer;
 use crate::model::CausalLm;
 use crate::moe::{SharedExpert, SparseMoe};
@@ -128,7 +128,7 @@ pub(crate) fn load_hybrid(
     w: &mut Weights,
     c: Config,
     layout: Layout,
-) -> Result<Box<dyn CausalLm>> {
+) -> Result<Llama> {
     c.check()?;
     // Multi-token-prediction heads are kept for speculative decoding, not loaded yet
     // (mlx-lm drops them too).
@@ -210,12 +210,12 @@ pub(crate) fn load_hybrid(
         .with_shared(shared);
         Ok(FeedForward::Moe(Box::new(moe)))
     }));
-    Ok(Box::new(load_decoder(raw, &common, w, v)?))
+    load_decoder(raw, &common, w, v)
 }
 
 pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
     let c: Config = raw.parse()?;
-    load_hybrid(
+    Ok(Box::new(load_hybrid(
         raw,
         w,
         c,
@@ -225,5 +225,5 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
             root: "model",
             lm_head: "lm_head",
         },
-    )
+    )?))
 }

@@ -39,6 +39,10 @@ pub enum ImagePrompt {
         end: String,
         unit: u32,
     },
+    /// Qwen3-VL / Qwen3.5 (`Qwen3VLProcessor`): the template writes each image as
+    /// `<|vision_start|><|image_pad|><|vision_end|>`, and each `pad` becomes one per merged
+    /// patch (`unit` pixels a side).
+    Qwen { pad: String, unit: u32 },
 }
 
 impl ImagePrompt {
@@ -47,6 +51,7 @@ impl ImagePrompt {
         match self {
             ImagePrompt::Gemma3 { begin, .. } => begin,
             ImagePrompt::Pixtral { image, .. } => image,
+            ImagePrompt::Qwen { pad, .. } => pad,
         }
     }
 
@@ -55,7 +60,7 @@ impl ImagePrompt {
     pub fn placeholders(&self, height: u32, width: u32) -> usize {
         match self {
             ImagePrompt::Gemma3 { per_image, .. } => *per_image,
-            ImagePrompt::Pixtral { unit, .. } => {
+            ImagePrompt::Pixtral { unit, .. } | ImagePrompt::Qwen { unit, .. } => {
                 (height / unit.max(&1)) as usize * (width / unit.max(&1)) as usize
             }
         }
@@ -96,6 +101,15 @@ impl ImagePrompt {
                     let grid = vec![row; rows as usize].join(brk);
                     out.push_str(&grid);
                     out.push_str(end);
+                    out.push_str(part);
+                }
+                Ok(out)
+            }
+            ImagePrompt::Qwen { pad, .. } => {
+                let mut parts = text.split(pad.as_str());
+                let mut out = parts.next().unwrap_or_default().to_string();
+                for (part, &(h, w)) in parts.zip(images) {
+                    out.push_str(&pad.repeat(self.placeholders(h, w)));
                     out.push_str(part);
                 }
                 Ok(out)
@@ -152,5 +166,19 @@ mod tests {
         assert_eq!(got, "a[IMG][IMG][IMG][B][IMG][IMG][IMG][E]b[IMG][E]c");
         assert_eq!(p.placeholders(8, 12), 6);
         assert!(p.expand("[IMG]", &[]).is_err());
+    }
+
+    #[test]
+    fn a_qwen_image_pad_becomes_one_per_merged_patch() {
+        let p = ImagePrompt::Qwen {
+            pad: "<pad>".into(),
+            unit: 8,
+        };
+        // 2 x 3 merged patches, then 1 x 1.
+        let got = p
+            .expand("a<s><pad><e>b<s><pad><e>", &[(16, 24), (8, 8)])
+            .unwrap();
+        assert_eq!(got, format!("a<s>{}<e>b<s><pad><e>", "<pad>".repeat(6)));
+        assert!(p.expand("<pad>", &[(8, 8), (8, 8)]).is_err());
     }
 }

@@ -12,6 +12,9 @@ pub struct KvCache {
     pub(crate) keys: Option<Array>,
     pub(crate) values: Option<Array>,
     pub offset: i32,
+    /// The sequence's multimodal positions (Qwen3.5 with images, mrope.rs): attention turns
+    /// its heads by them instead of by `offset`.
+    pub(crate) mrope: Option<std::rc::Rc<crate::mrope::Plan>>,
 }
 
 impl KvCache {

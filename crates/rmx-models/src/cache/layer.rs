@@ -32,6 +32,14 @@ impl LayerCache {
         }
     }
 
+    /// The sequence's multimodal positions, where its prompt's images moved them (mrope.rs).
+    pub fn mrope(&self) -> Option<&crate::mrope::Plan> {
+        match self {
+            LayerCache::Full(c) => c.mrope.as_deref(),
+            _ => None,
+        }
+    }
+
     /// Each row's next position, `[B]` int32, when the rows differ (a batch); `None` when
     /// every row is at [`LayerCache::offset`].
     pub fn row_positions(&self) -> Option<&Array> {
@@ -168,6 +176,7 @@ impl LayerCache {
                 keys: copy(&c.keys)?,
                 values: copy(&c.values)?,
                 offset: c.offset,
+                mrope: c.mrope.clone(),
             }),
             LayerCache::Quantized(c) => LayerCache::Quantized(c.snapshot()?),
             LayerCache::Rotating(c) => LayerCache::Rotating(RotatingKvCache {

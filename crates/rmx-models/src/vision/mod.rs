@@ -54,6 +54,40 @@ pub(crate) fn sequence_ids(tokens: &Array) -> Result<Vec<i32>> {
     Ok(tokens.astype(rmx_mlx::Dtype::I32)?.to_vec::<i32>()?)
 }
 
+/// `embeds` (`[L, hidden]`, the tokens' own) with the rows of `features` (`[n, hidden]`) in the
+/// places of the `n` tokens of `ids` that are `image_token`, in order (one gather over
+/// `[embeds; features]`, as mlx-vlm's `merge_input_ids_with_image_features` scatters them):
+/// `[1, L, hidden]`.
+pub(crate) fn splice(
+    embeds: &Array,
+    ids: &[i32],
+    image_token: u32,
+    features: &Array,
+) -> Result<Array> {
+    let image_token = image_token as i32;
+    let l = ids.len() as i32;
+    let mut next = 0;
+    let index: Vec<i32> = (0..l)
+        .map(|i| match ids[i as usize] == image_token {
+            true => {
+                next += 1;
+                l + next - 1
+            }
+            false => i,
+        })
+        .collect();
+    if next != features.dim(0) {
+        return Err(crate::error::ModelError::Images(format!(
+            "{next} image tokens in the prompt but {} image features",
+            features.dim(0)
+        )));
+    }
+    let rows = rmx_mlx::concatenate(&[embeds, &features.astype(embeds.dtype())?], 0)?;
+    Ok(rows
+        .take(&Array::from_slice(&index, &[l])?, 0)?
+        .expand_dims(&[0])?)
+}
+
 /// A vision-language checkpoint's `vision_config`, read as `T`; a refusal names the file.
 pub(crate) fn vision_config<T: serde::de::DeserializeOwned>(
     raw: &crate::config::RawConfig,
