@@ -78,7 +78,7 @@ fn rmx_info_says_a_vision_language_checkpoint_runs_its_text_model_only() {
     let model = models::model("qwen3_5", "4bit").display().to_string();
     let text = home.ok(&["info", &model]);
     assert!(
-        text.contains("not loaded: image input is not supported yet"),
+        text.contains("not loaded: image input is not supported for these files"),
         "{text}"
     );
     let json: serde_json::Value =
@@ -87,4 +87,18 @@ fn rmx_info_says_a_vision_language_checkpoint_runs_its_text_model_only() {
     // And the model still answers (the vision tensor is left unloaded, not an error).
     let answer = home.ok(&["run", &model, "Hi", "--max-tokens", "4"]);
     assert!(!answer.trim().is_empty());
+}
+
+#[test]
+fn rmx_info_says_a_vision_language_checkpoint_with_its_tower_takes_images() {
+    let home = TestHome::new();
+    // tiny_vlm.py's Qwen3.5 and Mistral 3: the whole tower, as mlx-vlm writes it.
+    for family in ["qwen3_5", "mistral3"] {
+        let model = models::tiny_vlm_of(family, "f32").display().to_string();
+        let text = home.ok(&["info", &model]);
+        assert!(text.contains("takes images"), "{family}: {text}");
+        let json: serde_json::Value =
+            serde_json::from_str(&home.ok(&["info", &model, "--json"])).unwrap();
+        assert_eq!(json["takes_images"], true, "{family}: {json}");
+    }
 }

@@ -43,10 +43,13 @@ pub struct ModelInfo {
     pub context_length: Option<u64>,
     pub hints: ModelHints,
     pub chat_template: bool,
-    /// The checkpoint is a vision-language model (config.json has `vision_config`); rmx loads
-    /// its text model only.
+    /// The checkpoint is a vision-language model (config.json has `vision_config`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub vision_tower: bool,
+    /// Its files carry the vision tower in the layout rmx loads for its family: it takes
+    /// images. A vision-language checkpoint without it runs its text model only.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub takes_images: bool,
     pub files: Vec<FileEntry>,
     /// Sum of the file sizes.
     pub size: u64,
@@ -97,6 +100,7 @@ fn info(store: &Store, name: &str) -> Result<ModelInfo, StoreError> {
 
     let mut parameters = None;
     let mut weights_dtype = None;
+    let mut takes_images = false;
     let weights = weight_files(&path)?;
     if !weights.is_empty() && model_status == ModelStatus::Complete {
         let mut tensors = std::collections::BTreeMap::new();
@@ -105,6 +109,10 @@ fn info(store: &Store, name: &str) -> Result<ModelInfo, StoreError> {
         }
         parameters = Some(count_parameters(&tensors, &config));
         weights_dtype = float_dtype(&tensors);
+        takes_images = config.has_vision()
+            && VISION_TOWERS.iter().any(|(family, key)| {
+                model_type.as_deref() == Some(*family) && tensors.contains_key(*key)
+            });
     }
 
     let mut files = Vec::new();
@@ -137,6 +145,7 @@ fn info(store: &Store, name: &str) -> Result<ModelInfo, StoreError> {
         hints,
         chat_template: has_chat_template(&path),
         vision_tower: config.has_vision(),
+        takes_images,
         size: files.iter().map(|f| f.size).sum(),
         files,
         repo,
@@ -147,6 +156,18 @@ fn info(store: &Store, name: &str) -> Result<ModelInfo, StoreError> {
 }
 
 /// The float type most of the weights' elements have, in config.json's words (`bfloat16`);
+/// Per family, the tensor whose presence says the files carry the vision tower in the layout
+/// rmx loads (the names rmx-models' loaders check: gemma3.rs, mistral3.rs, qwen3_5.rs).
+const VISION_TOWERS: &[(&str, &str)] = &[
+    (
+        "gemma3",
+        "vision_tower.vision_model.embeddings.patch_embedding.weight",
+    ),
+    ("mistral3", "vision_tower.vision_model.patch_conv.weight"),
+    ("qwen3_5", "vision_tower.patch_embed.proj.weight"),
+    ("qwen3_5_moe", "vision_tower.patch_embed.proj.weight"),
+];
+
 /// None when no float tensor is stored.
 fn float_dtype(tensors: &std::collections::BTreeMap<String, TensorInfo>) -> Option<String> {
     let mut elements: std::collections::BTreeMap<&str, u64> = Default::default();

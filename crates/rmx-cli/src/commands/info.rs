@@ -140,10 +140,18 @@ pub fn render(info: &ModelInfo, fit: Option<Fit>, layers: Option<&[String]>) -> 
         }
         .to_string(),
     );
-    if info.vision_tower {
+    if info.takes_images {
         line(
             "vision",
-            "not loaded: image input is not supported yet (the text model runs)".to_string(),
+            "takes images (chat image parts, Anthropic image blocks, Ollama images, `rmx run \
+             --image`)"
+                .to_string(),
+        );
+    } else if info.vision_tower {
+        line(
+            "vision",
+            "not loaded: image input is not supported for these files (the text model runs)"
+                .to_string(),
         );
     }
     if let Some(kinds) = layers {
