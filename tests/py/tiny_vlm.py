@@ -26,7 +26,8 @@ backend, use_fast=False).
          tower of tiny_models.py's gemma3_vl, a 2-layer SigLIP tower (32x32 images, 4x4
          patches) and the avg-pool projector (16 image tokens), Gemma 3's real tokenizer,
          chat template and processor configs. --real-tower: the family's real tower shape
-         (Gemma 3's SigLIP at 896 pixels, Mistral Small 3.1's Pixtral within 1,540) for timing;
+         (Gemma 3's SigLIP at 896 pixels, Mistral Small 3.1's Pixtral within 1,540, Qwen3.5's
+         27 x 1,152 tower with its pixel budget) for timing;
          --skeleton: names and shapes only (weights.json), for scripts/bench/fill_weights.py
   prompt-ids --per-image N --images K --prompt TEXT --out OUT.json
          Gemma 3's processor (mlx-vlm's Gemma3Processor over the fixture tokenizer) on a user
@@ -321,6 +322,14 @@ REAL_PIXTRAL = {
     "num_hidden_layers": 24, "num_attention_heads": 16, "image_size": 1540, "patch_size": 14,
     "rope_theta": 10000.0, "rms_norm_eps": 1e-5,
 }
+# Qwen3.5's (every size: 27 blocks of 1,152, 16-pixel patches merged 2x2), and its processor's
+# pixel budget as Qwen3-VL's preprocessor_config.json gives it.
+REAL_QWEN_VISION = {
+    "model_type": "qwen3_5", "depth": 27, "hidden_size": 1152, "intermediate_size": 4304,
+    "num_heads": 16, "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2,
+    "num_position_embeddings": 2304, "in_channels": 3, "deepstack_visual_indexes": [],
+}
+QWEN_BUDGET = {"longest_edge": 1024, "shortest_edge": 64}
 SKELETON = False
 
 
@@ -456,14 +465,14 @@ def make_qwen3_5(args, tmp):
     (tmp / "tokenizer_config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False))
     (tmp / "generation_config.json").write_text(json.dumps(
         {**spec["generation"], "transformers_version": "4.57.0"}, indent=2))
-    # Qwen3.5's processor configs at the tiny sizes: 4-pixel patches merged 2x2 (factor 8),
-    # 64 to 1,024 pixels.
+    # Qwen3.5's processor configs at the tiny sizes (4-pixel patches merged 2x2: factor 8, 64
+    # to 1,024 pixels), or the real ones with --real-tower.
     (tmp / "preprocessor_config.json").write_text(json.dumps({
         "do_normalize": True, "do_rescale": True, "image_mean": [0.5, 0.5, 0.5],
         "image_processor_type": "Qwen2VLImageProcessorFast", "image_std": [0.5, 0.5, 0.5],
-        "merge_size": 2, "patch_size": 4, "processor_class": "Qwen3VLProcessor",
-        "rescale_factor": 0.00392156862745098, "temporal_patch_size": 2,
-        "size": {"longest_edge": 1024, "shortest_edge": 64}}, indent=2))
+        "merge_size": QWEN_VISION["spatial_merge_size"], "patch_size": QWEN_VISION["patch_size"],
+        "processor_class": "Qwen3VLProcessor", "rescale_factor": 0.00392156862745098,
+        "temporal_patch_size": 2, "size": dict(QWEN_BUDGET)}, indent=2))
 
 
 def cmd_make(args):
@@ -476,6 +485,9 @@ def cmd_make(args):
         VISION.update(REAL_VISION)
         PIXTRAL.clear()
         PIXTRAL.update(REAL_PIXTRAL)
+        QWEN_VISION.clear()
+        QWEN_VISION.update(REAL_QWEN_VISION)
+        QWEN_BUDGET.update(longest_edge=16777216, shortest_edge=65536)
         MM_TOKENS = 256
     SKELETON = args.skeleton
 
