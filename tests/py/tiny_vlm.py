@@ -11,6 +11,7 @@ backend, use_fast=False).
          ([3, H, W] float32, native endian) one after the other, OUT.json their [H, W];
          --pixtral-patch: mlx-vlm's Pixtral processor with sides a multiple of N (Mistral 3)
          --qwen: mlx-vlm's Qwen3-VL processor (Qwen3.5), its patches put back as [3, h, w]
+         --gemma4: mlx-vlm's Gemma4ImageProcessor (patch budget, aspect kept)
   tower --quant f32|bf16 --out DIR IMAGE...
          a tiny random Qwen3.5 vision tower (mlx-vlm's Qwen3-VL VisionModel) written to DIR as
          an mlx-vlm conversion writes `vision_tower.*`, with config.json and the processor's
@@ -77,6 +78,19 @@ def cmd_pixels(args):
             px = px.transpose(0, 6, 5, 1, 3, 7, 2, 4, 8).reshape(t, tps, 3, gh * ps, gw * ps)
             assert np.array_equal(px[:, 0], px[:, -1]), "the temporal copies differ"
             return {"pixel_values": px[:, 0]}
+    elif args.gemma4:
+        # Gemma 4's processor as mlx-vlm builds it from a flat preprocessor_config.json.
+        from mlx_vlm.models.gemma4.processing_gemma4 import Gemma4ImageProcessor
+
+        cfg = json.loads((Path(args.config_dir) / "preprocessor_config.json").read_text())
+        keys = ("patch_size", "max_soft_tokens", "pooling_kernel_size", "do_normalize",
+                "do_rescale", "rescale_factor", "image_mean", "image_std")
+        gp = Gemma4ImageProcessor(**{k: cfg[k] for k in keys if k in cfg})
+
+        def proc(img):
+            data, _ = gp([img])
+            px = data["pixel_values"]
+            return {"pixel_values": np.asarray(px[0])[None]}
     elif args.pixtral_patch:
         # Mistral 3's processor: mlx-vlm's own PixtralImageProcessor, called with the patch
         # times the spatial merge (mlx_vlm.models.mistral3.processing_mistral3).
@@ -621,6 +635,7 @@ def parse_args(argv=None):
     p.add_argument("--out", required=True)
     p.add_argument("--pixtral-patch", type=int, default=0)
     p.add_argument("--qwen", action="store_true")
+    p.add_argument("--gemma4", action="store_true")
     p.add_argument("images", nargs="+", type=Path)
     mr = sub.add_parser("mrope")
     mr.add_argument("--dtype", choices=["f32", "bf16"], required=True)

@@ -7,7 +7,10 @@
 //!   image keeps its aspect ratio and its own number of patches;
 //! - to the nearest multiple of the patch times the merge within a pixel budget: Qwen's
 //!   `smart_resize` (`Qwen2VLImageProcessor[Fast]`, Qwen3-VL and Qwen3.5/3.6), as mlx-vlm's
-//!   numpy port of it runs (bicubic through Pillow, float32 rescale).
+//!   numpy port of it runs (bicubic through Pillow, float32 rescale);
+//! - within a patch budget, aspect kept, each side a multiple of the patch times the pooling:
+//!   Gemma 4's (`Gemma4ImageProcessor`, mlx-vlm's `get_aspect_ratio_preserving_size`; no
+//!   normalisation unless the config asks, float32 rescale).
 //!
 //! The arithmetic follows the Python processors exactly: transformers' numpy path rescales as
 //! `float32(float64(u8) * factor)`, mlx-vlm's Pixtral processor as a float32 product; then
@@ -27,8 +30,8 @@ struct Config {
     do_resize: bool,
     #[serde(default = "yes")]
     do_rescale: bool,
-    #[serde(default = "yes")]
-    do_normalize: bool,
+    #[serde(default)]
+    do_normalize: Option<bool>,
     #[serde(default)]
     do_pan_and_scan: Option<bool>,
     #[serde(default)]
@@ -51,6 +54,11 @@ struct Config {
     min_pixels: Option<u64>,
     #[serde(default)]
     max_pixels: Option<u64>,
+    // Gemma 4's: soft tokens an image may take, and the pooling of patches into one.
+    #[serde(default)]
+    max_soft_tokens: Option<u32>,
+    #[serde(default)]
+    pooling_kernel_size: Option<u32>,
 }
 
 /// Qwen's `size`: a pixel budget under the names of edges.
@@ -101,6 +109,13 @@ enum Resize {
         factor: u32,
         min_pixels: u64,
         max_pixels: u64,
+    },
+    /// Gemma 4's: as large as `max_patches` patches of `patch` pixels allow, aspect kept, each
+    /// side floored to a multiple of `patch * pooling`.
+    Budget {
+        patch: u32,
+        max_patches: u32,
+        pooling: u32,
     },
 }
 
@@ -156,6 +171,36 @@ fn longest_edge_size(height: u32, width: u32, edge: u32, patch: (u32, u32)) -> (
     (up(h, patch.0), up(w, patch.1))
 }
 
+/// Gemma 4's output size (mlx-vlm's `get_aspect_ratio_preserving_size`, its float64 factor and
+/// floors); `None` for an image so thin that neither side reaches one multiple, which the
+/// Python processor refuses ("a 0 x 0 image").
+fn budget_size(
+    height: u32,
+    width: u32,
+    patch: u32,
+    max_patches: u32,
+    pooling: u32,
+) -> Option<(u32, u32)> {
+    let (h, w) = (height as f64, width as f64);
+    let target_px = max_patches as f64 * (patch as f64) * (patch as f64);
+    let factor = (target_px / (h * w)).sqrt();
+    let side = (pooling * patch) as f64;
+    let mut th = (factor * h / side).floor() * side;
+    let mut tw = (factor * w / side).floor() * side;
+    if th == 0.0 && tw == 0.0 {
+        return None;
+    }
+    let max_side = (max_patches / (pooling * pooling).max(1)) as f64 * side;
+    if th == 0.0 {
+        th = side;
+        tw = ((w / h).floor() * side).min(max_side);
+    } else if tw == 0.0 {
+        tw = side;
+        th = ((h / w).floor() * side).min(max_side);
+    }
+    Some((th as u32, tw as u32))
+}
+
 /// Qwen's `smart_resize` (mlx-vlm's `_smart_resize_image`, a port of transformers'): Python's
 /// `round` (half to even) of each side over `factor`, then, past the budget, the area scaled by
 /// `beta` with floors (too big) or ceilings (too small). `None` for an aspect ratio over 200,
@@ -198,10 +243,11 @@ impl ImageProcessor {
         let kind = c.image_processor_type.as_deref();
         let pixtral = kind == Some("PixtralImageProcessor");
         let qwen = kind.is_some_and(|k| QWEN_PROCESSORS.contains(&k));
+        let gemma4 = kind == Some("Gemma4ImageProcessor");
         // Each processor's own default filter: Gemma 3's bilinear, Pixtral's bicubic.
         // (Qwen's: bicubic, which mlx-vlm uses whatever the config says.)
         let resample = match c.resample {
-            _ if qwen => 3,
+            _ if qwen || gemma4 => 3,
             Some(r) => r,
             None if pixtral => 3,
             None => 2,
@@ -246,6 +292,24 @@ impl ImageProcessor {
                     max_pixels,
                 }
             }
+            _ if gemma4 => {
+                let patch = c.patch_size.as_ref().map_or(16, |p| p.pair().0);
+                let (tokens, pooling) = (
+                    c.max_soft_tokens.unwrap_or(280),
+                    c.pooling_kernel_size.unwrap_or(3),
+                );
+                if patch == 0 || tokens == 0 || pooling == 0 {
+                    return Err(VisionError::Config(
+                        "patch_size, max_soft_tokens and pooling_kernel_size must be positive"
+                            .into(),
+                    ));
+                }
+                Resize::Budget {
+                    patch,
+                    max_patches: tokens * pooling * pooling,
+                    pooling,
+                }
+            }
             (None, _) => return Err(VisionError::Config("size is missing".into())),
             (Some(Size::Fixed { height, width }), false) => {
                 if *height == 0 || *width == 0 {
@@ -285,9 +349,10 @@ impl ImageProcessor {
             resize: c.do_resize.then_some(resize),
             filter,
             rescale: c.do_rescale.then_some(c.rescale_factor),
-            // mlx-vlm's Pixtral and Qwen processors rescale in float32.
-            rescale_f32: pixtral || qwen,
-            normalize: if c.do_normalize {
+            // mlx-vlm's Pixtral, Qwen and Gemma 4 processors rescale in float32.
+            rescale_f32: pixtral || qwen || gemma4,
+            // Gemma 4's processor leaves the [0, 1] values as they are unless asked.
+            normalize: if c.do_normalize.unwrap_or(!gemma4) {
                 Some((
                     three(c.image_mean.as_ref(), mean, "image_mean")?,
                     three(c.image_std.as_ref(), std, "image_std")?,
@@ -309,7 +374,8 @@ impl ImageProcessor {
     }
 
     /// The `(height, width)` of the tensor made of an image of `height` x `width` pixels.
-    /// An image Qwen's processor refuses (an aspect ratio over 200) keeps its size here;
+    /// An image Qwen's or Gemma 4's processor refuses (see [`ImageProcessor::check`]) keeps its
+    /// size here;
     /// [`ImageProcessor::check`] says why it is refused.
     pub fn output_size(&self, height: u32, width: u32) -> (u32, u32) {
         match self.resize {
@@ -323,16 +389,31 @@ impl ImageProcessor {
             }) => {
                 smart_size(height, width, factor, min_pixels, max_pixels).unwrap_or((height, width))
             }
+            Some(Resize::Budget {
+                patch,
+                max_patches,
+                pooling,
+            }) => {
+                budget_size(height, width, patch, max_patches, pooling).unwrap_or((height, width))
+            }
         }
     }
 
     /// Whether this processor takes an image of `height` x `width` pixels: Qwen's refuses an
-    /// aspect ratio over 200 (its merged patches could not tile the image).
+    /// aspect ratio over 200 (its merged patches could not tile the image), Gemma 4's one so
+    /// thin that no side reaches a whole pooled patch.
     pub fn check(&self, height: u32, width: u32) -> Result<(), VisionError> {
         match self.resize {
             Some(Resize::Smart { factor, .. })
                 if smart_size(height, width, factor, 1, u64::MAX).is_none() =>
             {
+                Err(VisionError::AspectRatio { width, height })
+            }
+            Some(Resize::Budget {
+                patch,
+                max_patches,
+                pooling,
+            }) if budget_size(height, width, patch, max_patches, pooling).is_none() => {
                 Err(VisionError::AspectRatio { width, height })
             }
             _ => Ok(()),

@@ -305,3 +305,44 @@ fn qwen_smart_resize_keeps_the_pixel_budget() {
     let refused = processor.check(2, 402).unwrap_err().to_string();
     assert!(refused.contains("aspect ratio"), "{refused}");
 }
+
+/// Gemma 4's images (mlx-vlm's Gemma4ImageProcessor): as large as the patch budget allows,
+/// aspect kept, each side floored to whole pooled patches (a side that floors to none takes
+/// one, the other its ratio's), bicubic, [0, 1] values left unnormalised. Sizes and tensors
+/// equal the processor's.
+#[test]
+fn gemma4_keeps_the_aspect_within_its_patch_budget() {
+    let dir = rmx_tests::target_tmp("vision-parity-gemma4");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // Gemma 4's preprocessor_config.json at test sizes: 4-pixel patches pooled 2x2, 16 soft
+    // tokens (64 patches, 1,024 pixels), sides multiples of 8.
+    let config = r#"{"do_normalize": false, "do_rescale": true, "do_resize": true,
+  "image_processor_type": "Gemma4ImageProcessor", "max_soft_tokens": 16, "patch_size": 4,
+  "pooling_kernel_size": 2, "processor_class": "Gemma4Processor", "resample": 3,
+  "rescale_factor": 0.00392156862745098}"#;
+    std::fs::write(dir.join("preprocessor_config.json"), config).unwrap();
+    let mut images = Vec::new();
+    // Shrunk, enlarged, a strip whose short side floors to nothing, kept.
+    for (name, w, h, seed) in [
+        ("big", 301, 211, 1),
+        ("tiny", 7, 9, 2),
+        ("strip", 200, 9, 3),
+        ("kept", 32, 32, 4),
+    ] {
+        let path = dir.join(format!("{name}.png"));
+        write(pattern(w, h, seed).into(), &path, ImageFormat::Png);
+        images.push(path);
+    }
+    let processor = ImageProcessor::from_json(config).unwrap();
+    let sizes = sized_parity(&dir, &["--gemma4"], &images, &processor);
+    for (h, w) in &sizes {
+        assert!(h % 8 == 0 && w % 8 == 0 && h * w <= 1024, "{h}x{w}");
+    }
+    assert_eq!(
+        sizes[2],
+        (8, 128),
+        "the strip: one pooled row, its ratio capped"
+    );
+    assert_eq!(sizes[3], (32, 32), "within the budget as it is");
+}
