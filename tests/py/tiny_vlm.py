@@ -12,7 +12,7 @@ backend, use_fast=False).
          --pixtral-patch: mlx-vlm's Pixtral processor with sides a multiple of N (Mistral 3)
          --qwen: mlx-vlm's Qwen3-VL processor (Qwen3.5), its patches put back as [3, h, w]
          --gemma4: mlx-vlm's Gemma4ImageProcessor (patch budget, aspect kept)
-  tower --quant f32|bf16 --out DIR IMAGE...
+  tower [--family qwen3_5|gemma4] --quant f32|bf16 --out DIR IMAGE...
          a tiny random Qwen3.5 vision tower (mlx-vlm's Qwen3-VL VisionModel) written to DIR as
          an mlx-vlm conversion writes `vision_tower.*`, with config.json and the processor's
          config; DIR/features.f32 its features for the images ([rows, 48] float32; shape and
@@ -239,8 +239,12 @@ def randomize_tower(model, seed):
             w = normal(0.1, 1.0)
         elif name.endswith(".bias"):
             w = normal(0.1)
-        elif name.endswith("pos_embed.weight"):
+        elif name.endswith(("pos_embed.weight", "position_embedding_table")):
             w = normal(0.5)
+        elif name.endswith("std_bias"):
+            w = normal(0.1)
+        elif name.endswith("std_scale"):
+            w = normal(0.1, 1.0)
         elif name.endswith("patch_embed.proj.weight"):
             # [out, t, kh, kw, in] (MLX's layout)
             w = normal(1.0 / (p.size // p.shape[0]) ** 0.5)
@@ -252,10 +256,26 @@ def randomize_tower(model, seed):
     model.update(tree_unflatten(new))
 
 
+# Gemma 4's vision side, tiny: 4-pixel patches pooled 2x2, heads of 16 (padded to 64 for the
+# fused attention), 16 soft tokens an image at most.
+GEMMA4_VISION = {
+    "model_type": "gemma4_vision", "hidden_size": 64, "intermediate_size": 96,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 4, "head_dim": 16,
+    "rms_norm_eps": 1e-6, "patch_size": 4, "position_embedding_size": 64,
+    "pooling_kernel_size": 2, "default_output_length": 16, "standardize": True,
+    "rope_parameters": {"rope_theta": 100.0, "rope_type": "default"},
+}
+GEMMA4_TEXT_HIDDEN = 48
+GEMMA4_IMAGE_TOKEN = 258880
+
+
 def cmd_tower(args):
-    """A tiny Qwen3.5 vision tower (mlx-vlm's Qwen3-VL VisionModel) written as an mlx-vlm
-    conversion writes `vision_tower.*`, with its config and processor config; then its
-    features for IMAGES through mlx-vlm's processor, as get_input_embeddings runs it."""
+    """A tiny vision tower written as an mlx-vlm conversion writes it, with its config and
+    processor config; then its features for IMAGES through mlx-vlm's processor, as
+    get_input_embeddings runs it: Qwen3.5's (mlx-vlm's Qwen3-VL VisionModel) or, --family
+    gemma4, Gemma 4's (VisionModel and embed_vision)."""
+    if args.family == "gemma4":
+        return tower_gemma4(args)
     import mlx.core as mx
     import numpy as np
     from mlx.utils import tree_flatten
@@ -289,8 +309,10 @@ def cmd_tower(args):
     feats, _ = model(mx.array(px["pixel_values"]).astype(dtype), mx.array(px["image_grid_thw"]))
     feats = np.array(feats.astype(mx.float32))
     (out / "features.f32").write_bytes(np.ascontiguousarray(feats).tobytes())
+    patch = QWEN_VISION["patch_size"]
     (out / "features.json").write_text(json.dumps({
-        "shape": list(feats.shape), "grid_thw": px["image_grid_thw"].tolist()}))
+        "shape": list(feats.shape), "grid_thw": px["image_grid_thw"].tolist(),
+        "sizes": [[h * patch, w * patch] for _, h, w in px["image_grid_thw"].tolist()]}))
 
 
 def cmd_mrope(args):
@@ -345,6 +367,54 @@ REAL_QWEN_VISION = {
 }
 QWEN_BUDGET = {"longest_edge": 1024, "shortest_edge": 64}
 SKELETON = False
+
+
+def tower_gemma4(args):
+    import mlx.core as mx
+    import mlx.nn as nn
+    import numpy as np
+    from mlx.utils import tree_flatten
+    from mlx_vlm.models.gemma4.config import VisionConfig
+    from mlx_vlm.models.gemma4.gemma4 import MultimodalEmbedder
+    from mlx_vlm.models.gemma4.processing_gemma4 import Gemma4ImageProcessor
+    from mlx_vlm.models.gemma4.vision import VisionModel
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    class Tower(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.vision_tower = VisionModel(VisionConfig.from_dict(dict(GEMMA4_VISION)))
+            self.embed_vision = MultimodalEmbedder(
+                GEMMA4_VISION["hidden_size"], GEMMA4_TEXT_HIDDEN, GEMMA4_VISION["rms_norm_eps"])
+
+    model = Tower()
+    randomize_tower(model, 2718 + (args.quant == "bf16"))
+    dtype = mx.float32 if args.quant == "f32" else mx.bfloat16
+    model.set_dtype(dtype)
+    weights = dict(tree_flatten(model.parameters()))
+    mx.save_safetensors(str(out / "model.safetensors"), weights, metadata={"format": "mlx"})
+    (out / "config.json").write_text(json.dumps({
+        "model_type": "gemma4", "image_token_id": GEMMA4_IMAGE_TOKEN,
+        "text_config": {"hidden_size": GEMMA4_TEXT_HIDDEN}, "vision_config": GEMMA4_VISION},
+        indent=2))
+    pre = {"do_normalize": False, "do_rescale": True, "do_resize": True,
+           "image_processor_type": "Gemma4ImageProcessor", "max_soft_tokens": 16,
+           "patch_size": 4, "pooling_kernel_size": 2, "processor_class": "Gemma4Processor",
+           "resample": 3, "rescale_factor": 0.00392156862745098}
+    (out / "preprocessor_config.json").write_text(json.dumps(pre, indent=2))
+    proc = Gemma4ImageProcessor(**{k: pre[k] for k in ("patch_size", "max_soft_tokens",
+                                                       "pooling_kernel_size", "do_normalize")})
+    data, tokens = proc(load_images(args.images))
+    px = data["pixel_values"]
+    pixels = [mx.array(p) for p in px] if isinstance(px, list) else mx.array(px)
+    feats = model.embed_vision(model.vision_tower(pixels))[0]
+    feats = np.array(feats.astype(mx.float32))
+    (out / "features.f32").write_bytes(np.ascontiguousarray(feats).tobytes())
+    sizes = [list(np.asarray(p).shape[-2:]) for p in px]
+    (out / "features.json").write_text(json.dumps({
+        "shape": list(feats.shape), "sizes": sizes, "tokens": tokens}))
 
 
 def save_model(tmp, model, cfg, quant, skip=None):
@@ -641,6 +711,7 @@ def parse_args(argv=None):
     mr.add_argument("--dtype", choices=["f32", "bf16"], required=True)
     mr.add_argument("--out", required=True)
     t = sub.add_parser("tower")
+    t.add_argument("--family", choices=["qwen3_5", "gemma4"], default="qwen3_5")
     t.add_argument("--quant", choices=["f32", "bf16"], required=True)
     t.add_argument("--out", required=True)
     t.add_argument("images", nargs="+", type=Path)

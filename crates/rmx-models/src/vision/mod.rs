@@ -3,6 +3,7 @@
 //! resize, normalise) is rmx-vision's; the splice into the text embeddings is the language
 //! model's (see `CausalLm::forward_hidden_with_images`).
 
+pub mod gemma4;
 pub mod pixtral;
 pub mod qwen_vl;
 pub mod siglip;

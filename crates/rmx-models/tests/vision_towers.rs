@@ -1,27 +1,28 @@
-//! Qwen3.5's vision tower gives mlx-vlm's features (issue #27): a tiny random Qwen3-VL tower
-//! made with mlx-vlm's own module (tests/py/tiny_vlm.py `tower`: 2 blocks, heads padded for the
-//! fused attention, a 4x4 position table interpolated up and down) on two images of odd sizes
-//! through the processor (rmx-vision's here, mlx-vlm's there; equal within 1e-5 in
-//! rmx-vision's tests). f32 bit for bit; bf16 within a few of its own rounding steps.
+//! The vision towers give mlx-vlm's features (issue #27): tiny random towers made with
+//! mlx-vlm's own modules (tests/py/tiny_vlm.py `tower`) on two images of odd sizes through the
+//! processor (rmx-vision's here, mlx-vlm's there; equal within 1e-5 in rmx-vision's tests).
+//! - Qwen3.5's (Qwen3-VL's VisionModel: 2 blocks, heads padded for the fused attention, a 4x4
+//!   position table interpolated up and down): f32 bit for bit; bf16 within 2 of its steps.
+//! - Gemma 4's (VisionModel and embed_vision: 2 blocks, the 2-D rope, 2x2 pooling,
+//!   standardized): the same bounds.
 
 #![allow(clippy::unwrap_used)]
 
 use std::process::Command;
 
 use rmx_mlx::{Array, Dtype};
-use rmx_models::vision::qwen_vl::load_tower;
 use rmx_models::ImageEncoder;
 use rmx_vision::{decode, ImageProcessor, Limits};
 
 /// rmx's features and mlx-vlm's, row-major `[rows, width]`, and the rows.
-fn features(quant: &str) -> (Vec<f32>, Vec<f32>, usize) {
-    let dir = rmx_tests::target_tmp(&format!("qwen-tower-{quant}"));
+fn features(family: &str, quant: &str) -> (Vec<f32>, Vec<f32>, usize) {
+    let dir = rmx_tests::target_tmp(&format!("{family}-tower-{quant}"));
     let _ = std::fs::remove_dir_all(&dir);
     let images = rmx_tests::images::two_pngs(&dir, 12345);
     let model = dir.join("model");
     let status = Command::new(rmx_tests::python())
         .arg(rmx_tests::py("tiny_vlm.py"))
-        .args(["tower", "--quant", quant, "--out"])
+        .args(["tower", "--family", family, "--quant", quant, "--out"])
         .arg(&model)
         .args(&images)
         .status()
@@ -36,23 +37,23 @@ fn features(quant: &str) -> (Vec<f32>, Vec<f32>, usize) {
         serde_json::from_slice(&std::fs::read(model.join("features.json")).unwrap()).unwrap();
     let rows = meta["shape"][0].as_u64().unwrap() as usize;
 
-    let tower = load_tower(&model).unwrap();
+    let tower: Box<dyn ImageEncoder> = match family {
+        "gemma4" => Box::new(rmx_models::vision::gemma4::load_tower(&model).unwrap()),
+        _ => Box::new(rmx_models::vision::qwen_vl::load_tower(&model).unwrap()),
+    };
     let processor = ImageProcessor::from_json(
         &std::fs::read_to_string(model.join("preprocessor_config.json")).unwrap(),
     )
     .unwrap();
     let mut pixels = Vec::new();
     let mut placeholders = 0;
-    for (path, grid) in images.iter().zip(meta["grid_thw"].as_array().unwrap()) {
+    for (path, size) in images.iter().zip(meta["sizes"].as_array().unwrap()) {
         let img = decode(&std::fs::read(path).unwrap(), &Limits::default()).unwrap();
         let px = processor.pixel_values(&img);
-        // The processor's grid of 4-pixel patches is mlx-vlm's.
+        // The processor's sizes are mlx-vlm's.
         assert_eq!(
-            (px.height / 4, px.width / 4),
-            (
-                grid[1].as_u64().unwrap() as u32,
-                grid[2].as_u64().unwrap() as u32
-            )
+            (px.height as u64, px.width as u64),
+            (size[0].as_u64().unwrap(), size[1].as_u64().unwrap())
         );
         tower.check_size(px.height, px.width).unwrap();
         placeholders += tower.placeholders(px.height, px.width);
@@ -78,10 +79,10 @@ fn worst(got: &[f32], want: &[f32]) -> (f32, usize) {
         .fold((0f32, 0), |m, (i, d)| if d > m.0 { (d, i) } else { m })
 }
 
-#[test]
-fn qwen3_5_tower_f32_bit_for_bit() {
-    let (got, want, rows) = features("f32");
-    assert_eq!(rows, 26, "48 + 56 patches merged 2x2");
+fn f32_bit_for_bit(family: &str) {
+    let (got, want, rows) = features(family, "f32");
+    // 45x61 and 70x20 pixels: 12 and 14 merged (pooled) patches.
+    assert_eq!(rows, 26);
     let (d, at) = worst(&got, &want);
     assert!(
         d == 0.0,
@@ -91,9 +92,8 @@ fn qwen3_5_tower_f32_bit_for_bit() {
     );
 }
 
-#[test]
-fn qwen3_5_tower_bf16() {
-    let (got, want, _) = features("bf16");
+fn bf16_within_two_steps(family: &str) {
+    let (got, want, _) = features(family, "bf16");
     let (d, at) = worst(&got, &want);
     // One bf16 step at the value's size, twice (the features are O(1)).
     let step = want[at].abs().max(1.0) / 128.0;
@@ -103,4 +103,24 @@ fn qwen3_5_tower_bf16() {
         got[at],
         want[at]
     );
+}
+
+#[test]
+fn qwen3_5_tower_f32_bit_for_bit() {
+    f32_bit_for_bit("qwen3_5");
+}
+
+#[test]
+fn qwen3_5_tower_bf16() {
+    bf16_within_two_steps("qwen3_5");
+}
+
+#[test]
+fn gemma4_tower_f32_bit_for_bit() {
+    f32_bit_for_bit("gemma4");
+}
+
+#[test]
+fn gemma4_tower_bf16() {
+    bf16_within_two_steps("gemma4");
 }
