@@ -137,33 +137,35 @@ def vlm_config():
     return cfg
 
 
-def randomize_vision(model, seed):
-    """O(1) activations through the tower and projector: the image tokens matter to the
-    greedy tokens, as the text tokens do."""
+def randomize_vision(model, seed, prefixes=("vision_tower.", "multi_modal_projector.")):
+    """O(1) activations through a vision tower and its projector (the parameters under
+    `prefixes`; all of them for None): the image tokens matter to the greedy tokens, as the
+    text tokens do."""
     import mlx.core as mx
     from mlx.utils import tree_flatten, tree_unflatten
 
     params = [(k, v) for k, v in tree_flatten(model.parameters())
-              if k.startswith(("vision_tower.", "multi_modal_projector."))]
+              if prefixes is None or k.startswith(prefixes)]
     keys = mx.random.split(mx.random.key(seed), len(params))
     new = []
     for (name, p), key in zip(params, keys):
         normal = lambda std, mean=0.0: mean + std * mx.random.normal(p.shape, key=key)
+        leaf = name.rsplit(".", 2)[-2] if "." in name else name
         if name.endswith("mm_soft_emb_norm.weight"):
             w = normal(0.1)  # Gemma's RMSNorm scales by 1 + w
-        elif name.rsplit(".", 2)[-2] in ("ln_pre",) or (
-                "norm" in name.rsplit(".", 2)[-2] and name.endswith(".weight")):
+        elif leaf == "ln_pre" or ("norm" in leaf and name.endswith(".weight")):
             w = normal(0.1, 1.0)
-        elif name.endswith("patch_conv.weight"):
-            # Pixtral's, bias-free: [out, kh, kw, in] (MLX's layout)
-            w = normal(1.0 / (p.shape[1] * p.shape[2] * p.shape[3]) ** 0.5)
-        elif name.endswith(".bias"):
+        elif name.endswith(("patch_conv.weight", "patch_embedding.weight",
+                            "patch_embed.proj.weight")):
+            # a convolution [out, ..., in] (MLX's layout): its fan-in is all but the first axis
+            w = normal(1.0 / (p.size // p.shape[0]) ** 0.5)
+        elif name.endswith((".bias", "std_bias")):
             w = normal(0.1)
-        elif name.endswith("position_embedding.weight"):
+        elif name.endswith("std_scale"):
+            w = normal(0.1, 1.0)
+        elif name.endswith(("position_embedding.weight", "pos_embed.weight",
+                            "position_embedding_table")):
             w = normal(0.5)
-        elif name.endswith("patch_embedding.weight"):
-            # [out, kh, kw, in] (MLX's layout)
-            w = normal(1.0 / (p.shape[1] * p.shape[2] * p.shape[3]) ** 0.5)
         elif name.endswith("mm_input_projection_weight"):
             # [vision hidden, text hidden], used as x @ W
             w = normal(1.0 / p.shape[0] ** 0.5)
@@ -224,38 +226,6 @@ QWEN_VISION = {
 QWEN_IMAGE_TOKEN = 248056
 
 
-def randomize_tower(model, seed):
-    """O(1) activations through a Qwen3-VL tower (its parameters named as in the module)."""
-    import mlx.core as mx
-    from mlx.utils import tree_flatten, tree_unflatten
-
-    params = tree_flatten(model.parameters())
-    keys = mx.random.split(mx.random.key(seed), len(params))
-    new = []
-    for (name, p), key in zip(params, keys):
-        normal = lambda std, mean=0.0: mean + std * mx.random.normal(p.shape, key=key)
-        leaf = name.rsplit(".", 2)[-2]
-        if "norm" in leaf and name.endswith(".weight"):
-            w = normal(0.1, 1.0)
-        elif name.endswith(".bias"):
-            w = normal(0.1)
-        elif name.endswith(("pos_embed.weight", "position_embedding_table")):
-            w = normal(0.5)
-        elif name.endswith("std_bias"):
-            w = normal(0.1)
-        elif name.endswith("std_scale"):
-            w = normal(0.1, 1.0)
-        elif name.endswith("patch_embed.proj.weight"):
-            # [out, t, kh, kw, in] (MLX's layout)
-            w = normal(1.0 / (p.size // p.shape[0]) ** 0.5)
-        elif name.endswith(".weight") and len(p.shape) == 2:
-            w = normal(1.0 / p.shape[-1] ** 0.5)
-        else:
-            raise ValueError(f"don't know how to initialise {name} {p.shape}")
-        new.append((name, w.astype(mx.float32)))
-    model.update(tree_unflatten(new))
-
-
 # Gemma 4's vision side, tiny: 4-pixel patches pooled 2x2, heads of 16 (padded to 64 for the
 # fused attention), 16 soft tokens an image at most.
 GEMMA4_VISION = {
@@ -289,7 +259,7 @@ def cmd_tower(args):
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     model = VisionModel(VisionConfig.from_dict(dict(QWEN_VISION)))
-    randomize_tower(model, 3141 + (args.quant == "bf16"))
+    randomize_vision(model, 3141 + (args.quant == "bf16"), None)
     dtype = mx.float32 if args.quant == "f32" else mx.bfloat16
     model.set_dtype(dtype)
     weights = {f"vision_tower.{k}": v for k, v in tree_flatten(model.parameters())}
@@ -390,7 +360,7 @@ def tower_gemma4(args):
                 GEMMA4_VISION["hidden_size"], GEMMA4_TEXT_HIDDEN, GEMMA4_VISION["rms_norm_eps"])
 
     model = Tower()
-    randomize_tower(model, 2718 + (args.quant == "bf16"))
+    randomize_vision(model, 2718 + (args.quant == "bf16"), None)
     dtype = mx.float32 if args.quant == "f32" else mx.bfloat16
     model.set_dtype(dtype)
     weights = dict(tree_flatten(model.parameters()))
@@ -541,7 +511,7 @@ def make_qwen3_5(args, tmp):
     added = tiny_models.read_added_tokens(tok_dir / "tokenizer.json")
     seed = tiny_models.seed_for("qwen3_5_vlm", args.quant)
     tiny_models.randomize(model.language_model, cfg, seed, added, spec["tokenizer_size"])
-    randomize_tower(model.vision_tower, seed + 1)
+    randomize_vision(model, seed + 1)
     save_model(tmp, model, cfg, args.quant)
     tiny_models.link_or_copy(tok_dir / "tokenizer.json", tmp / "tokenizer.json")
     config = json.loads((tok_dir / "tokenizer_config.json").read_text())

@@ -9,7 +9,7 @@
 //! (times `sqrt(hidden)`), optionally standardized, then RMS-normed without a scale and
 //! projected to the text width: one row per soft token.
 
-use rmx_mlx::fast::{self, Mask};
+use rmx_mlx::fast;
 use rmx_mlx::{Array, Dtype};
 use serde::Deserialize;
 
@@ -58,9 +58,6 @@ defaults! {
     d_head_dim: i32 = 64, d_eps: f32 = 1e-6, d_patch: i32 = 16, d_positions: i32 = 10240,
     d_pooling: i32 = 3,
 }
-
-/// The head sizes MLX's fused attention takes; mlx-vlm pads a smaller head up to the next.
-const FUSED_HEAD_DIMS: [i32; 3] = [64, 80, 128];
 
 /// mlx-vlm's `ClippableLinear`: a bias-free linear layer whose input and output are clamped
 /// to bounds stored beside it, where the config says so.
@@ -333,7 +330,8 @@ impl Gemma4Vision {
             let q = self.rope(&q, &colf, &rowf)?.transpose(&[0, 2, 1, 3])?;
             let k = self.rope(&k, &colf, &rowf)?.transpose(&[0, 2, 1, 3])?;
             let v = v.transpose(&[0, 2, 1, 3])?;
-            let o = attend(&q, &k, &v)?
+            // No score scale: q and k are normed.
+            let o = crate::vision::fused_sdpa(&q, &k, &v, 1.0)?
                 .transpose(&[0, 2, 1, 3])?
                 .reshape(&[1, n, -1])?;
             let a = fast::rms_norm(&b.o.forward(&o)?, Some(&b.post_attention_norm), eps)?;
@@ -371,48 +369,17 @@ impl Gemma4Vision {
     }
 }
 
-/// mlx-vlm's `ensure_fused_sdpa` with no score scale (q and k are normed): a head smaller than a
-/// fused size padded with zeros, attended, cut back.
-fn attend(q: &Array, k: &Array, v: &Array) -> Result<Array> {
-    let d = q.dim(-1);
-    let target = FUSED_HEAD_DIMS.into_iter().find(|t| d <= *t).unwrap_or(d);
-    if target == d {
-        return Ok(fast::scaled_dot_product_attention(
-            q,
-            k,
-            v,
-            1.0,
-            Mask::None,
-            None,
-        )?);
-    }
-    let zero = Array::scalar_as(0.0, q.dtype())?;
-    let pad = |x: &Array| x.pad(&[3], &[0], &[target - d], &zero);
-    let o =
-        fast::scaled_dot_product_attention(&pad(q)?, &pad(k)?, &pad(v)?, 1.0, Mask::None, None)?;
-    Ok(o.slice_axis(-1, 0, d)?)
-}
-
 impl ImageEncoder for Gemma4Vision {
     fn image_token(&self) -> u32 {
         self.image_token
     }
 
     fn placeholders(&self, height: u32, width: u32) -> usize {
-        let u = self.unit();
-        (height / u) as usize * (width / u) as usize
+        crate::vision::cells(self.unit(), height, width)
     }
 
     fn check_size(&self, height: u32, width: u32) -> std::result::Result<(), String> {
-        let u = self.unit();
-        if height > 0 && width > 0 && height.is_multiple_of(u) && width.is_multiple_of(u) {
-            Ok(())
-        } else {
-            Err(format!(
-                "{width}x{height} pixel values; this model's processor makes sides that are \
-                 multiples of {u}"
-            ))
-        }
+        crate::vision::check_cells(self.unit(), height, width)
     }
 
     fn encode(&self, images: &[Array]) -> Result<Array> {

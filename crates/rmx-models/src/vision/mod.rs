@@ -105,6 +105,43 @@ pub(crate) fn vision_config<T: serde::de::DeserializeOwned>(
     serde_json::from_value(v).map_err(|e| bad(format!("invalid vision_config: {e}")))
 }
 
+/// Placeholders of an image of `height` x `width` pixel values on a tower that makes one row
+/// per `unit` x `unit`-pixel cell (a merged or pooled patch): Pixtral, Qwen3.5, Gemma 4.
+pub(crate) fn cells(unit: u32, height: u32, width: u32) -> usize {
+    (height / unit.max(1)) as usize * (width / unit.max(1)) as usize
+}
+
+/// Whether such a tower takes pixel values of this size: whole cells, as its processor makes.
+pub(crate) fn check_cells(unit: u32, height: u32, width: u32) -> std::result::Result<(), String> {
+    if height > 0 && width > 0 && height.is_multiple_of(unit) && width.is_multiple_of(unit) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{width}x{height} pixel values; this model's processor makes sides that are \
+             multiples of {unit}"
+        ))
+    }
+}
+
+/// The head sizes MLX's fused attention takes.
+const FUSED_HEAD_DIMS: [i32; 3] = [64, 80, 128];
+
+/// mlx-vlm's `ensure_fused_sdpa`, unmasked: a head smaller than a fused size is padded with
+/// zeros up to it (Qwen3.5's 72 to 80), attended, and cut back, so the attention runs the
+/// kernel mlx-vlm's does.
+pub(crate) fn fused_sdpa(q: &Array, k: &Array, v: &Array, scale: f32) -> Result<Array> {
+    use rmx_mlx::fast::{scaled_dot_product_attention as sdpa, Mask};
+    let d = q.dim(-1);
+    let target = FUSED_HEAD_DIMS.into_iter().find(|t| d <= *t).unwrap_or(d);
+    if target == d {
+        return Ok(sdpa(q, k, v, scale, Mask::None, None)?);
+    }
+    let zero = Array::scalar_as(0.0, q.dtype())?;
+    let pad = |x: &Array| x.pad(&[3], &[0], &[target - d], &zero);
+    let o = sdpa(&pad(q)?, &pad(k)?, &pad(v)?, scale, Mask::None, None)?;
+    Ok(o.slice_axis(-1, 0, d)?)
+}
+
 /// A tower whose images are all `side` x `side` and take `per_image` placeholders each
 /// (Gemma 3's SigLIP).
 pub(crate) fn check_square(side: u32, height: u32, width: u32) -> std::result::Result<(), String> {

@@ -270,20 +270,11 @@ impl ImageEncoder for PixtralVision {
     }
 
     fn placeholders(&self, height: u32, width: u32) -> usize {
-        let u = self.unit();
-        (height / u) as usize * (width / u) as usize
+        crate::vision::cells(self.unit(), height, width)
     }
 
     fn check_size(&self, height: u32, width: u32) -> std::result::Result<(), String> {
-        let u = self.unit();
-        if height > 0 && width > 0 && height.is_multiple_of(u) && width.is_multiple_of(u) {
-            Ok(())
-        } else {
-            Err(format!(
-                "{width}x{height} pixel values; this model's processor makes sides that are \
-                 multiples of {u}"
-            ))
-        }
+        crate::vision::check_cells(self.unit(), height, width)
     }
 
     fn encode(&self, images: &[Array]) -> Result<Array> {

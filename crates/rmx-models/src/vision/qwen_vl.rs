@@ -10,7 +10,6 @@
 
 use std::path::Path;
 
-use rmx_mlx::fast::{self, Mask};
 use rmx_mlx::{Array, Dtype};
 use serde::Deserialize;
 
@@ -58,9 +57,6 @@ defaults! {
 
 /// mlx-vlm builds every LayerNorm of this tower with this eps, whatever the config says.
 const NORM_EPS: f32 = 1e-6;
-/// The head sizes MLX's fused attention takes; mlx-vlm pads a smaller head up to the next one
-/// (Qwen3.5's 72 to 80), which rmx does too so the attention runs the same kernel.
-const FUSED_HEAD_DIMS: [i32; 3] = [64, 80, 128];
 
 struct Block {
     norm1: LayerNorm,
@@ -297,28 +293,6 @@ fn rotate(x: &Array, cos: &Array, sin: &Array) -> Result<Array> {
         .astype(x.dtype())?)
 }
 
-/// mlx-vlm's `ensure_fused_sdpa`: a head smaller than a fused size is padded with zeros up to
-/// it, attended, and cut back.
-fn attend(q: &Array, k: &Array, v: &Array, scale: f32) -> Result<Array> {
-    let d = q.dim(-1);
-    let target = FUSED_HEAD_DIMS.into_iter().find(|t| d <= *t).unwrap_or(d);
-    if target == d {
-        return Ok(fast::scaled_dot_product_attention(
-            q,
-            k,
-            v,
-            scale,
-            Mask::None,
-            None,
-        )?);
-    }
-    let zero = Array::scalar_as(0.0, q.dtype())?;
-    let pad = |x: &Array| x.pad(&[3], &[0], &[target - d], &zero);
-    let o =
-        fast::scaled_dot_product_attention(&pad(q)?, &pad(k)?, &pad(v)?, scale, Mask::None, None)?;
-    Ok(o.slice_axis(-1, 0, d)?)
-}
-
 impl Block {
     /// `x`: `[n, hidden]`, every image's patches; `lens`: each image's patch count, in order.
     fn forward(
@@ -344,7 +318,7 @@ impl Block {
         let mut start = 0;
         for len in lens {
             let s = |a: &Array| a.slice_axis(2, start, start + len);
-            outs.push(attend(&s(&q)?, &s(&k)?, &s(&v)?, scale)?);
+            outs.push(crate::vision::fused_sdpa(&s(&q)?, &s(&k)?, &s(&v)?, scale)?);
             start += len;
         }
         let refs: Vec<&Array> = outs.iter().collect();
@@ -365,20 +339,11 @@ impl ImageEncoder for QwenVision {
     }
 
     fn placeholders(&self, height: u32, width: u32) -> usize {
-        let u = self.unit();
-        (height / u) as usize * (width / u) as usize
+        crate::vision::cells(self.unit(), height, width)
     }
 
     fn check_size(&self, height: u32, width: u32) -> std::result::Result<(), String> {
-        let u = self.unit();
-        if height > 0 && width > 0 && height.is_multiple_of(u) && width.is_multiple_of(u) {
-            Ok(())
-        } else {
-            Err(format!(
-                "{width}x{height} pixel values; this model's processor makes sides that are \
-                 multiples of {u}"
-            ))
-        }
+        crate::vision::check_cells(self.unit(), height, width)
     }
 
     fn encode(&self, images: &[Array]) -> Result<Array> {
