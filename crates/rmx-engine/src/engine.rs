@@ -856,8 +856,9 @@ impl Admit<'_> {
             }
         };
         let enabled = self.prefixes.is_enabled();
-        // Images that move the positions after them (Qwen3.5) leave a plan in the caches that
-        // stored prefixes do not carry: such a request neither reads nor leaves one.
+        // Images that move the positions after them (Qwen3.5): the request plans its whole
+        // prompt's positions after any prefix is read (Sequence::start), and a stored prefix
+        // was read at the same positions (its tokens name the images), so it may read one.
         let planned = !req.images.is_empty() && self.model.images_move_positions();
         // A stored cache that cannot be copied only costs the prefill it would have saved.
         // A quantized-KV request reads no stored prefix (request.rs `kv_quant`). A request
@@ -867,7 +868,7 @@ impl Admit<'_> {
         } else {
             crate::images::cache_key(self.model, &req.prompt, &req.images)
         };
-        let prefix = if enabled && !req.no_prefix_cache && req.kv_quant.is_none() && !planned {
+        let prefix = if enabled && !req.no_prefix_cache && req.kv_quant.is_none() {
             self.lookup(cache_key.as_deref().unwrap_or(&req.prompt))
         } else {
             None
@@ -901,10 +902,7 @@ impl Admit<'_> {
             speculation_off,
             submitted: at,
             prefix: prefix.map(|(len, cache)| Prefix { len, cache }),
-            snapshot_prefill: enabled
-                && self.snapshot_prefill
-                && req.kv_quant.is_none()
-                && !planned,
+            snapshot_prefill: enabled && self.snapshot_prefill && req.kv_quant.is_none(),
             busy: self.load.busy(),
             cache_key,
         };

@@ -71,8 +71,8 @@ impl Pending {
 pub struct Sequence {
     /// The prompt's image features, for its prefill (images.rs).
     images: Option<ImageRows>,
-    /// Its images moved its positions (Qwen3.5): the plan lives in its caches, so it decodes
-    /// alone and leaves nothing to the prefix cache.
+    /// Its images moved its positions (Qwen3.5): the plan lives in its caches, which a batch's
+    /// merged cache does not carry, so it decodes alone.
     planned: bool,
     req: GenerateRequest,
     tx: UnboundedSender<Event>,
@@ -764,10 +764,8 @@ impl Sequence {
     /// The tokens the finished sequence's cache has read and the cache, evaluated, for the
     /// prefix cache.
     pub fn into_entry(self) -> Result<Option<(Vec<u32>, Vec<LayerCache>)>> {
-        if self.req.kv_quant.is_some() || self.planned {
-            // Quantized keys are no answer for a request without (or with other) settings; a
-            // planned cache's positions are its images' (mrope.rs), which a stored prefix
-            // does not carry.
+        if self.req.kv_quant.is_some() {
+            // Quantized keys are no answer for a request without (or with other) settings.
             return Ok(None);
         }
         let Some(read) = self.cache.first().map(|c| c.offset() as usize) else {

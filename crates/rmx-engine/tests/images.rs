@@ -215,9 +215,10 @@ fn mistral3_chat_with_images_gives_mlx_vlm_tokens() {
 }
 
 /// Qwen3.5 (its tower, and each token's rope position on three axes, planned for the prompt):
-/// mlx-vlm's tokens for one and two images. Its images move the positions after them, which a
-/// stored prefix does not carry: the same prompt and image again reads nothing from the prefix
-/// cache and answers the same.
+/// mlx-vlm's tokens for one and two images. Its images move the positions after them: the same
+/// prompt and image again reads its prefix (past the image) from the cache, planned again, and
+/// answers the same; a next turn (the prompt, the answer, more text) reads the whole first turn
+/// and answers as a fresh engine does.
 #[test]
 fn qwen3_5_chat_with_images_gives_mlx_vlm_tokens() {
     check_family("qwen3_5");
@@ -226,10 +227,26 @@ fn qwen3_5_chat_with_images_gives_mlx_vlm_tokens() {
     let imgs = images(&work);
     let engine = Engine::load(&dir).unwrap();
     let ids = prompt(&engine, &pixels(&engine, &imgs[..1]), "Once more.");
+    let image_token = engine.tokenizer().token_to_id("<|image_pad|>").unwrap();
+    let last = ids.iter().rposition(|&t| t == image_token).unwrap();
     let (cached, first) = cached_and_answer(&engine, &ids, pixels(&engine, &imgs[..1]));
     assert_eq!(cached, 0);
     let (cached, again) = cached_and_answer(&engine, &ids, pixels(&engine, &imgs[..1]));
-    assert_eq!((cached, &again), (0, &first));
+    assert!(cached > last, "cached {cached}, the image ends at {last}");
+    assert_eq!(again, first);
+    // The next turn: positions after the image continue from the plan's delta in both runs.
+    let mut next = ids.clone();
+    next.extend(&first);
+    next.extend(engine.raw_tokens(" And the colours?").unwrap());
+    let fresh = Engine::load(&dir).unwrap();
+    let (_, alone) = cached_and_answer(&fresh, &next, pixels(&fresh, &imgs[..1]));
+    let (cached, reused) = cached_and_answer(&engine, &next, pixels(&engine, &imgs[..1]));
+    assert!(
+        cached >= ids.len(),
+        "cached {cached} of the first turn's {}",
+        ids.len()
+    );
+    assert_eq!(reused, alone);
 }
 
 #[test]

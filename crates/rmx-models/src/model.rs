@@ -74,9 +74,10 @@ pub trait CausalLm {
     }
 
     /// Whether a prompt's images move the positions of the tokens after them (Qwen3.5's
-    /// multimodal rope): such a sequence is planned first ([`CausalLm::plan_images`]) and
-    /// keeps its plan in its caches, which the engine then keeps out of the batch, the prefix
-    /// cache and speculation (none of them carries the plan).
+    /// multimodal rope): such a sequence is planned first ([`CausalLm::plan_images`], after any
+    /// cached prefix is read: a stored prefix keeps no plan, its tokens were read at the same
+    /// positions) and keeps its plan in its caches, which the engine keeps out of the batch and
+    /// speculation (neither carries the plan).
     fn images_move_positions(&self) -> bool {
         false
     }
