@@ -145,12 +145,7 @@ impl MRope {
                 *s = axis;
             }
         }
-        // compute_inv_freq: 1 / base^(arange(0, dim, 2) / dim) in float32.
-        let exps =
-            Array::arange(0.0, rotary as f64, 2.0, Dtype::F32)?.divide_scalar(rotary as f64)?;
-        let inv_freq = Array::scalar_as(base, Dtype::F32)?
-            .power(&exps)?
-            .reciprocal()?;
+        let inv_freq = crate::rope::python_inv_freq(rotary, base)?;
         Ok(MRope { inv_freq, selector })
     }
 

@@ -117,14 +117,6 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
             t.rope_theta.unwrap_or(100000.0),
         ),
     };
-    // The tower in mlx-vlm's layout takes images; transformers' (`model.visual.*`) is left
-    // unloaded and the text model runs alone.
-    let vision = if w.has("vision_tower.patch_embed.proj.weight") {
-        Some(load_vision(raw, w, &t, &params, partial, theta)?)
-    } else {
-        None
-    };
-    w.discard(|k| k.starts_with("vision_tower.") || k.starts_with("model.visual."));
     let c = Config {
         hidden_size: t.hidden_size,
         num_hidden_layers: t.num_hidden_layers,
@@ -156,6 +148,14 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
         rope_scaling: params,
         full_attention_interval: t.full_attention_interval,
     };
+    // The tower in mlx-vlm's layout takes images; transformers' (`model.visual.*`) is left
+    // unloaded and the text model runs alone.
+    let vision = if w.has("vision_tower.patch_embed.proj.weight") {
+        Some(load_vision(raw, w, &c)?)
+    } else {
+        None
+    };
+    w.discard(|k| k.starts_with("vision_tower.") || k.starts_with("model.visual."));
     let text = load_hybrid(
         raw,
         w,
@@ -178,9 +178,6 @@ struct Vision {
     tower: QwenVision,
     rope: Rc<MRope>,
     vision_start: i32,
-    /// Pixels a patch spans, and patches a merged one spans on each side.
-    patch: u32,
-    merge: i32,
 }
 
 /// The text model and the image side.
@@ -189,14 +186,8 @@ struct Qwen35Vision {
     vision: Vision,
 }
 
-fn load_vision(
-    raw: &RawConfig,
-    w: &mut Weights,
-    t: &TextConfig,
-    params: &Option<serde_json::Value>,
-    partial: f32,
-    theta: f32,
-) -> Result<Vision> {
+/// The tower, and the rotation of the text model's `c` by three-axis positions.
+fn load_vision(raw: &RawConfig, w: &mut Weights, c: &Config) -> Result<Vision> {
     let bad = |message: String| ModelError::Config {
         path: raw.path.clone(),
         message,
@@ -210,7 +201,8 @@ fn load_vision(
     };
     let image_token = id("image_token_id")? as u32;
     let vision_start = id("vision_start_token_id")? as i32;
-    let section = params
+    let section = c
+        .rope_scaling
         .as_ref()
         .and_then(|p| p.get("mrope_section"))
         .map(|s| serde_json::from_value::<[i32; 3]>(s.clone()))
@@ -221,18 +213,11 @@ fn load_vision(
             ))
         })?
         .unwrap_or([11, 11, 10]);
-    let head_dim = t
-        .head_dim
-        .unwrap_or(t.hidden_size / t.num_attention_heads.max(1));
-    // mlx-lm: int(head_dim * partial_rotary_factor) rotated dimensions.
-    let rotary = (head_dim as f64 * partial as f64) as i32;
-    let (patch, merge) = (cfg.patch_size as u32, cfg.spatial_merge_size);
+    let rope = MRope::interleaved(c.rotary_dims(), c.rope_theta as f64, section)?;
     Ok(Vision {
         tower: QwenVision::load(w, &raw.quant, cfg, image_token, &raw.path)?,
-        rope: Rc::new(MRope::interleaved(rotary, theta as f64, section)?),
+        rope: Rc::new(rope),
         vision_start,
-        patch,
-        merge,
     })
 }
 
@@ -255,16 +240,13 @@ impl CausalLm for Qwen35Vision {
     ) -> Result<()> {
         let v = &self.vision;
         let ids: Vec<i32> = prompt.iter().map(|&t| t as i32).collect();
-        let grids: Vec<(i32, i32)> = sizes
-            .iter()
-            .map(|&(h, w)| ((h / v.patch) as i32, (w / v.patch) as i32))
-            .collect();
+        let grids: Vec<(i32, i32)> = sizes.iter().map(|&(h, w)| v.tower.grid(h, w)).collect();
         let positions = crate::mrope::positions(
             &ids,
             &grids,
             v.tower.image_token() as i32,
             v.vision_start,
-            v.merge,
+            v.tower.merge(),
         )?;
         let plan = Rc::new(Plan {
             rope: v.rope.clone(),

@@ -71,6 +71,11 @@ pub(crate) struct Layout {
 }
 
 impl Config {
+    /// The rotated dimensions of a head: mlx-lm's `int(head_dim * partial_rotary_factor)`.
+    pub(crate) fn rotary_dims(&self) -> i32 {
+        (self.head_dim as f64 * self.partial_rotary_factor as f64) as i32
+    }
+
     fn is_linear(&self, layer: i32) -> bool {
         (layer + 1) % self.full_attention_interval != 0
     }
@@ -135,8 +140,7 @@ pub(crate) fn load_hybrid(
     w.discard(|k| k.contains("mtp."));
     refuse_transformers_layout(w)?;
     let common = crate::llama::Config::from_family(&c)?;
-    // mlx-lm: int(head_dim * partial_rotary_factor) rotated dimensions.
-    let dims = (c.head_dim as f64 * c.partial_rotary_factor as f64) as i32;
+    let dims = c.rotary_dims();
     let (theta, scaling, max_pos) = (
         c.rope_theta,
         c.rope_scaling.clone(),

@@ -41,6 +41,16 @@ pub const ROPE_TYPES: &[&str] = &[
     "proportional",
 ];
 
+/// `1 / base^(arange(0, dim, 2) / dim)` in float32, op for op as the Python side writes it
+/// (mlx-vlm's vision ropes, `compute_inv_freq` of its mRoPE): `[dim / 2]`. MLX's rope kernel
+/// takes another route to the same table ([`Rope::inv_freq`]), which rounds differently.
+pub(crate) fn python_inv_freq(dim: i32, base: f64) -> Result<Array> {
+    let exps = Array::arange(0.0, dim as f64, 2.0, Dtype::F32)?.divide_scalar(dim as f64)?;
+    Ok(Array::scalar_as(base, Dtype::F32)?
+        .power(&exps)?
+        .reciprocal()?)
+}
+
 fn config_error(message: String) -> ModelError {
     // The family's loader knows the file; registry::load puts its path in.
     ModelError::Config {

@@ -151,11 +151,7 @@ impl PixtralVision {
         let bias = top.projector_bias;
         // PixtralRotaryEmbedding: 1 / theta^(arange(0, dim, 2) / dim) in float32; rows take
         // the even ones, columns the odd ones.
-        let dim = cfg.head_dim as f64;
-        let exps = Array::arange(0.0, dim, 2.0, Dtype::F32)?.divide_scalar(dim)?;
-        let freqs = Array::scalar_as(cfg.rope_theta as f64, Dtype::F32)?
-            .power(&exps)?
-            .reciprocal()?;
+        let freqs = crate::rope::python_inv_freq(cfg.head_dim, cfg.rope_theta as f64)?;
         let half = cfg.head_dim / 2;
         let pick = |start: i32| -> Result<Array> {
             let idx: Vec<i32> = (start..half).step_by(2).collect();

@@ -144,12 +144,8 @@ impl QwenVision {
         }
         let (t, p, c) = (cfg.temporal_patch_size, cfg.patch_size, cfg.in_channels);
         let m2 = d * cfg.spatial_merge_size * cfg.spatial_merge_size;
-        // VisionRotaryEmbedding(head_dim / 2): 1 / theta^(arange(0, dim, 2) / dim), float32.
-        let dim = (d / heads / 2) as f64;
-        let exps = Array::arange(0.0, dim, 2.0, Dtype::F32)?.divide_scalar(dim)?;
-        let inv_freq = Array::scalar_as(10000.0, Dtype::F32)?
-            .power(&exps)?
-            .reciprocal()?;
+        // VisionRotaryEmbedding(head_dim / 2), theta 10,000.
+        let inv_freq = crate::rope::python_inv_freq(d / heads / 2, 10000.0)?;
         Ok(QwenVision {
             patch_weight: w.take(&format!("{root}.patch_embed.proj.weight"), &[d, t, p, p, c])?,
             patch_bias: w.take(&format!("{root}.patch_embed.proj.bias"), &[d])?,
@@ -169,6 +165,18 @@ impl QwenVision {
             cfg,
             image_token,
         })
+    }
+
+    /// The patches (rows, columns) of `height` x `width` pixel values, before their merge
+    /// (`image_grid_thw`'s last two).
+    pub(crate) fn grid(&self, height: u32, width: u32) -> (i32, i32) {
+        let p = self.cfg.patch_size as u32;
+        ((height / p) as i32, (width / p) as i32)
+    }
+
+    /// Patches a merged one spans on each side.
+    pub(crate) fn merge(&self) -> i32 {
+        self.cfg.spatial_merge_size
     }
 
     /// Pixels a merged patch spans on each side.
