@@ -34,8 +34,8 @@ impl ImageInput {
 impl Engine {
     /// How this model takes images; `None` when it takes none. Read from its files: Gemma 3
     /// (`gemma3`), Mistral 3 (`mistral3`: Mistral Small 3.1/3.2) and Qwen3.5 / 3.6 (`qwen3_5`,
-    /// `qwen3_5_moe`) with a `vision_config` and a `preprocessor_config.json`. Whether the files carry the tower's weights shows when a
-    /// request with images starts (images.rs).
+    /// `qwen3_5_moe`) with a `vision_config` and a `preprocessor_config.json`. Whether the
+    /// files carry the tower's weights shows when a request with images starts (images.rs).
     pub fn image_input(&self) -> Result<Option<ImageInput>> {
         let config: Value = read_json(&self.dir.join("config.json"))?;
         let family = config.get("model_type").and_then(Value::as_str);

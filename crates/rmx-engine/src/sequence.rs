@@ -276,11 +276,10 @@ impl Sequence {
             tokenizer.eos_token_ids().iter().copied().collect()
         };
         stop_ids.extend(req.stop_token_ids.iter().copied());
-        let (cached, cache) = match prefix {
+        let (cached, mut cache) = match prefix {
             Some(p) if p.len < req.prompt.len() => (p.len, p.cache),
             _ => (0, model.make_cache()),
         };
-        let mut cache = cache;
         let images = if req.images.is_empty() {
             None
         } else {

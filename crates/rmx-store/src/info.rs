@@ -155,7 +155,6 @@ fn info(store: &Store, name: &str) -> Result<ModelInfo, StoreError> {
     })
 }
 
-/// The float type most of the weights' elements have, in config.json's words (`bfloat16`);
 /// Per family, the tensor whose presence says the files carry the vision tower in the layout
 /// rmx loads (the names rmx-models' loaders check: gemma3.rs, mistral3.rs, qwen3_5.rs).
 const VISION_TOWERS: &[(&str, &str)] = &[
@@ -168,6 +167,7 @@ const VISION_TOWERS: &[(&str, &str)] = &[
     ("qwen3_5_moe", "vision_tower.patch_embed.proj.weight"),
 ];
 
+/// The float type most of the weights' elements have, in config.json's words (`bfloat16`);
 /// None when no float tensor is stored.
 fn float_dtype(tensors: &std::collections::BTreeMap<String, TensorInfo>) -> Option<String> {
     let mut elements: std::collections::BTreeMap<&str, u64> = Default::default();

@@ -373,10 +373,8 @@ impl ImageProcessor {
         self
     }
 
-    /// The `(height, width)` of the tensor made of an image of `height` x `width` pixels.
-    /// An image Qwen's or Gemma 4's processor refuses (see [`ImageProcessor::check`]) keeps its
-    /// size here;
-    /// [`ImageProcessor::check`] says why it is refused.
+    /// The `(height, width)` of the tensor made of an image of `height` x `width` pixels. An
+    /// image the processor refuses ([`ImageProcessor::check`] says why) keeps its size here.
     pub fn output_size(&self, height: u32, width: u32) -> (u32, u32) {
         match self.resize {
             None => (height, width),
