@@ -387,6 +387,15 @@ def tower_gemma4(args):
         "shape": list(feats.shape), "sizes": sizes, "tokens": tokens}))
 
 
+def build_vlm(module, cfg):
+    """mlx-vlm's model of `cfg` (a module of mlx_vlm.models), as mlx_vlm.utils.load builds it."""
+    from mlx_vlm.utils import update_module_configs
+
+    model_cfg = update_module_configs(
+        module.ModelConfig.from_dict(cfg), module, json.loads(json.dumps(cfg)), ["text", "vision"])
+    return module.Model(model_cfg)
+
+
 def save_model(tmp, model, cfg, quant, skip=None):
     """The weights in `quant` (f32 or bf16) as an mlx-vlm conversion writes them, and config.
     With --skeleton only their names and shapes (weights.json) for fill_weights.py to fill on
@@ -443,7 +452,6 @@ def mistral3_tokenizer(tmp):
 def make_mistral3(args, tmp):
     import tiny_models
     from mlx_vlm.models import mistral3
-    from mlx_vlm.utils import update_module_configs
 
     spec = tiny_models.FAMILY_SPECS["mistral3"]
     cfg = json.loads(json.dumps(spec["config"]))
@@ -452,9 +460,7 @@ def make_mistral3(args, tmp):
     cfg["multimodal_projector_bias"] = True
     cfg["vision_feature_layer"] = -1
     cfg["pad_token_id"] = 11
-    model_cfg = update_module_configs(
-        mistral3.ModelConfig.from_dict(cfg), mistral3, json.loads(json.dumps(cfg)), ["text", "vision"])
-    model = mistral3.Model(model_cfg)
+    model = build_vlm(mistral3, cfg)
     added = mistral3_tokenizer(tmp)
     seed = tiny_models.seed_for("mistral3_vlm", args.quant)
     tiny_models.randomize(model.language_model, cfg, seed, added, spec["tokenizer_size"])
@@ -497,16 +503,13 @@ def make_qwen3_5(args, tmp):
     (its rows as wide as the text), the Qwen3 tokenizer's vision tokens."""
     import tiny_models
     from mlx_vlm.models import qwen3_5
-    from mlx_vlm.utils import update_module_configs
 
     spec = tiny_models.FAMILY_SPECS["qwen3_5"]
     cfg = json.loads(json.dumps(spec["config"]))
     cfg["vision_config"] = {**QWEN_VISION, "out_hidden_size": cfg["text_config"]["hidden_size"]}
     cfg.update(image_token_id=151655, video_token_id=151656, vision_start_token_id=151652,
                vision_end_token_id=151653)
-    model_cfg = update_module_configs(
-        qwen3_5.ModelConfig.from_dict(cfg), qwen3_5, json.loads(json.dumps(cfg)), ["text", "vision"])
-    model = qwen3_5.Model(model_cfg)
+    model = build_vlm(qwen3_5, cfg)
     tok_dir = tiny_models.fixtures_dir() / "tokenizer-qwen3" / "models"
     added = tiny_models.read_added_tokens(tok_dir / "tokenizer.json")
     seed = tiny_models.seed_for("qwen3_5_vlm", args.quant)
@@ -560,13 +563,9 @@ def cmd_make(args):
 def make_gemma3(args, tmp):
     import tiny_models
     from mlx_vlm.models import gemma3
-    from mlx_vlm.utils import update_module_configs
 
     cfg = vlm_config()
-    # As mlx_vlm.utils.load builds it.
-    model_cfg = update_module_configs(
-        gemma3.ModelConfig.from_dict(cfg), gemma3, json.loads(json.dumps(cfg)), ["text", "vision"])
-    model = gemma3.Model(model_cfg)
+    model = build_vlm(gemma3, cfg)
     tok_dir = tiny_models.fixtures_dir() / "tokenizer-gemma3" / "models"
     added = tiny_models.read_added_tokens(tok_dir / "tokenizer.json")
     seed = tiny_models.seed_for("gemma3_vlm", args.quant)
