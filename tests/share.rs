@@ -55,6 +55,44 @@ fn request(
 
 /// Starts `rmx share` and returns it with its `--json` line.
 fn share(home: &TestHome, args: &[&str], path: Option<&str>) -> (Child, serde_json::Value) {
+    try_share(home, args, path).unwrap_or_else(|err| {
+        panic!(
+            "rmx share printed no JSON line\nstderr: {err}\ndaemon log:\n{}",
+            home.log()
+        )
+    })
+}
+
+/// [`share`] on a free port of 127.0.0.1 (`--host 127.0.0.1 --port P` after `args`), and the
+/// port. A port free when picked can be taken before the share binds it (another test's
+/// listener): that try is dropped and another port picked.
+fn share_on_a_free_port(
+    home: &TestHome,
+    args: &[&str],
+    path: Option<&str>,
+) -> (Child, serde_json::Value, u16) {
+    for _ in 0..5 {
+        let port = free_port();
+        let p = port.to_string();
+        let with_port = [args, &["--host", "127.0.0.1", "--port", &p]].concat();
+        match try_share(home, &with_port, path) {
+            Ok((child, ready)) => return (child, ready, port),
+            Err(err) if err.contains("Address already in use") => continue,
+            Err(err) => panic!(
+                "rmx share printed no JSON line\nstderr: {err}\ndaemon log:\n{}",
+                home.log()
+            ),
+        }
+    }
+    panic!("five free ports were taken before rmx share could bind them");
+}
+
+/// `rmx share ARGS --json`, and its JSON line; its stderr when it printed none.
+fn try_share(
+    home: &TestHome,
+    args: &[&str],
+    path: Option<&str>,
+) -> Result<(Child, serde_json::Value), String> {
     let mut cmd = home.cmd(&[&["share"], args, &["--json"]].concat());
     if let Some(p) = path {
         cmd.env("PATH", p);
@@ -76,12 +114,10 @@ fn share(home: &TestHome, args: &[&str], path: Option<&str>) -> (Child, serde_js
             .unwrap()
             .read_to_string(&mut err)
             .unwrap();
-        panic!(
-            "rmx share printed no JSON line\nstderr: {err}\ndaemon log:\n{}",
-            home.log()
-        );
+        let _ = child.wait();
+        return Err(err);
     }
-    (child, serde_json::from_str(&line).unwrap())
+    Ok((child, serde_json::from_str(&line).unwrap()))
 }
 
 /// Ctrl-C, then the process must exit cleanly and the port refuse connections.
@@ -132,10 +168,8 @@ fn share_needs_its_key_limits_the_rate_and_ctrl_c_closes_port_and_tunnel() {
         bin.path().display(),
         std::env::var("PATH").unwrap()
     );
-    let port = free_port();
-    let p = port.to_string();
-    let args = ["--host", "127.0.0.1", "--port", &p, "--rate-limit", "3"];
-    let (child, ready) = share(&home, &[&[model.as_str()], &args[..]].concat(), Some(&path));
+    let args = [model.as_str(), "--rate-limit", "3"];
+    let (child, ready, port) = share_on_a_free_port(&home, &args, Some(&path));
     // No --tunnel: cloudflared on PATH is used, pointed at the share's own port.
     assert_eq!(
         ready["public_url"],
@@ -204,16 +238,10 @@ fn share_needs_its_key_limits_the_rate_and_ctrl_c_closes_port_and_tunnel() {
 fn a_share_serves_only_its_model_and_generation_routes() {
     let home = TestHome::new();
     let model = rmx_tests::models::tiny_qwen3().display().to_string();
-    let port = free_port();
-    let p = port.to_string();
-    let (child, ready) = share(
+    let (child, ready, port) = share_on_a_free_port(
         &home,
         &[
             &model,
-            "--host",
-            "127.0.0.1",
-            "--port",
-            &p,
             "--tunnel",
             "none",
             "--cors-origin",
@@ -221,6 +249,7 @@ fn a_share_serves_only_its_model_and_generation_routes() {
         ],
         None,
     );
+    let p = port.to_string();
     assert_eq!(ready["public_url"], serde_json::Value::Null);
     assert_eq!(ready["rate_limit"], 120);
     let key = ready["key"].as_str().unwrap().to_string();
