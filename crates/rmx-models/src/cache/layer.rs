@@ -86,6 +86,28 @@ impl LayerCache {
         }
     }
 
+    /// [`LayerCache::mask`] for `n > 1` new queries as an array (`[n, keys]`, true where a query
+    /// sees a key), the keys being those the next update returns with the new ones last: for a
+    /// model that widens it (Gemma 4's image blocks, `mask::with_blocks`).
+    pub fn mask_array(&self, n: i32, window: Option<i32>) -> Result<Array> {
+        if let AttnMask::Array(a) = self.mask(n, window)? {
+            return Ok(a);
+        }
+        // A causal mask: every earlier key this cache keeps, then the new ones.
+        let before = match self {
+            LayerCache::Full(c) => c.offset,
+            LayerCache::Quantized(c) => c.offset,
+            // mlx-lm's concatenating update keeps the last max_size - 1 positions.
+            LayerCache::Rotating(c) => c.offset.min(c.max_size - 1),
+            LayerCache::Recurrent(_) | LayerCache::Batch(_) => {
+                return Err(ModelError::Images(
+                    "an image block's mask on a recurrent or batched cache".into(),
+                ))
+            }
+        };
+        causal_mask(n, before, None)
+    }
+
     /// The arrays to evaluate so the cache holds values, not graphs.
     pub fn state(&self) -> Vec<&Array> {
         match self {

@@ -18,7 +18,7 @@ pub(crate) use batch::index as batch_rows;
 pub(crate) use buffer::seq_slice;
 pub use kv::KvCache;
 pub use layer::LayerCache;
-pub use mask::{causal_mask, AttnMask};
+pub use mask::{causal_mask, image_blocks, with_blocks, AttnMask};
 pub use quantized::{quantize_caches, KvQuant, QuantizedKvCache};
 pub use recurrent::RecurrentCache;
 pub use rotating::RotatingKvCache;
