@@ -165,6 +165,7 @@ const VISION_TOWERS: &[(&str, &str)] = &[
     ("mistral3", "vision_tower.vision_model.patch_conv.weight"),
     ("qwen3_5", "vision_tower.patch_embed.proj.weight"),
     ("qwen3_5_moe", "vision_tower.patch_embed.proj.weight"),
+    ("gemma4", "vision_tower.patch_embedder.input_proj.weight"),
 ];
 
 /// The float type most of the weights' elements have, in config.json's words (`bfloat16`);

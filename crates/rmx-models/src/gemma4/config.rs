@@ -67,6 +67,8 @@ pub struct Config {
     pub layer_types: Option<Vec<String>>,
     #[serde(default = "d_yes")]
     pub tie_word_embeddings: bool,
+    /// `"vision"`: each image's placeholders attend to one another both ways.
+    pub use_bidirectional_attention: Option<String>,
 }
 
 pub(super) fn config_error(raw: &RawConfig, message: String) -> ModelError {
@@ -77,6 +79,12 @@ pub(super) fn config_error(raw: &RawConfig, message: String) -> ModelError {
 }
 
 impl Config {
+    /// Whether an image's placeholders see one another both ways (mlx-vlm's
+    /// `use_bidirectional_vision`).
+    pub fn images_attend_both_ways(&self) -> bool {
+        self.use_bidirectional_attention.as_deref() == Some("vision")
+    }
+
     /// mlx-lm's `__post_init__`: the layer pattern from `sliding_window_pattern` when
     /// `layer_types` is absent.
     pub(super) fn layer_types(&self, raw: &RawConfig) -> Result<Vec<bool>> {

@@ -8,17 +8,19 @@ use super::*;
 use crate::config::{QuantConfig, RawConfig};
 use crate::error::ModelError;
 use crate::moe::ExpertActivation;
+use crate::vision::gemma4::Gemma4Vision;
 use crate::weights::Weights;
 
 /// `gemma4_text`: the text model at the top of the checkpoint.
 pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
     let c: Config = raw.parse()?;
-    load_text(raw, c, w, "model", "lm_head")
+    Ok(load_text(raw, c, w, "model", "lm_head")?)
 }
 
 /// `Gemma4ForConditionalGeneration`: as mlx-lm's `gemma4.py`, `text_config` with the top-level
-/// `vocab_size` (262144 when absent) and 8 / 1 heads where it names none; vision and audio
-/// weights stay unloaded.
+/// `vocab_size` (262144 when absent) and 8 / 1 heads where it names none; with its vision
+/// encoder and `embed_vision` where the files carry them (mlx-vlm's layout), for prompts with
+/// images. Audio weights stay unloaded.
 pub fn load_multimodal(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
     let c: Config = raw.parse_wrapped_text(
         262144,
@@ -32,6 +34,25 @@ pub fn load_multimodal(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn Causa
                 .into(),
         ));
     }
+    let vision = if w.has("vision_tower.patch_embedder.input_proj.weight") {
+        let cfg = crate::vision::vision_config(raw)?;
+        // mlx-vlm's ModelConfig default where the config names none.
+        let image_token = raw
+            .raw
+            .get("image_token_id")
+            .and_then(Value::as_u64)
+            .unwrap_or(258880) as u32;
+        Some(Gemma4Vision::load(
+            w,
+            &raw.quant,
+            cfg,
+            c.hidden_size,
+            image_token,
+            &raw.path,
+        )?)
+    } else {
+        None
+    };
     const SKIPPED: [&str; 6] = [
         "vision_tower.",
         "multi_modal_projector.",
@@ -41,7 +62,9 @@ pub fn load_multimodal(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn Causa
         "vision_embedder.",
     ];
     w.discard(|k| SKIPPED.iter().any(|s| k.starts_with(s)));
-    load_text(raw, c, w, "language_model.model", "language_model.lm_head")
+    let mut model = load_text(raw, c, w, "language_model.model", "language_model.lm_head")?;
+    model.vision = vision;
+    Ok(model)
 }
 
 fn load_text(
@@ -50,7 +73,7 @@ fn load_text(
     w: &mut Weights,
     root: &str,
     lm_head_path: &str,
-) -> Result<Box<dyn CausalLm>> {
+) -> Result<Box<Gemma4>> {
     let q = &raw.quant;
     let n = c.num_hidden_layers;
     let sliding = c.layer_types(raw)?;
@@ -184,6 +207,7 @@ fn load_text(
         cached: first_shared as usize,
         cfg: c,
         info,
+        vision: None,
     }))
 }
 

@@ -8,17 +8,23 @@
 //!   over the K/V of the last earlier layer of their type, with a double-wide MLP;
 //! - per-layer inputs (E2B, E4B): a second embedding per layer, gated into the residual;
 //! - an expert block beside the dense MLP (26B-A4B): routed GeGLU experts;
-//! - a per-layer output scalar, and final logits soft-capped (`tanh(x / c) * c`).
+//! - a per-layer output scalar, and final logits soft-capped (`tanh(x / c) * c`);
+//! - images (the vision-language checkpoints, as mlx-vlm's `gemma4.py`): the encoder's rows
+//!   replace the image placeholders' scaled embeddings, the per-layer inputs read those
+//!   placeholders as token 0, and where `use_bidirectional_attention` is `"vision"` each image's
+//!   placeholders see one another both ways on every layer.
 
 use rmx_mlx::{fast, Array};
 
 use crate::attention::Mlp;
-use crate::cache::{AttnMask, KvCache, LayerCache, RotatingKvCache};
+use crate::cache::{image_blocks, with_blocks, AttnMask, KvCache, LayerCache, RotatingKvCache};
 use crate::error::Result;
 use crate::layers::{gelu_approx, Embedding, Linear, RmsNorm};
 use crate::model::{CausalLm, ModelInfo};
 use crate::moe::SwitchGlu;
 use crate::rope::Rope;
+use crate::vision::gemma4::Gemma4Vision;
+use crate::vision::ImageEncoder;
 
 mod config;
 mod load;
@@ -212,6 +218,8 @@ pub struct Gemma4 {
     /// Layers with a cache of their own: those before the KV-shared ones.
     cached: usize,
     info: ModelInfo,
+    /// The vision encoder, when the files carry it.
+    vision: Option<Gemma4Vision>,
 }
 
 impl Gemma4 {
@@ -235,25 +243,39 @@ impl Gemma4 {
     }
 }
 
-impl CausalLm for Gemma4 {
-    fn forward_hidden(&self, tokens: &Array, cache: &mut [LayerCache]) -> Result<Array> {
-        let h = self.embed.forward(tokens)?;
-        let mut h = h.multiply_scalar(f64::from(self.cfg.hidden_size).sqrt())?;
+impl Gemma4 {
+    /// The layers over `h` (`[B, L, hidden]`, embeddings already scaled). `per_layer_ids` are the
+    /// tokens the per-layer inputs embed; `blocks` (one per position, `mask::image_blocks`)
+    /// widens every mask so each image's placeholders see one another.
+    fn run(
+        &self,
+        mut h: Array,
+        per_layer_ids: &Array,
+        blocks: Option<&[i32]>,
+        cache: &mut [LayerCache],
+    ) -> Result<Array> {
         let per_layer = match &self.per_layer {
-            Some(p) => Some(self.per_layer_inputs(p, tokens, &h)?),
+            Some(p) => Some(self.per_layer_inputs(p, per_layer_ids, &h)?),
             None => None,
         };
-        let n = tokens.dim(1);
+        let n = h.dim(1);
+        let blocks = blocks.filter(|b| n > 1 && b.iter().any(|&r| r >= 0));
         // As mlx-lm's `_make_masks`: each type's mask from the first layer of that type.
-        let first = |s: bool| self.layers.iter().position(|l| l.sliding == s);
-        let full_mask = match first(false) {
-            Some(i) if i < self.cached => cache[i].mask(n, None)?,
-            _ => AttnMask::None,
+        let mask_of = |sliding: bool| -> Result<AttnMask> {
+            let window = sliding.then_some(self.cfg.sliding_window);
+            match self.layers.iter().position(|l| l.sliding == sliding) {
+                Some(i) if i < self.cached => match blocks {
+                    Some(b) => Ok(AttnMask::Array(with_blocks(
+                        &cache[i].mask_array(n, window)?,
+                        b,
+                    )?)),
+                    None => cache[i].mask(n, window),
+                },
+                _ => Ok(AttnMask::None),
+            }
         };
-        let sliding_mask = match first(true) {
-            Some(i) if i < self.cached => cache[i].mask(n, Some(self.cfg.sliding_window))?,
-            _ => AttnMask::None,
-        };
+        let full_mask = mask_of(false)?;
+        let sliding_mask = mask_of(true)?;
         let mut kvs: Vec<Option<SharedKv>> = vec![None; self.layers.len()];
         for (i, layer) in self.layers.iter().enumerate() {
             let mask = if layer.sliding {
@@ -273,6 +295,53 @@ impl CausalLm for Gemma4 {
             kvs[i] = Some(kv);
         }
         self.norm.forward(&h)
+    }
+
+    fn embed_scaled(&self, tokens: &Array) -> Result<Array> {
+        let h = self.embed.forward(tokens)?;
+        Ok(h.multiply_scalar(f64::from(self.cfg.hidden_size).sqrt())?)
+    }
+}
+
+impl CausalLm for Gemma4 {
+    fn forward_hidden(&self, tokens: &Array, cache: &mut [LayerCache]) -> Result<Array> {
+        self.run(self.embed_scaled(tokens)?, tokens, None, cache)
+    }
+
+    /// As mlx-vlm's `Gemma4.get_input_embeddings`: the scaled embeddings with the features (in
+    /// the model's dtype, unscaled) in the placeholders' places; the per-layer inputs embed
+    /// each placeholder as token 0 and project the spliced embeddings. mlx-vlm reads a prompt
+    /// with images in one forward; the engine's chunks never end inside an image, so each
+    /// image's block lies whole in one chunk and the widened masks see the same keys.
+    fn forward_hidden_with_images(
+        &self,
+        tokens: &Array,
+        features: &Array,
+        cache: &mut [LayerCache],
+    ) -> Result<Array> {
+        let Some(v) = &self.vision else {
+            return Err(crate::error::ModelError::Images(
+                "this Gemma 4 was loaded without its vision encoder (the files carry none)".into(),
+            ));
+        };
+        let ids = crate::vision::sequence_ids(tokens)?;
+        let image = v.image_token() as i32;
+        let embeds = self.embed_scaled(tokens)?.squeeze(&[0])?;
+        let h = crate::vision::splice(&embeds, &ids, v.image_token(), features)?;
+        let text: Vec<i32> = ids
+            .iter()
+            .map(|&t| if t == image { 0 } else { t })
+            .collect();
+        let per_layer_ids = Array::from_slice(&text, &[1, text.len() as i32])?;
+        let blocks = self
+            .cfg
+            .images_attend_both_ways()
+            .then(|| image_blocks(&ids, image));
+        self.run(h, &per_layer_ids, blocks.as_deref(), cache)
+    }
+
+    fn vision(&self) -> Option<&dyn ImageEncoder> {
+        self.vision.as_ref().map(|v| v as &dyn ImageEncoder)
     }
 
     fn lm_head(&self, hidden: &Array) -> Result<Array> {
