@@ -33,27 +33,25 @@ impl ImageInput {
 
 impl Engine {
     /// How this model takes images; `None` when it takes none. Read from its files: Gemma 3
-    /// (`gemma3`), Mistral 3 (`mistral3`: Mistral Small 3.1/3.2) and Qwen3.5 / 3.6 (`qwen3_5`,
-    /// `qwen3_5_moe`) with a `vision_config` and a `preprocessor_config.json`. Whether the
+    /// (`gemma3`), Gemma 4 (`gemma4`), Mistral 3 (`mistral3`: Mistral Small 3.1/3.2) and
+    /// Qwen3.5 / 3.6 (`qwen3_5`, `qwen3_5_moe`) with a `vision_config` and an image processor
+    /// config (`preprocessor_config.json`, or `processor_config.json`'s `image_processor`). Whether the
     /// files carry the tower's weights shows when a request with images starts (images.rs).
     pub fn image_input(&self) -> Result<Option<ImageInput>> {
         let config: Value = read_json(&self.dir.join("config.json"))?;
         let family = config.get("model_type").and_then(Value::as_str);
         if !matches!(
             family,
-            Some("gemma3" | "mistral3" | "qwen3_5" | "qwen3_5_moe")
+            Some("gemma3" | "gemma4" | "mistral3" | "qwen3_5" | "qwen3_5_moe")
         ) || config.get("vision_config").is_none()
         {
             return Ok(None);
         }
-        let pre = self.dir.join("preprocessor_config.json");
-        if !pre.is_file() {
+        let Some(processor) =
+            ImageProcessor::from_dir(&self.dir).map_err(|e| EngineError::Invalid(e.to_string()))?
+        else {
             return Ok(None);
-        }
-        let text = std::fs::read_to_string(&pre)
-            .map_err(|e| EngineError::Invalid(format!("{}: {e}", pre.display())))?;
-        let processor = ImageProcessor::from_json(&text)
-            .map_err(|e| EngineError::Invalid(format!("{}: {e}", pre.display())))?;
+        };
         let int = |key: &str, default: u64| {
             config
                 .get(key)
@@ -82,6 +80,23 @@ impl Engine {
             let prompt = ImagePrompt::Qwen {
                 pad: token("image_token_id", 248056)?,
                 unit,
+            };
+            (prompt, processor)
+        } else if family == Some("gemma4") {
+            // Gemma4Processor's: a soft token per pooled patch; mlx-vlm's ids where the config
+            // names none.
+            let vision = config.get("vision_config");
+            let of = |key: &str, default: u64| {
+                vision
+                    .and_then(|v| v.get(key))
+                    .and_then(Value::as_u64)
+                    .unwrap_or(default)
+            };
+            let prompt = ImagePrompt::Gemma4 {
+                begin: token("boi_token_id", 255999)?,
+                image: token("image_token_id", 258880)?,
+                end: token("eoi_token_id", 258882)?,
+                unit: (of("patch_size", 16) * of("pooling_kernel_size", 3)) as u32,
             };
             (prompt, processor)
         } else if family == Some("mistral3") {

@@ -117,6 +117,14 @@ impl ImageRows {
         self.used += read.iter().filter(|&&t| t == self.placeholder).count() as i32;
     }
 
+    /// Where a prefill chunk of `prompt` from `start` ends, at `end` or near it: never inside an
+    /// image's run of placeholders (Gemma 4's see one another both ways, so a run is read in one
+    /// forward), backed off to the run's start, or, where the run began at `start`, carried to
+    /// its end.
+    pub fn chunk_end(&self, prompt: &[u32], start: usize, end: usize) -> usize {
+        chunk_end(prompt, self.placeholder, start, end)
+    }
+
     /// The model over one prefill chunk (`[1, L]`), with the rows of the placeholders in it.
     pub fn forward(
         &mut self,
@@ -132,5 +140,43 @@ impl ImageRows {
         let rows = self.features.slice_axis(0, self.used, self.used + k)?;
         self.used += k;
         Ok(model.forward_hidden_with_images(tokens, &rows, cache)?)
+    }
+}
+
+/// [`ImageRows::chunk_end`] for the placeholder `ph`.
+fn chunk_end(prompt: &[u32], ph: u32, start: usize, end: usize) -> usize {
+    let inside = |i: usize| i > start && i < prompt.len() && prompt[i - 1] == ph && prompt[i] == ph;
+    if !inside(end) {
+        return end;
+    }
+    let mut back = end;
+    while back > start && prompt[back - 1] == ph {
+        back -= 1;
+    }
+    if back > start {
+        return back;
+    }
+    let mut forward = end;
+    while forward < prompt.len() && prompt[forward] == ph {
+        forward += 1;
+    }
+    forward
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chunk_end;
+
+    #[test]
+    fn a_chunk_never_ends_inside_an_image() {
+        // Text 1, 2; an image of four 9s; text 3.
+        let p = [1, 2, 9, 9, 9, 9, 3];
+        // Ends outside a run stay.
+        assert_eq!(chunk_end(&p, 9, 0, 2), 2);
+        assert_eq!(chunk_end(&p, 9, 0, 6), 6);
+        // Inside: back to the run's start.
+        assert_eq!(chunk_end(&p, 9, 0, 4), 2);
+        // A chunk that starts at the run carries it whole.
+        assert_eq!(chunk_end(&p, 9, 2, 3), 6);
     }
 }

@@ -649,7 +649,11 @@ impl Sequence {
 
     fn prefill_chunk(&mut self, model: &dyn CausalLm) -> Result<()> {
         let remaining = self.req.prompt.len() - self.prefilled - 1;
-        let n = remaining.min(PREFILL_CHUNK);
+        let mut n = remaining.min(PREFILL_CHUNK);
+        if let Some(images) = &self.images {
+            let start = self.prefilled;
+            n = images.chunk_end(&self.req.prompt, start, start + n) - start;
+        }
         let chunk = &self.req.prompt[self.prefilled..self.prefilled + n];
         let tokens = Array::from_slice(chunk, &[1, n as i32])?;
         // Only the cache matters here: the hidden states are never evaluated.

@@ -43,6 +43,14 @@ pub enum ImagePrompt {
     /// `<|vision_start|><|image_pad|><|vision_end|>`, and each `pad` becomes one per merged
     /// patch (`unit` pixels a side).
     Qwen { pad: String, unit: u32 },
+    /// Gemma 4 (`Gemma4Processor`): the template writes `image` for each image, which becomes
+    /// `begin` + `image` × its soft tokens + `end`, a soft token per `unit` x `unit` pixels.
+    Gemma4 {
+        begin: String,
+        image: String,
+        end: String,
+        unit: u32,
+    },
 }
 
 impl ImagePrompt {
@@ -52,6 +60,7 @@ impl ImagePrompt {
             ImagePrompt::Gemma3 { begin, .. } => begin,
             ImagePrompt::Pixtral { image, .. } => image,
             ImagePrompt::Qwen { pad, .. } => pad,
+            ImagePrompt::Gemma4 { image, .. } => image,
         }
     }
 
@@ -60,7 +69,9 @@ impl ImagePrompt {
     pub fn placeholders(&self, height: u32, width: u32) -> usize {
         match self {
             ImagePrompt::Gemma3 { per_image, .. } => *per_image,
-            ImagePrompt::Pixtral { unit, .. } | ImagePrompt::Qwen { unit, .. } => {
+            ImagePrompt::Pixtral { unit, .. }
+            | ImagePrompt::Qwen { unit, .. }
+            | ImagePrompt::Gemma4 { unit, .. } => {
                 (height / unit.max(&1)) as usize * (width / unit.max(&1)) as usize
             }
         }
@@ -105,16 +116,34 @@ impl ImagePrompt {
                 }
                 Ok(out)
             }
-            ImagePrompt::Qwen { pad, .. } => {
-                let mut parts = text.split(pad.as_str());
-                let mut out = parts.next().unwrap_or_default().to_string();
-                for (part, &(h, w)) in parts.zip(images) {
-                    out.push_str(&pad.repeat(self.placeholders(h, w)));
-                    out.push_str(part);
-                }
-                Ok(out)
-            }
+            ImagePrompt::Qwen { pad, .. } => Ok(self.widen(text, images, "", pad, "")),
+            ImagePrompt::Gemma4 {
+                begin, image, end, ..
+            } => Ok(self.widen(text, images, begin, image, end)),
         }
+    }
+}
+
+impl ImagePrompt {
+    /// `text` with each `marker` (one per image, in order) replaced by `begin`, the marker once
+    /// per placeholder of that image, and `end`.
+    fn widen(
+        &self,
+        text: &str,
+        images: &[(u32, u32)],
+        begin: &str,
+        marker: &str,
+        end: &str,
+    ) -> String {
+        let mut parts = text.split(marker);
+        let mut out = parts.next().unwrap_or_default().to_string();
+        for (part, &(h, w)) in parts.zip(images) {
+            out.push_str(begin);
+            out.push_str(&marker.repeat(self.placeholders(h, w)));
+            out.push_str(end);
+            out.push_str(part);
+        }
+        out
     }
 }
 
@@ -180,5 +209,26 @@ mod tests {
             .unwrap();
         assert_eq!(got, format!("a<s>{}<e>b<s><pad><e>", "<pad>".repeat(6)));
         assert!(p.expand("<pad>", &[(8, 8), (8, 8)]).is_err());
+    }
+
+    #[test]
+    fn a_gemma4_image_becomes_its_soft_tokens_between_its_markers() {
+        let p = ImagePrompt::Gemma4 {
+            begin: "<|image>".into(),
+            image: "<|image|>".into(),
+            end: "<image|>".into(),
+            unit: 48,
+        };
+        // 2 x 3 cells of 48 pixels, then 1 x 1.
+        let got = p
+            .expand("a<|image|>b<|image|>", &[(96, 144), (48, 48)])
+            .unwrap();
+        let six = "<|image|>".repeat(6);
+        assert_eq!(
+            got,
+            format!("a<|image>{six}<image|>b<|image><|image|><image|>")
+        );
+        assert_eq!(p.placeholders(96, 144), 6);
+        assert!(p.expand("<|image|>", &[]).is_err());
     }
 }

@@ -231,6 +231,37 @@ fn smart_size(
 }
 
 impl ImageProcessor {
+    /// A model folder's image processor: its `preprocessor_config.json`, or else the
+    /// `image_processor` of its `processor_config.json` (how Gemma 4's repos ship it); `None`
+    /// when it has neither. Errors name the file.
+    pub fn from_dir(dir: &std::path::Path) -> Result<Option<ImageProcessor>, VisionError> {
+        let read = |name: &str| -> Result<Option<(std::path::PathBuf, String)>, VisionError> {
+            let path = dir.join(name);
+            match std::fs::read_to_string(&path) {
+                Ok(text) => Ok(Some((path, text))),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(VisionError::Config(format!("{}: {e}", path.display()))),
+            }
+        };
+        let at = |path: &std::path::Path, e: VisionError| {
+            VisionError::Config(format!("{}: {e}", path.display()))
+        };
+        if let Some((path, text)) = read("preprocessor_config.json")? {
+            return Self::from_json(&text).map(Some).map_err(|e| at(&path, e));
+        }
+        let Some((path, text)) = read("processor_config.json")? else {
+            return Ok(None);
+        };
+        let v: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| at(&path, VisionError::Config(e.to_string())))?;
+        match v.get("image_processor") {
+            Some(inner) if inner.is_object() => Self::from_json(&inner.to_string())
+                .map(Some)
+                .map_err(|e| at(&path, e)),
+            _ => Ok(None),
+        }
+    }
+
     /// From the text of a `preprocessor_config.json`.
     pub fn from_json(text: &str) -> Result<ImageProcessor, VisionError> {
         let c: Config =
