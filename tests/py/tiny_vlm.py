@@ -20,7 +20,8 @@ backend, use_fast=False).
   mrope --dtype f32|bf16 --out DIR
          Qwen3.5's mRoPE by mlx-vlm on a prompt with two images: DIR/mrope.json (ids, grids,
          get_rope_index's positions and delta), DIR/q.f32 and DIR/rotated.f32 ([1, 2, L, 32])
-  make --quant f32|bf16 [--family gemma3|mistral3] [--real-tower [--skeleton]] --out DIR
+  make --quant f32|bf16 [--family gemma3|mistral3|qwen3_5|gemma4] [--real-tower [--skeleton]]
+       --out DIR
          a tiny random-weight Gemma 3 (or, --family mistral3, Mistral Small 3.1: Pixtral's
          tower, 4x4 patches merged 2x2, images within 64 pixels) vision-language model (Gemma3ForConditionalGeneration)
          made with mlx-vlm's model classes and written as an mlx-vlm conversion: the text
@@ -532,6 +533,83 @@ def make_qwen3_5(args, tmp):
         "temporal_patch_size": 2, "size": dict(QWEN_BUDGET)}, indent=2))
 
 
+# Gemma 4's image tokens, in Gemma 3's tokenizer's unused slots (no Gemma 4 tokenizer is
+# published where the tests can fetch it), named as Gemma 4's: <|image> <image|> <|image|>.
+GEMMA4_IMAGE_TOKENS = {"<unused5>": "<|image>", "<unused6>": "<image|>", "<unused7>": "<|image|>"}
+# Gemma 4's way with a user turn of images and text: the template writes <|image|> for each
+# image, the processor widens it to <|image> + a placeholder per soft token + <image|>.
+GEMMA4_VLM_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}<start_of_turn>"
+    "{{ 'model' if message['role'] == 'assistant' else message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] | trim }}{% else %}"
+    "{% for c in message['content'] %}{% if c['type'] == 'image' %}<|image|>"
+    "{% elif c['type'] == 'text' %}{{ c['text'] | trim }}{% endif %}{% endfor %}{% endif %}"
+    "<end_of_turn>\n{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+)
+# Gemma 4 E2B/E4B's vision encoder and processor (mlx-vlm's VisionConfig defaults: 16 blocks
+# of 768, 16-pixel patches pooled 3x3, 280 soft tokens an image), for `make --real-tower`.
+REAL_GEMMA4_VISION = {
+    "model_type": "gemma4_vision", "hidden_size": 768, "intermediate_size": 3072,
+    "num_hidden_layers": 16, "num_attention_heads": 12, "num_key_value_heads": 12,
+    "head_dim": 64, "rms_norm_eps": 1e-6, "patch_size": 16, "position_embedding_size": 10240,
+    "pooling_kernel_size": 3, "default_output_length": 280, "standardize": False,
+    "rope_parameters": {"rope_theta": 100.0, "rope_type": "default"},
+}
+
+
+def make_gemma4(args, tmp):
+    """Gemma 4 E2B's layout (tiny_models.py's gemma4 text model: sliding window 8, KV sharing,
+    per-layer inputs) with GEMMA4_VISION's encoder, images attended both ways
+    (use_bidirectional_attention "vision"), and the processor config as Gemma 4's repos ship
+    it (processor_config.json's image_processor)."""
+    import tiny_models
+    from mlx_vlm.models import gemma4
+
+    spec = tiny_models.FAMILY_SPECS["gemma4"]
+    cfg = json.loads(json.dumps(spec["config"]))
+    cfg["text_config"]["use_bidirectional_attention"] = "vision"
+    cfg["vision_config"] = dict(GEMMA4_VISION)
+    tok_dir = tiny_models.fixtures_dir() / "tokenizer-gemma3" / "models"
+    renames = {**spec["tokenizer_tokens"], **GEMMA4_IMAGE_TOKENS}
+    tiny_models.write_renamed_tokens(tok_dir / "tokenizer.json", tmp / "tokenizer.json", renames)
+    added = tiny_models.read_added_tokens(tok_dir / "tokenizer.json")
+    ids = {renames[t["content"]]: t["id"] for t in added if t["content"] in renames}
+    for t in added:
+        if t["content"] in renames:
+            t["content"], t["special"] = renames[t["content"]], True
+    cfg.update(image_token_id=ids["<|image|>"], boi_token_id=ids["<|image>"],
+               eoi_token_id=ids["<image|>"], pad_token_id=0)
+    model = build_vlm(gemma4, cfg)
+    seed = tiny_models.seed_for("gemma4_vlm", args.quant)
+    tiny_models.randomize(model.language_model, cfg, seed, added, spec["tokenizer_size"])
+    randomize_vision(model, seed + 1, ("vision_tower.", "embed_vision."))
+    save_model(tmp, model, cfg, args.quant)
+    config = json.loads((tok_dir / "tokenizer_config.json").read_text())
+    for i, entry in config.get("added_tokens_decoder", {}).items():
+        if entry.get("content") in renames:
+            entry["content"], entry["special"] = renames[entry["content"]], True
+    special = {"boi_token": "<|image>", "eoi_token": "<image|>", "image_token": "<|image|>"}
+    config.update(special, extra_special_tokens=special, chat_template=GEMMA4_VLM_TEMPLATE)
+    config.pop("processor_class", None)
+    (tmp / "tokenizer_config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False))
+    # The processor's own copy of the template (mlx-vlm then leaves the BOS to the template).
+    (tmp / "chat_template.json").write_text(
+        json.dumps({"chat_template": GEMMA4_VLM_TEMPLATE}, indent=2))
+    (tmp / "generation_config.json").write_text(json.dumps(
+        {**spec["generation"], "transformers_version": "4.57.0"}, indent=2))
+    v = GEMMA4_VISION
+    (tmp / "processor_config.json").write_text(json.dumps({
+        "image_processor": {
+            "do_convert_rgb": True, "do_normalize": False, "do_rescale": True,
+            "do_resize": True, "image_mean": [0.0, 0.0, 0.0], "image_std": [1.0, 1.0, 1.0],
+            "image_processor_type": "Gemma4ImageProcessor",
+            "max_soft_tokens": v["default_output_length"], "patch_size": v["patch_size"],
+            "pooling_kernel_size": v["pooling_kernel_size"], "resample": 3,
+            "rescale_factor": 0.00392156862745098},
+        "image_seq_length": v["default_output_length"], "processor_class": "Gemma4Processor",
+    }, indent=2))
+
+
 def cmd_make(args):
     """Writes beside the folder, then renames it into place: a folder there is whole."""
     import shutil
@@ -545,6 +623,8 @@ def cmd_make(args):
         QWEN_VISION.clear()
         QWEN_VISION.update(REAL_QWEN_VISION)
         QWEN_BUDGET.update(longest_edge=16777216, shortest_edge=65536)
+        GEMMA4_VISION.clear()
+        GEMMA4_VISION.update(REAL_GEMMA4_VISION)
         MM_TOKENS = 256
     SKELETON = args.skeleton
 
@@ -554,7 +634,7 @@ def cmd_make(args):
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
     {"gemma3": make_gemma3, "mistral3": make_mistral3,
-     "qwen3_5": make_qwen3_5}[args.family](args, tmp)
+     "qwen3_5": make_qwen3_5, "gemma4": make_gemma4}[args.family](args, tmp)
     if out.exists():
         shutil.rmtree(out)
     os.rename(tmp, out)
@@ -609,7 +689,8 @@ def cmd_reference(args):
     # The ids stream_generate makes (mlx_vlm.generate.dispatch._prepare_generation_inputs).
     inputs = prepare_inputs(
         processor, images=images, prompts=prompt,
-        image_token_index=model.config.image_token_index,
+        image_token_index=getattr(model.config, "image_token_index", None)
+        or model.config.image_token_id,
         add_special_tokens=should_add_special_tokens(model.config.model_type, processor))
     given = {}
     if args.prompt_ids:
@@ -621,6 +702,10 @@ def cmd_reference(args):
         for key in ("image_sizes", "image_grid_thw"):  # Mistral 3's, Qwen's
             if key in inputs:
                 given[key] = inputs[key]
+        if "mm_token_type_ids" in inputs:
+            # Gemma 4's processor marks each image placeholder 1 (its images' blocks).
+            image = model.config.image_token_id
+            given["mm_token_type_ids"] = (inputs["input_ids"] == image).astype(mx.int32)
     results = list(stream_generate(
         model, processor, prompt, image=images, max_tokens=args.max_tokens, temperature=0.0,
         **given))
@@ -686,7 +771,8 @@ def parse_args(argv=None):
     t.add_argument("images", nargs="+", type=Path)
     m = sub.add_parser("make")
     m.add_argument("--quant", choices=["f32", "bf16"], required=True)
-    m.add_argument("--family", choices=["gemma3", "mistral3", "qwen3_5"], default="gemma3")
+    m.add_argument("--family", choices=["gemma3", "mistral3", "qwen3_5", "gemma4"],
+                   default="gemma3")
     m.add_argument("--real-tower", action="store_true")
     m.add_argument("--skeleton", action="store_true")
     m.add_argument("--out", required=True)

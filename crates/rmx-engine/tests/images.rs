@@ -1,5 +1,5 @@
 //! A chat with images through the engine gives mlx-vlm's greedy tokens (issue #27): the tiny
-//! Gemma 3, Mistral Small 3.1 and Qwen3.5 vision-language models (tests/py/tiny_vlm.py;
+//! Gemma 3, Gemma 4, Mistral Small 3.1 and Qwen3.5 vision-language models (tests/py/tiny_vlm.py;
 //! Mistral's and Qwen's images keep their own sizes, so two images differ in tokens), rmx's
 //! own prompt (the template's image
 //! markers widened: Engine::chat_tokens_with_images) and pixels (ImageInput::prepare), one and
@@ -58,6 +58,7 @@ fn prompt(engine: &Engine, images: &[PixelValues], text: &str) -> Vec<u32> {
             rmx_text::image_prompt::ImagePrompt::Gemma3 { placeholder, .. } => placeholder,
             rmx_text::image_prompt::ImagePrompt::Pixtral { image, .. } => image,
             rmx_text::image_prompt::ImagePrompt::Qwen { pad, .. } => pad,
+            rmx_text::image_prompt::ImagePrompt::Gemma4 { image, .. } => image,
         })
         .unwrap();
     assert_eq!(
@@ -172,10 +173,12 @@ fn check_family(family: &str) {
     assert_eq!(got_two, want_two, "{family}: two images");
     if family != "gemma3" {
         // The prompt is the processor's too (Mistral 3: each image its own rows of [IMG],
-        // [IMG_BREAK] between them, [IMG_END]; Qwen3.5: a pad per merged patch), but for the
-        // BOS mlx-vlm adds before Mistral's template's.
+        // [IMG_BREAK] between them, [IMG_END]; Qwen3.5: a pad per merged patch; Gemma 4:
+        // <|image>, a placeholder per soft token, <image|>), but for the BOS mlx-vlm adds
+        // before the template's (Mistral's, Gemma 4's: its image path tokenizes with special
+        // tokens whatever it is told).
         let mut theirs = processor_ids(&dir, &work, "Compare them.", &imgs);
-        if theirs.starts_with(&[1, 1]) {
+        if theirs.len() > 1 && theirs[0] == theirs[1] && theirs[1] == two[0] && two[1] != two[0] {
             theirs.remove(0);
         }
         assert_eq!(two, theirs, "{family}: the prompt with two images");
@@ -207,6 +210,62 @@ fn processor_ids(dir: &Path, work: &Path, text: &str, images: &[PathBuf]) -> Vec
 #[test]
 fn chat_with_images_gives_mlx_vlm_tokens() {
     check_family("gemma3");
+}
+
+/// Gemma 4 (E2B's layout: sliding window 8 under 16-token images, KV sharing, per-layer
+/// inputs): each image's placeholders attend to one another both ways.
+/// A long prompt whose first prefill chunk would end inside the image is read with the image's
+/// run whole in one chunk: mlx-vlm's tokens (it reads the whole prompt in one forward).
+#[test]
+fn gemma4_chat_with_images_gives_mlx_vlm_tokens() {
+    check_family("gemma4");
+    let dir = rmx_tests::models::tiny_vlm_of("gemma4", "f32");
+    let work = rmx_tests::target_tmp("engine-images-gemma4-chunks");
+    let imgs = images(&work);
+    let engine = Engine::load(&dir).unwrap();
+    let px = pixels(&engine, &imgs[..1]);
+    let input = engine.image_input().unwrap().unwrap();
+    let image_token = engine
+        .tokenizer()
+        .token_to_id(input.prompt.marker())
+        .unwrap();
+    let chunk = rmx_engine::PREFILL_CHUNK;
+    let ids_for = |words: usize| {
+        let content = json!([
+            {"type": "text", "text": "a ".repeat(words)},
+            {"type": "image"},
+            {"type": "text", "text": "What is in this picture?"},
+        ]);
+        let chat = ChatPrompt {
+            messages: json!([{"role": "user", "content": content}]),
+            add_generation_prompt: true,
+            ..Default::default()
+        };
+        let ids = engine.chat_tokens_with_images(&chat, &input, &px).unwrap();
+        let first = ids.iter().position(|&t| t == image_token).unwrap();
+        (ids, first)
+    };
+    // The image's run starts a few tokens before the chunk's end.
+    let (_, first) = ids_for(chunk);
+    let (ids, first) = ids_for(chunk + chunk - 4 - first);
+    let last = ids.iter().rposition(|&t| t == image_token).unwrap();
+    assert!(
+        first < chunk && chunk <= last,
+        "the image spans {first}..={last}"
+    );
+    let got = run(&engine, &ids, px).unwrap();
+    let want = reference(
+        &dir,
+        &work,
+        "long",
+        &ids,
+        "What is in this picture?",
+        &imgs[..1],
+    );
+    assert_eq!(
+        got, want,
+        "a long prompt with the image across the chunk's end"
+    );
 }
 
 #[test]

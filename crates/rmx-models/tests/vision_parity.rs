@@ -1,6 +1,8 @@
-//! Gemma 3, Mistral Small 3.1 and Qwen3.5 with images give mlx-vlm's greedy tokens (issue
-//! #27): tiny random-weight Gemma3ForConditionalGeneration, Mistral3ForConditionalGeneration
-//! and Qwen3_5ForConditionalGeneration (Qwen3.5: three-axis rope positions too) made with
+//! Gemma 3, Gemma 4, Mistral Small 3.1 and Qwen3.5 with images give mlx-vlm's greedy tokens
+//! (issue #27): tiny random-weight Gemma3ForConditionalGeneration,
+//! Gemma4ForConditionalGeneration (each image's placeholders attending both ways),
+//! Mistral3ForConditionalGeneration and Qwen3_5ForConditionalGeneration (Qwen3.5: three-axis
+//! rope positions too) made with
 //! mlx-vlm's model classes (tests/py/tiny_vlm.py), prompts with one and with two images, f32
 //! and bf16, token for token and the first step's log-probabilities bit for bit. The prompt ids are mlx-vlm's
 //! own (its processor expands each image into its placeholder run); the pixels are rmx's
@@ -35,8 +37,9 @@ fn model(family: &str, quant: &str) -> PathBuf {
 /// The model's image processor, as its family's processor calls it: Mistral 3's with sides a
 /// multiple of patch x merge.
 fn processor(dir: &Path) -> ImageProcessor {
-    let text = std::fs::read_to_string(dir.join("preprocessor_config.json")).unwrap();
-    let p = ImageProcessor::from_json(&text).unwrap();
+    let p = ImageProcessor::from_dir(dir)
+        .unwrap()
+        .expect("an image processor config");
     let config: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("config.json")).unwrap()).unwrap();
     if config["model_type"] == "mistral3" {
@@ -147,16 +150,25 @@ fn rmx_tokens(
     let vision = model.vision().expect("the tower is loaded");
     let features = vision.encode(&pixels).unwrap();
     // As mlx-vlm prefills: all but the last prompt token, then the last one; positions planned
-    // for the whole prompt first (Qwen3.5's multimodal rope; nothing for the others).
+    // for the whole prompt first (Qwen3.5's multimodal rope; nothing for the others). Gemma 4's
+    // images, which attend both ways, it reads with the whole prompt in one forward (its
+    // `chunked_prefill_policy`); the engine's split gives the same tokens (its own test).
     let mut cache = model.make_cache();
     model.plan_images(prompt_ids, &sizes, &mut cache).unwrap();
-    let (head, last) = prompt_ids.split_at(prompt_ids.len() - 1);
-    let head = Array::from_slice(head, &[1, head.len() as i32]).unwrap();
-    model
-        .forward_hidden_with_images(&head, &features, &mut cache)
-        .unwrap();
-    let last = Array::from_slice(last, &[1, 1]).unwrap();
-    let hidden = model.forward_hidden(&last, &mut cache).unwrap();
+    let hidden = if model.info().model_type == "gemma4" {
+        let all = Array::from_slice(prompt_ids, &[1, prompt_ids.len() as i32]).unwrap();
+        model
+            .forward_hidden_with_images(&all, &features, &mut cache)
+            .unwrap()
+    } else {
+        let (head, last) = prompt_ids.split_at(prompt_ids.len() - 1);
+        let head = Array::from_slice(head, &[1, head.len() as i32]).unwrap();
+        model
+            .forward_hidden_with_images(&head, &features, &mut cache)
+            .unwrap();
+        let last = Array::from_slice(last, &[1, 1]).unwrap();
+        model.forward_hidden(&last, &mut cache).unwrap()
+    };
     let first = logprobs(model, &hidden);
     let mut tokens = vec![pick(&first)];
     while tokens.len() < MAX_TOKENS {
@@ -196,6 +208,16 @@ fn qwen3_5_one_and_two_images_f32_exact() {
 #[test]
 fn qwen3_5_one_and_two_images_bf16_exact() {
     check("qwen3_5", "bf16");
+}
+
+#[test]
+fn gemma4_one_and_two_images_f32_exact() {
+    check("gemma4", "f32");
+}
+
+#[test]
+fn gemma4_one_and_two_images_bf16_exact() {
+    check("gemma4", "bf16");
 }
 
 fn check(family: &str, quant: &str) {
