@@ -291,15 +291,17 @@ KERNELS.append(("layer", _ins, ["y", ("float", "scratch")], _body,
                      NT=512, **layer_layout(1536, 12, 2, 128, 8960)[0], IDOT="true")))
 
 # GPT-OSS-20B in mxfp4 (mlx-lm's own conversion: every product mxfp4, a byte scale per 32, the router
-# 8-bit affine): its layers with their experts in the launch, and the experts as a launch of their own.
+# 8-bit affine): its layers with their experts in the launch, and the experts as a launch of their own,
+# float products (RMX_LAYER_MXFP4=1) and integer ones (=2).
 _lay, _end = layer_layout(2880, 64, 8, 64, 4 * 2880)
 _ins, _body = layers_kernel(2, mlp="false", moe=True, extras=(True, True, True), mx=True)
-KERNELS.append(("layer_moe", _ins, ["y", ("float", "scratch")], _body,
-                dict(BITS=4, G=32, HID=2880, H=64, KV=8, D=64, F=4 * 2880, QKNORM="false", TRADITIONAL="false",
-                     NT=512, **_lay, IDOT="true", E=32, TOPK=4, FE=2880, FS=0, RBITS=8, RG=64, OAI="true",
-                     RMODE=2, O_MOE=_end)))
-moe_launch(dict(BITS=4, G=32, HID=2880, NT=512, KMAX=4 * 2880, IDOT="true", E=32, TOPK=4, FE=2880, FS=0,
-                RBITS=8, RG=64, OAI="true", RMODE=2, O_MOE=moe_scratch(4 * 2880)), mx=True)
+for idot in ("false", "true"):
+    KERNELS.append(("layer_moe", _ins, ["y", ("float", "scratch")], _body,
+                    dict(BITS=4, G=32, HID=2880, H=64, KV=8, D=64, F=4 * 2880, QKNORM="false",
+                         TRADITIONAL="false", NT=512, **_lay, IDOT=idot, E=32, TOPK=4, FE=2880, FS=0, RBITS=8,
+                         RG=64, OAI="true", RMODE=2, O_MOE=_end)))
+    moe_launch(dict(BITS=4, G=32, HID=2880, NT=512, KMAX=4 * 2880, IDOT=idot, E=32, TOPK=4, FE=2880, FS=0,
+                    RBITS=8, RG=64, OAI="true", RMODE=2, O_MOE=moe_scratch(4 * 2880)), mx=True)
 
 # A MoE block as a launch of its own (Qwen3.5-35B-A3B's gated-attention layers: 256 experts, top 8,
 # FE 512, a shared expert of 512).

@@ -329,8 +329,8 @@ fn staged_bytes(k: i32, bits: i32) -> i32 {
 
 /// Whether the kernel's products read this quantized weight as `spec`, `k` inputs a row, `k`
 /// whole groups: 4- or 8-bit affine groups that whole 16-byte chunks fill, with scales and
-/// biases in the activations' dtype; or (`RMX_LAYER_MXFP4`, integer products) mxfp4, a byte
-/// scale per 32 values, one 16-byte chunk.
+/// biases in the activations' dtype; or (`RMX_LAYER_MXFP4`) mxfp4, a byte scale per 32 values,
+/// one 16-byte chunk.
 fn quant_fits((q, s): &(&Quantized, QuantSpec), spec: QuantSpec, k: i32, dtype: Dtype) -> bool {
     let fp = fast_path();
     *s == spec
@@ -344,7 +344,6 @@ fn quant_fits((q, s): &(&Quantized, QuantSpec), spec: QuantSpec, k: i32, dtype: 
             }
             QuantMode::Mxfp4 => {
                 fp.layer_mxfp4
-                    && fp.layer_idot
                     && (spec.bits, spec.group_size) == (4, 32)
                     && q.scales.dtype() == Dtype::U8
                     && q.biases.is_none()
@@ -356,6 +355,15 @@ fn quant_fits((q, s): &(&Quantized, QuantSpec), spec: QuantSpec, k: i32, dtype: 
 /// Whether a launch's products are mxfp4 (`quant_fits`).
 fn is_mx(spec: QuantSpec) -> bool {
     spec.mode == QuantMode::Mxfp4
+}
+
+/// Whether a launch of products read as `spec` takes them as integer dot products (IDOT):
+/// affine ones as `RMX_LAYER_IDOT` says; mxfp4 ones only with `RMX_LAYER_MXFP4=2` (their
+/// integer staging of x failed the logits check on GPT-OSS, whose activations carry channels
+/// hundreds of times their neighbours').
+fn idot(spec: QuantSpec) -> bool {
+    let fp = fast_path();
+    fp.layer_idot && (!is_mx(spec) || fp.layer_mxfp4_idot)
 }
 
 /// What the kernel's template depends on; layers share a launch only when theirs are equal.
@@ -770,7 +778,7 @@ pub(crate) fn forward_group(
         ("O_H", TemplateArg::Int(lay[3])),
         ("O_ACT", TemplateArg::Int(lay[4])),
         ("O_X", TemplateArg::Int(lay[5])),
-        ("IDOT", TemplateArg::Bool(fp.layer_idot)),
+        ("IDOT", TemplateArg::Bool(idot(s.spec))),
         ("MX", TemplateArg::Bool(is_mx(s.spec))),
     ];
     // The router's logits and the choice after the layout's regions.

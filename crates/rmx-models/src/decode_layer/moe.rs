@@ -283,7 +283,7 @@ pub(crate) fn forward(moe: &SparseMoe, x: &Array, norm: &RmsNorm) -> Result<Opti
         ("HID", TemplateArg::Int(hid)),
         ("NT", TemplateArg::Int(THREADS)),
         ("KMAX", TemplateArg::Int(kmax)),
-        ("IDOT", TemplateArg::Bool(fast_path().layer_idot)),
+        ("IDOT", TemplateArg::Bool(super::idot(s.spec))),
         ("MX", TemplateArg::Bool(mx)),
     ];
     template.extend(s.template(o_moe));

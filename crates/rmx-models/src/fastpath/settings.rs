@@ -55,8 +55,12 @@ pub struct FastPath {
     /// the layer kernel (`RMX_LAYER_MOE`, default on); 0 runs them as four to nine launches
     /// after it.
     pub layer_moe: bool,
-    /// mxfp4 products in the layer kernel (`RMX_LAYER_MXFP4=1`; default off until measured).
+    /// mxfp4 products in the layer kernel (`RMX_LAYER_MXFP4=1`: float products on x staged as
+    /// floats, as MLX's own; `=2`: integer products on its 8-bit planes, which failed the
+    /// logits check; default off until measured).
     pub layer_mxfp4: bool,
+    /// `RMX_LAYER_MXFP4=2`: the mxfp4 launches' products integer (with `layer_idot`).
+    pub layer_mxfp4_idot: bool,
 }
 
 /// A knob's number; one that is unset or not a number leaves the default.
@@ -100,7 +104,8 @@ pub fn fast_path() -> FastPath {
             delta_step: on && env_num(EnvVars::RMX_DELTA_STEP) != Some(0),
             moe_route: on && env_num(EnvVars::RMX_MOE_ROUTE) != Some(0),
             layer_moe: on && env_num(EnvVars::RMX_LAYER_MOE) != Some(0),
-            layer_mxfp4: on && env_num(EnvVars::RMX_LAYER_MXFP4) == Some(1),
+            layer_mxfp4: on && matches!(env_num(EnvVars::RMX_LAYER_MXFP4), Some(1 | 2)),
+            layer_mxfp4_idot: env_num(EnvVars::RMX_LAYER_MXFP4) == Some(2),
         }
     })
 }

@@ -303,6 +303,19 @@ __device__ __forceinline__ float load1(const T* p) {
   }
 }
 
+// The low nibble of n as an e2m1 value (mxfp4): 0, 0.5, 1, 1.5, 2, 3, 4, 6, negative where its
+// top bit is set. A normal value's exponent and mantissa bits moved into a float's.
+__device__ __forceinline__ float e2m1f(uint32_t n) {
+  const uint32_t e = (n >> 1) & 3u, m = n & 1u;
+  const float v = e != 0u ? __uint_as_float(((e + 126u) << 23) | (m << 22)) : 0.5f * m;
+  return (n & 8u) != 0u ? -v : v;
+}
+
+// An mxfp4 group's e8m0 scale, 2^(e - 127) (e = 0, 2^-127, reads as 0).
+__device__ __forceinline__ float e8m0(unsigned char e) {
+  return __uint_as_float(static_cast<uint32_t>(e) << 23);
+}
+
 // Where float4 slot i of chunk c (PER floats: the x slice of one 16-byte weight chunk) lives in
 // a staged vector. The slots are permuted per chunk so that the eight lanes of a quarter warp,
 // which read eight consecutive chunks, hit eight different 16-byte bank groups.
@@ -401,10 +414,14 @@ __device__ __forceinline__ void stage(
 // staged chunk the rows' first input meets (a MoE layer's down products read their expert's
 // slice of the staged activations of all chosen experts). LG: the lanes that share the rows (32,
 // or a group of LG lanes each with its own rows, whose totals every lane of the group gets).
-template <typename T, int BITS, int G, int K, int LG = 32>
+// MX: mxfp4 weights (e2m1 values, an e8m0 byte scale per 32 where `scales` points, no biases)
+// against x as staged floats, as MLX's fp_qmv sums them: per group, float products of the values
+// and x, times the group's scale (row_dot2_i8's MX stages x as integers instead).
+template <typename T, int BITS, int G, int K, int LG = 32, bool MX = false>
 __device__ __forceinline__ void row_dot2(
     const float* xs, const float* sums, const uint32_t* w, const T* scales, const T* biases,
     int ra, int rb, float& ya, float& yb, int c0 = 0) {
+  static_assert(!MX || (BITS == 4 && G == 32), "mxfp4: 4-bit values, a scale per 32");
   constexpr int PER = 128 / BITS;
   constexpr int CHUNKS = K / PER;
   constexpr int WORDS = K * BITS / 32;
@@ -415,6 +432,37 @@ __device__ __forceinline__ void row_dot2(
   const uint32_t* wb = w + (size_t)rb * WORDS;
   const float4* x4 = reinterpret_cast<const float4*>(xs);
   float acc_a = 0.f, acc_b = 0.f;
+  if constexpr (MX) {
+    const unsigned char* s8 = reinterpret_cast<const unsigned char*>(scales);
+#pragma unroll 4
+    for (int c = lane; c < CHUNKS; c += LG) {
+      const uint4 va = load_stream(wa + 4 * c);
+      const uint4 vb = load_stream(wb + 4 * c);
+      const uint32_t ua[4] = {va.x, va.y, va.z, va.w};
+      const uint32_t ub[4] = {vb.x, vb.y, vb.z, vb.w};
+      float da = 0.f, db = 0.f;
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const float4 xv = x4[slot<PER>(c0 + c, 2 * q + i)];
+          const float xe[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int sh = 4 * (4 * i + e);
+            da = fmaf(xe[e], e2m1f(ua[q] >> sh), da);
+            db = fmaf(xe[e], e2m1f(ub[q] >> sh), db);
+          }
+        }
+      }
+      // One group a chunk.
+      acc_a = fmaf(e8m0(s8[(size_t)ra * GROUPS + c]), da, acc_a);
+      acc_b = fmaf(e8m0(s8[(size_t)rb * GROUPS + c]), db, acc_b);
+    }
+    ya = group_sum<LG>(acc_a);
+    yb = group_sum<LG>(acc_b);
+    return;
+  }
 #pragma unroll 4
   for (int c = lane; c < CHUNKS; c += LG) {
     const uint4 va = load_stream(wa + 4 * c);
@@ -480,11 +528,6 @@ __device__ __forceinline__ uint32_t e2m1x4(uint32_t n) {
   const uint32_t mag = __byte_perm(0x03020100u, 0x0c080604u, (sel | (sel >> 8)) & 0xffffu);
   const uint32_t neg = ((n >> 3) & 0x01010101u) * 0xffu;
   return (mag & ~neg) | (__vneg4(mag) & neg);
-}
-
-// An mxfp4 group's e8m0 scale, 2^(e - 127) (e = 0, 2^-127, reads as 0).
-__device__ __forceinline__ float e8m0(unsigned char e) {
-  return __uint_as_float(static_cast<uint32_t>(e) << 23);
 }
 
 __device__ __forceinline__ uint32_t bytes4(int a, int b, int c, int d) {
@@ -845,17 +888,16 @@ __device__ __forceinline__ void stage_x(const T* x, const T* nw, float eps, floa
 
 // KS, c0, LG: the rows meet K of the KS staged values from chunk c0, LG lanes a row pair
 // (row_dot2_i8).
-// MX: mxfp4 products (integer only: the launcher asks for IDOT with them).
+// MX: mxfp4 products (integer or float, as IDOT says).
 template <bool IDOT, typename T, int BITS, int G, int K, int KMAX, int KS = K, int LG = 32,
           bool MX = false>
 __device__ __forceinline__ void dot2(float* smem, const uint32_t* w, const T* scales,
                                      const T* biases, int ra, int rb, float& ya, float& yb,
                                      int c0 = 0) {
-  static_assert(IDOT || !MX, "mxfp4 products are integer products");
   if constexpr (IDOT) {
     row_dot2_i8<T, BITS, G, K, KS, LG, MX>(smem, w, scales, biases, ra, rb, ya, yb, c0);
   } else {
-    row_dot2<T, BITS, G, K, LG>(smem, smem + KMAX, w, scales, biases, ra, rb, ya, yb, c0);
+    row_dot2<T, BITS, G, K, LG, MX>(smem, smem + KMAX, w, scales, biases, ra, rb, ya, yb, c0);
   }
 }
 
