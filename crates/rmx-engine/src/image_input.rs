@@ -67,15 +67,16 @@ impl Engine {
                 ))
             })
         };
+        // vision_config's `key`, or the family's default.
+        let of = |key: &str, default: u64| {
+            config
+                .get("vision_config")
+                .and_then(|v| v.get(key))
+                .and_then(Value::as_u64)
+                .unwrap_or(default)
+        };
         let (prompt, processor) = if matches!(family, Some("qwen3_5" | "qwen3_5_moe")) {
             // Qwen3VLProcessor's: a pad per merged patch of the smart-resized image.
-            let vision = config.get("vision_config");
-            let of = |key: &str, default: u64| {
-                vision
-                    .and_then(|v| v.get(key))
-                    .and_then(Value::as_u64)
-                    .unwrap_or(default)
-            };
             let unit = (of("patch_size", 16) * of("spatial_merge_size", 2)) as u32;
             let prompt = ImagePrompt::Qwen {
                 pad: token("image_token_id", 248056)?,
@@ -85,13 +86,6 @@ impl Engine {
         } else if family == Some("gemma4") {
             // Gemma4Processor's: a soft token per pooled patch; mlx-vlm's ids where the config
             // names none.
-            let vision = config.get("vision_config");
-            let of = |key: &str, default: u64| {
-                vision
-                    .and_then(|v| v.get(key))
-                    .and_then(Value::as_u64)
-                    .unwrap_or(default)
-            };
             let prompt = ImagePrompt::Gemma4 {
                 begin: token("boi_token_id", 255999)?,
                 image: token("image_token_id", 258880)?,
@@ -101,12 +95,7 @@ impl Engine {
             (prompt, processor)
         } else if family == Some("mistral3") {
             // Mistral3Processor's: the processor rounds sides to whole merged patches.
-            let patch = config
-                .get("vision_config")
-                .and_then(|v| v.get("patch_size"))
-                .and_then(Value::as_u64)
-                .unwrap_or(14);
-            let unit = (patch * int("spatial_merge_size", 2)) as u32;
+            let unit = (of("patch_size", 14) * int("spatial_merge_size", 2)) as u32;
             let named = |name: &str| -> Result<String> {
                 self.tokenizer
                     .token_to_id(name)

@@ -332,11 +332,7 @@ impl CausalLm for Gemma3 {
         features: &Array,
         cache: &mut [LayerCache],
     ) -> Result<Array> {
-        let Some(v) = &self.vision else {
-            return Err(crate::error::ModelError::Images(
-                "this Gemma 3 was loaded without its vision tower (the files carry none)".into(),
-            ));
-        };
+        let v = crate::vision::loaded(&self.vision, "Gemma 3")?;
         let ids = crate::vision::sequence_ids(tokens)?;
         let image_token = v.encoder.image_token() as i32;
         let l = ids.len() as i32;

@@ -121,11 +121,7 @@ impl CausalLm for Mistral3 {
         features: &Array,
         cache: &mut [LayerCache],
     ) -> Result<Array> {
-        let Some(v) = &self.vision else {
-            return Err(ModelError::Images(
-                "this Mistral 3 was loaded without its vision tower (the files carry none)".into(),
-            ));
-        };
+        let v = crate::vision::loaded(&self.vision, "Mistral 3")?;
         let ids = crate::vision::sequence_ids(tokens)?;
         let embeds = self.text.embed_tokens(tokens)?.squeeze(&[0])?;
         let h = crate::vision::splice(&embeds, &ids, v.image_token(), features)?;

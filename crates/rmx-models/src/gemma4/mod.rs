@@ -319,11 +319,7 @@ impl CausalLm for Gemma4 {
         features: &Array,
         cache: &mut [LayerCache],
     ) -> Result<Array> {
-        let Some(v) = &self.vision else {
-            return Err(crate::error::ModelError::Images(
-                "this Gemma 4 was loaded without its vision encoder (the files carry none)".into(),
-            ));
-        };
+        let v = crate::vision::loaded(&self.vision, "Gemma 4")?;
         let ids = crate::vision::sequence_ids(tokens)?;
         let image = v.image_token() as i32;
         let embeds = self.embed_scaled(tokens)?.squeeze(&[0])?;

@@ -43,6 +43,16 @@ pub trait ImageEncoder {
     fn encode(&self, images: &[Array]) -> Result<Array>;
 }
 
+/// A model's loaded tower, or the refusal of one loaded without it (a conversion whose files
+/// carry none): `model` names it in the message.
+pub(crate) fn loaded<'a, V>(vision: &'a Option<V>, model: &str) -> Result<&'a V> {
+    vision.as_ref().ok_or_else(|| {
+        crate::error::ModelError::Images(format!(
+            "this {model} was loaded without its vision tower (the files carry none)"
+        ))
+    })
+}
+
 /// The ids of one sequence's tokens (`[1, L]`), which a splice of image features walks; a
 /// batch is refused (images go with one sequence at a time).
 pub(crate) fn sequence_ids(tokens: &Array) -> Result<Vec<i32>> {
