@@ -464,6 +464,9 @@ pub(super) fn products<'a>(
     let mlp = mlp_parts(layer)?;
     let ([gu, down], f) = mlp.unwrap_or((mixer, 0));
     let spec = mixer[0].1;
+    if is_mx(spec) && !fast_path().layer_mxfp4_attn {
+        return None;
+    }
     let (n1, eps) = layer.input_norm.parts();
     let (n2, eps2) = layer.post_norm.parts();
     let hid = n1.dim(0);

@@ -215,6 +215,7 @@ impl GateUp {
                 // mxfp4 experts: for the layer kernel's expert phases only (the per-op expert
                 // kernels are affine), while those are measured (`RMX_LAYER_MXFP4`).
                 let mx = gs.mode == quant::QuantMode::Mxfp4
+                    && crate::fastpath::fast_path().layer_mxfp4_experts
                     && crate::fastpath::fast_path().layer_mxfp4
                     && dim % gs.group_size == 0;
                 kernel_act

@@ -128,6 +128,9 @@ pub(super) fn prepare<'a>(
         oai,
     } = moe.decode_parts()?;
     let spec = gate_up.1;
+    if super::is_mx(spec) && !fast_path().layer_mxfp4_experts {
+        return None;
+    }
     let fits = |p: &QuantPart, want: QuantSpec, k: i32| super::quant_fits(p, want, k, dtype);
     let shared_hidden = shared.as_ref().map_or(0, |s| s.2);
     let shapes_ok = gate_up.0.weight.shape().first() == Some(&experts)

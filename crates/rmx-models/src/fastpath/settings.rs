@@ -56,11 +56,16 @@ pub struct FastPath {
     /// after it.
     pub layer_moe: bool,
     /// mxfp4 products in the layer kernel (`RMX_LAYER_MXFP4=1`: float products on x staged as
-    /// floats, as MLX's own; `=2`: integer products on its 8-bit planes, which failed the
-    /// logits check; default off until measured).
+    /// floats, as MLX's own; `=2`: integer products on its 8-bit planes; `=3` / `=4`: float
+    /// products for the attention launches only / the experts only, to tell which drifts;
+    /// default off: it fails the logits check on GPT-OSS, docs/perf.md session 24).
     pub layer_mxfp4: bool,
     /// `RMX_LAYER_MXFP4=2`: the mxfp4 launches' products integer (with `layer_idot`).
     pub layer_mxfp4_idot: bool,
+    /// mxfp4 attention (mixer) products in the layer kernel (`RMX_LAYER_MXFP4` 1-3).
+    pub layer_mxfp4_attn: bool,
+    /// mxfp4 expert products in the layer kernel (`RMX_LAYER_MXFP4` 1, 2 or 4).
+    pub layer_mxfp4_experts: bool,
 }
 
 /// A knob's number; one that is unset or not a number leaves the default.
@@ -104,8 +109,10 @@ pub fn fast_path() -> FastPath {
             delta_step: on && env_num(EnvVars::RMX_DELTA_STEP) != Some(0),
             moe_route: on && env_num(EnvVars::RMX_MOE_ROUTE) != Some(0),
             layer_moe: on && env_num(EnvVars::RMX_LAYER_MOE) != Some(0),
-            layer_mxfp4: on && matches!(env_num(EnvVars::RMX_LAYER_MXFP4), Some(1 | 2)),
+            layer_mxfp4: on && matches!(env_num(EnvVars::RMX_LAYER_MXFP4), Some(1..=4)),
             layer_mxfp4_idot: env_num(EnvVars::RMX_LAYER_MXFP4) == Some(2),
+            layer_mxfp4_attn: matches!(env_num(EnvVars::RMX_LAYER_MXFP4), Some(1..=3)),
+            layer_mxfp4_experts: matches!(env_num(EnvVars::RMX_LAYER_MXFP4), Some(1 | 2 | 4)),
         }
     })
 }
