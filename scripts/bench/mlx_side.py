@@ -58,18 +58,12 @@ SHAPES = {
                         num_key_value_heads=1, head_dim=256, rms_norm_eps=1e-6, vocab_size=262144,
                         rope_theta=1000000.0, rope_local_base_freq=10000.0, query_pre_attn_scalar=256,
                         sliding_window=512, sliding_window_pattern=6, max_position_embeddings=32768),
-    # GPT-OSS's attention sizes in a dense Llama (64 heads of 64, 8 K/V heads), plain rope and
-    # GPT-OSS's YaRN: which of its traits a layer-kernel drift follows (#17, session 24).
+    # GPT-OSS's attention sizes in a dense Llama (64 heads of 64, 8 K/V heads); with GPT-OSS's
+    # YaRN below (llama-d64-yarn): which of its traits a layer-kernel drift follows (#17).
     "llama-d64": dict(model_type="llama", architectures=["LlamaForCausalLM"], hidden_size=2880,
                       num_hidden_layers=4, intermediate_size=2880, num_attention_heads=64,
                       num_key_value_heads=8, head_dim=64, rms_norm_eps=1e-5, vocab_size=32000,
                       rope_theta=150000.0, max_position_embeddings=131072, tie_word_embeddings=False),
-    "llama-d64-yarn": dict(model_type="llama", architectures=["LlamaForCausalLM"], hidden_size=2880,
-                           num_hidden_layers=4, intermediate_size=2880, num_attention_heads=64,
-                           num_key_value_heads=8, head_dim=64, rms_norm_eps=1e-5, vocab_size=32000,
-                           rope_theta=150000.0, max_position_embeddings=131072, tie_word_embeddings=False,
-                           rope_scaling={"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0,
-                                         "beta_slow": 1.0, "original_max_position_embeddings": 4096}),
     # The MoE and hybrid shapes of issues #17/#18 (real configs' sizes; random weights).
     "qwen3-30b-a3b": dict(model_type="qwen3_moe", architectures=["Qwen3MoeForCausalLM"], hidden_size=2048,
                           num_hidden_layers=48, intermediate_size=6144, num_attention_heads=32,
@@ -123,6 +117,9 @@ SHAPES = {
                  num_key_value_heads=2, head_dim=16, rms_norm_eps=1e-6, vocab_size=1000,
                  rope_theta=1000000.0, max_position_embeddings=4096, tie_word_embeddings=True),
 }
+SHAPES["llama-d64-yarn"] = dict(
+    SHAPES["llama-d64"], rope_scaling={"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0,
+                                       "beta_slow": 1.0, "original_max_position_embeddings": 4096})
 
 
 def shape_config(shape):
