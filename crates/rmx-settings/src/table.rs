@@ -144,8 +144,9 @@ env_vars! {
     /// nine launches after the layer kernel's instead of as three phases of it. Default: on.
     RMX_LAYER_MOE in FastPath;
     /// `1` lets the layer kernel read mxfp4 products (GPT-OSS's official MLX conversions: e2m1
-    /// values, a power-of-two scale per 32) with integer dot products. Default: off, until it
-    /// has been checked against mlx-lm on a GPU; those layers then run MLX's own products.
+    /// values, a power-of-two scale per 32) as float products, `2` as integer dot products, `3`
+    /// in the attention launches only, `4` in the experts only. Default: off, until its logits
+    /// hold against mlx-lm's on a GPU; those layers then run MLX's own products.
     RMX_LAYER_MXFP4 in FastPath;
 
     /// `owner/name` of the GitHub repository `rmx bench --submit` opens its pull request on.
