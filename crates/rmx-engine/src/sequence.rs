@@ -458,6 +458,9 @@ impl Sequence {
                 .iter()
                 .map(LayerCache::snapshot)
                 .collect::<rmx_models::Result<Vec<_>>>()?;
+            // Now, not lazily: the next step's kernel writes into the live buffers in place.
+            let state: Vec<&Array> = cache.iter().flat_map(|c| c.state()).collect();
+            rmx_mlx::eval(&state)?;
             let key = self.cache_key.as_deref().unwrap_or(&self.req.prompt);
             self.snapshot = Some((key[..self.prefilled].to_vec(), cache));
         }

@@ -125,6 +125,17 @@ macro_rules! unary_ops {
     };
 }
 
+impl Array {
+    /// The values in a row-contiguous buffer of their own, for a cache a kernel writes in place.
+    /// MLX's `copy` is no copy: it shares its input's buffer and strides (arrays are immutable
+    /// to MLX), so a sliced "copy" handed to such a kernel is read with the wrong layout and
+    /// written under whoever else holds the buffer. A product by one makes a new buffer unless
+    /// MLX may donate the input's, which it does only where nothing else holds that buffer.
+    pub fn owned(&self) -> Result<Array> {
+        self.multiply_scalar(1.0)
+    }
+}
+
 unary_ops! {
     negative => Negative,
     exp => Exp,

@@ -189,7 +189,7 @@ impl LayerCache {
     pub fn snapshot(&self) -> Result<LayerCache> {
         let copy = |a: &Option<Array>| -> Result<Option<Array>> {
             Ok(match a {
-                Some(a) => Some(a.copy()?),
+                Some(a) => Some(a.owned()?),
                 None => None,
             })
         };

@@ -272,7 +272,7 @@ impl QuantizedKvCache {
     /// A copy with buffers of its own (see `LayerCache::snapshot`).
     pub fn snapshot(&self) -> Result<QuantizedKvCache> {
         let copy = |q: &Option<Quantized>| -> Result<Option<Quantized>> {
-            q.as_ref().map(|q| map(q, |a| Ok(a.copy()?))).transpose()
+            q.as_ref().map(|q| map(q, |a| Ok(a.owned()?))).transpose()
         };
         Ok(QuantizedKvCache {
             keys: copy(&self.keys)?,

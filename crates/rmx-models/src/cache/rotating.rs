@@ -118,8 +118,8 @@ impl RotatingKvCache {
         };
         let len = keys.dim(2);
         if len > self.max_size {
-            keys = seq_slice(&keys, len - self.max_size, len)?.copy()?;
-            values = seq_slice(&values, len - self.max_size, len)?.copy()?;
+            keys = seq_slice(&keys, len - self.max_size, len)?.owned()?;
+            values = seq_slice(&values, len - self.max_size, len)?.owned()?;
             self.idx = self.max_size;
         }
         if self.idx == self.max_size {
