@@ -117,6 +117,10 @@ SHAPES = {
                  num_key_value_heads=2, head_dim=16, rms_norm_eps=1e-6, vocab_size=1000,
                  rope_theta=1000000.0, max_position_embeddings=4096, tie_word_embeddings=True),
 }
+# GPT-OSS-20B with a 4,096-position window (mlx-lm wants a sliding layer): a prompt of a few
+# hundred never wraps or trims the ring, which tells its part in a layer-kernel drift from the
+# sinks' and biases' (#17).
+SHAPES["gpt-oss-20b-widewin"] = dict(SHAPES["gpt-oss-20b"], sliding_window=4096)
 SHAPES["llama-d64-yarn"] = dict(
     SHAPES["llama-d64"], rope_scaling={"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0,
                                        "beta_slow": 1.0, "original_max_position_embeddings": 4096})
