@@ -19,9 +19,6 @@ use crate::vision::siglip::{Gemma3Vision, VisionConfig};
 use crate::vision::{ImageEncoder, ImageTokens};
 use crate::weights::Weights;
 
-macro_rules! defaults {
-    ($($f:ident: $t:ty = $v:expr),* $(,)?) => { $(fn $f() -> $t { $v })* };
-}
 defaults! {
     d_hidden: i32 = 1152, d_layers: i32 = 26, d_inter: i32 = 6912, d_heads: i32 = 4,
     d_head_dim: i32 = 256, d_eps: f32 = 1e-6, d_vocab: i32 = 262144, d_kv: i32 = 1,

@@ -17,9 +17,6 @@ use crate::moe::{ExpertActivation, Routing, SparseMoe, SwitchGlu};
 use crate::rope::Rope;
 use crate::weights::Weights;
 
-macro_rules! defaults {
-    ($($f:ident: $t:ty = $v:expr),* $(,)?) => { $(fn $f() -> $t { $v })* };
-}
 // mlx-lm's ModelArgs defaults (gpt-oss-120b's shape).
 defaults! {
     d_layers: i32 = 36, d_experts: i32 = 128, d_top_k: i32 = 4, d_vocab: i32 = 201088,

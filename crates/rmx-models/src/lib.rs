@@ -1,6 +1,13 @@
 //! Model families for rmx: one module per family, each a serde `Config` and a forward pass
 //! written to match mlx-lm's op for op, and a registry that picks the family from config.json.
 
+/// `fn name() -> T { value }` for each `name: T = value`: serde's `#[serde(default = "name")]`
+/// takes a function, and the configs have many defaults. Defined before the modules so every
+/// one of them sees it.
+macro_rules! defaults {
+    ($($f:ident: $t:ty = $v:expr),* $(,)?) => { $(fn $f() -> $t { $v })* };
+}
+
 mod attention;
 pub mod batch_cache;
 pub mod cache;

@@ -15,9 +15,6 @@ use crate::model::CausalLm;
 use crate::rope::Rope;
 use crate::weights::Weights;
 
-macro_rules! defaults {
-    ($($f:ident: $t:ty = $v:expr),* $(,)?) => { $(fn $f() -> $t { $v })* };
-}
 defaults! {
     d_theta: f32 = 10000.0, d_partial: f64 = 1.0, d_max_pos: i32 = 131072,
     d_orig_max_pos: i32 = 4096,

@@ -25,9 +25,6 @@ use crate::vision::qwen_vl::{QwenVision, VisionConfig};
 use crate::vision::ImageEncoder;
 use crate::weights::Weights;
 
-macro_rules! defaults {
-    ($($f:ident: $t:ty = $v:expr),* $(,)?) => { $(fn $f() -> $t { $v })* };
-}
 // mlx-lm's TextModelArgs defaults.
 defaults! {
     d_hidden: i32 = 4096, d_inter: i32 = 14336, d_layers: i32 = 32, d_heads: i32 = 32,

@@ -6,9 +6,6 @@ use serde_json::{json, Value};
 use crate::config::RawConfig;
 use crate::error::{ModelError, Result};
 
-macro_rules! defaults {
-    ($($f:ident: $t:ty = $v:expr),* $(,)?) => { $(fn $f() -> $t { $v })* };
-}
 defaults! {
     d_hidden: i32 = 1536, d_layers: i32 = 35, d_inter: i32 = 6144, d_heads: i32 = 8,
     d_head_dim: i32 = 256, d_global_head_dim: Option<i32> = Some(512), d_eps: f32 = 1e-6,

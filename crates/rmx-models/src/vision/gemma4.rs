@@ -50,9 +50,6 @@ pub struct VisionConfig {
     pub rope_parameters: Option<serde_json::Value>,
 }
 
-macro_rules! defaults {
-    ($($f:ident: $t:ty = $v:expr),* $(,)?) => { $(fn $f() -> $t { $v })* };
-}
 defaults! {
     d_hidden: i32 = 768, d_intermediate: i32 = 3072, d_layers: i32 = 16, d_heads: i32 = 12,
     d_head_dim: i32 = 64, d_eps: f32 = 1e-6, d_patch: i32 = 16, d_positions: i32 = 10240,

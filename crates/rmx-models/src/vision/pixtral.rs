@@ -43,9 +43,6 @@ pub struct VisionConfig {
     pub rope_theta: f32,
 }
 
-macro_rules! defaults {
-    ($($f:ident: $t:ty = $v:expr),* $(,)?) => { $(fn $f() -> $t { $v })* };
-}
 defaults! {
     d_layers: i32 = 24, d_hidden: i32 = 1024, d_head_dim: i32 = 64, d_intermediate: i32 = 4096,
     d_heads: i32 = 16, d_image_size: i32 = 336, d_patch: i32 = 14, d_channels: i32 = 3,

@@ -46,9 +46,6 @@ pub struct VisionConfig {
     pub deepstack_visual_indexes: Vec<i32>,
 }
 
-macro_rules! defaults {
-    ($($f:ident: $t:ty = $v:expr),* $(,)?) => { $(fn $f() -> $t { $v })* };
-}
 defaults! {
     d_depth: i32 = 32, d_hidden: i32 = 1280, d_intermediate: i32 = 3420,
     d_out_hidden: i32 = 1536, d_heads: i32 = 16, d_patch: i32 = 14, d_channels: i32 = 3,
