@@ -35,21 +35,7 @@ pub fn load_multimodal(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn Causa
         ));
     }
     let vision = if w.has("vision_tower.patch_embedder.input_proj.weight") {
-        let cfg = crate::vision::vision_config(raw)?;
-        // mlx-vlm's ModelConfig default where the config names none.
-        let image_token = raw
-            .raw
-            .get("image_token_id")
-            .and_then(Value::as_u64)
-            .unwrap_or(258880) as u32;
-        Some(Gemma4Vision::load(
-            w,
-            &raw.quant,
-            cfg,
-            c.hidden_size,
-            image_token,
-            &raw.path,
-        )?)
+        Some(Gemma4Vision::from_checkpoint(raw, w, c.hidden_size)?)
     } else {
         None
     };

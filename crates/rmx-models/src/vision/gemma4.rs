@@ -143,10 +143,27 @@ pub struct Gemma4Vision {
 }
 
 impl Gemma4Vision {
+    /// The tower of the checkpoint `raw` describes, its weights in `w` (mlx-vlm's layout), for a
+    /// text model `text_hidden` wide: its `vision_config`, and the placeholder its rows replace
+    /// (`image_token_id`, mlx-vlm's default where the config names none).
+    pub(crate) fn from_checkpoint(
+        raw: &crate::config::RawConfig,
+        w: &mut Weights,
+        text_hidden: i32,
+    ) -> Result<Gemma4Vision> {
+        let cfg: VisionConfig = crate::vision::vision_config(raw)?;
+        let image_token = raw
+            .raw
+            .get("image_token_id")
+            .and_then(|v| v.as_u64())
+            .unwrap_or(258880) as u32;
+        Gemma4Vision::load(w, &raw.quant, cfg, text_hidden, image_token, &raw.path)
+    }
+
     /// The tower of a checkpoint whose weights `w` holds in mlx-vlm's layout (`vision_tower.*`,
     /// `embed_vision.*`); `text_hidden`: the text model's width; `image_token`: the placeholder
     /// its rows replace.
-    pub(crate) fn load(
+    fn load(
         w: &mut Weights,
         q: &QuantConfig,
         cfg: VisionConfig,
@@ -394,8 +411,6 @@ impl ImageEncoder for Gemma4Vision {
 pub fn load_tower(dir: &std::path::Path) -> Result<Gemma4Vision> {
     let raw = crate::config::RawConfig::read(dir)?;
     let mut w = Weights::load(dir)?;
-    let cfg: VisionConfig = crate::vision::vision_config(&raw)?;
-    let top = |k: &str| raw.raw.get(k).and_then(|v| v.as_u64());
     let text_hidden = raw
         .raw
         .get("text_config")
@@ -405,6 +420,5 @@ pub fn load_tower(dir: &std::path::Path) -> Result<Gemma4Vision> {
             path: raw.path.clone(),
             message: "text_config.hidden_size is missing".into(),
         })? as i32;
-    let image_token = top("image_token_id").unwrap_or(258880) as u32;
-    Gemma4Vision::load(&mut w, &raw.quant, cfg, text_hidden, image_token, &raw.path)
+    Gemma4Vision::from_checkpoint(&raw, &mut w, text_hidden)
 }
