@@ -329,10 +329,9 @@ fn staged_bytes(k: i32, bits: i32) -> i32 {
 
 /// Whether the kernel's products read this quantized weight as `spec`, `k` inputs a row, `k`
 /// whole groups: 4- or 8-bit affine groups that whole 16-byte chunks fill, with scales and
-/// biases in the activations' dtype; or (`RMX_LAYER_MXFP4`) mxfp4, a byte scale per 32 values,
-/// one 16-byte chunk.
+/// biases in the activations' dtype; or mxfp4, a byte scale per 32 values, one 16-byte chunk
+/// (the callers check `RMX_LAYER_MXFP4` for their half: `products`, `moe::prepare`).
 fn quant_fits((q, s): &(&Quantized, QuantSpec), spec: QuantSpec, k: i32, dtype: Dtype) -> bool {
-    let fp = fast_path();
     *s == spec
         && k % spec.group_size == 0
         && match spec.mode {
@@ -343,8 +342,7 @@ fn quant_fits((q, s): &(&Quantized, QuantSpec), spec: QuantSpec, k: i32, dtype: 
                     && q.biases.as_ref().is_some_and(|b| b.dtype() == dtype)
             }
             QuantMode::Mxfp4 => {
-                fp.layer_mxfp4
-                    && (spec.bits, spec.group_size) == (4, 32)
+                (spec.bits, spec.group_size) == (4, 32)
                     && q.scales.dtype() == Dtype::U8
                     && q.biases.is_none()
             }

@@ -216,7 +216,6 @@ impl GateUp {
                 // kernels are affine), while those are measured (`RMX_LAYER_MXFP4`).
                 let mx = gs.mode == quant::QuantMode::Mxfp4
                     && crate::fastpath::fast_path().layer_mxfp4_experts
-                    && crate::fastpath::fast_path().layer_mxfp4
                     && dim % gs.group_size == 0;
                 kernel_act
                     && gs == us

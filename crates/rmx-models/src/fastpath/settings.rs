@@ -55,17 +55,16 @@ pub struct FastPath {
     /// the layer kernel (`RMX_LAYER_MOE`, default on); 0 runs them as four to nine launches
     /// after it.
     pub layer_moe: bool,
-    /// mxfp4 products in the layer kernel (`RMX_LAYER_MXFP4=1`: float products on x staged as
-    /// floats, as MLX's own; `=2`: integer products on its 8-bit planes; `=3` / `=4`: float
-    /// products for the attention launches only / the experts only, to tell which drifts;
-    /// default off: it fails the logits check on GPT-OSS, docs/perf.md session 24).
-    pub layer_mxfp4: bool,
-    /// `RMX_LAYER_MXFP4=2`: the mxfp4 launches' products integer (with `layer_idot`).
-    pub layer_mxfp4_idot: bool,
-    /// mxfp4 attention (mixer) products in the layer kernel (`RMX_LAYER_MXFP4` 1-3).
+    /// mxfp4 products in the layer kernel, `RMX_LAYER_MXFP4`: `1` float products on x staged
+    /// as floats, as MLX's own; `2` integer products on its 8-bit planes; `3` / `4` float
+    /// products for the attention launches only / the experts only, to tell which drifts.
+    /// Default off: it failed the logits check on GPT-OSS (docs/perf.md, session 24).
+    /// Here: the attention (mixer) launches' products may be mxfp4 (1-3).
     pub layer_mxfp4_attn: bool,
-    /// mxfp4 expert products in the layer kernel (`RMX_LAYER_MXFP4` 1, 2 or 4).
+    /// The experts' products may be mxfp4 (`RMX_LAYER_MXFP4` 1, 2 or 4).
     pub layer_mxfp4_experts: bool,
+    /// The mxfp4 products are integer (`RMX_LAYER_MXFP4=2`, with `layer_idot`).
+    pub layer_mxfp4_idot: bool,
 }
 
 /// A knob's number; one that is unset or not a number leaves the default.
@@ -109,10 +108,9 @@ pub fn fast_path() -> FastPath {
             delta_step: on && env_num(EnvVars::RMX_DELTA_STEP) != Some(0),
             moe_route: on && env_num(EnvVars::RMX_MOE_ROUTE) != Some(0),
             layer_moe: on && env_num(EnvVars::RMX_LAYER_MOE) != Some(0),
-            layer_mxfp4: on && matches!(env_num(EnvVars::RMX_LAYER_MXFP4), Some(1..=4)),
+            layer_mxfp4_attn: on && matches!(env_num(EnvVars::RMX_LAYER_MXFP4), Some(1..=3)),
+            layer_mxfp4_experts: on && matches!(env_num(EnvVars::RMX_LAYER_MXFP4), Some(1 | 2 | 4)),
             layer_mxfp4_idot: env_num(EnvVars::RMX_LAYER_MXFP4) == Some(2),
-            layer_mxfp4_attn: matches!(env_num(EnvVars::RMX_LAYER_MXFP4), Some(1..=3)),
-            layer_mxfp4_experts: matches!(env_num(EnvVars::RMX_LAYER_MXFP4), Some(1 | 2 | 4)),
         }
     })
 }
