@@ -432,46 +432,22 @@ __device__ __forceinline__ void row_dot2(
   const uint32_t* wb = w + (size_t)rb * WORDS;
   const float4* x4 = reinterpret_cast<const float4*>(xs);
   float acc_a = 0.f, acc_b = 0.f;
-  if constexpr (MX) {
-    const unsigned char* s8 = reinterpret_cast<const unsigned char*>(scales);
-#pragma unroll 4
-    for (int c = lane; c < CHUNKS; c += LG) {
-      const uint4 va = load_stream(wa + 4 * c);
-      const uint4 vb = load_stream(wb + 4 * c);
-      const uint32_t ua[4] = {va.x, va.y, va.z, va.w};
-      const uint32_t ub[4] = {vb.x, vb.y, vb.z, vb.w};
-      float da = 0.f, db = 0.f;
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          const float4 xv = x4[slot<PER>(c0 + c, 2 * q + i)];
-          const float xe[4] = {xv.x, xv.y, xv.z, xv.w};
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int sh = 4 * (4 * i + e);
-            da = fmaf(xe[e], e2m1f(ua[q] >> sh), da);
-            db = fmaf(xe[e], e2m1f(ub[q] >> sh), db);
-          }
-        }
-      }
-      // One group a chunk.
-      acc_a = fmaf(e8m0(s8[(size_t)ra * GROUPS + c]), da, acc_a);
-      acc_b = fmaf(e8m0(s8[(size_t)rb * GROUPS + c]), db, acc_b);
-    }
-    ya = group_sum<LG>(acc_a);
-    yb = group_sum<LG>(acc_b);
-    return;
-  }
 #pragma unroll 4
   for (int c = lane; c < CHUNKS; c += LG) {
     const uint4 va = load_stream(wa + 4 * c);
     const uint4 vb = load_stream(wb + 4 * c);
-    const int g = (PER * c) / G;
-    const float sa = to_float(scales[(size_t)ra * GROUPS + g]);
-    const float ba = to_float(biases[(size_t)ra * GROUPS + g]);
-    const float sb = to_float(scales[(size_t)rb * GROUPS + g]);
-    const float bb = to_float(biases[(size_t)rb * GROUPS + g]);
+    const int g = (PER * c) / G;  // MX: one group a chunk, g == c
+    float sa, ba = 0.f, sb, bb = 0.f;
+    if constexpr (MX) {
+      const unsigned char* s8 = reinterpret_cast<const unsigned char*>(scales);
+      sa = e8m0(s8[(size_t)ra * GROUPS + g]);
+      sb = e8m0(s8[(size_t)rb * GROUPS + g]);
+    } else {
+      sa = to_float(scales[(size_t)ra * GROUPS + g]);
+      ba = to_float(biases[(size_t)ra * GROUPS + g]);
+      sb = to_float(scales[(size_t)rb * GROUPS + g]);
+      bb = to_float(biases[(size_t)rb * GROUPS + g]);
+    }
     const uint32_t ua[4] = {va.x, va.y, va.z, va.w};
     const uint32_t ub[4] = {vb.x, vb.y, vb.z, vb.w};
     float da = 0.f, db = 0.f;
@@ -484,14 +460,25 @@ __device__ __forceinline__ void row_dot2(
         const float xe[4] = {xv.x, xv.y, xv.z, xv.w};
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          da = fmaf(xe[e], field<BITS>(ua[q], ha, 4 * i + e), da);
-          db = fmaf(xe[e], field<BITS>(ub[q], hb, 4 * i + e), db);
+          if constexpr (MX) {
+            const int sh = BITS * (4 * i + e);
+            da = fmaf(xe[e], e2m1f(ua[q] >> sh), da);
+            db = fmaf(xe[e], e2m1f(ub[q] >> sh), db);
+          } else {
+            da = fmaf(xe[e], field<BITS>(ua[q], ha, 4 * i + e), da);
+            db = fmaf(xe[e], field<BITS>(ub[q], hb, 4 * i + e), db);
+          }
         }
       }
     }
-    const float sc = sums[c0 + c];
-    acc_a = fmaf(sa, da, fmaf(ba, sc, acc_a));
-    acc_b = fmaf(sb, db, fmaf(bb, sc, acc_b));
+    if constexpr (MX) {
+      acc_a = fmaf(sa, da, acc_a);
+      acc_b = fmaf(sb, db, acc_b);
+    } else {
+      const float sc = sums[c0 + c];
+      acc_a = fmaf(sa, da, fmaf(ba, sc, acc_a));
+      acc_b = fmaf(sb, db, fmaf(bb, sc, acc_b));
+    }
   }
   ya = group_sum<LG>(acc_a);
   yb = group_sum<LG>(acc_b);
