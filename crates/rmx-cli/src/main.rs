@@ -18,7 +18,19 @@ fn main() -> std::process::ExitCode {
         .ok()
         .map(|c| c.rmx_home.join("cache"));
     rmx_mlx::runtime_defaults(cache.as_deref());
+    cpu_blas_from_env();
     commands::dispatch(<cli::Cli as clap::Parser>::parse())
+}
+
+/// `RMX_CPU_BLAS`: where float32 products on the CPU run (rmx_mlx::CpuBlas), for this process
+/// and the daemon it starts.
+fn cpu_blas_from_env() {
+    if let Some(v) = rmx_settings::var(rmx_settings::EnvVars::RMX_CPU_BLAS) {
+        match v.parse() {
+            Ok(which) => rmx_mlx::set_cpu_blas(which),
+            Err(e) => eprintln!("rmx: RMX_CPU_BLAS: {e}; using the default"),
+        }
+    }
 }
 
 /// A reader that stops early (`rmx ls | head`) closes standard output, and `println!` then

@@ -9,6 +9,7 @@ fn main() {
     println!("cargo:rerun-if-changed=src/ffi.rs");
     println!("cargo:rerun-if-changed=cpp/rmx_mlx.h");
     println!("cargo:rerun-if-changed=cpp/rmx_mlx.cc");
+    println!("cargo:rerun-if-changed=cpp/cpu_blas.cc");
     println!("cargo:rerun-if-changed=MLX_VERSION");
     println!("cargo:rerun-if-changed=build");
 
@@ -30,6 +31,7 @@ fn main() {
     let lib = mlx.root.join("lib");
     cxx_build::bridge("src/ffi.rs")
         .file("cpp/rmx_mlx.cc")
+        .file("cpp/cpu_blas.cc")
         .include(&include)
         .include(Path::new("cpp"))
         .std("c++20")

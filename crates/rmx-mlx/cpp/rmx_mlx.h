@@ -225,4 +225,10 @@ void guard_exit();
 rust::String device_info_json(uint8_t type);
 int32_t cuda_sm_count();
 
+// cpu_blas.cc: what float32 products on the CPU run on.
+void cpu_blas_select(bool mlx);
+rust::String cpu_blas_describe();
+bool cpu_blas_is_mlx();
+uint64_t cpu_blas_calls();
+
 }  // namespace rmx

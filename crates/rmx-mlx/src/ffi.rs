@@ -351,5 +351,10 @@ pub(crate) mod bridge {
         fn guard_exit();
         fn device_info_json(device_type: u8) -> Result<String>;
         fn cuda_sm_count() -> i32;
+
+        fn cpu_blas_select(mlx: bool);
+        fn cpu_blas_describe() -> String;
+        fn cpu_blas_is_mlx() -> bool;
+        fn cpu_blas_calls() -> u64;
     }
 }

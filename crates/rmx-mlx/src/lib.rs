@@ -11,6 +11,7 @@
 
 mod array;
 mod compile;
+mod cpu_blas;
 mod device;
 mod dtype;
 mod error;
@@ -29,6 +30,7 @@ pub mod random;
 
 pub use array::Array;
 pub use compile::{compile, Compiled};
+pub use cpu_blas::{cpu_blas, cpu_blas_calls, cpu_blas_description, set_cpu_blas, CpuBlas};
 pub use device::{
     backend, cuda_sm_count, default_device, device_info_json, gpu_available, mlx_version,
     runtime_defaults, set_default_device, synchronize, Backend, DeviceType, BUILD_MLX_LIBDIR,

@@ -99,6 +99,11 @@ env_vars! {
     /// process id, so a rank can tell clients whether a restart is coming (the launcher is
     /// still its parent) or not.
     RMX_LAUNCHER_PID in Engine;
+    /// Where float32 products on a Linux CPU run: `rmx` (rmx's own kernels, which sum every
+    /// element in one fixed order, so a sequence gets the same tokens alone, in a batch or
+    /// checking guesses) or `mlx` (the BLAS the MLX runtime links: netlib's reference one, many
+    /// times slower, which mlx-lm multiplies with there). Default: `rmx`.
+    RMX_CPU_BLAS in Engine;
 
     /// `0` turns off all of rmx's own CUDA kernels and fused weights, leaving mlx-lm's graph
     /// (for A/B measurements). Default: on with CUDA.

@@ -125,6 +125,7 @@ fn mlx() -> Vec<Finding> {
             "rebuild rmx against the installed MLX (cargo install again)",
         ));
     }
+    let blas_calls = rmx_mlx::cpu_blas_calls();
     match matmul_2x2() {
         Ok(got) if got == [19.0, 22.0, 43.0, 50.0] => out.push(pass(
             CHECK,
@@ -141,7 +142,30 @@ fn mlx() -> Vec<Finding> {
             "reinstall MLX; on a GPU check the driver (nvidia-smi) or Metal support",
         )),
     }
+    if cfg!(target_os = "linux") {
+        out.push(cpu_blas(rmx_mlx::cpu_blas_calls() > blas_calls));
+    }
     out
+}
+
+/// Where float32 products on the CPU run (rmx_mlx::CpuBlas): rmx's own kernels unless told
+/// otherwise, and whether the MLX runtime's calls reach them.
+fn cpu_blas(reached: bool) -> Finding {
+    const CHECK: &str = "mlx";
+    let what = rmx_mlx::cpu_blas_description();
+    match rmx_mlx::cpu_blas() {
+        rmx_mlx::CpuBlas::Rmx if rmx_mlx::backend() == rmx_mlx::Backend::Cpu && !reached => warn(
+            CHECK,
+            format!("float32 products on the CPU do not reach {what}"),
+            "rebuild rmx (cargo install again); the MLX runtime's reference BLAS runs them \
+             meanwhile, many times slower",
+        ),
+        rmx_mlx::CpuBlas::Rmx => pass(CHECK, format!("float32 products on the CPU: {what}")),
+        rmx_mlx::CpuBlas::Mlx => pass(
+            CHECK,
+            format!("float32 products on the CPU: {what} (RMX_CPU_BLAS=mlx)"),
+        ),
+    }
 }
 
 fn find_libmlx(dir: &Path) -> Option<PathBuf> {
