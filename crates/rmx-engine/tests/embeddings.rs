@@ -27,6 +27,8 @@ fn least_cosine(quant: &str) -> f32 {
 }
 
 fn check(family: &str, quant: &str) {
+    // Compared with Python's MLX bit for bit: float32 products as its Linux wheel makes them.
+    rmx_mlx::set_cpu_blas(rmx_mlx::CpuBlas::Mlx);
     let dir = encoders::encoder(family, quant);
     let want = encoders::reference(&dir, INPUTS);
     let engine = Engine::load(&dir).unwrap_or_else(|e| panic!("{family}-{quant}: load: {e}"));
@@ -136,6 +138,8 @@ fn each_kind_refuses_the_other_kinds_work() {
 /// model, so its tensors lack mlx-lm's `model.` prefix. The same weights give the same vectors.
 #[test]
 fn a_base_model_checkpoint_without_the_model_prefix_gives_the_same_vectors() {
+    // Beside the comparisons with Python, which choose the process's float32 products.
+    rmx_mlx::set_cpu_blas(rmx_mlx::CpuBlas::Mlx);
     let src = encoders::encoder("qwen3_embedding", "f32");
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("Qwen3-Embedding-hf-layout");

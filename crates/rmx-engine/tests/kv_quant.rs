@@ -41,6 +41,8 @@ fn tokens(engine: &Engine, prompt: Vec<u32>, n: usize, kv: KvQuant) -> Result<Ru
 /// the tokens of these models often equal unquantized ones, while f32 log-probabilities move by
 /// up to 0.03: the tolerance of 1e-4 tells a quantized cache from a plain one).
 fn check(family: &str, quant: &str, bits: i32, group: i32, start: i32, n: usize) {
+    // Compared with Python's MLX bit for bit: float32 products as its Linux wheel makes them.
+    rmx_mlx::set_cpu_blas(rmx_mlx::CpuBlas::Mlx);
     let (b, g, s) = (bits.to_string(), group.to_string(), start.to_string());
     let extra = [
         "--kv-bits",

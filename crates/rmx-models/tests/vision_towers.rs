@@ -16,6 +16,8 @@ use rmx_vision::{decode, ImageProcessor, Limits};
 
 /// rmx's features and mlx-vlm's, row-major `[rows, width]`, and the rows.
 fn features(family: &str, quant: &str) -> (Vec<f32>, Vec<f32>, usize) {
+    // Compared with Python's MLX bit for bit: float32 products as its Linux wheel makes them.
+    rmx_mlx::set_cpu_blas(rmx_mlx::CpuBlas::Mlx);
     let dir = rmx_tests::target_tmp(&format!("{family}-tower-{quant}"));
     let _ = std::fs::remove_dir_all(&dir);
     let images = rmx_tests::images::two_pngs(&dir, 12345);
