@@ -263,7 +263,7 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
         }
         'rmx;import' {
             [CompletionResult]::new('--name', '--name', [CompletionResultType]::ParameterName, 'The name to run it by (default: made from the file name)')
-            [CompletionResult]::new('--quant', '--quant', [CompletionResultType]::ParameterName, 'Weight format of the MLX model: bf16 keeps the GGUF''s values; 4bit and 8bit (MLX affine, group size 64) re-quantize them, which small models feel')
+            [CompletionResult]::new('--quant', '--quant', [CompletionResultType]::ParameterName, 'Weight format of the MLX model: bf16 keeps the GGUF''s values rounded to bfloat16, f32 keeps them whole (twice the bytes; on a Linux CPU the fastest form, as rmx multiplies float32 there with its own kernels); 4bit and 8bit (MLX affine, group size 64) re-quantize them, which small models feel')
             [CompletionResult]::new('--force', '--force', [CompletionResultType]::ParameterName, 'Replace an existing model or alias of the same name')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')

@@ -930,7 +930,7 @@ _rmx() {
                     return 0
                     ;;
                 --quant)
-                    COMPREPLY=($(compgen -W "4bit 8bit bf16" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "4bit 8bit bf16 f32" -- "${cur}"))
                     return 0
                     ;;
                 *)

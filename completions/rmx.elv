@@ -237,7 +237,7 @@ set edit:completion:arg-completer[rmx] = {|@words|
         }
         &'rmx;import'= {
             cand --name 'The name to run it by (default: made from the file name)'
-            cand --quant 'Weight format of the MLX model: bf16 keeps the GGUF''s values; 4bit and 8bit (MLX affine, group size 64) re-quantize them, which small models feel'
+            cand --quant 'Weight format of the MLX model: bf16 keeps the GGUF''s values rounded to bfloat16, f32 keeps them whole (twice the bytes; on a Linux CPU the fastest form, as rmx multiplies float32 there with its own kernels); 4bit and 8bit (MLX affine, group size 64) re-quantize them, which small models feel'
             cand --force 'Replace an existing model or alias of the same name'
             cand -h 'Print help'
             cand --help 'Print help'

@@ -170,9 +170,10 @@ complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcomman
 complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcommand_from help" -f -a "ls" -d 'List every alias in effect'
 complete -c rmx -n "__fish_rmx_using_subcommand alias; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c rmx -n "__fish_rmx_using_subcommand import" -l name -d 'The name to run it by (default: made from the file name)' -r
-complete -c rmx -n "__fish_rmx_using_subcommand import" -l quant -d 'Weight format of the MLX model: bf16 keeps the GGUF\'s values; 4bit and 8bit (MLX affine, group size 64) re-quantize them, which small models feel' -r -f -a "4bit\t''
+complete -c rmx -n "__fish_rmx_using_subcommand import" -l quant -d 'Weight format of the MLX model: bf16 keeps the GGUF\'s values rounded to bfloat16, f32 keeps them whole (twice the bytes; on a Linux CPU the fastest form, as rmx multiplies float32 there with its own kernels); 4bit and 8bit (MLX affine, group size 64) re-quantize them, which small models feel' -r -f -a "4bit\t''
 8bit\t''
-bf16\t''"
+bf16\t''
+f32\t''"
 complete -c rmx -n "__fish_rmx_using_subcommand import" -l force -d 'Replace an existing model or alias of the same name'
 complete -c rmx -n "__fish_rmx_using_subcommand import" -s h -l help -d 'Print help'
 complete -c rmx -n "__fish_rmx_using_subcommand import" -s V -l version -d 'Print version'

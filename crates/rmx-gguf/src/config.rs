@@ -29,7 +29,12 @@ fn f64_json(v: f64) -> Value {
 }
 
 /// Builds config.json's contents.
-pub fn build_config(gguf: &GgufFile, arch: Arch, quant: Option<QuantConfig>) -> Result<Value> {
+pub fn build_config(
+    gguf: &GgufFile,
+    arch: Arch,
+    quant: Option<QuantConfig>,
+    float_dtype: &str,
+) -> Result<Value> {
     let p = arch.gguf_name();
     let key = |k: &str| format!("{p}.{k}");
     let req_u64 = |k: &str| -> Result<u64> {
@@ -103,7 +108,7 @@ pub fn build_config(gguf: &GgufFile, arch: Arch, quant: Option<QuantConfig>) -> 
             c.insert(field.into(), json!(id));
         }
     }
-    c.insert("torch_dtype".into(), json!("bfloat16"));
+    c.insert("torch_dtype".into(), json!(float_dtype));
 
     match arch {
         Arch::Llama => {

@@ -14,6 +14,7 @@ use crate::error::{GgufError, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dtype {
     Bf16,
+    F32,
     U32,
 }
 
@@ -21,6 +22,7 @@ impl Dtype {
     fn name(self) -> &'static str {
         match self {
             Self::Bf16 => "BF16",
+            Self::F32 => "F32",
             Self::U32 => "U32",
         }
     }
@@ -28,7 +30,7 @@ impl Dtype {
     pub fn size(self) -> usize {
         match self {
             Self::Bf16 => 2,
-            Self::U32 => 4,
+            Self::F32 | Self::U32 => 4,
         }
     }
 }
@@ -171,6 +173,10 @@ impl SafetensorsWriter {
             detail,
         }
     }
+}
+
+pub fn f32_bytes(values: &[f32]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
 }
 
 pub fn bf16_bytes(values: &[f32]) -> Vec<u8> {

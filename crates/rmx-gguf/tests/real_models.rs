@@ -142,6 +142,30 @@ fn smollm2_4bit_is_exactly_mx_quantize() {
     assert_eq!(summary["mismatches"], serde_json::json!([]), "{summary}");
 }
 
+/// `--quant f32` keeps the GGUF's values whole: each tensor rounds to the bf16 conversion's, and
+/// the model answers as the bf16 one does.
+#[test]
+fn smollm2_float32_keeps_the_gguf_values() {
+    let bf16 = converted("RMX_TEST_GGUF_SMOLLM2", Quant::Bf16);
+    let f32 = converted("RMX_TEST_GGUF_SMOLLM2", Quant::F32);
+    let out = run_python(&[
+        script("check_float32.py").as_os_str(),
+        f32.as_os_str(),
+        bf16.as_os_str(),
+    ]);
+    let summary: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(summary["tensors"], summary["bf16_tensors"], "{summary}");
+    assert_eq!(summary["mismatches"], serde_json::json!([]), "{summary}");
+    // Q4_1's values (an f16 scale and minimum per 32) mostly need more than bf16's 8 bits.
+    assert!(
+        summary["finer_than_bf16"].as_u64().unwrap() > 200,
+        "{summary}"
+    );
+    let text = generate(&[&f32], "What is the capital of France?", true, 2).remove(0);
+    eprintln!("SmolLM2 f32: {text:?}");
+    assert!(text.contains("Paris"), "SmolLM2 f32 said {text:?}");
+}
+
 #[test]
 fn gemma3_8bit_is_exactly_mx_quantize() {
     let summary = check_quantized("RMX_TEST_GGUF_GEMMA3", Quant::Q8, "8");
