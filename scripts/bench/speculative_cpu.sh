@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prompt lookup against plain decoding on a code-editing prompt (issue #24): SmolLM2-135M-Instruct
-# imported from its GGUF (bf16), a ~1K-token Rust file (pinned to a commit) and "repeat it with
-# one change", greedy, MAX tokens. Prints each run's `rmx run -v` lines: decode tok/s and, with
+# imported from its GGUF (QUANT, default f32: on a CPU rmx multiplies float32 with its own
+# kernels, the fastest form there; bf16, 4bit or 8bit run MLX's CPU kernels), a ~1K-token Rust file (pinned
+# to a commit) and "repeat it with one change", greedy, MAX tokens. Prints each run's `rmx run -v` lines: decode tok/s and, with
 # --speculative, how many guesses were accepted. Runs a private daemon in a temporary RMX_HOME.
 # usage: . scripts/test-env.sh; . scripts/fetch-gguf.sh
 #        scripts/bench/speculative_cpu.sh [RMX_BINARY] [MAX_TOKENS] [DRAFT_TOKENS]
@@ -25,7 +26,7 @@ stop() {
   rm -rf "$home"
 }
 trap stop EXIT
-"$rmx" import "$gguf" --name smollm2 >/dev/null
+"$rmx" import "$gguf" --name smollm2 --quant "${QUANT:-f32}" >/dev/null
 # The first 100 lines of crates/rmx-engine/src/sampler.rs at 52f7c14, kept beside this script
 # so the prompt is the same wherever it runs (the GPU machine gets no git history).
 file=$(cat "$(dirname "$0")/speculative_edit_source.rs.txt")
