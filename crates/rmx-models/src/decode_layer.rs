@@ -43,6 +43,8 @@ mod delta;
 mod moe;
 mod rows;
 
+pub(crate) use rows::MAX_BLOCK;
+
 pub(crate) use moe::forward as moe_forward;
 
 /// How a decode step runs a layer in one launch of the layer kernel, decided at load
@@ -125,9 +127,18 @@ const EXTRAS: [&str; 3] = ["lbq", "lbo", "sk"];
 /// scale `const T*`, the kernel reads these through `unsigned char` (row_dot2_i8's MX).
 const MX_SCALES: [&str; 4] = ["sq", "so", "sg", "sd"];
 
-/// A launch's kernel: (layers, shared memory bytes, batch rows, its feed-forward, which of
-/// `EXTRAS` its layers have, mxfp4 products).
-type KernelKey = (usize, i32, bool, InLaunch, [bool; 3], bool);
+/// A launch's kernel: (layers, shared memory bytes, rows, its feed-forward, which of `EXTRAS`
+/// its layers have, mxfp4 products).
+type KernelKey = (usize, i32, Rows, InLaunch, [bool; 3], bool);
+
+/// Whose rows a launch takes: one sequence's one token, a batch's (one token of each sequence),
+/// or one sequence's block of consecutive tokens (a speculative verify).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Rows {
+    One,
+    Batch,
+    Block,
+}
 
 thread_local! {
     // The kernel's counters (`COUNTERS` words): zero once, then left at zero by every launch.
@@ -217,13 +228,13 @@ fn extras_table(n: usize, has: [bool; 3]) -> (String, Vec<String>) {
     (b + "}\n", names)
 }
 
-/// The launch's kernel: n layers, for one sequence or (`rows`) a batch's rows (dense layers
-/// only), with the feed-forward `ffn`, the attention extras `extras` says the layers have, and
-/// mxfp4 products (`mx`).
+/// The launch's kernel: n layers, for one sequence's token or (`rows`) a batch's or a block's
+/// rows (dense layers only), with the feed-forward `ffn`, the attention extras `extras` says the
+/// layers have, and mxfp4 products (`mx`).
 fn kernel(
     n: usize,
     shared_memory: i32,
-    rows: bool,
+    rows: Rows,
     ffn: InLaunch,
     extras: [bool; 3],
     mx: bool,
@@ -233,14 +244,18 @@ fn kernel(
         if let Some(k) = ks.borrow().get(&key) {
             return Ok(k.clone());
         }
-        let (names, body, name, section) = if rows {
+        let (names, body, name, section) = if rows != Rows::One {
+            let block = rows == Rows::Block;
             (
                 input_names(&rows::INPUTS, n),
                 body(
                     &[table("LayerPtrs", "tab", n, &PER_LAYER, &[])],
-                    &rows::call(n),
+                    &rows::call(n, block),
                 ),
-                format!("rmx_decode_layers_rows{n}"),
+                format!(
+                    "rmx_decode_layers_{}{n}",
+                    if block { "block" } else { "rows" }
+                ),
                 "layer_rows",
             )
         } else {
@@ -662,9 +677,16 @@ pub(crate) fn forward_group(
     if caches.iter().any(|c| c.mrope().is_some()) {
         return Ok(None);
     }
-    // A batch's mask is its rows' padding, which the rows kernel reads from the cache itself.
+    // A batch's mask is its rows' padding, which the rows kernel reads from the cache itself;
+    // a block's is causal, which it applies by position.
     let batch = matches!(caches.first(), Some(LayerCache::Batch(_)));
-    if !batch && !matches!(mask, AttnMask::None) {
+    let block = x.ndim() == 3 && x.dim(1) > 1;
+    let mask_fits = batch
+        || matches!(
+            (block, mask),
+            (false, AttnMask::None) | (true, AttnMask::Causal)
+        );
+    if !mask_fits {
         return Ok(None);
     }
     let n = layers.len();
@@ -672,6 +694,12 @@ pub(crate) fn forward_group(
     let hid = x.dim(-1);
     if n == 0 || n > MAX_LAYERS || caches.len() != n || !matches!(dtype, Dtype::Bf16 | Dtype::F16) {
         return Ok(None);
+    }
+    if block {
+        if !fp.layer_block || layers[0].mixer.is_recurrent() || batch {
+            return Ok(None);
+        }
+        return rows::forward_block(layers, x, caches, blocks);
     }
     if layers[0].mixer.is_recurrent() {
         return delta::forward_group(layers, x, caches, blocks);
@@ -743,7 +771,7 @@ pub(crate) fn forward_group(
     let (h, kvh, d) = (s.heads, s.kv_heads, s.head_dim);
     let (f, shared) = ffn_staging(s.moe, s.ffn, hid.max(h * d), s.spec.bits);
     let lay = scratch_layout(hid, h, kvh, d, f, if s.gated { 2 } else { 1 });
-    let kernel = kernel(n, shared, false, ffn, s.extras, is_mx(s.spec))?;
+    let kernel = kernel(n, shared, Rows::One, ffn, s.extras, is_mx(s.spec))?;
     let mut inputs: Vec<&Array> = vec![x, first.rope.inv_freq, &pos, &par, &bar];
     for (p, (keys, values)) in prepared.iter().zip(&slots) {
         inputs.extend(p.products);

@@ -420,7 +420,8 @@ impl Llama {
                 })
                 .last()
                 .map_or(i, |j| j + 1);
-            if n == 1 && end > i + 1 {
+            // A verify's block of a few tokens takes the same launch (rows::forward_block).
+            if n <= decode_layer::MAX_BLOCK && end > i + 1 {
                 let (ls, cs) = (&self.layers[i..end], &mut cache[i..end]);
                 if let Some(y) = decode_layer::forward_group(ls, &h, mask, cs)? {
                     h = y;

@@ -109,6 +109,26 @@ impl KvCache {
         }
     }
 
+    /// `n` consecutive positions for a kernel that writes their keys and values itself (a
+    /// speculative verify's block through the rows kernel): the whole buffers, as
+    /// [`decode_slot`](Self::decode_slot), and the first position to write; all `n` now count
+    /// as filled (a refused guess is cut back as any other position is).
+    pub fn block_slot(
+        &mut self,
+        n: i32,
+        heads: i32,
+        dim: i32,
+        dtype: Dtype,
+    ) -> Result<(Array, Array, i32)> {
+        self.reserve(n, 1, heads, dim, dtype)?;
+        let at = self.offset;
+        self.offset += n;
+        match (&self.keys, &self.values) {
+            (Some(k), Some(v)) => Ok((k.clone(), v.clone(), at)),
+            _ => unreachable!("allocated above"),
+        }
+    }
+
     /// mlx-lm's `KVCache.make_mask` (no window): "causal" for several queries, none for one.
     pub fn mask(&self, n: i32) -> AttnMask {
         if n == 1 {

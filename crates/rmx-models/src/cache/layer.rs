@@ -334,6 +334,24 @@ mod tests {
     }
 
     #[test]
+    fn a_block_slot_takes_its_positions_at_once_and_grows_past_a_step_keeping_what_was_written() {
+        let mut c = KvCache::default();
+        let k = Array::from_slice(&[1.0f32; 2 * 250 * 4], &[1, 2, 250, 4]).unwrap();
+        c.update_and_fetch(&k, &k).unwrap();
+        let (keys, _, at) = c.block_slot(4, 2, 4, Dtype::F32).unwrap();
+        assert_eq!((at, c.offset), (250, 254));
+        assert_eq!(keys.dim(2), 256);
+        // Past the buffer: it grows by a whole step after what was written (as `reserve` grows
+        // for update_and_fetch), the written positions kept.
+        let (keys, values, at) = c.block_slot(7, 2, 4, Dtype::F32).unwrap();
+        assert_eq!((at, c.offset), (254, 261));
+        assert_eq!(keys.shape(), vec![1, 2, 254 + 256, 4]);
+        assert_eq!(values.dim(2), 254 + 256);
+        let head = keys.slice_axis(2, 0, 250).unwrap().to_vec::<f32>().unwrap();
+        assert!(head.iter().all(|v| *v == 1.0));
+    }
+
+    #[test]
     fn a_truncated_kv_cache_is_a_fresh_prefill_of_the_prefix_and_shares_no_buffer() {
         let data: Vec<f32> = (0..2 * 10 * 4).map(|i| i as f32).collect();
         let k = Array::from_slice(&data, &[1, 2, 10, 4]).unwrap();

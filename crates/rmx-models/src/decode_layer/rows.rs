@@ -8,7 +8,7 @@
 
 use rmx_mlx::{Array, Dtype, TemplateArg};
 
-use super::{alike, counters, kernel, prepare, MAX_HEADS, MAX_LAYERS, SPLITS, THREADS};
+use super::{alike, counters, kernel, prepare, Rows, MAX_HEADS, MAX_LAYERS, SPLITS, THREADS};
 use crate::cache::LayerCache;
 use crate::decoder_layer::DecoderLayer;
 use crate::error::Result;
@@ -25,13 +25,18 @@ const STAGE_BYTES: i32 = 160 * 1024;
 /// The launch's shared parameters: the one-sequence kernel's with the rows' `pads` after `pos`.
 pub(super) const INPUTS: [&str; 6] = ["x", "inv_freq", "pos", "pads", "par", "bar"];
 
-/// What every thread of the n-layer kernel runs once the layer table is filled.
-pub(super) fn call(n: usize) -> String {
+/// What every thread of the n-layer kernel runs once the layer table is filled: a batch's rows,
+/// or (`block`) one sequence's consecutive positions.
+pub(super) fn call(n: usize, block: bool) -> String {
     format!(
         "rmx::decode_layers_rows<T, BITS, G, HID, H, KV, D, F, QKNORM, TRADITIONAL, NT, SMAX, \
-         MR>(x, tab, {n}, inv_freq, pos, pads, par, bar, y, scratch);"
+         MR, {block}>(x, tab, {n}, inv_freq, pos, pads, par, bar, y, scratch);"
     )
 }
+
+/// The most positions one block takes (a verify of up to 15 guesses; each weight chunk is
+/// loaded once for every `MR` of them).
+pub(crate) const MAX_BLOCK: i32 = 16;
 
 /// Floats of shared memory one staged row of width k takes (the kernel's RowStage<BITS, K>).
 fn stage_floats(k: i32, bits: i32) -> i32 {
@@ -72,17 +77,10 @@ pub(super) fn forward(
     blocks: i32,
 ) -> Result<Option<Array>> {
     let fp = fast_path();
-    let dtype = x.dtype();
-    let n = layers.len();
     let rows = x.dim(0);
-    let hid = x.dim(-1);
     if !fp.layer_rows || !fp.layer_idot || x.ndim() != 3 || x.dim(1) != 1 || rows < 2 {
         return Ok(None);
     }
-    let Some((prepared, s)) = alike(layers, |l| prepare(l, dtype), |p| p.shape) else {
-        return Ok(None);
-    };
-    let first = &prepared[0];
     let step = match &caches[0] {
         LayerCache::Batch(c) => c.slot_state(),
         _ => return Ok(None),
@@ -90,34 +88,135 @@ pub(super) fn forward(
     let same_step = caches
         .iter()
         .all(|c| matches!(c, LayerCache::Batch(b) if b.slot_state() == step));
+    if !same_step || step.2 != rows as usize {
+        return Ok(None);
+    }
+    let Some(plan) = plan(layers, x, rows)? else {
+        return Ok(None);
+    };
+    let min_pad = match &caches[0] {
+        LayerCache::Batch(c) => c.pads().iter().copied().min().unwrap_or(0),
+        _ => unreachable!("checked above"),
+    };
+    let mut slots = Vec::with_capacity(layers.len());
+    for c in caches.iter_mut() {
+        let LayerCache::Batch(b) = c else {
+            unreachable!("checked above")
+        };
+        slots.push(b.decode_slot(plan.kv_heads, plan.head_dim, x.dtype())?);
+    }
+    let (col, pads) = (slots[0].2, slots[0].3.clone());
+    let longest = col - min_pad + 1;
+    let kv: Vec<(Array, Array)> = slots.into_iter().map(|(k, v, _, _)| (k, v)).collect();
+    run(plan, x, &kv, col, &pads, longest, blocks, Rows::Batch)
+}
+
+/// A block of 2 to [`MAX_BLOCK`] consecutive tokens of one sequence (x `[1, L, hidden]`: a
+/// speculative verify's) through `layers`, each position attending causally, with the sums a
+/// decode step at that position makes alone; `None` when the kernel does not take it (as
+/// [`forward`], or caches other than full ones at one offset), and nothing has changed then.
+pub(super) fn forward_block(
+    layers: &[DecoderLayer],
+    x: &Array,
+    caches: &mut [LayerCache],
+    blocks: i32,
+) -> Result<Option<Array>> {
+    let fp = fast_path();
+    if !fp.layer_rows || !fp.layer_idot || x.ndim() != 3 || x.dim(0) != 1 {
+        return Ok(None);
+    }
+    let rows = x.dim(1);
+    if !(2..=MAX_BLOCK).contains(&rows) || caches.len() != layers.len() {
+        return Ok(None);
+    }
+    let state = |c: &LayerCache| match c {
+        LayerCache::Full(kv) => Some((kv.offset, kv.capacity())),
+        _ => None,
+    };
+    let Some(first) = state(&caches[0]) else {
+        return Ok(None);
+    };
+    if caches.iter().any(|c| state(c) != Some(first)) {
+        return Ok(None);
+    }
+    let Some(plan) = plan(layers, x, rows)? else {
+        return Ok(None);
+    };
+    let mut kv = Vec::with_capacity(layers.len());
+    let mut col = 0;
+    for c in caches.iter_mut() {
+        let LayerCache::Full(cache) = c else {
+            unreachable!("checked above")
+        };
+        let (k, v, at) = cache.block_slot(rows, plan.kv_heads, plan.head_dim, x.dtype())?;
+        col = at;
+        kv.push((k, v));
+    }
+    let pads = fastpath::on_device(Array::zeros(&[rows], Dtype::I32)?)?;
+    run(plan, x, &kv, col, &pads, col + rows, blocks, Rows::Block)
+}
+
+/// What both kinds of rows share: the layers prepared alike, and checked for what the rows
+/// kernel does not have.
+struct Plan<'a> {
+    prepared: Vec<super::Prepared<'a>>,
+    shape: super::Shape,
+    kv_heads: i32,
+    head_dim: i32,
+}
+
+fn plan<'a>(layers: &'a [DecoderLayer], x: &Array, rows: i32) -> Result<Option<Plan<'a>>> {
+    let dtype = x.dtype();
+    let Some((prepared, s)) = alike(layers, |l| prepare(l, dtype), |p| p.shape) else {
+        return Ok(None);
+    };
+    let first = &prepared[0];
     // The rows kernel has neither linear biases nor sinks nor a rope input scale.
-    if n > MAX_LAYERS
+    if layers.len() > MAX_LAYERS
         || !s.mlp
         || s.extras.iter().any(|e| *e)
         || first.par[3] != 1.0
         || super::is_mx(s.spec)
-        || s.hid != hid
-        || step.2 != rows as usize
-        || !same_step
+        || s.hid != x.dim(-1)
         || rows * s.heads > MAX_HEADS
         || !fastpath::attention_heads_fit(&first.rope, dtype)
     {
         return Ok(None);
     }
-    let min_pad = match &caches[0] {
-        LayerCache::Batch(c) => c.pads().iter().copied().min().unwrap_or(0),
-        _ => unreachable!("checked above"),
+    Ok(Some(Plan {
+        kv_heads: s.kv_heads,
+        head_dim: s.head_dim,
+        prepared,
+        shape: s,
+    }))
+}
+
+/// One launch over `rows` rows of x: caches `kv` (per layer, the whole buffers), writing at column
+/// `col` (a block: from `col` on), `pads` per row, the longest row `longest` positions.
+#[allow(clippy::too_many_arguments)]
+fn run(
+    plan: Plan<'_>,
+    x: &Array,
+    kv: &[(Array, Array)],
+    col: i32,
+    pads: &Array,
+    longest: i32,
+    blocks: i32,
+    kind: Rows,
+) -> Result<Option<Array>> {
+    let (prepared, s) = (&plan.prepared, plan.shape);
+    let first = &prepared[0];
+    let dtype = x.dtype();
+    let n = prepared.len();
+    let rows = if kind == Rows::Block {
+        x.dim(1)
+    } else {
+        x.dim(0)
     };
-    let mut slots = Vec::with_capacity(n);
-    for c in caches.iter_mut() {
-        let LayerCache::Batch(b) = c else {
-            unreachable!("checked above")
-        };
-        slots.push(b.decode_slot(s.kv_heads, s.head_dim, dtype)?);
-    }
-    let (col, cap, pads) = (slots[0].2, slots[0].0.dim(2), slots[0].3.clone());
+    let hid = x.dim(-1);
+    let cap = kv[0].0.dim(2);
     let (h, kvh, d, f, bits) = (s.heads, s.kv_heads, s.head_dim, s.ffn, s.spec.bits);
-    let sb = splits(col - min_pad + 1, blocks * (THREADS / 32), h);
+    let sb = splits(longest, blocks * (THREADS / 32), h);
     let groups = [hid, h * d, f].map(|k| group(rows, k, bits));
     let lay = scratch_layout(rows, sb, hid, h, kvh, d, f);
     // As much as the most rows would take, whatever the batch: one compiled kernel for every
@@ -136,9 +235,9 @@ pub(super) fn forward(
     )?)?;
     let par = consts(&first.par)?;
     let bar = counters()?;
-    let kernel = kernel(n, shared, true, super::InLaunch::Mlp, [false; 3], false)?;
-    let mut inputs: Vec<&Array> = vec![x, first.rope.inv_freq, &pos, &pads, &par, &bar];
-    for (p, (keys, values, _, _)) in prepared.iter().zip(&slots) {
+    let kernel = kernel(n, shared, kind, super::InLaunch::Mlp, [false; 3], false)?;
+    let mut inputs: Vec<&Array> = vec![x, first.rope.inv_freq, &pos, pads, &par, &bar];
+    for (p, (keys, values)) in prepared.iter().zip(kv) {
         inputs.extend(p.products);
         inputs.extend(p.qk_norms);
         inputs.push(keys);

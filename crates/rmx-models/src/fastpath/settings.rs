@@ -38,6 +38,10 @@ pub struct FastPath {
     /// A batch's decode step through the layer kernel's rows variant (`RMX_LAYER_ROWS`, default
     /// on with integer products; 0 runs a batch op by op).
     pub layer_rows: bool,
+    /// A speculative verify's block (2-16 consecutive tokens of one sequence) through the rows
+    /// kernel, each position with the sums a decode step there makes alone
+    /// (`RMX_LAYER_BLOCK=1`). Default off: written, compiled with NVRTC, not yet run on a GPU.
+    pub layer_block: bool,
     /// Dequantize for prefill only from this many multiply-adds on (`RMX_DEQUANT_PREFILL_WORK`).
     pub dequant_prefill_work: u64,
     /// A prompt chunk's q/k/v heads from the fused QKV product in one kernel
@@ -99,6 +103,7 @@ pub fn fast_path() -> FastPath {
             },
             layer_idot: env_num(EnvVars::RMX_LAYER_IDOT) != Some(0),
             layer_rows: env_num(EnvVars::RMX_LAYER_ROWS) != Some(0),
+            layer_block: env_num(EnvVars::RMX_LAYER_BLOCK) == Some(1),
             layers_per_launch: env_num(EnvVars::RMX_LAYERS_PER_LAUNCH)
                 .map_or(32, |n| n.clamp(1, 32)),
             dequant_prefill_work: env_num(EnvVars::RMX_DEQUANT_PREFILL_WORK)

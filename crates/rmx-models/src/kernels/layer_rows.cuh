@@ -13,6 +13,14 @@ namespace rmx {
 // `col`, and row b's positions start after its pads[b] columns, so its offset is col - pads[b].
 // Attention splits each row's positions as decode_layers splits a lone sequence's (the same S for
 // the same length), so its partials and their merge are the same sums.
+//
+// BLOCK: the rows are instead consecutive positions of one sequence (a speculative verify's
+// k + 1 tokens; its cache [1, KV, cap, D], no padding): row b sits at position col + b and attends
+// the cache's first col positions, the block's rows before it and itself. The earlier rows' keys
+// and values are written into the cache in this very phase, by other warps, so a row takes them
+// from the QKV rows instead (phase 1's output), normed and roped at their positions exactly as
+// their writers do: the same bits as reading them back, and each row's sums are then the ones a
+// decode step at its position makes alone.
 // pos: {col, cap, B, SB, mg at HID, mg at H*D, mg at F, then the scratch offsets in floats of
 // m/l, partial rows, attended rows, residual rows, activations, layer outputs}; SB is the splits'
 // stride (the most splits of any row).
@@ -105,7 +113,7 @@ __device__ __forceinline__ void rows_phase(const T* src, const T* nw, float eps,
 }
 
 template <typename T, int BITS, int G, int HID, int H, int KV, int D, int F, bool QKNORM,
-          bool TRADITIONAL, int NT, int SMAX, int MR>
+          bool TRADITIONAL, int NT, int SMAX, int MR, bool BLOCK = false>
 __device__ __forceinline__ void decode_layers_rows(
     const T* x, const LayerPtrs<T>* tab, int nl, const float* inv_freq, const int32_t* pos,
     const int32_t* pads, const float* par, const uint32_t* bar_in, T* y, float* scratch) {
@@ -158,8 +166,10 @@ __device__ __forceinline__ void decode_layers_rows(
         const int b = item / (H * SB);
         const int h = (item / SB) % H;
         const int s = item % SB;
-        const int pad = pads[b];
-        const int offset = col - pad;
+        const int pad = BLOCK ? 0 : pads[b];
+        const int offset = BLOCK ? col + b : col - pad;
+        // Positions before `cached` are in the cache already (BLOCK: the block's start).
+        const int cached = BLOCK ? col : offset;
         const int n = offset + 1;
         const int S = max(1, min(min((n + 7) / 8, SMAX), nw / H));
         if (s >= S) continue;
@@ -169,15 +179,24 @@ __device__ __forceinline__ void decode_layers_rows(
 #pragma unroll
         for (int p = 0; p < PL; ++p) o[p] = 0.f;
         float m = neg_inf(), lsum = 0.f;
-        const size_t base = (((size_t)b * KV + g) * cap + pad) * D + lane * PL;
+        const size_t base = (((size_t)(BLOCK ? 0 : b) * KV + g) * cap + pad) * D + lane * PL;
         for (int j0 = s; j0 < n; j0 += CH * S) {
           Words<PL / 2> kr[CH], vr[CH];
 #pragma unroll
           for (int i = 0; i < CH; ++i) {
             const int j = j0 + i * S;
-            if (j < offset) {
+            if (j < cached) {
               kr[i].template load<false>(kc + base + (size_t)j * D);
               vr[i].template load<false>(vc + base + (size_t)j * D);
+            } else if (BLOCK && j < offset) {
+              // An earlier row of the block: its key and value as its writer makes them.
+              const T* rj = qkv + (size_t)(j - col) * NQKV;
+              float kv[PL], vv[PL];
+              head_rope<T, D, QKNORM, TRADITIONAL>(rj + (H + g) * D, L.kn, par[1], inv_freq, j,
+                                                   kv);
+              load_pl<T, PL, true>(rj + (H + KV + g) * D + lane * PL, vv);
+              kr[i].template pack<T>(kv);
+              vr[i].template pack<T>(vv);
             }
           }
           if (j0 == s) {
