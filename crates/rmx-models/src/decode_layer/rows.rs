@@ -76,9 +76,8 @@ pub(super) fn forward(
     caches: &mut [LayerCache],
     blocks: i32,
 ) -> Result<Option<Array>> {
-    let fp = fast_path();
     let rows = x.dim(0);
-    if !fp.layer_rows || !fp.layer_idot || x.ndim() != 3 || x.dim(1) != 1 || rows < 2 {
+    if x.ndim() != 3 || x.dim(1) != 1 || rows < 2 {
         return Ok(None);
     }
     let step = match &caches[0] {
@@ -121,8 +120,7 @@ pub(super) fn forward_block(
     caches: &mut [LayerCache],
     blocks: i32,
 ) -> Result<Option<Array>> {
-    let fp = fast_path();
-    if !fp.layer_rows || !fp.layer_idot || x.ndim() != 3 || x.dim(0) != 1 {
+    if x.ndim() != 3 || x.dim(0) != 1 {
         return Ok(None);
     }
     let rows = x.dim(1);
@@ -166,6 +164,10 @@ struct Plan<'a> {
 }
 
 fn plan<'a>(layers: &'a [DecoderLayer], x: &Array, rows: i32) -> Result<Option<Plan<'a>>> {
+    let fp = fast_path();
+    if !fp.layer_rows || !fp.layer_idot {
+        return Ok(None);
+    }
     let dtype = x.dtype();
     let Some((prepared, s)) = alike(layers, |l| prepare(l, dtype), |p| p.shape) else {
         return Ok(None);
