@@ -3,6 +3,7 @@
 
 mod locate;
 
+use std::env;
 use std::path::Path;
 
 fn main() {
@@ -31,13 +32,22 @@ fn main() {
     let lib = mlx.root.join("lib");
     cxx_build::bridge("src/ffi.rs")
         .file("cpp/rmx_mlx.cc")
-        .file("cpp/cpu_blas.cc")
         .include(&include)
         .include(Path::new("cpp"))
         .std("c++20")
         .flag_if_supported("-Wno-unused-parameter")
         .flag_if_supported("-Wno-deprecated-declarations")
         .compile("rmx_mlx_bridge");
+    // The float32 kernels (Linux), optimized in every profile: the tests run debug builds, whose
+    // -O0 would make every float32 product of their models several times slower.
+    if env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
+        cc::Build::new()
+            .cpp(true)
+            .file("cpp/cpu_blas.cc")
+            .std("c++17")
+            .opt_level(3)
+            .compile("rmx_cpu_blas");
+    }
 
     println!("cargo:rustc-link-search=native={}", lib.display());
     println!("cargo:rustc-link-lib=dylib=mlx");

@@ -21,12 +21,11 @@
 // and zero terms past the end (keys a mask hides) leave it unchanged. A transposed A is copied
 // first. The columns are split over a few threads; each element is one thread's.
 //
-// `cpu_blas_select(true)` (RMX_CPU_BLAS=mlx) sends every call to the BLAS the MLX runtime links
+// `rmx_cpu_blas_select(1)` (RMX_CPU_BLAS=mlx) sends every call to the BLAS the MLX runtime links
 // instead: the one mlx-lm multiplies with on Linux, for comparisons with it bit for bit.
-#include "rmx_mlx.h"
-
-#if defined(__linux__)
-
+//
+// Linux only (build/main.rs compiles it there, optimized in every profile); rmx_mlx.cc holds the
+// bridge's functions over the C ones at the end of this file.
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -38,6 +37,7 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -369,34 +369,25 @@ extern "C" void cblas_sgemm(int order, int ta, int tb, int m, int n, int k, floa
   product(Product{m, n, std::max(k, 0), alpha, beta, a, lda, b, ldb, tb != kNoTrans, c, ldc}, ta);
 }
 
-namespace rmx {
+extern "C" {
 
-void cpu_blas_select(bool mlx) { use_mlx.store(mlx, std::memory_order_relaxed); }
+void rmx_cpu_blas_select(int mlx) { use_mlx.store(mlx != 0, std::memory_order_relaxed); }
 
-rust::String cpu_blas_describe() {
-  if (use_mlx.load(std::memory_order_relaxed)) return rust::String("the MLX runtime's own BLAS");
+int rmx_cpu_blas_is_mlx() { return use_mlx.load(std::memory_order_relaxed) ? 1 : 0; }
+
+uint64_t rmx_cpu_blas_calls() { return calls.load(std::memory_order_relaxed); }
+
+// The kernels' instruction set and threads, for `rmx doctor`.
+const char* rmx_cpu_blas_kernels() {
+  static const std::string what = [] {
 #if defined(__x86_64__)
-  const char* simd = has_avx2() ? "AVX2 + FMA" : "portable";
+    const char* simd = has_avx2() ? "AVX2 + FMA" : "portable";
 #else
-  const char* simd = "portable";
+    const char* simd = "portable";
 #endif
-  return rust::String(std::string("rmx's row-stable kernels (") + simd + ", " +
-                      std::to_string(pool().size()) + " threads)");
+    return std::string(simd) + ", " + std::to_string(pool().size()) + " threads";
+  }();
+  return what.c_str();
 }
 
-bool cpu_blas_is_mlx() { return use_mlx.load(std::memory_order_relaxed); }
-
-uint64_t cpu_blas_calls() { return calls.load(std::memory_order_relaxed); }
-
-}  // namespace rmx
-
-#else  // macOS: MLX multiplies through Accelerate, and this file defines nothing for it.
-
-namespace rmx {
-void cpu_blas_select(bool) {}
-rust::String cpu_blas_describe() { return rust::String("Accelerate (MLX's own)"); }
-bool cpu_blas_is_mlx() { return true; }
-uint64_t cpu_blas_calls() { return 0; }
-}  // namespace rmx
-
-#endif
+}  // extern "C"

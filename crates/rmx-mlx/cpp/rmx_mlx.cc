@@ -638,4 +638,27 @@ rust::String device_info_json(uint8_t type) {
   return rust::String(os.str());
 }
 
+// What float32 products on the CPU run on: cpu_blas.cc's kernels on Linux; on macOS MLX's own
+// (Accelerate), which needs no help.
+#if defined(__linux__)
+extern "C" {
+void rmx_cpu_blas_select(int mlx);
+int rmx_cpu_blas_is_mlx();
+uint64_t rmx_cpu_blas_calls();
+const char* rmx_cpu_blas_kernels();
+}
+void cpu_blas_select(bool mlx) { rmx_cpu_blas_select(mlx ? 1 : 0); }
+bool cpu_blas_is_mlx() { return rmx_cpu_blas_is_mlx() != 0; }
+uint64_t cpu_blas_calls() { return rmx_cpu_blas_calls(); }
+rust::String cpu_blas_describe() {
+  if (cpu_blas_is_mlx()) return rust::String("the MLX runtime's own BLAS");
+  return rust::String(std::string("rmx's row-stable kernels (") + rmx_cpu_blas_kernels() + ")");
+}
+#else
+void cpu_blas_select(bool) {}
+bool cpu_blas_is_mlx() { return true; }
+uint64_t cpu_blas_calls() { return 0; }
+rust::String cpu_blas_describe() { return rust::String("Accelerate (MLX's own)"); }
+#endif
+
 }  // namespace rmx
