@@ -654,7 +654,9 @@ pub(crate) fn forward(
 }
 
 /// One token through consecutive `layers` (at most 32) of one `OneLaunch` kind in one launch
-/// (of a MoE layer: through its mixer half, one layer); `None` when the kernel does not
+/// (of a MoE layer: through its mixer half, one layer), or with `RMX_LAYER_BLOCK=1` a block of
+/// a few tokens of one sequence under a causal mask (dense layers: rows::forward_block); `None`
+/// when the kernel does not
 /// apply to all of them alike (not CUDA, not one token of full-attention or sliding-window
 /// caches at the same step, a mask, different shapes; see `prepare`), and nothing has changed
 /// then. `mask` must hold for every layer (llama.rs groups sliding-window layers only where
