@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue #24 on the GPU machine (after the staging of docs/perf.md "How to reproduce"): a
-# speculative verify's block through the layer kernel's rows variant (RMX_LAYER_BLOCK=1,
+# speculative verify's block through the layer kernel's rows variant (RMX_LAYER_BLOCK=1, the default,
 # decode_layer/rows.rs forward_block) against the op-by-op block (RMX_LAYER_BLOCK=0).
 #   . /root/rmx-stage/env.sh && scripts/bench/verify_block_gpu.sh /root/rmx-stage/rmx [SMOLLM2_GGUF]
 # 1. Exactness: on a Llama-3-8B-shaped 4-bit model (random weights written by mlx-lm), greedy

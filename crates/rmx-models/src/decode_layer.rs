@@ -654,7 +654,7 @@ pub(crate) fn forward(
 }
 
 /// One token through consecutive `layers` (at most 32) of one `OneLaunch` kind in one launch
-/// (of a MoE layer: through its mixer half, one layer), or with `RMX_LAYER_BLOCK=1` a block of
+/// (of a MoE layer: through its mixer half, one layer), or (unless `RMX_LAYER_BLOCK=0`) a block of
 /// a few tokens of one sequence under a causal mask (dense layers: rows::forward_block); `None`
 /// when the kernel does not
 /// apply to all of them alike (not CUDA, not one token of full-attention or sliding-window

@@ -130,8 +130,8 @@ env_vars! {
     /// `0` runs a batch's decode step op by op instead of through the layer kernel's rows
     /// variant. Default: on.
     RMX_LAYER_ROWS in FastPath;
-    /// `1` runs a speculative verify's block (2-16 tokens of one sequence) through the layer
-    /// kernel's rows variant instead of op by op. Default: off, until it has run on a GPU.
+    /// `0` reads a speculative verify's block (2-16 tokens of one sequence) op by op instead of
+    /// through the layer kernel's rows variant. Default: the layer kernel.
     RMX_LAYER_BLOCK in FastPath;
     /// How many consecutive decoder layers one launch of the layer kernel runs, 1 to 32.
     /// Default: 32.
