@@ -83,6 +83,17 @@ pub fn parse(
             model: model.trim().to_string(),
             draft_tokens: k,
         },
+        // #24's third form: named in the issue and by other servers, so it gets its own answer.
+        None if method == "mtp" => {
+            return Err(BadSpeculation {
+                param: "speculative",
+                message: "`speculative` \"mtp\" is not supported yet: rmx does not load the \
+                          multi-token-prediction heads (`mtp.*`) of Qwen3.5 and Qwen3.6 \
+                          checkpoints (MLX conversions drop them too); use \"prompt-lookup\" or \
+                          \"draft:MODEL\""
+                    .into(),
+            })
+        }
         Some(("draft", _)) => {
             return Err(BadSpeculation {
                 param: "speculative",
@@ -136,6 +147,9 @@ mod tests {
             assert_eq!(e.param, "draft_tokens");
             assert!(e.message.contains("between 1 and 16"), "{e}");
         }
+        let e = refusal(Some("mtp"), None);
+        assert_eq!(e.param, "speculative");
+        assert!(e.message.contains("not supported yet"), "{e}");
         let e = refusal(Some("medusa"), None);
         assert_eq!(e.param, "speculative");
         assert!(e.message.contains(METHODS), "{e}");
