@@ -102,7 +102,7 @@ pub(super) fn forward(
         let LayerCache::Batch(b) = c else {
             unreachable!("checked above")
         };
-        slots.push(b.decode_slot(plan.kv_heads, plan.head_dim, x.dtype())?);
+        slots.push(b.decode_slot(plan.shape.kv_heads, plan.shape.head_dim, x.dtype())?);
     }
     let (col, pads) = (slots[0].2, slots[0].3.clone());
     let longest = col - min_pad + 1;
@@ -146,7 +146,8 @@ pub(super) fn forward_block(
         let LayerCache::Full(cache) = c else {
             unreachable!("checked above")
         };
-        let (k, v, at) = cache.block_slot(rows, plan.kv_heads, plan.head_dim, x.dtype())?;
+        let (k, v, at) =
+            cache.block_slot(rows, plan.shape.kv_heads, plan.shape.head_dim, x.dtype())?;
         col = at;
         kv.push((k, v));
     }
@@ -155,12 +156,11 @@ pub(super) fn forward_block(
 }
 
 /// What both kinds of rows share: the layers prepared alike, and checked for what the rows
-/// kernel does not have.
+/// kernel does not have, for `rows` rows.
 struct Plan<'a> {
     prepared: Vec<super::Prepared<'a>>,
     shape: super::Shape,
-    kv_heads: i32,
-    head_dim: i32,
+    rows: i32,
 }
 
 fn plan<'a>(layers: &'a [DecoderLayer], x: &Array, rows: i32) -> Result<Option<Plan<'a>>> {
@@ -186,10 +186,9 @@ fn plan<'a>(layers: &'a [DecoderLayer], x: &Array, rows: i32) -> Result<Option<P
         return Ok(None);
     }
     Ok(Some(Plan {
-        kv_heads: s.kv_heads,
-        head_dim: s.head_dim,
         prepared,
         shape: s,
+        rows,
     }))
 }
 
@@ -210,11 +209,7 @@ fn run(
     let first = &prepared[0];
     let dtype = x.dtype();
     let n = prepared.len();
-    let rows = if kind == Rows::Block {
-        x.dim(1)
-    } else {
-        x.dim(0)
-    };
+    let rows = plan.rows;
     let hid = x.dim(-1);
     let cap = kv[0].0.dim(2);
     let (h, kvh, d, f, bits) = (s.heads, s.kv_heads, s.head_dim, s.ffn, s.spec.bits);
