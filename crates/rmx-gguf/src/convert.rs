@@ -14,7 +14,7 @@ use crate::error::{GgufError, Result};
 use crate::names::{hf_name, is_norm};
 use crate::quantize::{affine_quantize, GROUP_SIZE};
 use crate::reader::{GgufFile, TensorInfo};
-use crate::safetensors_writer::{bf16_bytes, f32_bytes, Dtype, Planned, SafetensorsWriter};
+use crate::safetensors_writer::{Dtype, Planned, SafetensorsWriter};
 use crate::tokenizer::build_tokenizer;
 
 /// The weight format of the converted model.
@@ -41,14 +41,12 @@ impl Quant {
             Self::Q8 => Some(8),
         }
     }
-}
 
-impl Quant {
-    /// The dtype of the weights kept as floats, as config.json names it (`torch_dtype`).
-    pub fn float_dtype(self) -> &'static str {
+    /// How the weights kept as floats are stored (every tensor but quantized ones' packs).
+    pub fn float_dtype(self) -> Dtype {
         match self {
-            Self::F32 => "float32",
-            _ => "bfloat16",
+            Self::F32 => Dtype::F32,
+            _ => Dtype::Bf16,
         }
     }
 }
@@ -165,7 +163,7 @@ pub fn convert(
     });
     write_json(
         &out_dir.join("config.json"),
-        &build_config(&gguf, arch, quant_config, quant.float_dtype())?,
+        &build_config(&gguf, arch, quant_config, quant.float_dtype().torch_name())?,
     )?;
     let tok = build_tokenizer(&gguf, arch)?;
     write_json(&out_dir.join("tokenizer.json"), &tok.tokenizer_json)?;
@@ -299,11 +297,7 @@ fn planned_tensors(job: &Job<'_>, quant: Quant) -> Vec<Planned> {
         }
         _ => vec![Planned {
             name: job.hf.clone(),
-            dtype: if quant == Quant::F32 {
-                Dtype::F32
-            } else {
-                Dtype::Bf16
-            },
+            dtype: quant.float_dtype(),
             shape,
         }],
     }
@@ -387,8 +381,7 @@ fn convert_tensor(
                 scales.extend(q.scales);
                 biases.extend(q.biases);
             }
-            None if quant == Quant::F32 => writer.write_part(&job.hf, &f32_bytes(&values))?,
-            None => writer.write_part(&job.hf, &bf16_bytes(&values))?,
+            None => writer.write_part(&job.hf, &quant.float_dtype().float_bytes(&values))?,
         }
         row += n;
     }

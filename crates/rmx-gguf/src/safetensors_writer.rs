@@ -33,6 +33,24 @@ impl Dtype {
             Self::F32 | Self::U32 => 4,
         }
     }
+
+    /// The float dtype's name in config.json (`torch_dtype`).
+    pub fn torch_name(self) -> &'static str {
+        match self {
+            Self::F32 => "float32",
+            Self::Bf16 => "bfloat16",
+            Self::U32 => unreachable!("u32 tensors are quantized packs, not a model's dtype"),
+        }
+    }
+
+    /// `values` stored in this float dtype, little-endian.
+    pub fn float_bytes(self, values: &[f32]) -> Vec<u8> {
+        match self {
+            Self::F32 => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            Self::Bf16 => bf16_bytes(values),
+            Self::U32 => unreachable!("u32 tensors are quantized packs, not floats"),
+        }
+    }
 }
 
 /// One tensor of the file, declared up front.
@@ -173,10 +191,6 @@ impl SafetensorsWriter {
             detail,
         }
     }
-}
-
-pub fn f32_bytes(values: &[f32]) -> Vec<u8> {
-    values.iter().flat_map(|v| v.to_le_bytes()).collect()
 }
 
 pub fn bf16_bytes(values: &[f32]) -> Vec<u8> {
