@@ -50,6 +50,9 @@ pub enum ModelError {
     /// Images given to a model that takes none, or that do not fit its prompt.
     #[error("images: {0}")]
     Images(String),
+    /// MTP guesses asked of a model whose checkpoint has no such head (its model type).
+    #[error("{0} has no multi-token-prediction head (mtp.*) in its weights")]
+    NoMtp(String),
     #[error(transparent)]
     Mlx(#[from] rmx_mlx::Error),
 }

@@ -271,6 +271,7 @@ fn load_text(
         tied_embeddings: tied,
         layer_kinds: crate::llama::summarize(kinds),
         kind: crate::model::ModelKind::Chat,
+        mtp_layers: 0,
     };
     Ok(Box::new(Gemma3 {
         embed: Embedding::load(

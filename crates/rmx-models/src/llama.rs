@@ -15,6 +15,7 @@ use crate::feed_forward::FeedForward;
 use crate::layers::{Embedding, Linear, RmsNorm};
 use crate::mixer::Mixer;
 use crate::model::{CausalLm, ModelInfo};
+use crate::mtp::MtpHead;
 use crate::parallel::ParallelMode;
 use crate::pipeline::Stage;
 use crate::rope::Rope;
@@ -104,6 +105,8 @@ pub struct Llama {
     sliding: Vec<bool>,
     norm: RmsNorm,
     lm_head: Option<Linear>,
+    /// The checkpoint's multi-token-prediction head, when it has one and the variant reads it.
+    mtp: Option<MtpHead>,
     window: Option<i32>,
     info: ModelInfo,
 }
@@ -129,6 +132,9 @@ pub(crate) struct Variant {
     pub root: String,
     /// The output projection's path: `lm_head`, or `language_model.lm_head`.
     pub lm_head: String,
+    /// Reads the checkpoint's multi-token-prediction head (`mtp.*`, mtp.rs) when it has one;
+    /// otherwise its tensors are dropped.
+    pub mtp: bool,
 }
 
 impl Variant {
@@ -152,6 +158,7 @@ impl Variant {
             output_gate: false,
             root: "model".into(),
             lm_head: "lm_head".into(),
+            mtp: false,
         }
     }
 }
@@ -200,44 +207,18 @@ pub(crate) fn load_decoder(
             w.discard(|k| k.starts_with(&prefix));
             continue;
         }
-        let custom = match &v.mixer {
-            Some(load) => load(w, q, i, &p)?,
-            None => None,
-        };
-        let mixer = match custom {
-            Some(m) => m,
-            None => Mixer::Attention(Box::new(Attention::load(
-                w,
-                q,
-                &format!("{p}.self_attn"),
-                &shape,
-                (v.rope)(i)?,
-                v.qk_norm,
-                &norm,
-            )?)),
-        };
-        let mlp = format!("{p}.mlp");
-        let ffn = match &v.ffn {
-            Some(load) => load(w, q, i, &mlp)?,
-            None => FeedForward::Dense(Mlp::load(
-                w,
-                q,
-                &mlp,
-                c.hidden_size,
-                c.intermediate_size,
-                c.mlp_bias,
-                false,
-            )?),
-        };
-        let mut layer = DecoderLayer::new(
-            mixer,
-            ffn,
-            norm(w, &format!("{p}.input_layernorm"), c.hidden_size)?,
-            norm(w, &format!("{p}.post_attention_layernorm"), c.hidden_size)?,
-        );
+        let mut layer = load_layer(w, q, c, &v, &shape, i, &p, false)?;
         layer.one_launch = decode_layer::fits(&layer);
         layers.push(layer);
     }
+    // Its multi-token-prediction layers are full-attention layers of the model's kind (their
+    // feed-forward as the family's, here as layer `num_hidden_layers`); read by the ops.
+    let mtp = match v.mtp {
+        true => MtpHead::load(w, q, c.hidden_size, eps, |w, i, p| {
+            load_layer(w, q, c, &v, &shape, c.num_hidden_layers + i, p, true)
+        })?,
+        false => None,
+    };
     let sliding: Vec<bool> = match &c.layer_types {
         Some(t) if t.len() != c.num_hidden_layers as usize => {
             return Err(ModelError::Config {
@@ -289,7 +270,10 @@ pub(crate) fn load_decoder(
                 .into(),
         });
     }
-    let layer_kinds = summarize(layers.iter().zip(&sliding).map(|(l, s)| l.describe(*s)));
+    let mut layer_kinds = summarize(layers.iter().zip(&sliding).map(|(l, s)| l.describe(*s)));
+    if let Some(m) = &mtp {
+        layer_kinds.push(m.describe());
+    }
     let embed_path = format!("{root}.embed_tokens");
     let embed = match &vocab {
         Some(v) => v.load_embedding(w, q, &embed_path, c.hidden_size)?,
@@ -328,8 +312,62 @@ pub(crate) fn load_decoder(
             tied_embeddings: c.tie_word_embeddings,
             layer_kinds,
             kind: crate::model::ModelKind::Chat,
+            mtp_layers: mtp.as_ref().map_or(0, MtpHead::layers),
         },
+        mtp,
     })
+}
+
+/// Layer `i` of the decoder at `p`: the family's mixer (unless `attention`, which forces the
+/// attention) and feed-forward, each behind its norm.
+#[allow(clippy::too_many_arguments)]
+fn load_layer(
+    w: &mut Weights,
+    q: &QuantConfig,
+    c: &Config,
+    v: &Variant,
+    shape: &AttentionShape,
+    i: i32,
+    p: &str,
+    attention: bool,
+) -> Result<DecoderLayer> {
+    let eps = c.rms_norm_eps;
+    let norm = |w: &mut Weights, p: &str, d: i32| RmsNorm::load(w, p, d, eps);
+    let custom = match (&v.mixer, attention) {
+        (Some(load), false) => load(w, q, i, p)?,
+        _ => None,
+    };
+    let mixer = match custom {
+        Some(m) => m,
+        None => Mixer::Attention(Box::new(Attention::load(
+            w,
+            q,
+            &format!("{p}.self_attn"),
+            shape,
+            (v.rope)(i)?,
+            v.qk_norm,
+            &norm,
+        )?)),
+    };
+    let mlp = format!("{p}.mlp");
+    let ffn = match &v.ffn {
+        Some(load) => load(w, q, i, &mlp)?,
+        None => FeedForward::Dense(Mlp::load(
+            w,
+            q,
+            &mlp,
+            c.hidden_size,
+            c.intermediate_size,
+            c.mlp_bias,
+            false,
+        )?),
+    };
+    Ok(DecoderLayer::new(
+        mixer,
+        ffn,
+        norm(w, &format!("{p}.input_layernorm"), c.hidden_size)?,
+        norm(w, &format!("{p}.post_attention_layernorm"), c.hidden_size)?,
+    ))
 }
 
 pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
@@ -475,5 +513,22 @@ impl CausalLm for Llama {
 
     fn info(&self) -> &ModelInfo {
         &self.info
+    }
+
+    fn mtp_cache(&self) -> Vec<LayerCache> {
+        self.mtp.as_ref().map_or(Vec::new(), MtpHead::make_cache)
+    }
+
+    fn mtp_forward(
+        &self,
+        hidden: &Array,
+        tokens: &Array,
+        step: usize,
+        cache: &mut [LayerCache],
+    ) -> Result<Array> {
+        let Some(mtp) = &self.mtp else {
+            return Err(ModelError::NoMtp(self.info.model_type.clone()));
+        };
+        mtp.forward(&self.embed_tokens(tokens)?, hidden, step, cache)
     }
 }

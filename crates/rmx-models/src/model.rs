@@ -23,6 +23,9 @@ pub struct ModelInfo {
     pub layer_kinds: Vec<String>,
     /// What the model is for: chat and completions, or embeddings.
     pub kind: ModelKind,
+    /// The layers of the checkpoint's multi-token-prediction head (mtp.rs) that speculative
+    /// decoding can guess with; 0 when it has none (every MLX conversion).
+    pub mtp_layers: usize,
 }
 
 /// What a loaded model answers.
@@ -67,6 +70,27 @@ pub trait CausalLm {
     }
 
     fn info(&self) -> &ModelInfo;
+
+    /// A fresh cache for the multi-token-prediction head (Qwen3.5's `mtp.*`, mtp.rs), one per
+    /// layer ([`ModelInfo::mtp_layers`]).
+    fn mtp_cache(&self) -> Vec<LayerCache> {
+        Vec::new()
+    }
+
+    /// The multi-token-prediction head's guess step `step` over final-normed `hidden`
+    /// (`[1, L, hidden]`, positions `i`) and `tokens` (`[1, L]`, the tokens at `i + 1`), in
+    /// `cache` ([`CausalLm::mtp_cache`]): its final-normed states, whose [`CausalLm::lm_head`]
+    /// rows guess the tokens at `i + 2`.
+    fn mtp_forward(
+        &self,
+        hidden: &Array,
+        tokens: &Array,
+        step: usize,
+        cache: &mut [LayerCache],
+    ) -> Result<Array> {
+        let _ = (hidden, tokens, step, cache);
+        Err(ModelError::NoMtp(self.info().model_type.clone()))
+    }
 
     /// The image encoder of a vision-language model loaded with its vision weights.
     fn vision(&self) -> Option<&dyn ImageEncoder> {

@@ -147,6 +147,10 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
     };
     // The tower in mlx-vlm's layout takes images; transformers' (`model.visual.*`) is left
     // unloaded and the text model runs alone.
+    // The Hub's own checkpoints, read as mlx-lm reads them (and with their MTP head).
+    if crate::qwen3_5_layout::is_transformers(w) {
+        crate::qwen3_5_layout::to_mlx(w)?;
+    }
     let vision = if w.has("vision_tower.patch_embed.proj.weight") {
         Some(load_vision(raw, w, &c)?)
     } else {
@@ -162,6 +166,7 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
             experts_everywhere: true,
             root: "language_model.model",
             lm_head: "language_model.lm_head",
+            mtp: true,
         },
     )?;
     Ok(match vision {
@@ -292,5 +297,19 @@ impl CausalLm for Qwen35Vision {
 
     fn info(&self) -> &ModelInfo {
         self.text.info()
+    }
+
+    fn mtp_cache(&self) -> Vec<LayerCache> {
+        self.text.mtp_cache()
+    }
+
+    fn mtp_forward(
+        &self,
+        hidden: &Array,
+        tokens: &Array,
+        step: usize,
+        cache: &mut [LayerCache],
+    ) -> Result<Array> {
+        self.text.mtp_forward(hidden, tokens, step, cache)
     }
 }

@@ -68,6 +68,10 @@ pub(crate) struct Layout {
     /// `model` or `language_model.model`, and the lm_head's path.
     pub root: &'static str,
     pub lm_head: &'static str,
+    /// Reads the multi-token-prediction head (`mtp.*`) when the weights have it: Qwen3.5's
+    /// checkpoints in transformers' layout (qwen3_5_layout.rs). Qwen3-Next's, whose experts
+    /// are stored one by one, are refused before it would matter.
+    pub mtp: bool,
 }
 
 impl Config {
@@ -135,9 +139,6 @@ pub(crate) fn load_hybrid(
     layout: Layout,
 ) -> Result<Llama> {
     c.check()?;
-    // Multi-token-prediction heads are kept for speculative decoding, not loaded yet
-    // (mlx-lm drops them too).
-    w.discard(|k| k.contains("mtp."));
     refuse_transformers_layout(w)?;
     let common = crate::llama::Config::from_family(&c)?;
     let dims = c.rotary_dims();
@@ -159,6 +160,12 @@ pub(crate) fn load_hybrid(
     // and the shared expert as a dense MLP, whose sum over the ranks comes before its gate.
     v.root = layout.root.into();
     v.lm_head = layout.lm_head.into();
+    // A model split over ranks does not speculate (speculative.rs, Off::Group).
+    v.mtp = layout.mtp && w.parallel().is_none();
+    if !v.mtp {
+        // Heads not read here (mlx-lm drops them all).
+        w.discard(|k| k.contains("mtp."));
+    }
     let shape = DeltaNetShape {
         hidden: c.hidden_size,
         k_heads: c.linear_num_key_heads,
@@ -228,6 +235,7 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
             experts_everywhere: false,
             root: "model",
             lm_head: "lm_head",
+            mtp: false,
         },
     )?))
 }

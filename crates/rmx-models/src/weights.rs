@@ -191,8 +191,27 @@ impl Weights {
         self.tensors.insert(name.to_string(), (a, file, None));
     }
 
-    /// Drops tensors the reference implementation also ignores (precomputed rotary tables,
-    /// a tied model's lm_head, ...).
+    /// Every tensor's name, sorted.
+    pub(crate) fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.tensors.keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    /// Replaces `name` (when present) by `f` of it, kept under its file for errors: a layout
+    /// rewritten on load (a transposed convolution, a norm stored minus one).
+    pub(crate) fn map(
+        &mut self,
+        name: &str,
+        f: impl FnOnce(&Array) -> Result<Array>,
+    ) -> Result<()> {
+        if let Some((a, file, _)) = self.tensors.get(name) {
+            let (b, file) = (f(a)?, *file);
+            self.tensors.insert(name.to_string(), (b, file, None));
+        }
+        Ok(())
+    }
+
     /// Renames every tensor by `f` (checkpoints that spell a family's names differently).
     pub fn rename(&mut self, f: impl Fn(&str) -> String) {
         self.tensors = std::mem::take(&mut self.tensors)
@@ -201,6 +220,8 @@ impl Weights {
             .collect();
     }
 
+    /// Drops tensors the reference implementation also ignores (precomputed rotary tables,
+    /// a tied model's lm_head, ...).
     pub fn discard(&mut self, pred: impl Fn(&str) -> bool) {
         self.tensors.retain(|k, _| !pred(k));
     }

@@ -262,6 +262,7 @@ pub fn load(raw: &RawConfig, w: &mut Weights, pooling: Pooling) -> Result<Box<dy
             pooling.mode.name()
         )],
         kind: ModelKind::Embedding,
+        mtp_layers: 0,
     };
     Ok(Box::new(Bert {
         words,

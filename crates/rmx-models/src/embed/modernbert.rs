@@ -209,6 +209,7 @@ pub fn load(raw: &RawConfig, w: &mut Weights, pooling: Pooling) -> Result<Box<dy
         tied_embeddings: false,
         layer_kinds,
         kind: ModelKind::Embedding,
+        mtp_layers: 0,
     };
     Ok(Box::new(ModernBert {
         words,

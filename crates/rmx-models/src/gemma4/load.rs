@@ -175,6 +175,7 @@ fn load_text(
         tied_embeddings: c.tie_word_embeddings,
         layer_kinds: crate::llama::summarize(kinds),
         kind: crate::model::ModelKind::Chat,
+        mtp_layers: 0,
     };
     let eps = c.rms_norm_eps;
     Ok(Box::new(Gemma4 {
