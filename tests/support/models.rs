@@ -234,3 +234,106 @@ impl PendingReferences {
             .collect()
     }
 }
+
+/// A tiny Qwen3.5 as the Hub ships it, in transformers' layout with a random
+/// multi-token-prediction head (`py/mtp_model.py`), made on first use from [`model`]'s
+/// `family` (qwen3_5, qwen3_5_moe) in `quant` (f32 or bf16).
+pub fn mtp_model(family: &str, quant: &str) -> PathBuf {
+    let script = crate::py("mtp_model.py");
+    let src = model(family, quant);
+    let dir = generated_dir(&script, "mtp-", &format!("{family}-{quant}"));
+    let lock = building(&dir);
+    let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
+    if !dir.join("config.json").exists() {
+        std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
+        mtp_script(&[
+            "make",
+            "--src",
+            src.to_str().unwrap(),
+            "--out",
+            dir.to_str().unwrap(),
+        ]);
+    }
+    dir
+}
+
+/// A tiny Qwen3.5 (f32) scripted to write `text` after a prompt that ends in "assistant"
+/// (tiny_models.py `--script`), in transformers' layout with a head that guesses the script's
+/// next-but-one token (py/mtp_model.py `--head successor`): its guesses are right along the
+/// script.
+pub fn mtp_scripted(name: &str, text: &str) -> PathBuf {
+    let script = crate::py("mtp_model.py");
+    let src = generated_dir(&script, "mtp-", &format!("{name}-target"));
+    let dir = generated_dir(&script, "mtp-", name);
+    let lock = building(&dir);
+    let _guard = lock.lock().unwrap_or_else(|p| p.into_inner());
+    if !dir.join("config.json").exists() {
+        std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
+        let (src_s, dir_s) = (src.to_str().unwrap(), dir.to_str().unwrap());
+        run(&[
+            "make", "--family", "qwen3_5", "--quant", "f32", "--script", text, "--out", src_s,
+        ]);
+        mtp_script(&[
+            "make",
+            "--src",
+            src_s,
+            "--out",
+            dir_s,
+            "--head",
+            "successor",
+        ]);
+    }
+    dir
+}
+
+/// The head's greedy guesses on a prompt, from py/mtp_model.py's reference.
+#[derive(Debug)]
+pub struct MtpReference {
+    /// The model's own greedy token after the prompt.
+    pub next: u32,
+    /// At each prompt position `i`: the head's guess for the token at `i + 2`.
+    pub rows: Vec<u32>,
+    /// Guesses after the last row's, each from the head's previous output and guess.
+    pub chain: Vec<u32>,
+}
+
+pub fn mtp_reference(model: &Path, prompt_ids: &[u32], chain: usize) -> MtpReference {
+    let ids: Vec<String> = prompt_ids.iter().map(u32::to_string).collect();
+    let out = mtp_script(&[
+        "reference",
+        "--model",
+        model.to_str().unwrap(),
+        "--prompt-ids",
+        &ids.join(","),
+        "--chain",
+        &chain.to_string(),
+    ]);
+    let v: serde_json::Value =
+        serde_json::from_str(out.trim()).expect("mtp_model.py reference prints JSON");
+    let ids = |k: &str| -> Vec<u32> {
+        v[k].as_array()
+            .unwrap_or_else(|| panic!("{k} in {v}"))
+            .iter()
+            .map(|x| x.as_u64().unwrap() as u32)
+            .collect()
+    };
+    MtpReference {
+        next: v["next"].as_u64().unwrap() as u32,
+        rows: ids("rows"),
+        chain: ids("chain"),
+    }
+}
+
+fn mtp_script(args: &[&str]) -> String {
+    let out = std::process::Command::new(crate::python())
+        .arg(crate::py("mtp_model.py"))
+        .args(args)
+        .output()
+        .expect("run mtp_model.py");
+    assert!(
+        out.status.success(),
+        "mtp_model.py {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}

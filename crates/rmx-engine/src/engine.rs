@@ -536,6 +536,14 @@ impl Engine {
                 "token id {bad} is outside the vocabulary ({vocab})"
             )));
         }
+        if matches!(req.speculative, Some(crate::Speculation::Mtp { .. }))
+            && self.info.mtp_layers == 0
+        {
+            return Err(EngineError::Invalid(format!(
+                "speculative \"mtp\" needs the model's multi-token-prediction head, and {} has                  none in its weights (MLX conversions drop `mtp.*`; the Hub's own Qwen3.5 and                  Qwen3.6 checkpoints keep it); use \"prompt-lookup\" or \"draft:MODEL\"",
+                self.dir.display()
+            )));
+        }
         // Measured on an H200 (MLX 0.32.4): attention over a quantized cache fails in the
         // first step with "[quantized_matmul] No implementation for problem shape", mlx-lm's
         // generate_step with kv_bits too, so the request is refused before it starts.

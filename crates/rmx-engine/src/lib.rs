@@ -18,6 +18,7 @@ mod image_input;
 mod images;
 mod load;
 mod mirror;
+pub mod mtp;
 mod prefix_cache;
 mod prefix_disk;
 mod prompt;

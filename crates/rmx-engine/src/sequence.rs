@@ -27,9 +27,10 @@ use crate::draft::Draft;
 use crate::error::Result;
 use crate::images::ImageRows;
 use crate::load::Busy;
+use crate::mtp::MtpDraft;
 use crate::request::{Event, FinishReason, GenerateRequest, Timings, TokenLogprob, Usage};
 use crate::sampler::{Choice, Sampler};
-use crate::speculative::{self, Drafts, Off};
+use crate::speculative::{self, Drafts, Off, Speculation};
 use crate::thought::ThoughtWatch;
 
 /// mlx-lm's default prefill chunk.
@@ -107,6 +108,8 @@ pub struct Sequence {
     cache_key: Option<Vec<u32>>,
     /// The draft model guessing for this sequence, with its own cache (draft.rs).
     draft: Option<Draft>,
+    /// The model's multi-token-prediction head guessing for this sequence (mtp.rs).
+    mtp: Option<MtpDraft>,
     /// A speculating sequence decodes plainly, pipelined, while the lookup finds nothing to
     /// guess; once it finds something, the queued step's token is the last plain one and the
     /// next unit of work is a speculative block.
@@ -308,6 +311,12 @@ impl Sequence {
             speculation_off,
             cache_key,
             draft: draft.map(Draft::new),
+            mtp: match &req.speculative {
+                Some(Speculation::Mtp { .. }) if model.info().mtp_layers > 0 => {
+                    Some(MtpDraft::new(model))
+                }
+                _ => None,
+            },
             guess_again: false,
             pause: speculative::Pause::default(),
             thought,
@@ -548,14 +557,16 @@ impl Sequence {
         Ok(Progress::Working)
     }
 
-    /// Whether a speculating sequence has guesses for its next step: a draft model always
-    /// has; prompt lookup has when the text's tail occurred before.
+    /// Whether a speculating sequence has guesses for its next step: a draft model and the
+    /// multi-token-prediction head always have; prompt lookup has when the text's tail occurred
+    /// before.
     fn can_guess(&self) -> bool {
         if self.pause.active(self.generated) {
             return false;
         }
         match (&self.req.speculative, &self.draft) {
             (Some(_), Some(_)) => true,
+            (Some(_), None) if self.mtp.is_some() => true,
             (Some(s), None) => {
                 !speculative::prompt_lookup(&self.read_tokens(), s.draft_tokens()).is_empty()
             }
@@ -584,11 +595,15 @@ impl Sequence {
             true => 0,
             false => k.min(left.saturating_sub(1)),
         };
-        let guesses = match &mut self.draft {
-            Some(d) => d.guesses(&context, k, model.info().vocab_size.max(0) as u32)?,
-            None => speculative::prompt_lookup(&context, k),
+        let guesses = match (&mut self.draft, &mut self.mtp) {
+            (Some(d), _) => d.guesses(&context, k, model.info().vocab_size.max(0) as u32)?,
+            (None, Some(m)) => m.guesses(model, &context, k)?,
+            (None, None) => speculative::prompt_lookup(&context, k),
         };
-        if guesses.is_empty() && self.constraint.is_none() {
+        // The head guesses from the model's state before `last`, which a plain step would not
+        // hand it: without one yet it reads `last` as a block of one instead.
+        let feeds_head = self.mtp.is_some() && k > 0;
+        if guesses.is_empty() && self.constraint.is_none() && !feeds_head {
             // Nothing to guess: plain steps, the next one queued before this one is read,
             // until the lookup finds something again (`guess_again`).
             self.pending = Some(self.step(model, &Array::from_slice(&[last], &[1, 1])?)?);
@@ -634,6 +649,10 @@ impl Sequence {
             if done || !agrees {
                 let taken = if agrees { i + 1 } else { i };
                 self.pause.record(guesses.len(), taken, self.generated);
+                if let Some(m) = &mut self.mtp {
+                    let kept = hidden.slice_axis(1, 0, i as i32 + 1)?;
+                    m.observe(model, &kept, read as usize)?;
+                }
                 // Keep what `last` and the agreed guesses read; `id` is the next unread token.
                 speculative::keep_block(model, &mut self.cache, &feed, read, i + 1, before)?;
                 if let Some(d) = &mut self.draft {
@@ -659,13 +678,21 @@ impl Sequence {
         }
         let chunk = &self.req.prompt[self.prefilled..self.prefilled + n];
         let tokens = Array::from_slice(chunk, &[1, n as i32])?;
-        // Only the cache matters here: the hidden states are never evaluated.
-        match &mut self.images {
+        // Only the cache matters here (and what the multi-token-prediction head reads of the
+        // hidden states).
+        let hidden = match &mut self.images {
             Some(images) => images.forward(model, chunk, &tokens, &mut self.cache)?,
             None => model.forward_hidden(&tokens, &mut self.cache)?,
         };
+        if let Some(m) = &mut self.mtp {
+            m.observe(model, &hidden, self.prefilled)?;
+            m.catch_up(model, &self.req.prompt)?;
+        }
         self.quantize_kv()?;
-        let state: Vec<&Array> = self.cache.iter().flat_map(|c| c.state()).collect();
+        let mut state: Vec<&Array> = self.cache.iter().flat_map(|c| c.state()).collect();
+        if let Some(m) = &self.mtp {
+            state.extend(m.state());
+        }
         rmx_mlx::eval(&state)?;
         self.prefilled += n;
         rmx_mlx::clear_cache();

@@ -1,7 +1,8 @@
 //! Speculative decoding: guess the next tokens — by prompt lookup, finding the text's last few
-//! tokens earlier in the prompt or the output and copying what followed them there, or with a
-//! draft model's greedy tokens (draft.rs) — and let the model check the guesses in one forward
-//! pass (sequence.rs, `Sequence::speculate`).
+//! tokens earlier in the prompt or the output and copying what followed them there, with a
+//! draft model's greedy tokens (draft.rs), or with the model's own multi-token-prediction head
+//! (mtp.rs) — and let the model check the guesses in one forward pass (sequence.rs,
+//! `Sequence::speculate`).
 //!
 //! Why checking is exact: the model reads `[last, d1..dk]` at once, and row `i` of its logits
 //! is what a plain decode step would have seen after `last, d1..di`. Each row is sampled by
@@ -38,6 +39,11 @@ pub const MAX_DRAFT_TOKENS: usize = 16;
 /// more than this, and a wrong block of 6 costs a CPU or GPU little more than one token.
 pub const DEFAULT_DRAFT_TOKENS: usize = 6;
 
+/// Guesses per step for the multi-token-prediction head when a request names no number: each
+/// guess after the first is the head fed its own output, which drifts from what the model
+/// would compute, so few are worth a wider block (vLLM's Qwen3.5 examples use 2 or 3).
+pub const DEFAULT_MTP_TOKENS: usize = 3;
+
 /// The longest and shortest run of trailing tokens matched: the longest match wins, since it
 /// is the likeliest to go on the same way (in code, a short run like `    }\n` recurs all over
 /// a file, and only a longer one finds the place being copied); one token alone matches too
@@ -57,6 +63,9 @@ pub enum Speculation {
         model: std::path::PathBuf,
         draft_tokens: usize,
     },
+    /// Guesses made by the model's own multi-token-prediction head (mtp.rs; only checkpoints
+    /// that keep `mtp.*` have one), `draft_tokens` a step.
+    Mtp { draft_tokens: usize },
 }
 
 impl Speculation {
@@ -77,10 +86,18 @@ impl Speculation {
         })
     }
 
+    /// The multi-token-prediction head guessing `draft_tokens` a step, checked as
+    /// [`Speculation::prompt_lookup`]'s.
+    pub fn mtp(draft_tokens: usize) -> Result<Speculation> {
+        check_draft_tokens(draft_tokens)?;
+        Ok(Speculation::Mtp { draft_tokens })
+    }
+
     pub fn draft_tokens(&self) -> usize {
         match self {
             Speculation::PromptLookup { draft_tokens }
-            | Speculation::Draft { draft_tokens, .. } => *draft_tokens,
+            | Speculation::Draft { draft_tokens, .. }
+            | Speculation::Mtp { draft_tokens } => *draft_tokens,
         }
     }
 
@@ -88,7 +105,7 @@ impl Speculation {
     pub fn draft_model(&self) -> Option<&std::path::Path> {
         match self {
             Speculation::Draft { model, .. } => Some(model),
-            Speculation::PromptLookup { .. } => None,
+            Speculation::PromptLookup { .. } | Speculation::Mtp { .. } => None,
         }
     }
 }
