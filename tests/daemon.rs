@@ -557,6 +557,48 @@ fn run_with_a_draft_model_answers_as_without() {
     assert!(stderr.contains("needs the draft model's name"), "{stderr}");
 }
 
+/// Issue #24: `rmx run --speculative mtp` on a Qwen3.5 checkpoint as the Hub ships it (here a
+/// tiny one scripted to write a reply, with a head that guesses it): the answer of a plain run,
+/// the guesses counted by -v and the head listed by `rmx info`; on a model without the head the
+/// answer is refused, saying what to use instead.
+#[test]
+fn run_with_the_mtp_head_answers_as_without() {
+    let dir =
+        rmx_tests::models::mtp_scripted("scripted-cli", " Seven swans swim past quiet reeds.");
+    let root = dir.parent().expect("a parent").display().to_string();
+    let home = TestHome::new().with_env("RMX_MODEL_ROOTS", &root);
+    let model = dir.display().to_string();
+    let args = [
+        "run",
+        &model,
+        "Say it.\nassistant",
+        "--raw",
+        "--max-tokens",
+        "8",
+    ];
+    let plain = home.run(&args);
+    assert!(plain.status.success(), "{plain:?}");
+    let text = String::from_utf8_lossy(&plain.stdout);
+    assert!(
+        text.trim().starts_with("Seven swans swim past quiet"),
+        "{text}"
+    );
+    let mut guessed = args.to_vec();
+    guessed.extend(["--speculative", "mtp", "-v"]);
+    let out = home.run(&guessed);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(out.stdout, plain.stdout, "{stderr}");
+    assert!(stderr.contains("guessed tokens accepted"), "{stderr}");
+    let info = home.ok(&["info", &model]);
+    assert!(info.contains("MTP head"), "{info}");
+    let other = self::model();
+    let bad = home.run(&["run", &other, "hi", "--speculative", "mtp"]);
+    let stderr = String::from_utf8_lossy(&bad.stderr).into_owned();
+    assert!(!bad.status.success());
+    assert!(stderr.contains("multi-token-prediction head"), "{stderr}");
+}
+
 /// The daemon's environment as the kernel reports it (what it started with).
 #[cfg(target_os = "linux")]
 fn daemon_env(pid: u32) -> Vec<String> {

@@ -18,11 +18,11 @@ pub struct RmxFields {
     pub kv_quant_start: Option<i32>,
     /// Guess tokens ahead and check them in one forward; "prompt-lookup" copies them from the
     /// prompt and the answer so far, "draft:MODEL" has a smaller model of the same tokenizer
-    /// guess; "off" turns the alias's or the daemon's default off. The answer is the one it
-    /// would be without.
+    /// guess, "mtp" the model's own multi-token-prediction head; "off" turns the alias's or the
+    /// daemon's default off. The answer is the one it would be without.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speculative: Option<String>,
-    /// The most tokens guessed per step with `speculative`, 1 to 16 (default 6).
+    /// The most tokens guessed per step with `speculative`, 1 to 16 (default 6; "mtp": 3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub draft_tokens: Option<usize>,
 }

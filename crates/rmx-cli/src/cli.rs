@@ -416,20 +416,21 @@ pub struct SpecArgs {
     /// one it would be without. prompt-lookup copies the guesses from the prompt and the answer
     /// so far (fast where the answer repeats its input: editing code, quoting); draft:MODEL
     /// has a smaller model of the same tokenizer guess (draft:qwen3-0.6b for a Qwen3-8B; for
-    /// `rmx bench`, the draft's folder). Models split over ranks answer without it (-v and the
-    /// answer's stats say so).
+    /// `rmx bench`, the draft's folder); mtp has the model's own multi-token-prediction head
+    /// guess (Qwen3.5/3.6 checkpoints as the Hub ships them keep it, MLX conversions drop it).
+    /// Models split over ranks answer without it (-v and the answer's stats say so).
     #[arg(long, value_name = "METHOD", value_parser = parse_speculative)]
     pub speculative: Option<String>,
-    /// The most tokens guessed per step [default: 6].
+    /// The most tokens guessed per step [default: 6; mtp: 3].
     #[arg(long, value_name = "K", requires = "speculative", value_parser = clap::value_parser!(u8).range(1..=16))]
     pub draft_tokens: Option<u8>,
 }
 
-/// `prompt-lookup` or `draft:MODEL`, as the daemon reads a request's `speculative`.
+/// `prompt-lookup`, `draft:MODEL` or `mtp`, as the daemon reads a request's `speculative`.
 fn parse_speculative(s: &str) -> Result<String, String> {
     match rmx_server::speculation::parse(Some(s), None) {
         Ok(Some(rmx_server::speculation::Asked::On(_))) => Ok(s.to_string()),
-        Ok(_) => Err("expected prompt-lookup or draft:MODEL".into()),
+        Ok(_) => Err("expected prompt-lookup, draft:MODEL or mtp".into()),
         Err(e) => Err(e.message),
     }
 }
@@ -458,6 +459,9 @@ impl SpecArgs {
                 model,
                 draft_tokens,
             }) => rmx_engine::Speculation::draft(model, draft_tokens).map(Some),
+            Some(Spec::Mtp { draft_tokens }) => {
+                rmx_engine::Speculation::mtp(draft_tokens).map(Some)
+            }
             None => Ok(None),
         }
     }

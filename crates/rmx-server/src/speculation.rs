@@ -2,7 +2,7 @@
 //! the native options, OpenAI's chat, completions and Responses bodies, Anthropic's messages.
 //! Each surface turns a refusal into a 400 in its own error shape naming [`BadSpeculation::param`].
 
-use rmx_engine::speculative::{DEFAULT_DRAFT_TOKENS, MAX_DRAFT_TOKENS};
+use rmx_engine::speculative::{DEFAULT_DRAFT_TOKENS, DEFAULT_MTP_TOKENS, MAX_DRAFT_TOKENS};
 #[cfg(doc)]
 use rmx_engine::Speculation;
 
@@ -24,12 +24,17 @@ pub enum Spec {
     /// `"draft:MODEL"`: a smaller model of the same tokenizer guesses (MODEL as the `model`
     /// field would name it).
     Draft { model: String, draft_tokens: usize },
+    /// `"mtp"`: the model's own multi-token-prediction head guesses (checkpoints that keep
+    /// `mtp.*`: the Hub's Qwen3.5 and Qwen3.6).
+    Mtp { draft_tokens: usize },
 }
 
 impl Spec {
     pub fn draft_tokens(&self) -> usize {
         match self {
-            Spec::PromptLookup { draft_tokens } | Spec::Draft { draft_tokens, .. } => *draft_tokens,
+            Spec::PromptLookup { draft_tokens }
+            | Spec::Draft { draft_tokens, .. }
+            | Spec::Mtp { draft_tokens } => *draft_tokens,
         }
     }
 }
@@ -54,7 +59,7 @@ impl Asked {
 }
 
 /// What `speculative` takes, for refusals and `--help`.
-pub const METHODS: &str = "\"prompt-lookup\", \"draft:MODEL\" or \"off\"";
+pub const METHODS: &str = "\"prompt-lookup\", \"draft:MODEL\", \"mtp\" or \"off\"";
 
 /// How a request speculates: `None` without `speculative` (the daemon's default then applies);
 /// `draft_tokens` without a method (or with "off"), an unknown method, a draft without a name
@@ -68,7 +73,8 @@ pub fn parse(
         None | Some("off") if draft_tokens.is_some() => {
             return Err(BadSpeculation {
                 param: "draft_tokens",
-                message: "`draft_tokens` needs speculative (\"prompt-lookup\" or \"draft:MODEL\")"
+                message: "`draft_tokens` needs speculative (\"prompt-lookup\", \"draft:MODEL\" \
+                          or \"mtp\")"
                     .into(),
             })
         }
@@ -76,24 +82,18 @@ pub fn parse(
         Some("off") => return Ok(Some(Asked::Off)),
         Some(m) => m,
     };
-    let k = draft_tokens.unwrap_or(DEFAULT_DRAFT_TOKENS);
+    let default = match method {
+        "mtp" => DEFAULT_MTP_TOKENS,
+        _ => DEFAULT_DRAFT_TOKENS,
+    };
+    let k = draft_tokens.unwrap_or(default);
     let spec = match method.split_once(':') {
         None if method == "prompt-lookup" => Spec::PromptLookup { draft_tokens: k },
+        None if method == "mtp" => Spec::Mtp { draft_tokens: k },
         Some(("draft", model)) if !model.trim().is_empty() => Spec::Draft {
             model: model.trim().to_string(),
             draft_tokens: k,
         },
-        // #24's third form: named in the issue and by other servers, so it gets its own answer.
-        None if method == "mtp" => {
-            return Err(BadSpeculation {
-                param: "speculative",
-                message: "`speculative` \"mtp\" is not supported yet: rmx does not load the \
-                          multi-token-prediction heads (`mtp.*`) of Qwen3.5 and Qwen3.6 \
-                          checkpoints (MLX conversions drop them too); use \"prompt-lookup\" or \
-                          \"draft:MODEL\""
-                    .into(),
-            })
-        }
         Some(("draft", _)) => {
             return Err(BadSpeculation {
                 param: "speculative",
@@ -147,9 +147,9 @@ mod tests {
             assert_eq!(e.param, "draft_tokens");
             assert!(e.message.contains("between 1 and 16"), "{e}");
         }
-        let e = refusal(Some("mtp"), None);
-        assert_eq!(e.param, "speculative");
-        assert!(e.message.contains("not supported yet"), "{e}");
+        assert_eq!(tokens("mtp", None), Some(DEFAULT_MTP_TOKENS));
+        assert_eq!(tokens("mtp", Some(2)), Some(2));
+        assert_eq!(refusal(Some("mtp"), Some(17)).param, "draft_tokens");
         let e = refusal(Some("medusa"), None);
         assert_eq!(e.param, "speculative");
         assert!(e.message.contains(METHODS), "{e}");

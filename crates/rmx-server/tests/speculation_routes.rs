@@ -224,6 +224,8 @@ async fn a_draft_model_gives_the_plain_answer_and_a_bad_one_is_a_400() {
     let refusals = [
         (format!("draft:{}", foreign.display()), "tokenizer differs"),
         ("draft:no-such-draft".to_string(), "draft model"),
+        // The tiny model is an MLX conversion: no multi-token-prediction head.
+        ("mtp".to_string(), "multi-token-prediction head"),
     ];
     for (method, says) in refusals {
         let mut asked = plain.clone();
@@ -269,4 +271,28 @@ async fn an_alias_speculates_the_requests_through_it() {
     let (status, body) = call(&app, "/v1/chat/completions", off).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(predictions(&body["usage"]), None, "{body}");
+}
+
+/// A default "mtp" (here an alias's) speculates only on models that have the head: a model
+/// without one answers as it would without, with no guesses counted, where the request's own
+/// "mtp" is a 400.
+#[tokio::test]
+async fn a_default_mtp_leaves_a_model_without_the_head_alone() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let svc = service(home.path());
+    let hints = rmx_store::ModelHints {
+        speculative: Some("mtp".into()),
+        ..rmx_store::ModelHints::default()
+    };
+    svc.store()
+        .add_alias("headless", &model_name(), hints)
+        .expect("add the alias");
+    let app = app(svc);
+    let (status, plain) = call(&app, "/v1/chat/completions", repetitive_chat(&model_name())).await;
+    assert_eq!(status, StatusCode::OK, "{plain}");
+    let (status, aliased) = call(&app, "/v1/chat/completions", repetitive_chat("headless")).await;
+    assert_eq!(status, StatusCode::OK, "{aliased}");
+    let content = |b: &Value| b["choices"][0]["message"]["content"].clone();
+    assert_eq!(content(&aliased), content(&plain), "{aliased}");
+    assert_eq!(predictions(&aliased["usage"]), None, "{aliased}");
 }

@@ -67,7 +67,7 @@ pub struct ModelHints {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_quant_start: Option<i32>,
     /// How answers speculate on this model unless the request says (`rmx alias add
-    /// --speculative`): a request's `speculative` value ("prompt-lookup", "draft:MODEL") and
+    /// --speculative`): a request's `speculative` value ("prompt-lookup", "draft:MODEL", "mtp") and
     /// `draft_tokens`, checked where a request uses them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speculative: Option<String>,

@@ -338,8 +338,16 @@ impl Service {
         // serve --speculative`). The answer is the one it would be without, so a default
         // changes only the speed.
         let default = alias_spec.as_ref().or(self.speculative.as_ref());
+        let asked_here = matches!(req.speculative, Some(crate::speculation::Asked::On(_)));
         let asked = crate::speculation::Asked::over(req.speculative.clone(), default);
         greq.speculative = match asked {
+            // A default "mtp" speculates with the models that have the head; the request's own
+            // is refused by one without (the engine says why).
+            Some(crate::speculation::Spec::Mtp { .. })
+                if !asked_here && engine.info().mtp_layers == 0 =>
+            {
+                None
+            }
             Some(spec) => Some(self.speculation(&loaded, spec).await?),
             None => None,
         };
@@ -390,6 +398,9 @@ impl Service {
         match spec {
             Spec::PromptLookup { draft_tokens } => {
                 rmx_engine::Speculation::prompt_lookup(draft_tokens).map_err(|e| bad(e.to_string()))
+            }
+            Spec::Mtp { draft_tokens } => {
+                rmx_engine::Speculation::mtp(draft_tokens).map_err(|e| bad(e.to_string()))
             }
             Spec::Draft {
                 model,
