@@ -6,11 +6,11 @@
 //! mass and the acceptance rule is the standard one (draft.rs says why).
 //!
 //! Each speculating sequence keeps the head's KV cache over the positions whose states the model
-//! gave it: the prompt's chunks as they are read, then the positions each verify block kept.
-//! Positions the model read without handing their states over (a prefix from the cache, plain
-//! steps while guessing is paused) leave a gap: the head then starts a fresh cache from the
-//! next state it gets. Its attention is relative (rope), so a cache begun late differs only in
-//! seeing less; the output never depends on the head, only the speed does.
+//! gave it: the prompt's chunks as they are read, the positions each verify block kept and
+//! the plain steps between blocks (while guessing is paused). Positions the model read without
+//! handing their states over (a prefix from the cache) leave a gap: the head then starts a
+//! fresh cache from the next state it gets. Its attention is relative (rope), so a cache begun
+//! late differs only in seeing less; the output never depends on the head, only the speed does.
 
 use rmx_mlx::Array;
 use rmx_models::{CausalLm, LayerCache};

@@ -713,9 +713,14 @@ impl Sequence {
         self.sample_queued(&logits)
     }
 
-    /// The last position's `[1, vocab]` logits for `tokens`, lazily.
+    /// The last position's `[1, vocab]` logits for `tokens`, lazily (their states handed to
+    /// the multi-token-prediction head, when it guesses for this sequence).
     fn logits(&mut self, model: &dyn CausalLm, tokens: &Array) -> Result<Array> {
+        let at = self.cache.first().map_or(0, |c| c.offset()) as usize;
         let hidden = model.forward_hidden(tokens, &mut self.cache)?;
+        if let Some(m) = &mut self.mtp {
+            m.observe(model, &hidden, at)?;
+        }
         self.quantize_kv()?;
         let logits = model.lm_head(&hidden)?;
         let l = logits.dim(1);
