@@ -11,6 +11,7 @@ macro_rules! defaults {
 mod attention;
 pub mod batch_cache;
 pub mod cache;
+pub mod checkpoint;
 mod config;
 mod decode_layer;
 mod decoder_layer;

@@ -170,6 +170,12 @@ impl Weights {
         }
     }
 
+    /// Takes `name` whatever its shape.
+    pub(crate) fn take_whole(&mut self, name: &str) -> Result<Array> {
+        let ndim = self.tensors.get(name).map_or(0, |(a, ..)| a.ndim());
+        self.take(name, &vec![-1; ndim])
+    }
+
     /// Takes `name` if present.
     pub fn take_opt(&mut self, name: &str, shape: &[i32]) -> Result<Option<Array>> {
         if self.has(name) {
