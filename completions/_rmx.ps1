@@ -39,7 +39,7 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
             [CompletionResult]::new('info', 'info', [CompletionResultType]::ParameterValue, 'Show what a model is and whether it fits this machine''s memory; while the daemon has it loaded, also its kinds of layer and how a decode step runs each')
             [CompletionResult]::new('models', 'models', [CompletionResultType]::ParameterValue, 'List the model names rmx knows (built-in and user aliases)')
             [CompletionResult]::new('alias', 'alias', [CompletionResultType]::ParameterValue, 'Add, remove or list your own model names')
-            [CompletionResult]::new('import', 'import', [CompletionResultType]::ParameterValue, 'Convert a GGUF file into an MLX model in the store, under a name')
+            [CompletionResult]::new('import', 'import', [CompletionResultType]::ParameterValue, 'Convert a GGUF file (or a Qwen3.5/3.6 checkpoint folder as the Hub ships it, keeping its MTP head) into an MLX model in the store, under a name')
             [CompletionResult]::new('bench', 'bench', [CompletionResultType]::ParameterValue, 'Measure prefill and decode speed, time to first token and peak memory')
             [CompletionResult]::new('agents', 'agents', [CompletionResultType]::ParameterValue, 'List coding agents (Codex, Claude Code, OpenCode, Aider, Goose, Continue, Hermes) and point one at the local daemon with --setup')
             [CompletionResult]::new('doctor', 'doctor', [CompletionResultType]::ParameterValue, 'Check the MLX runtime, memory, disk, the daemon, the model store, config files and the distributed backends')
@@ -263,7 +263,7 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
         }
         'rmx;import' {
             [CompletionResult]::new('--name', '--name', [CompletionResultType]::ParameterName, 'The name to run it by (default: made from the file name)')
-            [CompletionResult]::new('--quant', '--quant', [CompletionResultType]::ParameterName, 'Weight format of the MLX model: bf16 keeps the GGUF''s values rounded to bfloat16, f32 keeps them whole (twice the bytes; on a Linux CPU the fastest form, as rmx multiplies float32 there with its own kernels); 4bit and 8bit (MLX affine, group size 64) re-quantize them, which small models feel')
+            [CompletionResult]::new('--quant', '--quant', [CompletionResultType]::ParameterName, 'Weight format of the MLX model: bf16 keeps the GGUF''s values rounded to bfloat16, f32 keeps them whole (twice the bytes; on a Linux CPU the fastest form, as rmx multiplies float32 there with its own kernels); 4bit and 8bit (MLX affine, group size 64) re-quantize them, which small models feel. For a checkpoint folder: 4bit or 8bit, or bf16 for its own floats')
             [CompletionResult]::new('--force', '--force', [CompletionResultType]::ParameterName, 'Replace an existing model or alias of the same name')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
@@ -365,7 +365,7 @@ Register-ArgumentCompleter -Native -CommandName 'rmx' -ScriptBlock {
             [CompletionResult]::new('info', 'info', [CompletionResultType]::ParameterValue, 'Show what a model is and whether it fits this machine''s memory; while the daemon has it loaded, also its kinds of layer and how a decode step runs each')
             [CompletionResult]::new('models', 'models', [CompletionResultType]::ParameterValue, 'List the model names rmx knows (built-in and user aliases)')
             [CompletionResult]::new('alias', 'alias', [CompletionResultType]::ParameterValue, 'Add, remove or list your own model names')
-            [CompletionResult]::new('import', 'import', [CompletionResultType]::ParameterValue, 'Convert a GGUF file into an MLX model in the store, under a name')
+            [CompletionResult]::new('import', 'import', [CompletionResultType]::ParameterValue, 'Convert a GGUF file (or a Qwen3.5/3.6 checkpoint folder as the Hub ships it, keeping its MTP head) into an MLX model in the store, under a name')
             [CompletionResult]::new('bench', 'bench', [CompletionResultType]::ParameterValue, 'Measure prefill and decode speed, time to first token and peak memory')
             [CompletionResult]::new('agents', 'agents', [CompletionResultType]::ParameterValue, 'List coding agents (Codex, Claude Code, OpenCode, Aider, Goose, Continue, Hermes) and point one at the local daemon with --setup')
             [CompletionResult]::new('doctor', 'doctor', [CompletionResultType]::ParameterValue, 'Check the MLX runtime, memory, disk, the daemon, the model store, config files and the distributed backends')

@@ -36,7 +36,7 @@ set edit:completion:arg-completer[rmx] = {|@words|
             cand info 'Show what a model is and whether it fits this machine''s memory; while the daemon has it loaded, also its kinds of layer and how a decode step runs each'
             cand models 'List the model names rmx knows (built-in and user aliases)'
             cand alias 'Add, remove or list your own model names'
-            cand import 'Convert a GGUF file into an MLX model in the store, under a name'
+            cand import 'Convert a GGUF file (or a Qwen3.5/3.6 checkpoint folder as the Hub ships it, keeping its MTP head) into an MLX model in the store, under a name'
             cand bench 'Measure prefill and decode speed, time to first token and peak memory'
             cand agents 'List coding agents (Codex, Claude Code, OpenCode, Aider, Goose, Continue, Hermes) and point one at the local daemon with --setup'
             cand doctor 'Check the MLX runtime, memory, disk, the daemon, the model store, config files and the distributed backends'
@@ -237,7 +237,7 @@ set edit:completion:arg-completer[rmx] = {|@words|
         }
         &'rmx;import'= {
             cand --name 'The name to run it by (default: made from the file name)'
-            cand --quant 'Weight format of the MLX model: bf16 keeps the GGUF''s values rounded to bfloat16, f32 keeps them whole (twice the bytes; on a Linux CPU the fastest form, as rmx multiplies float32 there with its own kernels); 4bit and 8bit (MLX affine, group size 64) re-quantize them, which small models feel'
+            cand --quant 'Weight format of the MLX model: bf16 keeps the GGUF''s values rounded to bfloat16, f32 keeps them whole (twice the bytes; on a Linux CPU the fastest form, as rmx multiplies float32 there with its own kernels); 4bit and 8bit (MLX affine, group size 64) re-quantize them, which small models feel. For a checkpoint folder: 4bit or 8bit, or bf16 for its own floats'
             cand --force 'Replace an existing model or alias of the same name'
             cand -h 'Print help'
             cand --help 'Print help'
@@ -332,7 +332,7 @@ set edit:completion:arg-completer[rmx] = {|@words|
             cand info 'Show what a model is and whether it fits this machine''s memory; while the daemon has it loaded, also its kinds of layer and how a decode step runs each'
             cand models 'List the model names rmx knows (built-in and user aliases)'
             cand alias 'Add, remove or list your own model names'
-            cand import 'Convert a GGUF file into an MLX model in the store, under a name'
+            cand import 'Convert a GGUF file (or a Qwen3.5/3.6 checkpoint folder as the Hub ships it, keeping its MTP head) into an MLX model in the store, under a name'
             cand bench 'Measure prefill and decode speed, time to first token and peak memory'
             cand agents 'List coding agents (Codex, Claude Code, OpenCode, Aider, Goose, Continue, Hermes) and point one at the local daemon with --setup'
             cand doctor 'Check the MLX runtime, memory, disk, the daemon, the model store, config files and the distributed backends'

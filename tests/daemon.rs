@@ -599,6 +599,44 @@ fn run_with_the_mtp_head_answers_as_without() {
     assert!(stderr.contains("multi-token-prediction head"), "{stderr}");
 }
 
+/// Issue #24: `rmx import FOLDER --quant 4bit` turns a Qwen3.5 checkpoint as the Hub ships it
+/// into a 4-bit MLX model under a name, keeping its MTP head: `rmx run NAME --speculative mtp`
+/// gives the plain answer; a GGUF-only quantization for a folder is refused, saying what works.
+#[test]
+fn import_of_a_hub_checkpoint_keeps_its_mtp_head() {
+    let src =
+        rmx_tests::models::mtp_scripted("scripted-import", " Seven swans swim past quiet reeds.");
+    let home = TestHome::new();
+    let src = src.display().to_string();
+    let out = home.ok(&["import", &src, "--name", "swans", "--quant", "4bit"]);
+    assert!(out.contains("with its MTP head"), "{out}");
+    let args = [
+        "run",
+        "swans",
+        "Say it.\nassistant",
+        "--raw",
+        "--max-tokens",
+        "8",
+    ];
+    let plain = home.run(&args);
+    assert!(plain.status.success(), "{plain:?}");
+    let mut guessed = args.to_vec();
+    guessed.extend(["--speculative", "mtp", "-v"]);
+    let spec = home.run(&guessed);
+    let stderr = String::from_utf8_lossy(&spec.stderr).into_owned();
+    assert!(spec.status.success(), "{stderr}");
+    assert_eq!(spec.stdout, plain.stdout, "{stderr}");
+    // Loaded now, so its layer kinds are listed.
+    let info = home.ok(&["info", "swans"]);
+    assert!(info.contains("MTP head"), "{info}");
+    let bad = home.run(&["import", &src, "--name", "x", "--quant", "f32"]);
+    let stderr = String::from_utf8_lossy(&bad.stderr).into_owned();
+    assert!(
+        !bad.status.success() && stderr.contains("4bit, 8bit or bf16"),
+        "{stderr}"
+    );
+}
+
 /// The daemon's environment as the kernel reports it (what it started with).
 #[cfg(target_os = "linux")]
 fn daemon_env(pid: u32) -> Vec<String> {

@@ -8,6 +8,12 @@ head's guesses computed by a reference built from mlx-lm's own Qwen3.5 layer and
       (`successor`, for a model tiny_models.py scripted) one that passes the token's embedding
       through to the lm_head, so it guesses the token the script puts after it: the model's
       own next-but-one token, on the script.
+  convert --src DIR --out DIR [--bits B]
+      mlx_lm.convert of DIR (quantized to B bits, groups of 64, when given): what `rmx import`
+      must write, less the head.
+  compare --mlx-lm DIR --rmx DIR
+      JSON: tensors only one side has, tensors whose values differ, and whether the configs'
+      quantization blocks agree.
   reference --model DIR --prompt-ids 1,2,3 --chain N
       JSON: `rows`, the head's greedy guess at each prompt position (the state at i with the
       token at i + 1 guessing the token at i + 2; the last row pairs the state at the last
@@ -216,6 +222,46 @@ def cmd_reference(a):
     print(json.dumps({"next": nxt, "rows": rows, "chain": chain}))
 
 
+def cmd_convert(a):
+    import contextlib
+    import io
+
+    from mlx_lm import convert
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        if a.bits:
+            convert(a.src, a.out, quantize=True, q_bits=a.bits, q_group_size=64)
+        else:
+            convert(a.src, a.out)
+
+
+def cmd_compare(a):
+    def tensors(d):
+        out = {}
+        for f in sorted(Path(d).glob("*.safetensors")):
+            out.update(mx.load(str(f)))
+        return out
+
+    ref, got = tensors(a.mlx_lm), tensors(a.rmx)
+    differ = [
+        k for k in sorted(set(ref) & set(got))
+        if ref[k].shape != got[k].shape or ref[k].dtype != got[k].dtype
+        or not mx.array_equal(ref[k], got[k]).item()
+    ]
+    def quant(d):
+        q = json.loads((Path(d) / "config.json").read_text()).get("quantization")
+        # the head's own per-module entries are rmx's alone
+        return q and {k: v for k, v in q.items() if not k.startswith("mtp.")}
+
+    print(json.dumps({
+        "only_mlx_lm": sorted(set(ref) - set(got)),
+        "only_rmx": sorted(set(got) - set(ref)),
+        "differ": differ,
+        "same_quantization": quant(a.mlx_lm) == quant(a.rmx),
+        "tensors": len(ref),
+    }))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -228,8 +274,15 @@ def main():
     r.add_argument("--model", required=True)
     r.add_argument("--prompt-ids", required=True)
     r.add_argument("--chain", type=int, default=3)
+    c = sub.add_parser("convert")
+    c.add_argument("--src", required=True)
+    c.add_argument("--out", required=True)
+    c.add_argument("--bits", type=int)
+    k = sub.add_parser("compare")
+    k.add_argument("--mlx-lm", required=True)
+    k.add_argument("--rmx", required=True)
     a = p.parse_args()
-    {"make": cmd_make, "reference": cmd_reference}[a.cmd](a)
+    {"make": cmd_make, "reference": cmd_reference, "convert": cmd_convert, "compare": cmd_compare}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -337,3 +337,32 @@ fn mtp_script(args: &[&str]) -> String {
     );
     String::from_utf8(out.stdout).unwrap()
 }
+
+/// `mlx_lm.convert` of `src` into `out` (quantized to `bits` when given), by py/mtp_model.py.
+pub fn mlx_lm_convert(src: &Path, out: &Path, bits: Option<i32>) {
+    let mut args = vec![
+        "convert".to_string(),
+        "--src".into(),
+        src.display().to_string(),
+        "--out".into(),
+        out.display().to_string(),
+    ];
+    if let Some(b) = bits {
+        args.extend(["--bits".into(), b.to_string()]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    mtp_script(&args);
+}
+
+/// Two MLX folders' tensors compared (py/mtp_model.py `compare`): `only_mlx_lm`, `only_rmx`,
+/// `differ` (names), `same_quantization`, `tensors`.
+pub fn compare_mlx_folders(mlx_lm: &Path, rmx: &Path) -> serde_json::Value {
+    let out = mtp_script(&[
+        "compare",
+        "--mlx-lm",
+        mlx_lm.to_str().unwrap(),
+        "--rmx",
+        rmx.to_str().unwrap(),
+    ]);
+    serde_json::from_str(out.trim()).expect("mtp_model.py compare prints JSON")
+}

@@ -77,7 +77,8 @@ pub enum Command {
     /// Add, remove or list your own model names.
     #[command(subcommand)]
     Alias(AliasCommand),
-    /// Convert a GGUF file into an MLX model in the store, under a name.
+    /// Convert a GGUF file (or a Qwen3.5/3.6 checkpoint folder as the Hub ships it, keeping its
+    /// MTP head) into an MLX model in the store, under a name.
     Import(ImportArgs),
     /// Measure prefill and decode speed, time to first token and peak memory.
     ///
@@ -591,7 +592,9 @@ fn parse_hint<T: serde::de::DeserializeOwned>(s: &str) -> Result<T, String> {
 
 #[derive(Debug, Args)]
 pub struct ImportArgs {
-    /// The GGUF file.
+    /// The GGUF file, or a folder holding a Qwen3.5/3.6 checkpoint as the Hub ships it
+    /// (transformers' layout, bfloat16): written as MLX writes it (`mlx_lm.convert`), plus its
+    /// multi-token-prediction head, which `--speculative mtp` guesses with.
     pub file: PathBuf,
     /// The name to run it by (default: made from the file name).
     #[arg(long)]
@@ -599,7 +602,8 @@ pub struct ImportArgs {
     /// Weight format of the MLX model: bf16 keeps the GGUF's values rounded to bfloat16, f32
     /// keeps them whole (twice the bytes; on a Linux CPU the fastest form, as rmx multiplies
     /// float32 there with its own kernels); 4bit and 8bit (MLX affine, group size 64) re-quantize
-    /// them, which small models feel.
+    /// them, which small models feel. For a checkpoint folder: 4bit or 8bit, or bf16 for its
+    /// own floats.
     #[arg(long, default_value = "bf16", value_parser = ["4bit", "8bit", "bf16", "f32"])]
     pub quant: String,
     /// Replace an existing model or alias of the same name.

@@ -323,6 +323,31 @@ impl ImportProgress {
     }
 }
 
+impl ImportProgress {
+    /// A conversion of `bytes` of `what` begins (events not from rmx-gguf's converter).
+    pub fn start(&mut self, what: &str, bytes: u64) {
+        self.total = bytes;
+        self.say(&format!(
+            "converting the {what}: {} of weights",
+            human_bytes(bytes)
+        ));
+        if let Some(bar) = &self.bar {
+            bar.set_length(bytes);
+        }
+    }
+
+    /// Tensor `index` (from 1) of `total` written, about `bytes` read so far.
+    pub fn tensor(&mut self, index: usize, total: usize, name: &str, bytes: u64) {
+        use rmx_gguf::Reporter;
+        self.report(rmx_gguf::Progress::Tensor {
+            index,
+            total,
+            name,
+            bytes,
+        });
+    }
+}
+
 impl Default for ImportProgress {
     fn default() -> Self {
         ImportProgress::new()

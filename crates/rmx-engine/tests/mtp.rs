@@ -180,3 +180,61 @@ fn guesses_the_model_agrees_with_are_taken_f32() {
         );
     }
 }
+
+/// `rmx import FOLDER` (rmx-models' checkpoint.rs) writes what `mlx_lm.convert` writes from the
+/// same checkpoint, tensor for tensor, plus the head (quantized like the model), and the model
+/// it writes speculates with that head to its plain output. An MLX folder is refused.
+#[test]
+fn an_imported_checkpoint_is_mlx_lm_convert_plus_the_head() {
+    rmx_mlx::set_cpu_blas(rmx_mlx::CpuBlas::Mlx);
+    let tmp = tempfile::tempdir().unwrap();
+    for (family, bits) in [
+        ("qwen3_5", Some(4)),
+        ("qwen3_5_moe", Some(8)),
+        ("qwen3_5", None),
+    ] {
+        let src = models::mtp_model(family, "bf16");
+        let what = format!("{family} {bits:?}");
+        let (ours, theirs) = (
+            tmp.path().join(format!("{family}-{bits:?}-rmx")),
+            tmp.path().join(format!("{family}-{bits:?}-mlx-lm")),
+        );
+        let mut seen = 0;
+        let s = rmx_models::checkpoint::import_checkpoint(&src, &ours, bits, |i, total, _| {
+            assert!(i <= total);
+            seen = i;
+        })
+        .unwrap();
+        assert!(s.mtp && seen == s.tensors, "{what}: {s:?}");
+        models::mlx_lm_convert(&src, &theirs, bits);
+        let c = models::compare_mlx_folders(&theirs, &ours);
+        assert_eq!(c["only_mlx_lm"], serde_json::json!([]), "{what}: {c}");
+        assert_eq!(c["differ"], serde_json::json!([]), "{what}: {c}");
+        assert_eq!(c["same_quantization"], true, "{what}: {c}");
+        let extra = c["only_rmx"].as_array().unwrap();
+        assert!(
+            !extra.is_empty()
+                && extra
+                    .iter()
+                    .all(|n| n.as_str().unwrap().starts_with("mtp.")),
+            "{what}: {c}"
+        );
+        let e = Engine::load(&ours).unwrap();
+        assert_eq!(e.info().mtp_layers, 1, "{what}");
+        let prompt = e.raw_tokens(PROMPT).unwrap();
+        let (plain, _) = greedy(&e, &prompt, 16, None);
+        let (spec, drafts) = greedy(&e, &prompt, 16, Some(Speculation::mtp(3).unwrap()));
+        assert_eq!(spec, plain, "{what}");
+        assert!(drafts.unwrap().drafted > 0, "{what}");
+    }
+    let mlx = models::model("qwen3_5", "f32");
+    let err = rmx_models::checkpoint::import_checkpoint(
+        &mlx,
+        &tmp.path().join("x"),
+        Some(4),
+        |_, _, _| {},
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("MLX's layout already"), "{err}");
+}

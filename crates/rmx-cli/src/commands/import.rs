@@ -1,6 +1,8 @@
 //! `rmx import <file.gguf>`: convert a GGUF model (llama.cpp's format) into an MLX-format
 //! folder under `$RMX_HOME/models/<name>` and register `<name>` as a user alias, so every
-//! command that takes a model name finds it.
+//! command that takes a model name finds it. `rmx import <folder>` does the same for a
+//! Qwen3.5/3.6 checkpoint as the Hub ships it (rmx-models' checkpoint.rs), keeping the
+//! multi-token-prediction head that `--speculative mtp` guesses with.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -36,24 +38,34 @@ pub fn run(args: ImportArgs) -> Result<ExitCode> {
         std::fs::remove_dir_all(&partial)
             .with_context(|| format!("removing the leftover {}", partial.display()))?;
     }
-    let quant = args
-        .quant
-        .parse::<rmx_gguf::Quant>()
-        .map_err(anyhow::Error::msg)?;
     println!(
         "importing {} as {name} ({})",
         args.file.display(),
         args.quant
     );
     let mut progress = ImportProgress::new();
-    let summary = match rmx_gguf::convert(&args.file, &partial, quant, &mut progress) {
+    let converted = if args.file.is_dir() {
+        import_folder(&args, &partial, &mut progress)
+    } else {
+        args.quant
+            .parse::<rmx_gguf::Quant>()
+            .map_err(anyhow::Error::msg)
+            .and_then(|quant| {
+                rmx_gguf::convert(&args.file, &partial, quant, &mut progress)
+                    .map_err(anyhow::Error::new)
+            })
+            .map(|s| Converted {
+                what: format!("{} ({})", s.architecture, s.model_type),
+                model_type: s.model_type.to_string(),
+                bytes_written: s.bytes_written,
+            })
+    };
+    let summary = match converted {
         Ok(s) => s,
         Err(e) => {
             progress.abandon();
             let _ = std::fs::remove_dir_all(&partial);
-            return Err(
-                anyhow::Error::new(e).context(format!("converting {}", args.file.display()))
-            );
+            return Err(e.context(format!("converting {}", args.file.display())));
         }
     };
     // In place, then named. A folder without its alias is a model nobody can name or remove
@@ -75,7 +87,7 @@ pub fn run(args: ImportArgs) -> Result<ExitCode> {
         .and_then(|()| {
             let hints = ModelHints {
                 context_length,
-                ..ModelHints::guess(Some(summary.model_type))
+                ..ModelHints::guess(Some(&summary.model_type))
             };
             store
                 .add_alias(&name, &dir.display().to_string(), hints)
@@ -101,9 +113,8 @@ pub fn run(args: ImportArgs) -> Result<ExitCode> {
         }
     }
     println!(
-        "imported {name}: {} ({}), {} in {}",
-        summary.architecture,
-        summary.model_type,
+        "imported {name}: {}, {} in {}",
+        summary.what,
         human_bytes(summary.bytes_written),
         dir.display()
     );
@@ -111,13 +122,65 @@ pub fn run(args: ImportArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `SmolLM2-135M-Instruct.Q4_1.gguf` -> `smollm2-135m-instruct-q4_1`: the file's stem in the
-/// characters alias names allow.
+/// What a conversion made, for the closing line and the alias's hints.
+struct Converted {
+    what: String,
+    model_type: String,
+    bytes_written: u64,
+}
+
+/// A checkpoint folder into `partial`: 4bit and 8bit quantize, bf16 keeps the stored floats
+/// (the Hub's Qwen3.5 checkpoints are bfloat16).
+fn import_folder(
+    args: &ImportArgs,
+    partial: &Path,
+    progress: &mut ImportProgress,
+) -> Result<Converted> {
+    let bits = match args.quant.as_str() {
+        "4bit" => Some(4),
+        "8bit" => Some(8),
+        "bf16" => None,
+        other => bail!("--quant {other} is for GGUF files; a checkpoint folder takes 4bit, 8bit or bf16 (its own floats)"),
+    };
+    let bytes = folder_bytes(&args.file);
+    progress.start("checkpoint", bytes);
+    let s =
+        rmx_models::checkpoint::import_checkpoint(&args.file, partial, bits, |i, total, name| {
+            progress.tensor(i, total, name, bytes * i as u64 / total.max(1) as u64)
+        })?;
+    let head = if s.mtp {
+        ", with its MTP head"
+    } else {
+        ", no MTP head in it"
+    };
+    Ok(Converted {
+        what: format!("{} checkpoint, {} tensors{head}", s.model_type, s.tensors),
+        model_type: s.model_type,
+        bytes_written: s.bytes_written,
+    })
+}
+
+/// The bytes of a folder's weight files.
+fn folder_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "safetensors"))
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .sum()
+}
+
+/// `SmolLM2-135M-Instruct.Q4_1.gguf` -> `smollm2-135m-instruct-q4_1`: the file's stem (a
+/// folder's whole name) in the characters alias names allow.
 pub fn default_name(file: &Path) -> Result<String> {
-    let stem = file
-        .file_stem()
-        .map(|s| s.to_string_lossy().to_lowercase())
-        .unwrap_or_default();
+    let stem = match file.is_dir() {
+        true => file.file_name(),
+        false => file.file_stem(),
+    }
+    .map(|s| s.to_string_lossy().to_lowercase())
+    .unwrap_or_default();
     let mut name: String = stem
         .chars()
         .map(|c| {
@@ -148,7 +211,10 @@ pub fn default_name(file: &Path) -> Result<String> {
 fn context_length(dir: &Path) -> Option<u64> {
     let text = std::fs::read(dir.join("config.json")).ok()?;
     let json: serde_json::Value = serde_json::from_slice(&text).ok()?;
-    json.get("max_position_embeddings")?.as_u64()
+    let text_config = json.get("text_config").unwrap_or(&json);
+    json.get("max_position_embeddings")
+        .or_else(|| text_config.get("max_position_embeddings"))?
+        .as_u64()
 }
 
 #[cfg(test)]
