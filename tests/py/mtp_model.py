@@ -47,17 +47,50 @@ SHIFTED = (
 )
 
 
+def is_next(config):
+    """Qwen3-Next (its config at the top, experts stored one by one) or Qwen3.5."""
+    return config["model_type"] == "qwen3_next"
+
+
 def text_args(config):
+    if is_next(config):
+        from mlx_lm.models.qwen3_next import ModelArgs
+
+        return ModelArgs.from_dict(config)
     from mlx_lm.models.qwen3_5 import TextModelArgs
 
     return TextModelArgs.from_dict(config["text_config"])
 
 
 def mtp_layer(args):
-    """The head's layer: a full-attention Qwen3.5 decoder layer (index interval - 1)."""
+    """The head's layer: a full-attention decoder layer of the family, with the experts where
+    the model has them (vLLM builds it as a full-attention layer of the model's own kind)."""
+    if hasattr(args, "mlp_only_layers"):
+        from mlx_lm.models.qwen3_next import Qwen3NextDecoderLayer
+
+        i = next(
+            i for i in range(1, 1000)
+            if (i + 1) % args.full_attention_interval == 0 and i not in args.mlp_only_layers
+            and (i + 1) % args.decoder_sparse_step == 0
+        )
+        return Qwen3NextDecoderLayer(args, layer_idx=i)
     from mlx_lm.models.qwen3_5 import DecoderLayer
 
     return DecoderLayer(args, layer_idx=args.full_attention_interval - 1)
+
+
+def split_experts(weights):
+    """switch_mlp's stacked experts one by one, as Qwen3-Next's checkpoints store them."""
+    out = {}
+    for k, v in weights.items():
+        if ".switch_mlp." in k:
+            mlp, rest = k.split(".switch_mlp.")
+            proj = rest[: -len(".weight")]
+            for e in range(v.shape[0]):
+                out[f"{mlp}.experts.{e}.{proj}.weight"] = v[e]
+        else:
+            out[k] = v
+    return out
 
 
 def fuse_experts(weights):
@@ -98,10 +131,13 @@ def cmd_make(a):
         if f.name == "vision.safetensors":
             continue
         weights.update(mx.load(str(f)))
-    dtype = weights["language_model.model.embed_tokens.weight"].dtype
+    nxt = is_next(config)
+    dtype = weights["model.embed_tokens.weight" if nxt else "language_model.model.embed_tokens.weight"].dtype
     hf = {}
     for k, v in weights.items():
-        if k.startswith("language_model.model."):
+        if nxt:
+            pass
+        elif k.startswith("language_model.model."):
             k = "model.language_model." + k[len("language_model.model."):]
         elif k.startswith("language_model."):
             k = k[len("language_model."):]
@@ -134,11 +170,14 @@ def cmd_make(a):
             elif "o_proj." in k or "down_proj." in k:
                 head[k] = mx.zeros_like(v)
     hf.update(head)
-    hf = unshift(fuse_experts(hf))
+    hf = unshift(split_experts(hf) if nxt else fuse_experts(hf))
     hf = {k: (v.astype(dtype) if mx.issubdtype(v.dtype, mx.floating) and not k.endswith("A_log") else v)
           for k, v in hf.items()}
     mx.save_safetensors(str(tmp / "model.safetensors"), hf, metadata={"format": "pt"})
-    config["text_config"]["mtp_num_hidden_layers"] = 1
+    if nxt:
+        config["num_nextn_predict_layers"] = 1
+    else:
+        config["text_config"]["mtp_num_hidden_layers"] = 1
     config.pop("vision_config", None)
     (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     for f in src.iterdir():
@@ -177,9 +216,13 @@ def load_head(model_dir, args):
     for f in sorted(Path(model_dir).glob("*.safetensors")):
         weights.update({k: v for k, v in mx.load(str(f)).items() if k.startswith("mtp.")})
     weights = {k: (v + 1.0 if v.ndim == 1 and k.endswith(SHIFTED) else v) for k, v in weights.items()}
-    stacked = {}
+    stacked, single = {}, {}
     for k, v in weights.items():
-        if k.endswith(".experts.gate_up_proj"):
+        if ".experts." in k and k.split(".experts.")[1].split(".")[0].isdigit():
+            mlp, rest = k.split(".experts.")
+            e, proj = rest.split(".", 1)
+            single.setdefault((mlp, proj), {})[int(e)] = v
+        elif k.endswith(".experts.gate_up_proj"):
             mlp = k[: -len(".experts.gate_up_proj")]
             mid = v.shape[1] // 2
             stacked[f"{mlp}.switch_mlp.gate_proj.weight"] = v[:, :mid]
@@ -188,6 +231,8 @@ def load_head(model_dir, args):
             stacked[k[: -len(".experts.down_proj")] + ".switch_mlp.down_proj.weight"] = v
         else:
             stacked[k] = v
+    for (mlp, proj), by_e in single.items():
+        stacked[f"{mlp}.switch_mlp.{proj}"] = mx.stack([by_e[e] for e in range(len(by_e))])
     head = Head(args)
     head.load_weights([(k[len("mtp."):], v) for k, v in stacked.items()], strict=True)
     return head
@@ -204,7 +249,7 @@ def cmd_reference(a):
     model, config = mu.load_model(Path(a.model))
     args = text_args(config)
     head = load_head(a.model, args)
-    lm = model.language_model
+    lm = getattr(model, "language_model", model)
     ids = [int(t) for t in a.prompt_ids.split(",")]
     cache = lm.make_cache()
     hidden = lm.model(mx.array([ids]), cache)

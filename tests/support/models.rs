@@ -237,7 +237,7 @@ impl PendingReferences {
 
 /// A tiny Qwen3.5 as the Hub ships it, in transformers' layout with a random
 /// multi-token-prediction head (`py/mtp_model.py`), made on first use from [`model`]'s
-/// `family` (qwen3_5, qwen3_5_moe) in `quant` (f32 or bf16).
+/// `family` (qwen3_5, qwen3_5_moe, qwen3_next) in `quant` (f32 or bf16).
 pub fn mtp_model(family: &str, quant: &str) -> PathBuf {
     let script = crate::py("mtp_model.py");
     let src = model(family, quant);

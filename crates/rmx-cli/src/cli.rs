@@ -77,8 +77,8 @@ pub enum Command {
     /// Add, remove or list your own model names.
     #[command(subcommand)]
     Alias(AliasCommand),
-    /// Convert a GGUF file (or a Qwen3.5/3.6 checkpoint folder as the Hub ships it, keeping its
-    /// MTP head) into an MLX model in the store, under a name.
+    /// Convert a GGUF file (or a Qwen3.5/3.6 or Qwen3-Next checkpoint folder as the Hub ships
+    /// it, keeping its MTP head) into an MLX model in the store, under a name.
     Import(ImportArgs),
     /// Measure prefill and decode speed, time to first token and peak memory.
     ///
@@ -418,7 +418,8 @@ pub struct SpecArgs {
     /// so far (fast where the answer repeats its input: editing code, quoting); draft:MODEL
     /// has a smaller model of the same tokenizer guess (draft:qwen3-0.6b for a Qwen3-8B; for
     /// `rmx bench`, the draft's folder); mtp has the model's own multi-token-prediction head
-    /// guess (Qwen3.5/3.6 checkpoints as the Hub ships them keep it, MLX conversions drop it).
+    /// guess (Qwen3.5/3.6 and Qwen3-Next checkpoints as the Hub ships them keep it, and `rmx
+    /// import` of such a folder; MLX conversions drop it).
     /// Models split over ranks answer without it (-v and the answer's stats say so).
     #[arg(long, value_name = "METHOD", value_parser = parse_speculative)]
     pub speculative: Option<String>,
@@ -592,7 +593,7 @@ fn parse_hint<T: serde::de::DeserializeOwned>(s: &str) -> Result<T, String> {
 
 #[derive(Debug, Args)]
 pub struct ImportArgs {
-    /// The GGUF file, or a folder holding a Qwen3.5/3.6 checkpoint as the Hub ships it
+    /// The GGUF file, or a folder holding a Qwen3.5/3.6 or Qwen3-Next checkpoint as the Hub ships it
     /// (transformers' layout, bfloat16): written as MLX writes it (`mlx_lm.convert`), plus its
     /// multi-token-prediction head, which `--speculative mtp` guesses with.
     pub file: PathBuf,

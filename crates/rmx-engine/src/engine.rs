@@ -540,7 +540,10 @@ impl Engine {
             && self.info.mtp_layers == 0
         {
             return Err(EngineError::Invalid(format!(
-                "speculative \"mtp\" needs the model's multi-token-prediction head, and {} has                  none in its weights (MLX conversions drop `mtp.*`; the Hub's own Qwen3.5 and                  Qwen3.6 checkpoints keep it); use \"prompt-lookup\" or \"draft:MODEL\"",
+                "speculative \"mtp\" needs the model's multi-token-prediction head, and {} has \
+                 none in its weights (MLX conversions drop `mtp.*`; the Hub's own Qwen3.5, \
+                 Qwen3.6 and Qwen3-Next checkpoints keep it, and so does `rmx import` of one); \
+                 use \"prompt-lookup\" or \"draft:MODEL\"",
                 self.dir.display()
             )));
         }

@@ -1,4 +1,4 @@
-//! Qwen3.5 checkpoints in transformers' layout (the Hub's own, which keep the
+//! Qwen3.5 and Qwen3-Next checkpoints in transformers' layout (the Hub's own, which keep the
 //! multi-token-prediction head `mtp.*`) and speculation with that head (issue #24): the model's
 //! greedy tokens are mlx-lm's on the same files, the head guesses what a reference built from
 //! mlx-lm's Qwen3.5 layer guesses (tests/py/mtp_model.py), and speculating with it gives the
@@ -59,8 +59,10 @@ fn transformers_layout_qwen3_5_is_mlx_lm_f32_and_bf16() {
 }
 
 #[test]
-fn transformers_layout_qwen3_5_moe_is_mlx_lm_f32() {
+fn transformers_layout_qwen3_5_moe_and_qwen3_next_are_mlx_lm_f32() {
     layout_parity("qwen3_5_moe", "f32");
+    // Qwen3-Next's experts one by one, stacked on load as mlx-lm stacks them.
+    layout_parity("qwen3_next", "f32");
 }
 
 fn row(ids: &[u32]) -> Array {
@@ -116,6 +118,7 @@ fn head_parity(family: &str) {
 fn the_head_guesses_as_the_reference_f32() {
     head_parity("qwen3_5");
     head_parity("qwen3_5_moe");
+    head_parity("qwen3_next");
 }
 
 /// Guessing with the head gives the plain greedy tokens (a random head is mostly refused: the
@@ -191,6 +194,7 @@ fn an_imported_checkpoint_is_mlx_lm_convert_plus_the_head() {
     for (family, bits) in [
         ("qwen3_5", Some(4)),
         ("qwen3_5_moe", Some(8)),
+        ("qwen3_next", Some(4)),
         ("qwen3_5", None),
     ] {
         let src = models::mtp_model(family, "bf16");

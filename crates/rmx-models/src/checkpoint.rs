@@ -1,9 +1,10 @@
-//! `rmx import FOLDER`: a Qwen3.5/3.6 checkpoint as the Hub ships it (transformers' layout)
+//! `rmx import FOLDER`: a Qwen3.5/3.6 or Qwen3-Next checkpoint as the Hub ships it
+//! (transformers' layout)
 //! written as an MLX-format folder, optionally quantized, keeping its multi-token-prediction
 //! head (`mtp.*`), which `mlx_lm.convert` drops. Everything else is what `mlx_lm.convert`
-//! writes from the same files: mlx-lm's sanitize (qwen3_5_layout.rs), then MLX's affine
+//! writes from the same files: mlx-lm's sanitize (hub_layout.rs), then MLX's affine
 //! quantization of every product's weight (4 or 8 bits, groups of 64) whose rows split into
-//! groups, the MoE routers at 8 bits as mlx-lm's `quant_predicate` has them; the head's
+//! groups, the MoE routers at 8 bits as mlx-lm's `quant_predicate`s have them; the head's
 //! products are quantized like the model's.
 
 use std::path::{Path, PathBuf};
@@ -14,10 +15,11 @@ use serde_json::{json, Value};
 
 use crate::config::RawConfig;
 use crate::error::{ModelError, Result};
+use crate::hub_layout::Hub;
 use crate::weights::Weights;
 
 /// The families whose Hub checkpoints `import_checkpoint` reads.
-pub const IMPORTABLE: &[&str] = &["qwen3_5", "qwen3_5_moe"];
+pub const IMPORTABLE: &[&str] = &["qwen3_5", "qwen3_5_moe", "qwen3_next"];
 
 /// About what each written weights file holds, as mlx-lm's shards.
 const SHARD_BYTES: u64 = 4 << 30;
@@ -48,7 +50,7 @@ pub fn import_checkpoint(
     };
     if !IMPORTABLE.contains(&raw.model_type.as_str()) {
         return Err(bad(format!(
-            "importing a folder takes a Qwen3.5/3.6 checkpoint as the Hub ships it \
+            "importing a folder takes a Qwen3.5/3.6 or Qwen3-Next checkpoint as the Hub ships it \
              (model_type {}), not {:?}; other families load from an MLX conversion \
              (`mlx_lm.convert`)",
             IMPORTABLE.join(" or "),
@@ -61,15 +63,19 @@ pub fn import_checkpoint(
         ));
     }
     let mut w = Weights::load(src)?;
-    if !crate::qwen3_5_layout::is_transformers(&w) {
+    if !crate::hub_layout::is_transformers(&w) {
         return Err(bad(
             "these weights are in MLX's layout already: run the folder as it is".into(),
         ));
     }
-    crate::qwen3_5_layout::to_mlx(&mut w)?;
+    let hub = match raw.model_type.as_str() {
+        "qwen3_next" => Hub::Qwen3Next,
+        _ => Hub::Qwen35,
+    };
+    crate::hub_layout::to_mlx(&mut w, hub)?;
     let text = raw.raw.get("text_config").unwrap_or(&raw.raw);
     if text.get("tie_word_embeddings").and_then(Value::as_bool) == Some(true) {
-        w.discard(|k| k.starts_with("language_model.lm_head."));
+        w.discard(|k| k.starts_with("language_model.lm_head.") || k.starts_with("lm_head."));
     }
     let experts = text.get("num_experts").and_then(Value::as_i64).unwrap_or(0) > 0;
     let default = bits.map(|b| QuantSpec::affine(64, b));
@@ -90,7 +96,7 @@ pub fn import_checkpoint(
     let mut bytes_written = 0u64;
     for (i, name) in names.iter().enumerate() {
         let a = w.take_whole(name)?;
-        // mlx-lm's qwen3_5 quant_predicate: the routers keep 8 bits, written out per module
+        // mlx-lm's qwen3_5 / qwen3_next quant_predicate: the routers keep 8 bits, written per module
         // whatever the default.
         let router = experts
             && (name.ends_with("mlp.gate.weight") || name.ends_with("shared_expert_gate.weight"));

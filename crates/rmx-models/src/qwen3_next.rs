@@ -68,9 +68,8 @@ pub(crate) struct Layout {
     /// `model` or `language_model.model`, and the lm_head's path.
     pub root: &'static str,
     pub lm_head: &'static str,
-    /// Reads the multi-token-prediction head (`mtp.*`) when the weights have it: Qwen3.5's
-    /// checkpoints in transformers' layout (qwen3_5_layout.rs). Qwen3-Next's, whose experts
-    /// are stored one by one, are refused before it would matter.
+    /// Reads the multi-token-prediction head (`mtp.*`) when the weights have it: checkpoints
+    /// in transformers' layout (hub_layout.rs), the only ones that keep it.
     pub mtp: bool,
 }
 
@@ -116,22 +115,6 @@ impl Config {
     }
 }
 
-/// Refuses checkpoints in transformers' own layout, which mlx-lm rewrites on load (per-expert
-/// tensors, a conv weight of `[channels, 1, kernel]`, norms stored as `weight - 1`).
-fn refuse_transformers_layout(w: &Weights) -> Result<()> {
-    if w.any(|k, shape| {
-        k.contains(".mlp.experts.0.") || (k.ends_with("conv1d.weight") && shape.last() != Some(&1))
-    }) {
-        return Err(ModelError::Config {
-            path: "config.json".into(),
-            message: "these weights are in transformers' layout, not MLX's: convert them with \
-                      `mlx_lm.convert` (or pull an mlx-community conversion)"
-                .into(),
-        });
-    }
-    Ok(())
-}
-
 pub(crate) fn load_hybrid(
     raw: &RawConfig,
     w: &mut Weights,
@@ -139,7 +122,6 @@ pub(crate) fn load_hybrid(
     layout: Layout,
 ) -> Result<Llama> {
     c.check()?;
-    refuse_transformers_layout(w)?;
     let common = crate::llama::Config::from_family(&c)?;
     let dims = c.rotary_dims();
     let (theta, scaling, max_pos) = (
@@ -226,6 +208,10 @@ pub(crate) fn load_hybrid(
 
 pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
     let c: Config = raw.parse()?;
+    // The Hub's own checkpoints, read as mlx-lm reads them (and with their MTP head).
+    if crate::hub_layout::is_transformers(w) {
+        crate::hub_layout::to_mlx(w, crate::hub_layout::Hub::Qwen3Next)?;
+    }
     Ok(Box::new(load_hybrid(
         raw,
         w,
@@ -235,7 +221,7 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
             experts_everywhere: false,
             root: "model",
             lm_head: "lm_head",
-            mtp: false,
+            mtp: true,
         },
     )?))
 }

@@ -197,6 +197,11 @@ impl Weights {
         self.tensors.insert(name.to_string(), (a, file, None));
     }
 
+    /// The path of file `i` (from [`Weights::file_of`]), for errors.
+    pub(crate) fn file_path(&self, i: usize) -> std::path::PathBuf {
+        self.files[i].clone()
+    }
+
     /// Every tensor's name, sorted.
     pub(crate) fn names(&self) -> Vec<String> {
         let mut names: Vec<String> = self.tensors.keys().cloned().collect();

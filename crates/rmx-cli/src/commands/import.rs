@@ -1,7 +1,7 @@
 //! `rmx import <file.gguf>`: convert a GGUF model (llama.cpp's format) into an MLX-format
 //! folder under `$RMX_HOME/models/<name>` and register `<name>` as a user alias, so every
 //! command that takes a model name finds it. `rmx import <folder>` does the same for a
-//! Qwen3.5/3.6 checkpoint as the Hub ships it (rmx-models' checkpoint.rs), keeping the
+//! Qwen3.5/3.6 or Qwen3-Next checkpoint as the Hub ships it (rmx-models' checkpoint.rs), keeping the
 //! multi-token-prediction head that `--speculative mtp` guesses with.
 
 use std::path::Path;
@@ -130,7 +130,7 @@ struct Converted {
 }
 
 /// A checkpoint folder into `partial`: 4bit and 8bit quantize, bf16 keeps the stored floats
-/// (the Hub's Qwen3.5 checkpoints are bfloat16).
+/// (the Hub's Qwen3.5 and Qwen3-Next checkpoints are bfloat16).
 fn import_folder(
     args: &ImportArgs,
     partial: &Path,
