@@ -124,6 +124,11 @@ pub fn import_checkpoint(
             }
             None => vec![(name.clone(), a)],
         };
+        // Each tensor made now, so its source is let go before the next is read: a shard then
+        // holds only what it writes, not four times that in bf16 sources.
+        let made: Vec<&Array> = parts.iter().map(|(_, a)| a).collect();
+        rmx_mlx::eval(&made)?;
+        rmx_mlx::clear_cache();
         for (n, a) in parts {
             let size = a.nbytes() as u64;
             if shard_bytes + size > SHARD_BYTES && !shard.is_empty() {
