@@ -610,6 +610,9 @@ fn import_of_a_hub_checkpoint_keeps_its_mtp_head() {
     let src = src.display().to_string();
     let out = home.ok(&["import", &src, "--name", "swans", "--quant", "4bit"]);
     assert!(out.contains("with its MTP head"), "{out}");
+    // From its files, before it loads.
+    let info = home.ok(&["info", "swans"]);
+    assert!(info.contains("its own MTP head"), "{info}");
     let args = [
         "run",
         "swans",
@@ -628,7 +631,7 @@ fn import_of_a_hub_checkpoint_keeps_its_mtp_head() {
     assert_eq!(spec.stdout, plain.stdout, "{stderr}");
     // Loaded now, so its layer kinds are listed.
     let info = home.ok(&["info", "swans"]);
-    assert!(info.contains("MTP head"), "{info}");
+    assert!(info.contains("× MTP head"), "{info}");
     let bad = home.run(&["import", &src, "--name", "x", "--quant", "f32"]);
     let stderr = String::from_utf8_lossy(&bad.stderr).into_owned();
     assert!(

@@ -50,11 +50,19 @@ pub struct ModelInfo {
     /// images. A vision-language checkpoint without it runs its text model only.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub takes_images: bool,
+    /// Its files carry a multi-token-prediction head (`mtp.*`) of a family rmx guesses with
+    /// (`--speculative mtp`): the Hub's own Qwen3.5/3.6 and Qwen3-Next checkpoints, and
+    /// `rmx import` of one.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub mtp_head: bool,
     pub files: Vec<FileEntry>,
     /// Sum of the file sizes.
     pub size: u64,
     pub status: ModelStatus,
 }
+
+/// The families whose multi-token-prediction head rmx-models reads (mtp.rs).
+const MTP_FAMILIES: &[&str] = &["qwen3_5", "qwen3_5_moe", "qwen3_next"];
 
 impl Store {
     pub fn info(&self, name: &str) -> Result<ModelInfo, StoreError> {
@@ -101,6 +109,7 @@ fn info(store: &Store, name: &str) -> Result<ModelInfo, StoreError> {
     let mut parameters = None;
     let mut weights_dtype = None;
     let mut takes_images = false;
+    let mut mtp_head = false;
     let weights = weight_files(&path)?;
     if !weights.is_empty() && model_status == ModelStatus::Complete {
         let mut tensors = std::collections::BTreeMap::new();
@@ -108,6 +117,8 @@ fn info(store: &Store, name: &str) -> Result<ModelInfo, StoreError> {
             tensors.append(&mut read_header(file)?);
         }
         parameters = Some(count_parameters(&tensors, &config));
+        mtp_head = tensors.contains_key("mtp.fc.weight")
+            && MTP_FAMILIES.contains(&model_type.as_deref().unwrap_or_default());
         weights_dtype = float_dtype(&tensors);
         takes_images = config.has_vision()
             && VISION_TOWERS.iter().any(|(family, key)| {
@@ -146,6 +157,7 @@ fn info(store: &Store, name: &str) -> Result<ModelInfo, StoreError> {
         chat_template: has_chat_template(&path),
         vision_tower: config.has_vision(),
         takes_images,
+        mtp_head,
         size: files.iter().map(|f| f.size).sum(),
         files,
         repo,

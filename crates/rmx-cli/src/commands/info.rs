@@ -119,6 +119,9 @@ pub fn render(info: &ModelInfo, fit: Option<Fit>, layers: Option<&[String]>) -> 
         None => format!("none ({})", quant_label(None, info.dtype.as_deref())),
     };
     line("quantization", quant);
+    if info.mtp_head {
+        line("speculation", "its own MTP head (--speculative mtp)".into());
+    }
     line(
         "context length",
         or_dash(info.context_length.map(|c| c.to_string())),
