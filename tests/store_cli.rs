@@ -436,3 +436,49 @@ async fn issue_21_a_folder_alias_keeps_its_hints() {
         text.stdout
     );
 }
+
+/// Issue #24: a Qwen3.5 checkpoint as the Hub ships it, pulled from a local Hub, then `rmx
+/// import REPO --quant 4bit` by its name: a 4-bit MLX model with its MTP head under the repo's
+/// name, which `rmx info` marks and `rmx run --speculative mtp` answers with as without.
+#[tokio::test]
+async fn a_pulled_hub_checkpoint_imports_by_name_with_its_mtp_head() {
+    const HUB_REPO: &str = "test-org/Qwen3.5-tiny-MTP";
+    let dir =
+        rmx_tests::models::mtp_scripted("scripted-hub", " Seven swans swim past quiet reeds.");
+    let env = Env::new().await;
+    let files = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            let lfs = name.ends_with(".safetensors");
+            rmx_tests::fake_hub::FakeFile::new(&name, std::fs::read(&p).unwrap(), lfs)
+        })
+        .collect();
+    env.hub
+        .add_repo(HUB_REPO, rmx_tests::tiny_repo::COMMIT, files);
+    env.run(&["pull", HUB_REPO]).await.ok();
+    let info = env.run(&["info", HUB_REPO]).await.ok();
+    assert!(info.stdout.contains("its own MTP head"), "{}", info.stdout);
+    let import = env.run(&["import", HUB_REPO, "--quant", "4bit"]).await.ok();
+    assert!(
+        import.stdout.contains("imported qwen3-5-tiny-mtp")
+            && import.stdout.contains("with its MTP head"),
+        "{}",
+        import.stdout
+    );
+    let args = [
+        "run",
+        "qwen3-5-tiny-mtp",
+        "Say it.\nassistant",
+        "--raw",
+        "--max-tokens",
+        "6",
+    ];
+    let plain = env.run(&args).await.ok();
+    let mut guessed = args.to_vec();
+    guessed.extend(["--speculative", "mtp"]);
+    let spec = env.run(&guessed).await.ok();
+    assert_eq!(spec.stdout, plain.stdout);
+}

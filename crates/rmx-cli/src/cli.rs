@@ -593,9 +593,10 @@ fn parse_hint<T: serde::de::DeserializeOwned>(s: &str) -> Result<T, String> {
 
 #[derive(Debug, Args)]
 pub struct ImportArgs {
-    /// The GGUF file, or a folder holding a Qwen3.5/3.6 or Qwen3-Next checkpoint as the Hub ships it
-    /// (transformers' layout, bfloat16): written as MLX writes it (`mlx_lm.convert`), plus its
-    /// multi-token-prediction head, which `--speculative mtp` guesses with.
+    /// The GGUF file, or a folder holding a Qwen3.5/3.6 or Qwen3-Next checkpoint as the Hub
+    /// ships it (transformers' layout, bfloat16; or such a model pulled into the store, by its
+    /// name): written as MLX writes it (`mlx_lm.convert`), plus its multi-token-prediction
+    /// head, which `--speculative mtp` guesses with.
     pub file: PathBuf,
     /// The name to run it by (default: made from the file name).
     #[arg(long)]

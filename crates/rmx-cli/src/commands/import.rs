@@ -14,10 +14,21 @@ use crate::cli::ImportArgs;
 use crate::commands::pull::store;
 use crate::progress::ImportProgress;
 
-pub fn run(args: ImportArgs) -> Result<ExitCode> {
+pub fn run(mut args: ImportArgs) -> Result<ExitCode> {
     let store = store()?;
+    // A model pulled into the store (`rmx pull Qwen/Qwen3.5-9B`) is imported by its name: its
+    // folder is the snapshot, named after the repo.
+    let given = args.file.clone();
+    if !args.file.exists() {
+        if let Ok(info) = store.info(&args.file.to_string_lossy()) {
+            if info.path.is_dir() {
+                args.file = info.path;
+            }
+        }
+    }
     let name = match &args.name {
         Some(n) => n.clone(),
+        None if args.file != given => default_name_of(&given.to_string_lossy(), true)?,
         None => default_name(&args.file)?,
     };
     validate_alias_name(&name).context("choose another name with --name")?;
@@ -181,6 +192,15 @@ pub fn default_name(file: &Path) -> Result<String> {
     }
     .map(|s| s.to_string_lossy().to_lowercase())
     .unwrap_or_default();
+    default_name_of(&stem, false).with_context(|| format!("`{}`", file.display()))
+}
+
+/// `stem` (a repo id's last part when `repo`) in the characters alias names allow.
+fn default_name_of(stem: &str, repo: bool) -> Result<String> {
+    let stem = match repo {
+        true => stem.rsplit('/').next().unwrap_or(stem).to_lowercase(),
+        false => stem.to_string(),
+    };
     let mut name: String = stem
         .chars()
         .map(|c| {
@@ -200,10 +220,7 @@ pub fn default_name(file: &Path) -> Result<String> {
         .take(64)
         .collect::<String>();
     if name.is_empty() {
-        bail!(
-            "cannot make a model name out of `{}`; pass --name",
-            file.display()
-        );
+        bail!("cannot make a model name out of `{stem}`; pass --name");
     }
     Ok(name)
 }
