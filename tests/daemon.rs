@@ -527,6 +527,21 @@ fn serve_speculative_is_the_default_of_requests_that_do_not_say() {
     assert!(stderr.contains("guessed tokens accepted"), "{stderr}");
 }
 
+/// `rmx run` with `args`, then again speculating with `method` and -v: the same answer, the
+/// guesses counted. The plain answer, and -v's report of the speculating one.
+fn same_answer_speculating(home: &TestHome, args: &[&str], method: &str) -> (String, String) {
+    let plain = home.run(args);
+    assert!(plain.status.success(), "{plain:?}");
+    let mut guessed = args.to_vec();
+    guessed.extend(["--speculative", method, "-v"]);
+    let out = home.run(&guessed);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(out.stdout, plain.stdout, "{method}: {stderr}");
+    assert!(stderr.contains("guessed tokens accepted"), "{stderr}");
+    (String::from_utf8_lossy(&plain.stdout).into_owned(), stderr)
+}
+
 /// Issue #24: `rmx run --speculative draft:MODEL` has the draft model guess (here the model
 /// itself, so the guesses are taken): the answer of a plain run, the guesses counted by -v;
 /// `draft:` without a name is refused by the flag's parser, saying what it needs.
@@ -541,16 +556,7 @@ fn run_with_a_draft_model_answers_as_without() {
         "--max-tokens",
         "12",
     ];
-    let plain = home.run(&args);
-    assert!(plain.status.success(), "{plain:?}");
-    let draft = format!("draft:{model}");
-    let mut drafted = args.to_vec();
-    drafted.extend(["--speculative", &draft, "-v"]);
-    let out = home.run(&drafted);
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{stderr}");
-    assert_eq!(out.stdout, plain.stdout, "{stderr}");
-    assert!(stderr.contains("guessed tokens accepted"), "{stderr}");
+    same_answer_speculating(&home, &args, &format!("draft:{model}"));
     let bad = home.run(&["run", &model, "hi", "--speculative", "draft:"]);
     let stderr = String::from_utf8_lossy(&bad.stderr).into_owned();
     assert!(!bad.status.success());
@@ -576,20 +582,11 @@ fn run_with_the_mtp_head_answers_as_without() {
         "--max-tokens",
         "8",
     ];
-    let plain = home.run(&args);
-    assert!(plain.status.success(), "{plain:?}");
-    let text = String::from_utf8_lossy(&plain.stdout);
+    let (text, _) = same_answer_speculating(&home, &args, "mtp");
     assert!(
         text.trim().starts_with("Seven swans swim past quiet"),
         "{text}"
     );
-    let mut guessed = args.to_vec();
-    guessed.extend(["--speculative", "mtp", "-v"]);
-    let out = home.run(&guessed);
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{stderr}");
-    assert_eq!(out.stdout, plain.stdout, "{stderr}");
-    assert!(stderr.contains("guessed tokens accepted"), "{stderr}");
     let info = home.ok(&["info", &model]);
     assert!(info.contains("MTP head"), "{info}");
     let other = self::model();
@@ -621,14 +618,7 @@ fn import_of_a_hub_checkpoint_keeps_its_mtp_head() {
         "--max-tokens",
         "8",
     ];
-    let plain = home.run(&args);
-    assert!(plain.status.success(), "{plain:?}");
-    let mut guessed = args.to_vec();
-    guessed.extend(["--speculative", "mtp", "-v"]);
-    let spec = home.run(&guessed);
-    let stderr = String::from_utf8_lossy(&spec.stderr).into_owned();
-    assert!(spec.status.success(), "{stderr}");
-    assert_eq!(spec.stdout, plain.stdout, "{stderr}");
+    same_answer_speculating(&home, &args, "mtp");
     // Loaded now, so its layer kinds are listed.
     let info = home.ok(&["info", "swans"]);
     assert!(info.contains("× MTP head"), "{info}");
