@@ -14,7 +14,7 @@ use rmx_mlx::Array;
 use serde_json::{json, Value};
 
 use crate::config::RawConfig;
-use crate::error::{ModelError, Result};
+use crate::error::{io_at, ModelError, Result};
 use crate::hub_layout::Hub;
 use crate::weights::Weights;
 
@@ -81,10 +81,7 @@ pub fn import_checkpoint(
     let default = bits.map(|b| QuantSpec::affine(64, b));
     let names = w.names();
     let mtp = names.iter().any(|n| n.starts_with("mtp."));
-    std::fs::create_dir_all(dst).map_err(|source| ModelError::Io {
-        path: dst.to_path_buf(),
-        source,
-    })?;
+    std::fs::create_dir_all(dst).map_err(io_at(dst))?;
 
     // Each tensor (quantized ones as their three), in shards of about SHARD_BYTES.
     let mut overrides = serde_json::Map::new();
@@ -179,10 +176,6 @@ fn write_shard(
 /// The shards under mlx-lm's names (`model.safetensors`, or `model-0000i-of-0000n` with an
 /// index).
 fn name_shards(dst: &Path, files: &mut [(PathBuf, Vec<String>)]) -> Result<()> {
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| ModelError::Io { path, source }
-    };
     let n = files.len();
     let mut map = serde_json::Map::new();
     for (i, (path, names)) in files.iter_mut().enumerate() {
@@ -191,7 +184,7 @@ fn name_shards(dst: &Path, files: &mut [(PathBuf, Vec<String>)]) -> Result<()> {
             _ => format!("model-{:05}-of-{n:05}.safetensors", i + 1),
         };
         let to = dst.join(&name);
-        std::fs::rename(&*path, &to).map_err(io(&to))?;
+        std::fs::rename(&*path, &to).map_err(io_at(&to))?;
         *path = to;
         for t in names.iter() {
             map.insert(t.clone(), Value::String(name.clone()));
@@ -204,7 +197,7 @@ fn name_shards(dst: &Path, files: &mut [(PathBuf, Vec<String>)]) -> Result<()> {
             &path,
             serde_json::to_string_pretty(&index).unwrap_or_default(),
         )
-        .map_err(io(&path))?;
+        .map_err(io_at(&path))?;
     }
     Ok(())
 }
@@ -230,18 +223,14 @@ fn write_config(
         &path,
         serde_json::to_string_pretty(&config).unwrap_or_default() + "\n",
     )
-    .map_err(|source| ModelError::Io { path, source })
+    .map_err(io_at(&path))
 }
 
 /// The tokenizer, template and generation files: every plain file but the weights, their
 /// index and the config.
 fn copy_side_files(src: &Path, dst: &Path) -> Result<()> {
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| ModelError::Io { path, source }
-    };
-    for entry in std::fs::read_dir(src).map_err(io(src))? {
-        let path = entry.map_err(io(src))?.path();
+    for entry in std::fs::read_dir(src).map_err(io_at(src))? {
+        let path = entry.map_err(io_at(src))?.path();
         let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
             continue;
         };
@@ -250,7 +239,7 @@ fn copy_side_files(src: &Path, dst: &Path) -> Result<()> {
             || name.ends_with(".index.json")
             || name.starts_with('.');
         if path.is_file() && !skip {
-            std::fs::copy(&path, dst.join(name)).map_err(io(&path))?;
+            std::fs::copy(&path, dst.join(name)).map_err(io_at(&path))?;
         }
     }
     Ok(())

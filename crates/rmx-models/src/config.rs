@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use rmx_mlx::quant::{QuantMode, QuantSpec};
 use serde::Deserialize;
 
-use crate::error::{ModelError, Result};
+use crate::error::{io_at, ModelError, Result};
 
 /// `config.json` as read once; each family parses its own `Config` from `raw`.
 pub struct RawConfig {
@@ -20,10 +20,7 @@ pub struct RawConfig {
 impl RawConfig {
     pub fn read(dir: &Path) -> Result<RawConfig> {
         let path = dir.join("config.json");
-        let text = std::fs::read_to_string(&path).map_err(|source| ModelError::Io {
-            path: path.clone(),
-            source,
-        })?;
+        let text = std::fs::read_to_string(&path).map_err(io_at(&path))?;
         let raw: serde_json::Value =
             serde_json::from_str(&text).map_err(|e| ModelError::Config {
                 path: path.clone(),

@@ -58,3 +58,11 @@ pub enum ModelError {
 }
 
 pub type Result<T> = std::result::Result<T, ModelError>;
+
+/// `map_err` for I/O on `path`: the error names the file.
+pub(crate) fn io_at(path: &std::path::Path) -> impl Fn(std::io::Error) -> ModelError + '_ {
+    move |source| ModelError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use rmx_mlx::{Array, Dtype};
 use serde::Deserialize;
 
-use crate::error::{ModelError, Result};
+use crate::error::{io_at, ModelError, Result};
 
 /// Pieces smaller than this are read in blocks of whole rows ([`Header::read_slice`]).
 const SMALL_PIECE: usize = 64 << 10;
@@ -49,25 +49,18 @@ fn bad(path: &Path, message: impl Into<String>) -> ModelError {
     }
 }
 
-fn io(path: &Path) -> impl Fn(std::io::Error) -> ModelError + '_ {
-    move |source| ModelError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
 impl Header {
     pub(crate) fn read(path: &Path) -> Result<Header> {
-        let mut f = File::open(path).map_err(io(path))?;
+        let mut f = File::open(path).map_err(io_at(path))?;
         let mut len = [0u8; 8];
-        f.read_exact(&mut len).map_err(io(path))?;
+        f.read_exact(&mut len).map_err(io_at(path))?;
         let len = u64::from_le_bytes(len);
         // The format caps the header at 100 MB; a larger length is a corrupt file.
         if len > 100_000_000 {
             return Err(bad(path, format!("header of {len} bytes")));
         }
         let mut text = vec![0u8; len as usize];
-        f.read_exact(&mut text).map_err(io(path))?;
+        f.read_exact(&mut text).map_err(io_at(path))?;
         let mut raw: HashMap<String, serde_json::Value> =
             serde_json::from_slice(&text).map_err(|e| bad(path, e.to_string()))?;
         raw.remove("__metadata__");
@@ -131,14 +124,14 @@ impl Header {
         }
         let base = self.data_start + e.data_offsets[0];
         let mut out = vec![0u8; (outer * chunk) as usize * elem as usize];
-        let f = File::open(path).map_err(io(path))?;
+        let f = File::open(path).map_err(io_at(path))?;
         let step = chunk as usize * elem as usize;
         let row_bytes = row as usize * elem as usize;
         if step >= SMALL_PIECE || row_bytes >= SMALL_PIECE || outer == 1 {
             // One read per outer index: a row split (axis 0) is one read.
             for (o, dst) in out.chunks_mut(step.max(1)).enumerate().take(outer as usize) {
                 let at = base + ((o as i64 * row + start * inner) as u64) * elem;
-                f.read_exact_at(dst, at).map_err(io(path))?;
+                f.read_exact_at(dst, at).map_err(io_at(path))?;
             }
         } else {
             // Small pieces of small rows (a column split of stacked experts: one per expert
@@ -153,7 +146,7 @@ impl Header {
                 let n = dst.len() / step.max(1);
                 let at = base + (b * rows_per_block * row_bytes) as u64;
                 f.read_exact_at(&mut buf[..n * row_bytes], at)
-                    .map_err(io(path))?;
+                    .map_err(io_at(path))?;
                 for (i, piece) in dst.chunks_mut(step.max(1)).enumerate() {
                     let from = i * row_bytes + at_piece;
                     piece.copy_from_slice(&buf[from..from + step]);

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use rmx_mlx::Array;
 
-use crate::error::{ModelError, Result};
+use crate::error::{io_at, ModelError, Result};
 use crate::parallel::{Parallel, ParallelMode, Part};
 use crate::safetensors_part::Header;
 
@@ -24,10 +24,7 @@ pub struct Weights {
 
 impl Weights {
     pub fn load(dir: &Path) -> Result<Weights> {
-        let entries = std::fs::read_dir(dir).map_err(|source| ModelError::Io {
-            path: dir.to_path_buf(),
-            source,
-        })?;
+        let entries = std::fs::read_dir(dir).map_err(io_at(dir))?;
         let mut files: Vec<PathBuf> = entries
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
