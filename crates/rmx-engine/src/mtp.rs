@@ -26,9 +26,6 @@ pub struct MtpDraft {
     next: usize,
     /// The head's output at the last position it read, which guesses the token two on.
     last: Option<Array>,
-    /// The head cache's length when its last real position was read (guess steps past it are
-    /// cut off after each block).
-    kept: i32,
 }
 
 impl MtpDraft {
@@ -38,7 +35,6 @@ impl MtpDraft {
             pending: None,
             next: 0,
             last: None,
-            kept: 0,
         }
     }
 
@@ -74,7 +70,6 @@ impl MtpDraft {
         let ids = Array::from_slice(next, &[1, ready as i32])?;
         let out = model.mtp_forward(&states, &ids, 0, &mut self.cache)?;
         self.last = Some(out.slice_axis(1, ready as i32 - 1, ready as i32)?);
-        self.kept = self.cache[0].offset();
         if ready < rows {
             self.pending = Some(p.slice_axis(1, ready as i32, rows as i32)?);
         }
@@ -89,6 +84,8 @@ impl MtpDraft {
         let Some(last) = self.last.as_ref().filter(|_| ready && k > 0) else {
             return Ok(Vec::new());
         };
+        // What the head read of the model's own states; the guess steps go past it.
+        let kept = self.cache[0].offset();
         let mut out = last.clone();
         let mut ids = Vec::with_capacity(k);
         for i in 0..k {
@@ -103,16 +100,9 @@ impl MtpDraft {
         rmx_mlx::eval(&outs)?;
         // The guess steps are no positions the model read: cut, to be read again from the
         // model's own states once it has checked them.
-        crate::speculative::cut_to(&mut self.cache, self.kept)?;
-        let vocab = model.info().vocab_size.max(0) as u32;
-        let mut guesses = Vec::with_capacity(k);
-        for id in &ids {
-            match id.item::<u32>()? {
-                id if id < vocab => guesses.push(id),
-                _ => break,
-            }
-        }
-        Ok(guesses)
+        crate::speculative::cut_to(&mut self.cache, kept)?;
+        // The model's own lm_head named them: every id is one of its rows.
+        ids.iter().map(|id| Ok(id.item::<u32>()?)).collect()
     }
 
     /// The head cache's arrays, to evaluate with the model's.

@@ -6,7 +6,7 @@
 //! that guess, it guesses on. Embedding and lm_head are the model's.
 //!
 //! mlx-lm reads no such head (its conversions drop `mtp.*`), so there is no MLX reference:
-//! tests/py/mtp_reference.py computes it with mlx-lm's own Qwen3.5 layer and norms.
+//! tests/py/mtp_model.py (`reference`) computes it with mlx-lm's own layers and norms.
 
 use rmx_mlx::Array;
 

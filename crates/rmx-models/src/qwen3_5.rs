@@ -145,12 +145,12 @@ pub fn load(raw: &RawConfig, w: &mut Weights) -> Result<Box<dyn CausalLm>> {
         rope_scaling: params,
         full_attention_interval: t.full_attention_interval,
     };
-    // The tower in mlx-vlm's layout takes images; transformers' (`model.visual.*`) is left
-    // unloaded and the text model runs alone.
     // The Hub's own checkpoints, read as mlx-lm reads them (and with their MTP head).
     if crate::hub_layout::is_transformers(w) {
         crate::hub_layout::to_mlx(w, crate::hub_layout::Hub::Qwen35)?;
     }
+    // The tower in mlx-vlm's layout takes images; transformers' (`model.visual.*`) is left
+    // unloaded and the text model runs alone.
     let vision = if w.has("vision_tower.patch_embed.proj.weight") {
         Some(load_vision(raw, w, &c)?)
     } else {

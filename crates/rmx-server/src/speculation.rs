@@ -25,7 +25,7 @@ pub enum Spec {
     /// field would name it).
     Draft { model: String, draft_tokens: usize },
     /// `"mtp"`: the model's own multi-token-prediction head guesses (checkpoints that keep
-    /// `mtp.*`: the Hub's Qwen3.5 and Qwen3.6).
+    /// `mtp.*`: the Hub's Qwen3.5, Qwen3.6 and Qwen3-Next, and `rmx import` of them).
     Mtp { draft_tokens: usize },
 }
 

@@ -52,10 +52,7 @@ impl Sequence {
             (None, Some(m)) => m.guesses(model, &context, k)?,
             (None, None) => speculative::prompt_lookup(&context, k),
         };
-        // The head guesses from the model's state before `last`, which a plain step would not
-        // hand it: without one yet it reads `last` as a block of one instead.
-        let feeds_head = self.mtp.is_some() && k > 0;
-        if guesses.is_empty() && self.constraint.is_none() && !feeds_head {
+        if guesses.is_empty() && self.constraint.is_none() {
             // Nothing to guess: plain steps, the next one queued before this one is read,
             // until the lookup finds something again (`guess_again`).
             self.pending = Some(self.step(model, &Array::from_slice(&[last], &[1, 1])?)?);
