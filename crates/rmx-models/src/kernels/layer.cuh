@@ -538,50 +538,72 @@ struct I8Layout {
 // stage() for IDOT. The PER / 8 threads of a chunk (consecutive, 8 elements each) agree on its
 // scale by shuffles; at 4 bits a word's even fields (byte-masked in place) meet x's even elements
 // and its odd fields (x16) the odd ones, so each 8-element group is stored evens first.
-template <typename T, int K, int BITS, int NT, bool NORM, bool CG>
-__device__ __forceinline__ void stage_i8(const T* x, const T* nw, float eps, float* smem) {
-  using L = I8Layout<BITS, K>;
-  static_assert(K % L::PER == 0 && NT % 4 == 0, "whole chunks");
-  constexpr int V = K / 8;
-  constexpr int ITERS = (V + NT - 1) / NT;
-  float* red = smem;
-  unsigned char* planes = L::planes(smem);
-  float2* meta = L::meta(smem);
+// In pieces (stage_load, stage_sumsq, stage_inv, stage_quant) so that a batch's rows
+// (layer_rows.cuh's stage_rows_i8) are staged with the very same arithmetic: thread t holds
+// x's 16-byte words t, t + NT, ... (StageWords) in every caller.
+template <int K, int NT>
+struct StageWords {
+  static constexpr int V = K / 8;
+  static constexpr int ITERS = (V + NT - 1) / NT;
+};
+
+// The thread's words of x (zeros past the end).
+template <typename T, int K, int NT, bool CG>
+__device__ __forceinline__ void stage_load(const T* x, uint4* raw) {
+  using W = StageWords<K, NT>;
   const int t = threadIdx.x;
-  uint4 raw[ITERS];
 #pragma unroll
-  for (int i = 0; i < ITERS; ++i) {
+  for (int i = 0; i < W::ITERS; ++i) {
     const int v = t + i * NT;
     raw[i] = make_uint4(0u, 0u, 0u, 0u);
-    if (v < V) {
+    if (v < W::V) {
       const uint4* p = reinterpret_cast<const uint4*>(x) + v;
       raw[i] = CG ? __ldcg(p) : *p;
     }
   }
-  float inv = 1.f;
-  if constexpr (NORM) {
-    float ss = 0.f;
+}
+
+// The warp's sum of squares of its words, into red[warp].
+template <typename T, int K, int NT>
+__device__ __forceinline__ void stage_sumsq(const uint4* raw, float* red) {
+  using W = StageWords<K, NT>;
+  float ss = 0.f;
 #pragma unroll
-    for (int i = 0; i < ITERS; ++i) {
-      float f[8];
-      Words<4>{{raw[i].x, raw[i].y, raw[i].z, raw[i].w}}.template unpack<T>(f);
+  for (int i = 0; i < W::ITERS; ++i) {
+    float f[8];
+    Words<4>{{raw[i].x, raw[i].y, raw[i].z, raw[i].w}}.template unpack<T>(f);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) ss = fmaf(f[j], f[j], ss);
-    }
-    ss = warp_sum(ss);
-    if ((t & 31) == 0) red[t >> 5] = ss;
-    __syncthreads();
-    float total = 0.f;
-#pragma unroll
-    for (int w = 0; w < NT / 32; ++w) total += red[w];
-    inv = rsqrtf(total / K + eps);
+    for (int j = 0; j < 8; ++j) ss = fmaf(f[j], f[j], ss);
   }
+  ss = warp_sum(ss);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
+}
+
+// The RMS norm's scale from the warps' sums (once every warp has written its own).
+template <int K, int NT>
+__device__ __forceinline__ float stage_inv(const float* red, float eps) {
+  float total = 0.f;
 #pragma unroll
-  for (int i = 0; i < ITERS; ++i) {
+  for (int w = 0; w < NT / 32; ++w) total += red[w];
+  return rsqrtf(total / K + eps);
+}
+
+// The thread's words normed (NORM: inv, weights nw) and stored as the two planes and their meta.
+template <typename T, int K, int BITS, int NT, bool NORM>
+__device__ __forceinline__ void stage_quant(const uint4* raw, const T* nw, float inv,
+                                            float* smem) {
+  using L = I8Layout<BITS, K>;
+  using W = StageWords<K, NT>;
+  static_assert(K % L::PER == 0 && NT % 4 == 0, "whole chunks");
+  unsigned char* planes = L::planes(smem);
+  float2* meta = L::meta(smem);
+  const int t = threadIdx.x;
+#pragma unroll
+  for (int i = 0; i < W::ITERS; ++i) {
     const int v = t + i * NT;
     float f[8];
     Words<4>{{raw[i].x, raw[i].y, raw[i].z, raw[i].w}}.template unpack<T>(f);
-    if (NORM && v < V) {
+    if (NORM && v < W::V) {
       float wf[8];
       Vec8<T>::load(nw + 8 * v, wf);
 #pragma unroll
@@ -607,7 +629,7 @@ __device__ __forceinline__ void stage_i8(const T* x, const T* nw, float eps, flo
       hi[j] = __float2int_rn(y);
       lo[j] = __float2int_rn((y - static_cast<float>(hi[j])) * 254.f);
     }
-    if (v < V) {
+    if (v < W::V) {
       uint2 ph, pl;
       if constexpr (BITS == 4) {
         ph = make_uint2(bytes4(hi[0], hi[2], hi[4], hi[6]), bytes4(hi[1], hi[3], hi[5], hi[7]));
@@ -626,6 +648,19 @@ __device__ __forceinline__ void stage_i8(const T* x, const T* nw, float eps, flo
       }
     }
   }
+}
+
+template <typename T, int K, int BITS, int NT, bool NORM, bool CG>
+__device__ __forceinline__ void stage_i8(const T* x, const T* nw, float eps, float* smem) {
+  uint4 raw[StageWords<K, NT>::ITERS];
+  stage_load<T, K, NT, CG>(x, raw);
+  float inv = 1.f;
+  if constexpr (NORM) {
+    stage_sumsq<T, K, NT>(raw, smem);
+    __syncthreads();
+    inv = stage_inv<K, NT>(smem, eps);
+  }
+  stage_quant<T, K, BITS, NT, NORM>(raw, nw, inv, smem);
   __syncthreads();
 }
 
