@@ -678,11 +678,31 @@ __device__ __forceinline__ void chunk_planes(const uint4* planes, int c, uint32_
   }
 }
 
-// Chunk c's integer sums for two weight rows (ua, ub: their 16-byte chunks) against x's two
+// A weight chunk's words as dp4a takes them: at 4 bits the even fields (byte-masked in place,
+// f[2q]) and the odd ones (x16, f[2q + 1]) of each word; at 8 bits the words themselves.
+template <int BITS>
+struct ChunkFields {
+  static constexpr int N = BITS == 4 ? 8 : 4;
+  uint32_t f[N];
+  __device__ __forceinline__ explicit ChunkFields(const uint32_t* u) {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      if constexpr (BITS == 4) {
+        f[2 * q] = u[q] & 0x0f0f0f0fu;
+        f[2 * q + 1] = u[q] & 0xf0f0f0f0u;
+      } else {
+        f[q] = u[q];
+      }
+    }
+  }
+};
+
+// Chunk c's integer sums for two weight rows (fa, fb: their chunks' fields) against x's two
 // planes (stage_i8's layout), combined as hi * 254 + lo: row_dot2_i8 and rows_dot2_i8 scale them.
 template <int BITS, int K>
-__device__ __forceinline__ void chunk_sums_i8(const uint4* planes, int c, const uint32_t* ua,
-                                              const uint32_t* ub, int& ia, int& ib) {
+__device__ __forceinline__ void chunk_sums_fields(const uint4* planes, int c,
+                                                  const ChunkFields<BITS>& fa,
+                                                  const ChunkFields<BITS>& fb, int& ia, int& ib) {
   constexpr int XW = 4 * I8Layout<BITS, K>::SL;  // x words of a chunk in each plane
   uint32_t xh[XW], xl[XW];
   chunk_planes<BITS, K>(planes, c, xh, xl);
@@ -690,16 +710,14 @@ __device__ __forceinline__ void chunk_sums_i8(const uint4* planes, int c, const 
     int hea = 0, hoa = 0, lea = 0, loa = 0, heb = 0, hob = 0, leb = 0, lob = 0;
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-      const uint32_t ea = ua[q] & 0x0f0f0f0fu, oa = ua[q] & 0xf0f0f0f0u;
-      const uint32_t eb = ub[q] & 0x0f0f0f0fu, ob = ub[q] & 0xf0f0f0f0u;
-      hea = dot4(ea, xh[2 * q], hea);
-      hoa = dot4(oa, xh[2 * q + 1], hoa);
-      lea = dot4(ea, xl[2 * q], lea);
-      loa = dot4(oa, xl[2 * q + 1], loa);
-      heb = dot4(eb, xh[2 * q], heb);
-      hob = dot4(ob, xh[2 * q + 1], hob);
-      leb = dot4(eb, xl[2 * q], leb);
-      lob = dot4(ob, xl[2 * q + 1], lob);
+      hea = dot4(fa.f[2 * q], xh[2 * q], hea);
+      hoa = dot4(fa.f[2 * q + 1], xh[2 * q + 1], hoa);
+      lea = dot4(fa.f[2 * q], xl[2 * q], lea);
+      loa = dot4(fa.f[2 * q + 1], xl[2 * q + 1], loa);
+      heb = dot4(fb.f[2 * q], xh[2 * q], heb);
+      hob = dot4(fb.f[2 * q + 1], xh[2 * q + 1], hob);
+      leb = dot4(fb.f[2 * q], xl[2 * q], leb);
+      lob = dot4(fb.f[2 * q + 1], xl[2 * q + 1], lob);
     }
     // |16 hi-sum| <= 32 * 15 * 127 * 16 < 2^20: x254 stays below 2^31.
     ia = (16 * hea + hoa) * 254 + (16 * lea + loa);
@@ -708,14 +726,21 @@ __device__ __forceinline__ void chunk_sums_i8(const uint4* planes, int c, const 
     int ha = 0, la = 0, hb = 0, lb = 0;
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-      ha = dot4(ua[q], xh[q], ha);
-      la = dot4(ua[q], xl[q], la);
-      hb = dot4(ub[q], xh[q], hb);
-      lb = dot4(ub[q], xl[q], lb);
+      ha = dot4(fa.f[q], xh[q], ha);
+      la = dot4(fa.f[q], xl[q], la);
+      hb = dot4(fb.f[q], xh[q], hb);
+      lb = dot4(fb.f[q], xl[q], lb);
     }
     ia = ha * 254 + la;
     ib = hb * 254 + lb;
   }
+}
+
+// chunk_sums_fields from the chunks' words (ua, ub).
+template <int BITS, int K>
+__device__ __forceinline__ void chunk_sums_i8(const uint4* planes, int c, const uint32_t* ua,
+                                              const uint32_t* ub, int& ia, int& ib) {
+  chunk_sums_fields<BITS, K>(planes, c, ChunkFields<BITS>(ua), ChunkFields<BITS>(ub), ia, ib);
 }
 
 // chunk_sums_i8 for mxfp4 weights (a 16-byte chunk holds 32 e2m1 values, one group): each

@@ -97,8 +97,10 @@ __device__ __forceinline__ void rows_dot2_i8(
   if (lane < L::CHUNKS) fetch(lane);
 #pragma unroll 1
   for (int c = lane; c < L::CHUNKS; c += 32) {
+    // The fields once a chunk, for every row.
     const uint32_t ua[4] = {va.x, va.y, va.z, va.w};
     const uint32_t ub[4] = {vb.x, vb.y, vb.z, vb.w};
+    const ChunkFields<BITS> fa(ua), fb(ub);
     const float csa = sa, cba = ba, csb = sb, cbb = bb;
     if (c + 32 < L::CHUNKS) fetch(c + 32);
 #pragma unroll
@@ -108,7 +110,7 @@ __device__ __forceinline__ void rows_dot2_i8(
         const uint4* planes = reinterpret_cast<const uint4*>(L::planes(sm));
         const float2 m = L::meta(sm)[c];
         int ia, ib;
-        chunk_sums_i8<BITS, K>(planes, c, ua, ub, ia, ib);
+        chunk_sums_fields<BITS, K>(planes, c, fa, fb, ia, ib);
         acc_a[i] = fmaf(csa * m.x, static_cast<float>(ia), fmaf(cba, m.y, acc_a[i]));
         acc_b[i] = fmaf(csb * m.x, static_cast<float>(ib), fmaf(cbb, m.y, acc_b[i]));
       }
