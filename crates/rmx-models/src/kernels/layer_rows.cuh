@@ -209,99 +209,107 @@ __device__ __forceinline__ void decode_layers_rows(
       float* ml = region(7);
       float* part = region(8);
       T* att = reinterpret_cast<T*>(region(9));
-      for (int item = t * warps + warp; item < __ldg(pos + 2) * H * SB; item += nw) {
-        const int b = item / (H * SB);
-        const int h = (item / SB) % H;
-        const int s = item % SB;
+      // Splits a warp takes in turn, of one row and head: one while the grid's warps cover every
+      // split, else enough to go round the warps once, so the query is normed and roped once for
+      // all of them (each split still makes its own sums: a row's bits do not depend on RUN).
+      const int rows = __ldg(pos + 2);
+      const int RUN = max(1, (rows * H * SB + nw - 1) / nw);
+      const int SG = (SB + RUN - 1) / RUN;  // runs of RUN splits a (row, head)
+      for (int item = t * warps + warp; item < rows * H * SG; item += nw) {
+        const int b = item / (H * SG);
+        const int h = (item / SG) % H;
+        const int s0 = (item % SG) * RUN;
         const int pad = BLOCK ? 0 : pads[b];
         const int offset = BLOCK ? col + b : col - pad;
         // Positions before `cached` are in the cache already (BLOCK: the block's start).
         const int cached = BLOCK ? col : offset;
         const int n = offset + 1;
         const int S = max(1, min(min((n + 7) / 8, SMAX), nw / H));
-        if (s >= S) continue;
         const int g = h / GQ;
         const T* row = qkv + (size_t)b * NQKV;
-        float q[PL], o[PL];
+        float q[PL];
+        for (int s = s0; s < min(s0 + RUN, S); ++s) {
+          float o[PL];
 #pragma unroll
-        for (int p = 0; p < PL; ++p) o[p] = 0.f;
-        float m = neg_inf(), lsum = 0.f;
-        const size_t base = (((size_t)(BLOCK ? 0 : b) * KV + g) * cap + pad) * D + lane * PL;
-        for (int j0 = s; j0 < n; j0 += CH * S) {
-          Words<PL / 2> kr[CH], vr[CH];
+          for (int p = 0; p < PL; ++p) o[p] = 0.f;
+          float m = neg_inf(), lsum = 0.f;
+          const size_t base = (((size_t)(BLOCK ? 0 : b) * KV + g) * cap + pad) * D + lane * PL;
+          for (int j0 = s; j0 < n; j0 += CH * S) {
+            Words<PL / 2> kr[CH], vr[CH];
 #pragma unroll
-          for (int i = 0; i < CH; ++i) {
-            const int j = j0 + i * S;
-            if (j < cached) {
-              kr[i].template load<false>(kc + base + (size_t)j * D);
-              vr[i].template load<false>(vc + base + (size_t)j * D);
-            } else if (BLOCK && j < offset) {
-              // An earlier row of the block: its key and value as its writer makes them.
-              const T* rj = qkv + (size_t)(j - col) * NQKV;
-              float kv[PL], vv[PL];
-              head_rope<T, D, QKNORM, TRADITIONAL>(rj + (H + g) * D, L.kn, par[1], inv_freq, j,
-                                                   kv);
-              load_pl<T, PL, true>(rj + (H + KV + g) * D + lane * PL, vv);
-              kr[i].template pack<T>(kv);
-              vr[i].template pack<T>(vv);
-            }
-          }
-          if (j0 == s) {
-            head_rope<T, D, QKNORM, TRADITIONAL>(row + h * D, L.qn, par[1], inv_freq, offset, q);
-#pragma unroll
-            for (int p = 0; p < PL; ++p) q[p] *= qscale;
-          }
-#pragma unroll
-          for (int i = 0; i < CH; ++i) {
-            if (j0 + i * S == offset) {
-              float kv[PL], vv[PL];
-              head_rope<T, D, QKNORM, TRADITIONAL>(row + (H + g) * D, L.kn, par[1], inv_freq,
-                                                   offset, kv);
-              load_pl<T, PL, true>(row + (H + KV + g) * D + lane * PL, vv);
-              if (h % GQ == 0) {
-                store_pl<T, PL>(kc + base + (size_t)offset * D, kv);
-                store_pl<T, PL>(vc + base + (size_t)offset * D, vv);
+            for (int i = 0; i < CH; ++i) {
+              const int j = j0 + i * S;
+              if (j < cached) {
+                kr[i].template load<false>(kc + base + (size_t)j * D);
+                vr[i].template load<false>(vc + base + (size_t)j * D);
+              } else if (BLOCK && j < offset) {
+                // An earlier row of the block: its key and value as its writer makes them.
+                const T* rj = qkv + (size_t)(j - col) * NQKV;
+                float kv[PL], vv[PL];
+                head_rope<T, D, QKNORM, TRADITIONAL>(rj + (H + g) * D, L.kn, par[1], inv_freq, j,
+                                                     kv);
+                load_pl<T, PL, true>(rj + (H + KV + g) * D + lane * PL, vv);
+                kr[i].template pack<T>(kv);
+                vr[i].template pack<T>(vv);
               }
-              kr[i].template pack<T>(kv);
-              vr[i].template pack<T>(vv);
             }
-          }
-          online_chunk<T, PL, CH>(q, kr, vr, min(CH, (n - j0 + S - 1) / S), m, lsum, o);
-        }
-        const int bh = b * H + h;
-        const int at = bh * SB + s;
-        if (lane == 0) {
-          ml[2 * at] = m;
-          ml[2 * at + 1] = lsum;
-        }
+            if (j0 == s && s == s0) {
+              head_rope<T, D, QKNORM, TRADITIONAL>(row + h * D, L.qn, par[1], inv_freq, offset, q);
 #pragma unroll
-        for (int p = 0; p < PL; ++p) part[(size_t)at * D + lane * PL + p] = o[p];
-        __threadfence();
-        __syncwarp();
-        unsigned int before = 0;
-        if (lane == 0) before = atomicAdd(heads_done + bh, 1u);
-        before = __shfl_sync(0xffffffffu, before, 0);
-        if (before == (unsigned int)(S - 1)) {
+              for (int p = 0; p < PL; ++p) q[p] *= qscale;
+            }
+#pragma unroll
+            for (int i = 0; i < CH; ++i) {
+              if (j0 + i * S == offset) {
+                float kv[PL], vv[PL];
+                head_rope<T, D, QKNORM, TRADITIONAL>(row + (H + g) * D, L.kn, par[1], inv_freq,
+                                                     offset, kv);
+                load_pl<T, PL, true>(row + (H + KV + g) * D + lane * PL, vv);
+                if (h % GQ == 0) {
+                  store_pl<T, PL>(kc + base + (size_t)offset * D, kv);
+                  store_pl<T, PL>(vc + base + (size_t)offset * D, vv);
+                }
+                kr[i].template pack<T>(kv);
+                vr[i].template pack<T>(vv);
+              }
+            }
+            online_chunk<T, PL, CH>(q, kr, vr, min(CH, (n - j0 + S - 1) / S), m, lsum, o);
+          }
+          const int bh = b * H + h;
+          const int at = bh * SB + s;
+          if (lane == 0) {
+            ml[2 * at] = m;
+            ml[2 * at + 1] = lsum;
+          }
+#pragma unroll
+          for (int p = 0; p < PL; ++p) part[(size_t)at * D + lane * PL + p] = o[p];
           __threadfence();
-          float mx = neg_inf();
-          for (int r = 0; r < S; ++r) mx = fmaxf(mx, __ldcg(ml + 2 * (bh * SB + r)));
-          float den = 0.f, num[PL];
+          __syncwarp();
+          unsigned int before = 0;
+          if (lane == 0) before = atomicAdd(heads_done + bh, 1u);
+          before = __shfl_sync(0xffffffffu, before, 0);
+          if (before == (unsigned int)(S - 1)) {
+            __threadfence();
+            float mx = neg_inf();
+            for (int r = 0; r < S; ++r) mx = fmaxf(mx, __ldcg(ml + 2 * (bh * SB + r)));
+            float den = 0.f, num[PL];
 #pragma unroll
-          for (int p = 0; p < PL; ++p) num[p] = 0.f;
+            for (int p = 0; p < PL; ++p) num[p] = 0.f;
 #pragma unroll 4
-          for (int r = 0; r < S; ++r) {
-            const int a = bh * SB + r;
-            const float f = exp2f(__ldcg(ml + 2 * a) - mx);
-            den = fmaf(__ldcg(ml + 2 * a + 1), f, den);
-            float pv[PL];
-            load_pl_f32<PL>(part + (size_t)a * D + lane * PL, pv);
+            for (int r = 0; r < S; ++r) {
+              const int a = bh * SB + r;
+              const float f = exp2f(__ldcg(ml + 2 * a) - mx);
+              den = fmaf(__ldcg(ml + 2 * a + 1), f, den);
+              float pv[PL];
+              load_pl_f32<PL>(part + (size_t)a * D + lane * PL, pv);
 #pragma unroll
-            for (int p = 0; p < PL; ++p) num[p] = fmaf(pv[p], f, num[p]);
+              for (int p = 0; p < PL; ++p) num[p] = fmaf(pv[p], f, num[p]);
+            }
+#pragma unroll
+            for (int p = 0; p < PL; ++p) num[p] /= den;
+            store_pl<T, PL>(att + (size_t)bh * D + lane * PL, num);
+            if (lane == 0) heads_done[bh] = 0;
           }
-#pragma unroll
-          for (int p = 0; p < PL; ++p) num[p] /= den;
-          store_pl<T, PL>(att + (size_t)bh * D + lane * PL, num);
-          if (lane == 0) heads_done[bh] = 0;
         }
       }
     });
