@@ -885,6 +885,75 @@ __device__ __forceinline__ void head_rope(
   }
 }
 
+// A position's key (k: its head's slice of a QKV row, normed with kn and roped at `offset`) and
+// value (v) as the attention phases make them, packed for online_chunk; with `store` (the
+// group's first head, for the position being written) also stored into the cache at kd, vd.
+template <typename T, int D, bool QKNORM, bool TRADITIONAL, int ROT = D>
+__device__ __forceinline__ void position_kv(const T* k, const T* v, const T* kn, float eps,
+                                            const float* inv_freq, int offset, float ms,
+                                            bool store, T* kd, T* vd, Words<D / 64>& kr,
+                                            Words<D / 64>& vr) {
+  constexpr int PL = D / 32;
+  float kv[PL], vv[PL];
+  head_rope<T, D, QKNORM, TRADITIONAL, ROT>(k, kn, eps, inv_freq, offset, kv, ms);
+  load_pl<T, PL, true>(v + (threadIdx.x & 31) * PL, vv);
+  if (store) {
+    store_pl<T, PL>(kd, kv);
+    store_pl<T, PL>(vd, vv);
+  }
+  kr.template pack<T>(kv);
+  vr.template pack<T>(vv);
+}
+
+// A split's partial softmax (m, l and the lane's PL elements of o) published at slot a of ml and
+// part, and counted on its head's counter `done`: true for the head's last split to finish,
+// which then merges (merge_splits).
+template <int D>
+__device__ __forceinline__ bool publish_split(float* ml, float* part, int a, unsigned int* done,
+                                              int S, float m, float l, const float* o) {
+  constexpr int PL = D / 32;
+  const int lane = threadIdx.x & 31;
+  if (lane == 0) {
+    ml[2 * a] = m;
+    ml[2 * a + 1] = l;
+  }
+#pragma unroll
+  for (int p = 0; p < PL; ++p) part[(size_t)a * D + lane * PL + p] = o[p];
+  __threadfence();
+  __syncwarp();
+  unsigned int before = 0;
+  if (lane == 0) before = atomicAdd(done, 1u);
+  before = __shfl_sync(0xffffffffu, before, 0);
+  return before == (unsigned int)(S - 1);
+}
+
+// The head's S partials (slots a0 .. a0 + S - 1) merged into the lane's PL elements of its
+// attended row, in float.
+template <int D>
+__device__ __forceinline__ void merge_splits(const float* ml, const float* part, int a0, int S,
+                                             float* num) {
+  constexpr int PL = D / 32;
+  const int lane = threadIdx.x & 31;
+  __threadfence();
+  float mx = neg_inf();
+  for (int r = 0; r < S; ++r) mx = fmaxf(mx, __ldcg(ml + 2 * (a0 + r)));
+  float den = 0.f;
+#pragma unroll
+  for (int p = 0; p < PL; ++p) num[p] = 0.f;
+#pragma unroll 4
+  for (int r = 0; r < S; ++r) {
+    const int a = a0 + r;
+    const float f = exp2f(__ldcg(ml + 2 * a) - mx);
+    den = fmaf(__ldcg(ml + 2 * a + 1), f, den);
+    float pv[PL];
+    load_pl_f32<PL>(part + (size_t)a * D + lane * PL, pv);
+#pragma unroll
+    for (int p = 0; p < PL; ++p) num[p] = fmaf(pv[p], f, num[p]);
+  }
+#pragma unroll
+  for (int p = 0; p < PL; ++p) num[p] /= den;
+}
+
 // One layer's tensors. Weights: fused [q; k; v] (wq*), o (wo*), fused [gate; up] (wg*), down
 // (wd*), MLX affine BITS-bit with groups of G. n1, n2: the input and post-attention norm
 // weights; qn, kn: the per-head q/k norms (QKNORM). kc, vc: the cache's [KV, cap, D] buffers,
@@ -1219,54 +1288,21 @@ __device__ __forceinline__ void decode_layers(
 #pragma unroll
           for (int i = 0; i < CH; ++i) {
             if (j0 + i * S == jn) {
-              float kv[PL], vv[PL];
-              head_rope<T, D, QKNORM, TRADITIONAL, ROT>(qkv + KOFF + g * D, L.kn, par[1], inv_freq,
-                                                        offset, kv, par[3]);
-              load_pl<T, PL, true>(qkv + KOFF + (KV + g) * D + lane * PL, vv);
-              if (h % GQ == 0) {
-                store_pl<T, PL>(kc + base + (size_t)jn * D, kv);
-                store_pl<T, PL>(vc + base + (size_t)jn * D, vv);
-              }
-              kr[i].template pack<T>(kv);
-              vr[i].template pack<T>(vv);
+              position_kv<T, D, QKNORM, TRADITIONAL, ROT>(
+                  qkv + KOFF + g * D, qkv + KOFF + (KV + g) * D, L.kn, par[1], inv_freq, offset,
+                  par[3], h % GQ == 0, kc + base + (size_t)jn * D, vc + base + (size_t)jn * D,
+                  kr[i], vr[i]);
             }
           }
           online_chunk<T, PL, CH>(q, kr, vr, min(CH, (n - j0 + S - 1) / S), m, l, o);
         }
         RMX_LAYER_TIME(7);
-        const int at = h * SMAX + s;
-        if (lane == 0) {
-          ml[2 * at] = m;
-          ml[2 * at + 1] = l;
-        }
-#pragma unroll
-        for (int p = 0; p < PL; ++p) part[(size_t)at * D + lane * PL + p] = o[p];
-        __threadfence();
-        __syncwarp();
-        unsigned int before = 0;
-        if (lane == 0) before = atomicAdd(heads_done + h, 1u);
-        before = __shfl_sync(0xffffffffu, before, 0);
+        const bool last = publish_split<D>(ml, part, h * SMAX + s, heads_done + h, S, m, l, o);
         RMX_LAYER_TIME(8);
-        if (before == (unsigned int)(S - 1)) {
+        if (last) {
           // The head's last split: merge all S, rounded to T as MLX's attention writes its output.
-          __threadfence();
-          float mx = neg_inf();
-          for (int r = 0; r < S; ++r) mx = fmaxf(mx, __ldcg(ml + 2 * (h * SMAX + r)));
-          float den = 0.f, num[PL];
-#pragma unroll
-          for (int p = 0; p < PL; ++p) num[p] = 0.f;
-#pragma unroll 4
-          for (int r = 0; r < S; ++r) {
-            const int a = h * SMAX + r;
-            const float f = exp2f(__ldcg(ml + 2 * a) - mx);
-            den = fmaf(__ldcg(ml + 2 * a + 1), f, den);
-            float pv[PL];
-            load_pl_f32<PL>(part + (size_t)a * D + lane * PL, pv);
-#pragma unroll
-            for (int p = 0; p < PL; ++p) num[p] = fmaf(pv[p], f, num[p]);
-          }
-#pragma unroll
-          for (int p = 0; p < PL; ++p) num[p] /= den;
+          float num[PL];
+          merge_splits<D>(ml, part, h * SMAX, S, num);
           if constexpr (GATED) {
             float gv[PL];
             load_pl<T, PL, true>(qkv + h * QS + D + lane * PL, gv);

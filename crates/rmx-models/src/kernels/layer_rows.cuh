@@ -245,12 +245,9 @@ __device__ __forceinline__ void decode_layers_rows(
               } else if (BLOCK && j < offset) {
                 // An earlier row of the block: its key and value as its writer makes them.
                 const T* rj = qkv + (size_t)(j - col) * NQKV;
-                float kv[PL], vv[PL];
-                head_rope<T, D, QKNORM, TRADITIONAL>(rj + (H + g) * D, L.kn, par[1], inv_freq, j,
-                                                     kv);
-                load_pl<T, PL, true>(rj + (H + KV + g) * D + lane * PL, vv);
-                kr[i].template pack<T>(kv);
-                vr[i].template pack<T>(vv);
+                position_kv<T, D, QKNORM, TRADITIONAL>(rj + (H + g) * D, rj + (H + KV + g) * D,
+                                                       L.kn, par[1], inv_freq, j, 1.f, false,
+                                                       nullptr, nullptr, kr[i], vr[i]);
               }
             }
             if (j0 == s && s == s0) {
@@ -261,52 +258,18 @@ __device__ __forceinline__ void decode_layers_rows(
 #pragma unroll
             for (int i = 0; i < CH; ++i) {
               if (j0 + i * S == offset) {
-                float kv[PL], vv[PL];
-                head_rope<T, D, QKNORM, TRADITIONAL>(row + (H + g) * D, L.kn, par[1], inv_freq,
-                                                     offset, kv);
-                load_pl<T, PL, true>(row + (H + KV + g) * D + lane * PL, vv);
-                if (h % GQ == 0) {
-                  store_pl<T, PL>(kc + base + (size_t)offset * D, kv);
-                  store_pl<T, PL>(vc + base + (size_t)offset * D, vv);
-                }
-                kr[i].template pack<T>(kv);
-                vr[i].template pack<T>(vv);
+                position_kv<T, D, QKNORM, TRADITIONAL>(
+                    row + (H + g) * D, row + (H + KV + g) * D, L.kn, par[1], inv_freq, offset, 1.f,
+                    h % GQ == 0, kc + base + (size_t)offset * D, vc + base + (size_t)offset * D,
+                    kr[i], vr[i]);
               }
             }
             online_chunk<T, PL, CH>(q, kr, vr, min(CH, (n - j0 + S - 1) / S), m, lsum, o);
           }
           const int bh = b * H + h;
-          const int at = bh * SB + s;
-          if (lane == 0) {
-            ml[2 * at] = m;
-            ml[2 * at + 1] = lsum;
-          }
-#pragma unroll
-          for (int p = 0; p < PL; ++p) part[(size_t)at * D + lane * PL + p] = o[p];
-          __threadfence();
-          __syncwarp();
-          unsigned int before = 0;
-          if (lane == 0) before = atomicAdd(heads_done + bh, 1u);
-          before = __shfl_sync(0xffffffffu, before, 0);
-          if (before == (unsigned int)(S - 1)) {
-            __threadfence();
-            float mx = neg_inf();
-            for (int r = 0; r < S; ++r) mx = fmaxf(mx, __ldcg(ml + 2 * (bh * SB + r)));
-            float den = 0.f, num[PL];
-#pragma unroll
-            for (int p = 0; p < PL; ++p) num[p] = 0.f;
-#pragma unroll 4
-            for (int r = 0; r < S; ++r) {
-              const int a = bh * SB + r;
-              const float f = exp2f(__ldcg(ml + 2 * a) - mx);
-              den = fmaf(__ldcg(ml + 2 * a + 1), f, den);
-              float pv[PL];
-              load_pl_f32<PL>(part + (size_t)a * D + lane * PL, pv);
-#pragma unroll
-              for (int p = 0; p < PL; ++p) num[p] = fmaf(pv[p], f, num[p]);
-            }
-#pragma unroll
-            for (int p = 0; p < PL; ++p) num[p] /= den;
+          if (publish_split<D>(ml, part, bh * SB + s, heads_done + bh, S, m, lsum, o)) {
+            float num[PL];
+            merge_splits<D>(ml, part, bh * SB, S, num);
             store_pl<T, PL>(att + (size_t)bh * D + lane * PL, num);
             if (lane == 0) heads_done[bh] = 0;
           }
