@@ -8,7 +8,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 KERNELS = ROOT / "crates/rmx-models/src/kernels"
 # kernel_source.rs's SECTIONS (their order) and SECTION_USES
 SECTIONS = ["common", "qgemv", "qkv_rope", "attn", "swiglu", "route", "layer", "layer_rows",
-            "layer_moe", "gated_delta", "moe", "layer_delta"]
+            "layer_moe", "gated_delta", "moe", "layer_delta", "pick",
+            "embed_rows"]
 SECTION_USES = {("moe", "qgemv"), ("moe", "route"), ("layer_rows", "layer"),
                 ("layer_moe", "layer"), ("layer_moe", "route"), ("layer_delta", "layer"),
                 ("layer_delta", "gated_delta")}

@@ -76,6 +76,17 @@ KERNELS = [
           GATED="true")),
     ("swiglu", [("T", "gate"), ("T", "up")], ["y"], "rmx::swiglu<T, F, GS, US, GOFF, UOFF>(gate, up, y);",
      dict(F=3072, GS=6144, US=6144, GOFF=0, UOFF=3072)),
+    # The greedy choice over Llama-3's vocabulary (fastpath/pick.rs).
+    ("pick", [("T", "logits"), ("T", "lse"), ("uint32_t", "keys")], [("uint32_t", "tokens")],
+     "rmx::greedy_pick<T, NT, BPR, RMAX>(logits, lse, V, keys, tokens);",
+     dict(NT=256, BPR=64, RMAX=64, V=128256)),
+    # A 4-bit and an 8-bit embedding's rows (fastpath/embed_rows.rs), Llama-3-8B's table.
+    ("embed_rows", [("uint32_t", "ids"), ("uint32_t", "w"), ("T", "scales"), ("T", "biases")], ["y"],
+     "rmx::embed_rows<T, I, BITS, G, DIM, VOCAB>(ids, w, scales, biases, y);",
+     dict(I="uint32_t", BITS=4, G=64, DIM=4096, VOCAB=128256)),
+    ("embed_rows", [("int32_t", "ids"), ("uint32_t", "w"), ("T", "scales"), ("T", "biases")], ["y"],
+     "rmx::embed_rows<T, I, BITS, G, DIM, VOCAB>(ids, w, scales, biases, y);",
+     dict(I="int32_t", BITS=8, G=32, DIM=1024, VOCAB=151936)),
     ("qkv_rope", [("T", "qkv"), ("T", "qn"), ("T", "kn"), ("float", "inv_freq"), ("int32_t", "offset"), ("float", "eps")],
      ["q", "k", "v"], "rmx::qkv_rope<T, H, KV, D, NORM, TRADITIONAL>(qkv, qn, kn, inv_freq, offset, eps, q, k, v);",
      dict(H=32, KV=8, D=128, NORM="false", TRADITIONAL="false")),
@@ -384,9 +395,10 @@ for block in ("false", "true"):
 
 
 def program(sec, ins, outs, body, tmpl, dtype):
-    # Template parameters that name a type (a value starting "__nv_" or "float") stand for it in
+    # Template parameters that name a type (a value starting "__nv_", "float" or an int type) stand for it in
     # the parameter list and are `using` declarations in the body.
-    types = {k: v for k, v in tmpl.items() if isinstance(v, str) and (v.startswith("__nv_") or v == "float")}
+    types = {k: v for k, v in tmpl.items()
+             if isinstance(v, str) and (v.startswith("__nv_") or v in ("float", "uint32_t", "int32_t"))}
     args = [f"const {dtype if t == 'T' else types.get(t, t)}* {n}" for t, n in ins]
     args += [f"{dtype}* {n}" if isinstance(n, str) else f"{n[0]}* {n[1]}" for n in outs]
     if "ROT, GATED" in body and "ROT" not in tmpl:

@@ -176,9 +176,9 @@ impl Batch {
         let logits = logits.reshape(&[b, -1])?;
         let step = if self.rows.iter().all(|r| r.seq.is_plain_greedy()) {
             // mlx-lm's greedy choice, row by row in one op: argmax(logits - logsumexp(logits)).
-            let lp = logits.subtract(&logits.logsumexp(&[-1], true)?)?;
+            let lse = logits.logsumexp(&[-1], true)?;
             Step {
-                tokens: lp.argmax(-1, false)?,
+                tokens: rmx_models::greedy_tokens(&logits, &lse)?,
                 alone: (0..b).map(|_| None).collect(),
             }
         } else {
@@ -199,7 +199,6 @@ impl Batch {
         };
         let mut outs: Vec<&Array> = vec![&step.tokens];
         for p in step.alone.iter().flatten() {
-            outs.push(&p.choice.logprobs);
             outs.extend(p.outputs());
         }
         for r in &self.rows {

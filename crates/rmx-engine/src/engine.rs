@@ -590,6 +590,7 @@ fn run(
     dir: &Path,
     role: Role,
 ) {
+    rmx_models::set_model_hidden(model.info().hidden_size);
     // Sequences that run alone: prefilling ones, and ones that never batch.
     let mut solo: Vec<Sequence> = Vec::new();
     // Prefilled, waiting for a row in the batch.

@@ -123,9 +123,11 @@ impl Sampler {
             let neg_inf = logits.weak_scalar(f64::NEG_INFINITY)?;
             logits = r#where(mask, &logits, &neg_inf)?;
         }
-        let logprobs = logits.subtract(&logits.logsumexp(&[], true)?)?;
+        let lse = logits.logsumexp(&[], true)?;
+        let logprobs = logits.subtract(&lse)?;
         let token = match self.key.take() {
-            None => logprobs.argmax(-1, false)?,
+            // The same token as logprobs.argmax(-1), in one kernel on the CUDA fast path.
+            None => rmx_models::greedy_tokens(&logits, &lse)?,
             Some(key) => {
                 let keys = random::split(&key, 2)?;
                 self.key = Some(keys.slice_axis(0, 0, 1)?.reshape(&[2])?);

@@ -627,7 +627,9 @@ impl Sequence {
     /// Samples from `logits` and queues the choice (and what carries over) on the device.
     fn sample_queued(&mut self, logits: &Array) -> Result<Pending> {
         let pending = self.sample(logits)?;
-        let mut outs: Vec<&Array> = vec![&pending.choice.token, &pending.choice.logprobs];
+        // The log-probabilities only where they are reported (`outputs`): a greedy token does not
+        // need them (`rmx_models::greedy_tokens`), and a forced one takes them lazily.
+        let mut outs: Vec<&Array> = vec![&pending.choice.token];
         outs.extend(pending.outputs());
         outs.extend(self.sampler.state());
         rmx_mlx::async_eval(&outs)?;

@@ -17,6 +17,8 @@ const SECTIONS: &[(&str, &str)] = &[
     ("gated_delta", include_str!("kernels/gated_delta.cuh")),
     ("moe", include_str!("kernels/moe.cuh")),
     ("layer_delta", include_str!("kernels/layer_delta.cuh")),
+    ("pick", include_str!("kernels/pick.cuh")),
+    ("embed_rows", include_str!("kernels/embed_rows.cuh")),
 ];
 
 /// Sections built on another's helpers: (section, the section it uses).

@@ -3,7 +3,7 @@
 //! greedy parity needs bit-identical logits.
 
 use rmx_mlx::distributed::Group;
-use rmx_mlx::quant::{self, QuantSpec, Quantized};
+use rmx_mlx::quant::{self, QuantMode, QuantSpec, Quantized};
 use rmx_mlx::{addmm, concatenate, fast, Array};
 
 use crate::config::QuantConfig;
@@ -340,6 +340,19 @@ impl Embedding {
         Ok(match self {
             Embedding::Dense { weight, .. } => weight.take(ids, 0)?,
             Embedding::Quant { q, spec } => {
+                if let (QuantMode::Affine, Some(b)) = (spec.mode, &q.biases) {
+                    let fused = fastpath::embed_rows(
+                        ids,
+                        &q.weight,
+                        &q.scales,
+                        b,
+                        spec.bits,
+                        spec.group_size,
+                    )?;
+                    if let Some(y) = fused {
+                        return Ok(y);
+                    }
+                }
                 let rows = Quantized {
                     weight: q.weight.take(ids, 0)?,
                     scales: q.scales.take(ids, 0)?,

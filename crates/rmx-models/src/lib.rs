@@ -55,6 +55,7 @@ pub use cache::LayerCache;
 pub use config::QuantConfig;
 pub use embed::{Embedder, Pooling};
 pub use error::{ModelError, Result};
+pub use fastpath::{greedy_tokens, set_model_hidden};
 pub use model::{CausalLm, ModelInfo, ModelKind};
 pub use parallel::{Parallel, ParallelMode};
 pub use registry::{

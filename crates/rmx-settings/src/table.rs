@@ -133,6 +133,10 @@ env_vars! {
     /// `0` reads a speculative verify's block (2-16 tokens of one sequence) op by op instead of
     /// through the layer kernel's rows variant. Default: the layer kernel.
     RMX_LAYER_BLOCK in FastPath;
+    /// `1` takes a decode step's quantized embedding rows and its greedy choice as one kernel
+    /// each (instead of three gathers and a dequantize, a subtract and an argmax), `0` never.
+    /// Default: for models of hidden size 4096 or more (measured faster there, slower at 1024).
+    RMX_FUSED_TAIL in FastPath;
     /// How many consecutive decoder layers one launch of the layer kernel runs, 1 to 32.
     /// Default: 32.
     RMX_LAYERS_PER_LAUNCH in FastPath;

@@ -70,8 +70,7 @@ impl Sequence {
         self.drafts.drafted += guesses.len();
         // A plain greedy request takes every row's token with one argmax and one read.
         let greedy = if self.is_plain_greedy() {
-            let lp = logits.subtract(&logits.logsumexp(&[-1], true)?)?;
-            let ids = lp.argmax(-1, false)?;
+            let ids = rmx_models::greedy_tokens(&logits, &logits.logsumexp(&[-1], true)?)?;
             let mut outs = vec![&ids];
             outs.extend(self.cache.iter().flat_map(|c| c.state()));
             rmx_mlx::eval(&outs)?;

@@ -16,12 +16,15 @@
 //! Its files: `settings` (the choices, made once per process), `launch` (a kernel of
 //! kernels/*.cuh made and cached, and the small device arrays launches share), and one file per
 //! family of kernels: `gemv` (quantized products and when prefill dequantizes instead),
-//! `attention` (q/k/v heads, rope and decode attention), `swiglu`, `gated_delta`.
+//! `attention` (q/k/v heads, rope and decode attention), `swiglu`, `gated_delta`, `pick` (the
+//! greedy choice), `embed_rows` (a quantized embedding's rows).
 
 mod attention;
+mod embed_rows;
 mod gated_delta;
 mod gemv;
 mod launch;
+mod pick;
 mod settings;
 mod swiglu;
 
@@ -29,10 +32,12 @@ pub use attention::{
     attention_heads_fit, decode_attention, decode_attention_batch, decode_attention_fits,
     layer_heads_fit, prefill_heads, qkv_rope, QkvRope, QkvRows,
 };
+pub use embed_rows::embed_rows;
 pub use gated_delta::{
     delta_step, delta_step_fits, gated_delta, gated_delta_fits, DeltaStepWeights,
 };
 pub use gemv::{dequant_prefill, qgemv, rows, Epilogue};
 pub(crate) use launch::{consts, kernel, layer_pos, on_device, Spec};
-pub use settings::fast_path;
+pub use pick::greedy_tokens;
+pub use settings::{fast_path, set_model_hidden};
 pub use swiglu::swiglu;

@@ -43,6 +43,9 @@ pub struct FastPath {
     /// (`RMX_LAYER_BLOCK`, default on; 0 reads a block op by op). On the H200 it gave the plain
     /// decoding's text and cost 1.64x a decode step for one guess against 2.95x op by op.
     pub layer_block: bool,
+    /// A decode step's embedding rows and greedy choice as one kernel each (`RMX_FUSED_TAIL`:
+    /// `Some(on)` when set, `None` leaves it to the model's size, `fused_tail`).
+    pub fused_tail: Option<bool>,
     /// Dequantize for prefill only from this many multiply-adds on (`RMX_DEQUANT_PREFILL_WORK`).
     pub dequant_prefill_work: u64,
     /// A prompt chunk's q/k/v heads from the fused QKV product in one kernel
@@ -105,6 +108,7 @@ pub fn fast_path() -> FastPath {
             layer_idot: env_num(EnvVars::RMX_LAYER_IDOT) != Some(0),
             layer_rows: env_num(EnvVars::RMX_LAYER_ROWS) != Some(0),
             layer_block: env_num(EnvVars::RMX_LAYER_BLOCK) != Some(0),
+            fused_tail: env_num(EnvVars::RMX_FUSED_TAIL).map(|n| n != 0),
             layers_per_launch: env_num(EnvVars::RMX_LAYERS_PER_LAUNCH)
                 .map_or(32, |n| n.clamp(1, 32)),
             dequant_prefill_work: env_num(EnvVars::RMX_DEQUANT_PREFILL_WORK)
@@ -119,4 +123,50 @@ pub fn fast_path() -> FastPath {
             layer_mxfp4_idot: env_num(EnvVars::RMX_LAYER_MXFP4) == Some(2),
         }
     })
+}
+
+/// The smallest hidden size whose decode steps take the fused tail by default: on the H100 it
+/// took Llama-3-8B 4-bit (4,096) from 394.8 to 400.4 tok/s and Qwen3-0.6B 4-bit (1,024) from
+/// 1,159 to ~1,040, whose step the host's time to queue it bounds, and each of these kernels
+/// costs the host more than the MLX ops it replaces (docs/perf.md, session 29).
+const FUSED_TAIL_MIN_HIDDEN: i32 = 4096;
+
+thread_local! {
+    // The engine thread's model's hidden size (`set_model_hidden`); 0 before one is set.
+    static MODEL_HIDDEN: std::cell::Cell<i32> = const { std::cell::Cell::new(0) };
+}
+
+/// Tells this engine thread's kernels the size of the model it serves (the engine calls it
+/// before the first step): `fused_tail` decides by it.
+pub fn set_model_hidden(hidden: i32) {
+    MODEL_HIDDEN.with(|h| h.set(hidden));
+}
+
+/// Whether this thread's decode steps take the fused embedding rows and greedy choice.
+pub fn fused_tail() -> bool {
+    let p = fast_path();
+    tail_choice(p.kernels, p.fused_tail, MODEL_HIDDEN.with(|h| h.get()))
+}
+
+/// `fused_tail` from the fast path's state, the knob and the model's hidden size.
+fn tail_choice(kernels: bool, knob: Option<bool>, hidden: i32) -> bool {
+    kernels && knob.unwrap_or(hidden >= FUSED_TAIL_MIN_HIDDEN)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tail_choice;
+
+    #[test]
+    fn the_fused_tail_follows_the_knob_else_the_model_size_and_never_leaves_the_fast_path() {
+        assert!(tail_choice(true, None, 4096));
+        assert!(!tail_choice(true, None, 1024));
+        assert!(!tail_choice(true, None, 0), "no model told: the ops");
+        assert!(tail_choice(true, Some(true), 1024));
+        assert!(!tail_choice(true, Some(false), 8192));
+        assert!(
+            !tail_choice(false, Some(true), 8192),
+            "off the CUDA fast path: the ops"
+        );
+    }
 }
