@@ -28,7 +28,9 @@ for envs in "$@"; do
     grep -o 'step rows=[0-9]* joined=0 leave+join=[0-9.]*ms queue=[0-9.]*ms read=[0-9.]*ms' "$home/log" |
       sed 's/[a-z+]*=//g; s/ms//g' |
       awk '{n[$2]++; t[$2]+=$4+$5+$6; q[$2]+=$5} END {for (r in n) if (n[r] > 5) printf "rows=%s steps=%d mean %.2f ms (queue %.2f)\n", r, n[r], t[r]/n[r], q[r]/n[r]}' | sort -t= -k2 -n
-    grep -m3 'group prefill' "$home/log"
+    # Every group prefill, in order (the first ones are the warm-up round's, with its JIT).
+    grep -o 'group prefill rows=[0-9]* [0-9.]*ms' "$home/log" | sed 's/group prefill //' | tr '\n' ' ' |
+      sed 's/^/group prefills: /'; echo
   fi
   grep -iE 'panic|error|fault' "$home/log" | head -5
   kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
