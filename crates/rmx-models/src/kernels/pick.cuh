@@ -12,7 +12,9 @@ namespace rmx {
 // keys: 2 * RMAX words (a 64-bit key a row), then a count a row; zero before the first launch.
 // Grid: x over BPR blocks of NT threads, y over rows.
 __device__ __forceinline__ unsigned int order_key(float f) {
-  const unsigned int u = __float_as_uint(f);
+  // -0 as +0, which the float comparisons hold equal (on the bits: no compiler flag folds it).
+  unsigned int u = __float_as_uint(f);
+  if ((u << 1) == 0u) u = 0u;
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
