@@ -26,6 +26,8 @@ fn every_fast_path_kernel_section_compiles_under_nvrtc() {
         include_str!("../src/fastpath/attention.rs"),
         include_str!("../src/fastpath/swiglu.rs"),
         include_str!("../src/fastpath/gated_delta.rs"),
+        include_str!("../src/fastpath/pick.rs"),
+        include_str!("../src/fastpath/embed_rows.rs"),
         include_str!("../src/decode_layer.rs"),
         include_str!("../src/moe_kernels.rs"),
     ];
@@ -41,6 +43,34 @@ fn every_fast_path_kernel_section_compiles_under_nvrtc() {
             text.lines()
                 .any(|l| l.starts_with("ok") && l.split_whitespace().nth(1) == Some(s)),
             "nvrtc_check.py compiled nothing of section {s}:\n{text}"
+        );
+    }
+}
+
+/// scripts/bench/mma_lab.py's kernels (the tensor-core product against the rows kernel's, for
+/// the GPU machine) still compile against kernels/layer_rows.cuh as it changes.
+#[test]
+fn the_tensor_core_lab_compiles_under_nvrtc() {
+    let python = rmx_settings::var(rmx_settings::EnvVars::RMX_TEST_PYTHON).unwrap_or_else(|| {
+        panic!("RMX_TEST_PYTHON is not set: run `. scripts/test-env.sh` first, or scripts/test.sh")
+    });
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let out = Command::new(python)
+        .arg(format!("{root}/scripts/bench/mma_lab.py"))
+        .arg("--nvrtc")
+        .current_dir(format!("{root}/scripts/bench"))
+        .output()
+        .expect("run mma_lab.py --nvrtc");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for k in ["lab_dp4a", "lab_mma"] {
+        assert!(
+            text.lines().any(|l| l.starts_with("ok") && l.contains(k)),
+            "{k} not compiled:\n{text}"
         );
     }
 }

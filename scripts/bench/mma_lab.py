@@ -1,0 +1,97 @@
+"""Integer tensor-core products for a batch's rows, against the rows kernel's dp4a products, on
+the GPU machine (docs/perf.md, session 29): scripts/bench/mma_lab.cuh's lab_mma (mma.m16n8k32,
+u8 weights x s8 x) must give every (weight row, row) the bits lab_dp4a (kernels/layer_rows.cuh's
+rows_dot2_i8, the solo kernel's order) gives; then both are timed.
+
+    python3 scripts/bench/mma_lab.py            # on the GPU: exactness and µs per product
+    python3 scripts/bench/mma_lab.py --nvrtc    # here: compile both with NVRTC (test venv)
+
+Shapes: Llama-3-8B's gate/up (14,336 x 4,096) and down (4,096 x 14,336) at 4 bits, groups of
+64, for 1, 4 and 7 rows. The weights are 29 MB each, so they mostly stay in L2 between runs:
+the times say how the products compare, not a layer's bandwidth.
+"""
+import pathlib
+import sys
+
+from kernel_src import section
+
+LAB = (pathlib.Path(__file__).parent / "mma_lab.cuh").read_text()
+HEADER = section("layer_rows") + "\n".join(
+    l for l in LAB.splitlines() if l.strip() and not l.strip().startswith("//")) + "\n"
+NT = 512
+SHAPES = [(14336, 4096), (4096, 14336)]
+ROWS = [1, 4, 7]  # 7 staged rows of 14,336 are 227 KB, the most shared memory a block has
+
+
+def stride(k, bits=4):
+    floats = 32 + k // 2 + 2 * (k // (128 // bits))
+    return (floats + 31) // 32 * 32
+
+
+def body(fn):
+    return f"rmx::{fn}<T, BITS, G, K, NT, NR>(x, w, scales, biases, y, N);"
+
+
+def nvrtc():
+    import nvrtc_check as nc
+    nc.section = lambda *names: HEADER
+    lib = nc.ctypes.CDLL(str(nc.NV / "cuda_nvrtc/lib/libnvrtc.so.12"))
+    inc = [f"-I{nc.NV / 'cuda_runtime/include'}", f"-I{nc.NV / 'cuda_cccl/include'}"]
+    ins = [("T", "x"), ("uint32_t", "w"), ("T", "scales"), ("T", "biases")]
+    ok = True
+    for fn in ("lab_dp4a", "lab_mma"):
+        good, lines = nc.compile_one(lib, inc, "layer_rows", ins, [("float", "y")], body(fn),
+                                     dict(BITS=4, G=64, K=4096, NT=NT, NR=8, N=14336), "__nv_bfloat16")
+        ok &= good
+        print("\n".join(lines))
+    sys.exit(0 if ok else 1)
+
+
+def gpu():
+    import time
+
+    import mlx.core as mx
+
+    kernels = {}
+
+    def kernel(fn, shared):
+        if (fn, shared) not in kernels:
+            kernels[fn, shared] = mx.fast.cuda_kernel(
+                name=f"rmx_{fn}", input_names=["x", "w", "scales", "biases"], output_names=["y"],
+                source=body(fn), header=HEADER, shared_memory=shared)
+        return kernels[fn, shared]
+
+    blocks = 132
+    for n_out, k in SHAPES:
+        wf = (mx.random.normal((n_out, k)) * 0.02).astype(mx.bfloat16)
+        w, s, b = mx.quantize(wf, group_size=64, bits=4)
+        for nr in ROWS:
+            x = mx.random.normal((nr, k)).astype(mx.bfloat16)
+
+            def run(fn):
+                return kernel(fn, nr * stride(k) * 4)(inputs=[x, w, s, b], template=[
+                    ("T", mx.bfloat16), ("BITS", 4), ("G", 64), ("K", k), ("NT", NT), ("NR", nr),
+                    ("N", n_out)], grid=(blocks * NT, 1, 1), threadgroup=(NT, 1, 1),
+                    output_shapes=[(nr, n_out)], output_dtypes=[mx.float32])[0]
+
+            ref, got = run("lab_dp4a"), run("lab_mma")
+            same = mx.sum(ref.view(mx.uint32) != got.view(mx.uint32)).item()
+            dense = x.astype(mx.float32) @ mx.dequantize(w, s, b, group_size=64, bits=4).astype(mx.float32).T
+            rel = (mx.max(mx.abs(ref - dense)) / mx.max(mx.abs(dense))).item()
+            times = {}
+            for fn in ("lab_dp4a", "lab_mma"):
+                for _ in range(3):
+                    mx.eval(run(fn))
+                mx.synchronize()
+                t0 = time.perf_counter()
+                for _ in range(20):
+                    mx.eval(run(fn))
+                mx.synchronize()
+                times[fn] = (time.perf_counter() - t0) / 20 * 1e6
+            print(f"{n_out} x {k}, {nr} rows: elements differing {same} of {nr * n_out}, "
+                  f"dp4a vs dense {rel:.1e}; dp4a {times['lab_dp4a']:.1f} us, "
+                  f"mma {times['lab_mma']:.1f} us", flush=True)
+
+
+if __name__ == "__main__":
+    nvrtc() if "--nvrtc" in sys.argv else gpu()
