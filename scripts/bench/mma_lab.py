@@ -7,7 +7,7 @@ rows_dot2_i8, the solo kernel's order) gives; then both are timed.
     python3 scripts/bench/mma_lab.py --nvrtc    # here: compile both with NVRTC (test venv)
 
 Shapes: Llama-3-8B's gate/up (14,336 x 4,096) and down (4,096 x 14,336) at 4 bits, groups of
-64, for 1, 4 and 7 rows. The weights are 29 MB each, so they mostly stay in L2 between runs:
+64, for 1 to 16 rows. The weights are 29 MB each, so they mostly stay in L2 between runs:
 the times say how the products compare, not a layer's bandwidth.
 """
 import pathlib
@@ -19,8 +19,9 @@ LAB = (pathlib.Path(__file__).parent / "mma_lab.cuh").read_text()
 HEADER = section("layer_rows") + "\n".join(
     l for l in LAB.splitlines() if l.strip() and not l.strip().startswith("//")) + "\n"
 NT = 512
-SHAPES = [(14336, 4096), (4096, 14336)]
-ROWS = [1, 4, 7]  # 7 staged rows of 14,336 are 227 KB, the most shared memory a block has
+# Rows a case stages at once: as many as the 227 KB of shared memory a block has hold (the rows
+# kernel stages larger batches in groups), 16 at 4,096 wide, 7 at 14,336.
+SHAPES = [((14336, 4096), [1, 4, 8, 16]), ((4096, 14336), [1, 4, 7])]
 
 
 def stride(k, bits=4):
@@ -41,7 +42,7 @@ def nvrtc():
     ok = True
     for fn in ("lab_dp4a", "lab_mma"):
         good, lines = nc.compile_one(lib, inc, "layer_rows", ins, [("float", "y")], body(fn),
-                                     dict(BITS=4, G=64, K=4096, NT=NT, NR=8, N=14336), "__nv_bfloat16")
+                                     dict(BITS=4, G=64, K=4096, NT=NT, NR=16, N=14336), "__nv_bfloat16")
         ok &= good
         print("\n".join(lines))
     sys.exit(0 if ok else 1)
@@ -62,10 +63,10 @@ def gpu():
         return kernels[fn, shared]
 
     blocks = 132
-    for n_out, k in SHAPES:
+    for (n_out, k), rows in SHAPES:
         wf = (mx.random.normal((n_out, k)) * 0.02).astype(mx.bfloat16)
         w, s, b = mx.quantize(wf, group_size=64, bits=4)
-        for nr in ROWS:
+        for nr in rows:
             x = mx.random.normal((nr, k)).astype(mx.bfloat16)
 
             def run(fn):
