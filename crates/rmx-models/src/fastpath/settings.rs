@@ -126,9 +126,8 @@ pub fn fast_path() -> FastPath {
 }
 
 /// The smallest hidden size whose decode steps take the fused tail by default: on the H100 it
-/// took Llama-3-8B 4-bit (4,096) from 394.8 to 400.4 tok/s and Qwen3-0.6B 4-bit (1,024) from
-/// 1,159 to ~1,040, whose step the host's time to queue it bounds, and each of these kernels
-/// costs the host more than the MLX ops it replaces (docs/perf.md, session 29).
+/// took Llama-3-8B 4-bit (4,096) from 394.8 to 400.4 tok/s but Qwen3-0.6B 4-bit (1,024) from
+/// 1,159 to ~1,040 tok/s, why not yet known (docs/perf.md, session 29).
 const FUSED_TAIL_MIN_HIDDEN: i32 = 4096;
 
 thread_local! {
