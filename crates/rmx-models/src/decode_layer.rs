@@ -141,25 +141,13 @@ pub(super) enum Rows {
 }
 
 thread_local! {
-    // The kernel's counters (`COUNTERS` words): zero once, then left at zero by every launch.
-    // Per engine thread, like the model whose layers use it.
-    static COUNTER_ARRAY: RefCell<Option<Array>> = const { RefCell::new(None) };
     static KERNELS: RefCell<HashMap<KernelKey, Rc<Kernel>>> = RefCell::new(HashMap::new());
 }
 
+/// The layer kernels' counters (`COUNTERS` words, kernels/layer.cuh `Tickets`), per engine thread
+/// like the model whose layers use them.
 pub(super) fn counters() -> Result<Array> {
-    COUNTER_ARRAY.with(|b| {
-        if let Some(a) = &*b.borrow() {
-            return Ok(a.clone());
-        }
-        // Copied to device memory (fastpath::on_device): the GPU's atomics and the spinning
-        // reads of the waits must not cross the bus. The first build made its two counters from
-        // host data and hung on the H100.
-        let a = fastpath::on_device(Array::from_slice(&[0u32; COUNTERS], &[COUNTERS as i32])?)?;
-        a.eval()?;
-        *b.borrow_mut() = Some(a.clone());
-        Ok(a)
-    })
+    fastpath::counters("layer", COUNTERS)
 }
 
 /// The launch's parameter names: `shared`, then each layer's `PER_LAYER` with its index.

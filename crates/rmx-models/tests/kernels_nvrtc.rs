@@ -4,22 +4,29 @@
 
 use std::process::Command;
 
-#[test]
-fn every_fast_path_kernel_section_compiles_under_nvrtc() {
+/// What scripts/bench/`script` (with `args`) prints, asserting it succeeded.
+fn bench_script(script: &str, args: &[&str]) -> String {
     let python = rmx_settings::var(rmx_settings::EnvVars::RMX_TEST_PYTHON).unwrap_or_else(|| {
         panic!("RMX_TEST_PYTHON is not set: run `. scripts/test-env.sh` first, or scripts/test.sh")
     });
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
     let out = Command::new(python)
-        .arg(format!("{root}/scripts/bench/nvrtc_check.py"))
+        .arg(format!("{root}/scripts/bench/{script}"))
+        .args(args)
         .output()
-        .expect("run nvrtc_check.py");
-    let text = String::from_utf8_lossy(&out.stdout);
+        .unwrap_or_else(|e| panic!("run {script}: {e}"));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
         "{text}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    text
+}
+
+#[test]
+fn every_fast_path_kernel_section_compiles_under_nvrtc() {
+    let text = bench_script("nvrtc_check.py", &[]);
     // The check must cover every section the engine launches kernels from.
     let launchers = [
         include_str!("../src/fastpath/gemv.rs"),
@@ -51,22 +58,7 @@ fn every_fast_path_kernel_section_compiles_under_nvrtc() {
 /// the GPU machine) still compile against kernels/layer_rows.cuh as it changes.
 #[test]
 fn the_tensor_core_lab_compiles_under_nvrtc() {
-    let python = rmx_settings::var(rmx_settings::EnvVars::RMX_TEST_PYTHON).unwrap_or_else(|| {
-        panic!("RMX_TEST_PYTHON is not set: run `. scripts/test-env.sh` first, or scripts/test.sh")
-    });
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
-    let out = Command::new(python)
-        .arg(format!("{root}/scripts/bench/mma_lab.py"))
-        .arg("--nvrtc")
-        .current_dir(format!("{root}/scripts/bench"))
-        .output()
-        .expect("run mma_lab.py --nvrtc");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = bench_script("mma_lab.py", &["--nvrtc"]);
     for k in ["lab_dp4a", "lab_mma"] {
         assert!(
             text.lines().any(|l| l.starts_with("ok") && l.contains(k)),

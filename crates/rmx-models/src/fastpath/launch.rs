@@ -29,6 +29,8 @@ thread_local! {
     static POSITIONS: RefCell<HashMap<usize, (Vec<i32>, Array)>> = RefCell::new(HashMap::new());
     // The differences between consecutive steps' positions that were added on the GPU.
     static STEPS: RefCell<HashMap<Vec<i32>, Array>> = RefCell::new(HashMap::new());
+    // Kernels' counters (`counters`), by their owner's name.
+    static COUNTERS: RefCell<HashMap<&'static str, Array>> = RefCell::new(HashMap::new());
 }
 
 /// `a` copied by a GPU op (lazily, as part of the graph). MLX's CUDA backend keeps arrays made
@@ -38,6 +40,22 @@ thread_local! {
 /// with `a` as both operands, MLX cannot donate its managed buffer to the result.
 pub(crate) fn on_device(a: Array) -> Result<Array> {
     Ok(a.maximum(&a)?)
+}
+
+/// `len` uint32 counters that outlive launches, zero when made (once per thread and `owner`, in
+/// device memory: the GPU's atomics and spinning reads must not cross the bus; a first build
+/// of the layer kernel made its counters from host data and hung on the H100). The kernels
+/// that use them leave them at zero after each launch.
+pub(crate) fn counters(owner: &'static str, len: usize) -> Result<Array> {
+    COUNTERS.with(|c| {
+        if let Some(a) = c.borrow().get(owner) {
+            return Ok(a.clone());
+        }
+        let a = on_device(Array::from_slice(&vec![0u32; len], &[len as i32])?)?;
+        a.eval()?;
+        c.borrow_mut().insert(owner, a.clone());
+        Ok(a)
+    })
 }
 
 /// A float32 array of `vals`, made once per thread, in device memory.

@@ -37,7 +37,7 @@ pub use gated_delta::{
     delta_step, delta_step_fits, gated_delta, gated_delta_fits, DeltaStepWeights,
 };
 pub use gemv::{dequant_prefill, qgemv, rows, Epilogue};
-pub(crate) use launch::{consts, kernel, layer_pos, on_device, Spec};
+pub(crate) use launch::{consts, counters, kernel, layer_pos, on_device, Spec};
 pub use pick::greedy_tokens;
 pub use settings::{fast_path, set_model_hidden};
 pub use swiglu::swiglu;

@@ -1,11 +1,9 @@
 //! mlx-lm's greedy choice, `argmax(logits - logsumexp(logits))` with the first index winning a
 //! tie, as one kernel (kernels/pick.cuh) instead of a subtract and MLX's one-block argmax a row.
 
-use std::cell::RefCell;
-
 use rmx_mlx::{Array, Dtype, Launch, TemplateArg};
 
-use super::launch::{kernel, on_device, Spec};
+use super::launch::{counters, kernel, Spec};
 use super::settings::fused_tail;
 use crate::error::Result;
 
@@ -22,24 +20,6 @@ const PICK: Spec = Spec {
     outputs: &["tokens"],
     body: "rmx::greedy_pick<T, NT, BPR, RMAX>(logits, lse, V, keys, tokens);",
 };
-
-thread_local! {
-    // The rows' keys and counts, zero between launches (each launch's last block zeroes its
-    // row's); per engine thread, in device memory like the layer kernel's counters.
-    static KEYS: RefCell<Option<Array>> = const { RefCell::new(None) };
-}
-
-fn keys() -> Result<Array> {
-    KEYS.with(|k| {
-        if let Some(a) = &*k.borrow() {
-            return Ok(a.clone());
-        }
-        let a = on_device(Array::from_slice(&[0u32; 3 * RMAX as usize], &[3 * RMAX])?)?;
-        a.eval()?;
-        *k.borrow_mut() = Some(a.clone());
-        Ok(a)
-    })
-}
 
 /// Each row's greedy token (u32, `logits`' shape without its last axis) from `logits` and
 /// their `lse = logits.logsumexp(-1, keepdims)`: the token `(logits - lse).argmax(-1)` gives,
@@ -59,7 +39,8 @@ pub fn greedy_tokens(logits: &Array, lse: &Array) -> Result<Array> {
     }
     let flat = logits.reshape(&[rows, v])?;
     let lse = lse.reshape(&[rows])?;
-    let keys = keys()?;
+    // The rows' keys and counts, zero between launches (each launch's last block zeroes its row's).
+    let keys = counters("greedy_pick", 3 * RMAX as usize)?;
     let out = kernel(&PICK)?.launch(&Launch {
         inputs: &[&flat, &lse, &keys],
         output_shapes: &[&[rows]],
