@@ -9,7 +9,9 @@ continuation of a random prompt with the top-5 log-probabilities of every step, 
 on the same files along rmx's tokens (teacher-forced, step by step with a KV cache, as decode
 does) and compares: the largest |logprob difference| over rmx's top-5 tokens, and at each step
 where the greedy tokens differ, mlx-lm's gap between its own top token and rmx's. Prints one
-JSON line per prompt length; exits 1 when a greedy difference is not explained by a near-tie.
+JSON line per prompt length as soon as it is measured (with the seconds each side took: a
+device call that runs out of time keeps the lengths done); exits 1 when a greedy difference is
+not explained by a near-tie.
 
 A near-tie is a gap of at most --tol or one bf16 step at the size of that step's largest logit
 (or of its top log-probability, if larger: greedy compares bf16 log-probabilities), whichever is
@@ -61,26 +63,30 @@ def mlx_along(model, ids, toks):
     return out
 
 
-def float32_drift(model, runs):
-    """Per run, mlx-lm's largest |logprob difference| over its own top 5 between the bf16 model
-    (`ref`, already computed along rmx's tokens) and the same weights in float32 (floating
-    parameters cast; quantized weights keep their packing), teacher-forced along the same tokens;
-    and rmx's over its own top 5 against the same float32 run (how far each bf16 engine is from
-    the float32 answer: rmx's within mlx-lm's is the issues' "within mlx-lm's own bf16 drift").
-    Converts `model` in place (mlx_side.py's `drift` measures the same on its own greedy tokens)."""
+def float32_drift(model, ids, toks, tops, ref):
+    """mlx-lm's largest |logprob difference| over its own top 5 between the bf16 model (`ref`,
+    already computed along rmx's tokens) and the same weights in float32 (floating parameters
+    cast; quantized weights keep their packing), teacher-forced along the same tokens; and rmx's
+    over its own top 5 against the same float32 run (how far each bf16 engine is from the float32
+    answer: rmx's within mlx-lm's is the issues' "within mlx-lm's own bf16 drift"). The model is
+    cast for the run and given its own parameters back after (bf16 -> float32 -> bf16 is exact),
+    so each prompt length is reported as soon as it is measured (mlx_side.py's `drift` measures
+    the same on its own greedy tokens)."""
     from mlx_side import forced_logprobs, to_float32
+    own = model.parameters()
     to_float32(model)
-    out = []
-    for _, ids, toks, tops, ref in runs:
+    try:
         lp32 = forced_logprobs(model, ids, toks)
-        worst = rmx_worst = 0.0
-        for step, (lp, _) in enumerate(ref):
-            top = mx.argsort(-lp)[:5]
-            worst = max(worst, mx.abs(lp[top] - lp32[step][top]).max().item())
-            for i, v in tops[step].items():
-                rmx_worst = max(rmx_worst, abs(v - lp32[step][i].item()))
-        out.append((worst, rmx_worst))
-    return out
+        mx.eval(lp32)
+    finally:
+        model.update(own)
+    worst = rmx_worst = 0.0
+    for step, (lp, _) in enumerate(ref):
+        top = mx.argsort(-lp)[:5]
+        worst = max(worst, mx.abs(lp[top] - lp32[step][top]).max().item())
+        for i, v in tops[step].items():
+            rmx_worst = max(rmx_worst, abs(v - lp32[step][i].item()))
+    return worst, rmx_worst
 
 
 def bf16_step(x):
@@ -124,13 +130,16 @@ def main():
                 time.sleep(0.2)
         from mlx_side import vocab_size
         vocab = vocab_size(model)
-        runs = []
         for n in a.prompt_len:
             ids = mx.random.randint(0, vocab * 3 // 4, (n,), key=mx.random.key(n)).tolist()
+            # Where the time goes (on a GPU the first request pays rmx's kernel compiles).
+            t0 = time.perf_counter()
             toks, tops = rmx_run(base, a.model, ids, a.gen)
-            runs.append((n, ids, toks, tops, mlx_along(model, ids, toks)))
-        drifts = float32_drift(model, runs) if a.drift else [(None, None)] * len(runs)
-        for (n, ids, toks, tops, ref), (drift, rmx_drift) in zip(runs, drifts):
+            t1 = time.perf_counter()
+            ref = mlx_along(model, ids, toks)
+            t2 = time.perf_counter()
+            drift, rmx_drift = float32_drift(model, ids, toks, tops, ref) if a.drift else (None, None)
+            t3 = time.perf_counter()
             bound = a.tol if drift is None else max(a.tol, 2 * drift)
             max_diff, max_decode, mismatches, worst_gap, worst_steps = 0.0, 0.0, 0, 0.0, 0.0
             # Where along the path the engines part (a difference that starts at the step a
@@ -167,6 +176,8 @@ def main():
             if drift is not None:
                 out.update(mlx_bf16_vs_f32=round(drift, 4), rmx_vs_f32=round(rmx_drift, 4),
                            near_tie_bound=round(bound, 4))
+            out["seconds"] = {"rmx": round(t1 - t0, 1), "mlx_lm": round(t2 - t1, 1),
+                              "float32": round(t3 - t2, 1)}
             print(json.dumps(out), flush=True)
     finally:
         srv.terminate(); srv.wait(timeout=30)
