@@ -9,7 +9,11 @@
 # 2. Cost: `rmx bench --verify-cost` for k = 1..8 with the block kernel on and off.
 # 3. With SMOLLM2_GGUF: SmolLM2-135M imported 4-bit (the layer kernel takes quantized layers),
 #    plain against prompt lookup on speculative_cpu.sh's code-editing prompt, block kernel on/off.
-# Env: MODELS (default /root/rmx-stage/models), ROUNDS (default 5), MAX (default 200), K (6).
+# Env: MODELS (default /root/rmx-stage/models), ROUNDS (default 5), MAX (default 200), K (6);
+# AB_VAR: the setting turned 1 and 0 (default RMX_LAYER_BLOCK; RMX_LAYER_BLOCK_SHARE for the
+# block rows' shared key/value loads); REPEAT: the exactness prompt's repeats of four words
+# (default 40; 150 puts the blocks past ~500 positions, where every row gets 64 splits);
+# POSITIONS: the cache length the costs are measured at (default 512).
 set -euo pipefail
 rmx=$(realpath "${1:?usage: verify_block_gpu.sh RMX_BINARY [SMOLLM2_GGUF]}")
 cd "$(dirname "$0")/../.."
@@ -22,26 +26,27 @@ stop() {
   rm -rf "$home"
 }
 trap stop EXIT
-prompt=$(python3 -c 'print(" ".join(["alpha beta gamma delta"] * 40))')
-say() { # RMX_LAYER_BLOCK, then rmx run's arguments: the answer on stdout, -v's lines on stderr
+var=${AB_VAR:-RMX_LAYER_BLOCK}
+prompt=$(python3 -c 'print(" ".join(["alpha beta gamma delta"] * '"${REPEAT:-40}"'))')
+say() { # the setting's value, then rmx run's arguments: the answer on stdout, -v's lines on stderr
   local block=$1; shift
-  RMX_HOME=$home/$block RMX_LAYER_BLOCK=$block "$rmx" run "$llama" --raw --temperature 0 --max-tokens "${MAX:-200}" "$@"
+  RMX_HOME=$home/$block env "$var=$block" "$rmx" run "$llama" --raw --temperature 0 --max-tokens "${MAX:-200}" "$@"
 }
 echo "== exactness (Llama-3-8B-shaped 4-bit, greedy)"
 plain=$(say 0 "$prompt" 2>/dev/null)
 for block in 1 0; do
   spec=$(say $block "$prompt" --speculative prompt-lookup --draft-tokens "${K:-6}" -v 2>$home/err)
-  grep -E "^speculative" $home/err | sed "s/^/  RMX_LAYER_BLOCK=$block: /" || true
-  if [ "$spec" = "$plain" ]; then echo "  RMX_LAYER_BLOCK=$block: same text as plain decoding"; else
-    echo "  RMX_LAYER_BLOCK=$block: DIFFERS from plain decoding"; diff <(echo "$plain") <(echo "$spec") | head -5 || true; fi
+  grep -E "^speculative" $home/err | sed "s/^/  $var=$block: /" || true
+  if [ "$spec" = "$plain" ]; then echo "  $var=$block: same text as plain decoding"; else
+    echo "  $var=$block: DIFFERS from plain decoding"; diff <(echo "$plain") <(echo "$spec") | head -5 || true; fi
 done
 for block in 1 0; do
-  echo "== verify cost, RMX_LAYER_BLOCK=$block"
-  RMX_LAYER_BLOCK=$block "$rmx" bench "$llama" --verify-cost 1,2,3,4,5,6,7,8 --prompt-tokens 512 --rounds "${ROUNDS:-5}"
+  echo "== verify cost, $var=$block"
+  env "$var=$block" "$rmx" bench "$llama" --verify-cost 1,2,3,4,5,6,7,8 --prompt-tokens "${POSITIONS:-512}" --rounds "${ROUNDS:-5}"
 done
 if [ -n "${2:-}" ]; then
   for block in 1 0; do
-    echo "== SmolLM2-135M 4-bit, prompt lookup, RMX_LAYER_BLOCK=$block"
-    RMX_LAYER_BLOCK=$block QUANT=4bit GGUF=$(realpath "$2") scripts/bench/speculative_cpu.sh "$rmx" "${MAX:-200}" "${K:-6}"
+    echo "== SmolLM2-135M 4-bit, prompt lookup, $var=$block"
+    env "$var=$block" QUANT=4bit GGUF=$(realpath "$2") scripts/bench/speculative_cpu.sh "$rmx" "${MAX:-200}" "${K:-6}"
   done
 fi

@@ -133,6 +133,10 @@ env_vars! {
     /// `0` reads a speculative verify's block (2-16 tokens of one sequence) op by op instead of
     /// through the layer kernel's rows variant. Default: the layer kernel.
     RMX_LAYER_BLOCK in FastPath;
+    /// `1`: in a verify block, rows that get the same attention splits (from ~500 cached
+    /// positions) load each position's key and value once for four rows instead of once a row,
+    /// with each row's sums unchanged. Default: off (not yet measured on a GPU).
+    RMX_LAYER_BLOCK_SHARE in FastPath;
     /// `1` takes a decode step's quantized embedding rows and its greedy choice as one kernel
     /// each (instead of three gathers and a dequantize, a subtract and an argmax), `0` never.
     /// Default: for models of hidden size 4096 or more (measured faster there, slower at 1024).

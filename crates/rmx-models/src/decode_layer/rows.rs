@@ -28,9 +28,10 @@ pub(super) const INPUTS: [&str; 6] = ["x", "inv_freq", "pos", "pads", "par", "ba
 /// What every thread of the n-layer kernel runs once the layer table is filled: a batch's rows,
 /// or (`block`) one sequence's consecutive positions.
 pub(super) fn call(n: usize, block: bool) -> String {
+    let share = block && fast_path().layer_block_share;
     format!(
         "rmx::decode_layers_rows<T, BITS, G, HID, H, KV, D, F, QKNORM, TRADITIONAL, NT, SMAX, \
-         MR, {block}>(x, tab, {n}, inv_freq, pos, pads, par, bar, y, scratch);"
+         MR, {block}, {share}>(x, tab, {n}, inv_freq, pos, pads, par, bar, y, scratch);"
     )
 }
 

@@ -43,6 +43,9 @@ pub struct FastPath {
     /// (`RMX_LAYER_BLOCK`, default on; 0 reads a block op by op). On the H200 it gave the plain
     /// decoding's text and cost 1.64x a decode step for one guess against 2.95x op by op.
     pub layer_block: bool,
+    /// A verify block's rows of equal splits share each position's key and value loads
+    /// (`RMX_LAYER_BLOCK_SHARE=1`; off by default until measured).
+    pub layer_block_share: bool,
     /// A decode step's embedding rows and greedy choice as one kernel each (`RMX_FUSED_TAIL`:
     /// `Some(on)` when set, `None` leaves it to the model's size, `fused_tail`).
     pub fused_tail: Option<bool>,
@@ -108,6 +111,7 @@ pub fn fast_path() -> FastPath {
             layer_idot: env_num(EnvVars::RMX_LAYER_IDOT) != Some(0),
             layer_rows: env_num(EnvVars::RMX_LAYER_ROWS) != Some(0),
             layer_block: env_num(EnvVars::RMX_LAYER_BLOCK) != Some(0),
+            layer_block_share: env_num(EnvVars::RMX_LAYER_BLOCK_SHARE) == Some(1),
             fused_tail: env_num(EnvVars::RMX_FUSED_TAIL).map(|n| n != 0),
             layers_per_launch: env_num(EnvVars::RMX_LAYERS_PER_LAUNCH)
                 .map_or(32, |n| n.clamp(1, 32)),

@@ -159,8 +159,101 @@ __device__ __forceinline__ void rows_phase(const T* src, const T* nw, float eps,
   }
 }
 
+// BLOCK's attention when every row of the block gets the same splits S (a lone sequence's S
+// stops growing at SMAX, from ~500 positions on): an item is a head's run of splits for up to
+// RG consecutive rows, so a position's key and value are loaded from the cache (or, for the
+// block's own positions, normed and roped from the QKV rows) once for RG rows instead of once a
+// row. Each row still makes its own split sums chunk by chunk with the counts it has alone, and
+// its position is written to the cache by its own group only (the group's first head of each
+// KV head, as in the row-by-row loop): the same bits as that loop. Not inlined: its registers
+// are allocated on their own (ptxas, sm_90: inlined, the kernel's spill stores grew 522 -> 1,586
+// bytes at Llama-3-8B's shape; called, 1,002, and 84-172 in the function).
+template <typename T, int D, bool QKNORM, bool TRADITIONAL, int H, int KV, int RG>
+__device__ __noinline__ void block_attention_shared(
+    const T* qkv, const T* qn, const T* kn, T* kc, T* vc, float eps, const float* inv_freq,
+    int col, int cap, int rows, int S, int SB, float qscale, float* ml, float* part, T* att,
+    unsigned int* heads_done, int first_item, int nw) {
+  constexpr int NQKV = (H + 2 * KV) * D;
+  constexpr int PL = D / 32;
+  constexpr int CH = 32 / PL;
+  constexpr int GQ = H / KV;
+  const int lane = threadIdx.x & 31;
+  const int groups = (rows + RG - 1) / RG;
+  const int RUN = max(1, (groups * H * S + nw - 1) / nw);
+  const int SG = (S + RUN - 1) / RUN;
+  for (int item = first_item; item < groups * H * SG; item += nw) {
+    const int b0 = (item / (H * SG)) * RG;
+    const int h = (item / SG) % H;
+    const int s0 = (item % SG) * RUN;
+    const int nr = min(RG, rows - b0);
+    const int g = h / GQ;
+    const int n_max = col + b0 + nr;  // the group's last row attends the positions before it
+    const size_t base = (size_t)g * cap * D + lane * PL;
+    float q[RG][PL];
+#pragma unroll
+    for (int r = 0; r < RG; ++r) {
+      if (r < nr) {
+        head_rope<T, D, QKNORM, TRADITIONAL>(qkv + (size_t)(b0 + r) * NQKV + h * D, qn, eps,
+                                             inv_freq, col + b0 + r, q[r]);
+#pragma unroll
+        for (int p = 0; p < PL; ++p) q[r][p] *= qscale;
+      }
+    }
+    for (int s = s0; s < min(s0 + RUN, S); ++s) {
+      float o[RG][PL], m[RG], lsum[RG];
+#pragma unroll
+      for (int r = 0; r < RG; ++r) {
+        m[r] = neg_inf();
+        lsum[r] = 0.f;
+#pragma unroll
+        for (int p = 0; p < PL; ++p) o[r][p] = 0.f;
+      }
+      for (int j0 = s; j0 < n_max; j0 += CH * S) {
+        Words<PL / 2> kr[CH], vr[CH];
+#pragma unroll
+        for (int i = 0; i < CH; ++i) {
+          const int j = j0 + i * S;
+          if (j < col) {
+            kr[i].template load<false>(kc + base + (size_t)j * D);
+            vr[i].template load<false>(vc + base + (size_t)j * D);
+          } else if (j < n_max) {
+            const int w = j - col;  // the block's row at position j
+            const T* rj = qkv + (size_t)w * NQKV;
+            const bool store = h % GQ == 0 && w >= b0;
+            position_kv<T, D, QKNORM, TRADITIONAL>(rj + (H + g) * D, rj + (H + KV + g) * D, kn,
+                                                   eps, inv_freq, j, 1.f, store,
+                                                   kc + base + (size_t)j * D,
+                                                   vc + base + (size_t)j * D, kr[i], vr[i]);
+          }
+        }
+#pragma unroll
+        for (int r = 0; r < RG; ++r) {
+          const int n = col + b0 + r + 1;
+          if (r < nr && j0 < n) {
+            online_chunk<T, PL, CH>(q[r], kr, vr, min(CH, (n - j0 + S - 1) / S), m[r], lsum[r],
+                                    o[r]);
+          }
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < RG; ++r) {
+        if (r < nr) {
+          const int bh = (b0 + r) * H + h;
+          if (publish_split<D>(ml, part, bh * SB + s, heads_done + bh, S, m[r], lsum[r], o[r])) {
+            float num[PL];
+            merge_splits<D>(ml, part, bh * SB, S, num);
+            store_pl<T, PL>(att + (size_t)bh * D + lane * PL, num);
+            if (lane == 0) heads_done[bh] = 0;
+          }
+        }
+      }
+    }
+  }
+}
+
 template <typename T, int BITS, int G, int HID, int H, int KV, int D, int F, bool QKNORM,
-          bool TRADITIONAL, int NT, int SMAX, int MR, bool BLOCK = false>
+          bool TRADITIONAL, int NT, int SMAX, int MR, bool BLOCK = false,
+          bool SHARE = false>
 __device__ __forceinline__ void decode_layers_rows(
     const T* x, const LayerPtrs<T>* tab, int nl, const float* inv_freq, const int32_t* pos,
     const int32_t* pads, const float* par, const uint32_t* bar_in, T* y, float* scratch) {
@@ -213,6 +306,16 @@ __device__ __forceinline__ void decode_layers_rows(
       // split, else enough to go round the warps once, so the query is normed and roped once for
       // all of them (each split still makes its own sums: a row's bits do not depend on RUN).
       const int rows = __ldg(pos + 2);
+      if constexpr (BLOCK && SHARE) {
+        // The splits of the block's first and last rows (those between lie between).
+        const int s_first = max(1, min(min((col + 8) / 8, SMAX), nw / H));
+        if (s_first == SB) {
+          block_attention_shared<T, D, QKNORM, TRADITIONAL, H, KV, 4>(
+              qkv, L.qn, L.kn, kc, vc, par[1], inv_freq, col, cap, rows, SB, SB, qscale, ml,
+              part, att, heads_done, t * warps + warp, nw);
+          return;
+        }
+      }
       const int RUN = max(1, (rows * H * SB + nw - 1) / nw);
       const int SG = (SB + RUN - 1) / RUN;  // runs of RUN splits a (row, head)
       for (int item = t * warps + warp; item < rows * H * SG; item += nw) {
