@@ -137,4 +137,141 @@ __device__ void lab_mma(const T* x, const uint32_t* w, const T* scales, const T*
   }
 }
 
+// lab_mma with a tile's 32 chunk classes split over the 4 warps of a tile (4 tiles a 16-warp
+// block), so 4x the warps have work and each walks a quarter of the chunks (session 30: lab_mma
+// had 256 busy warps at N = 4,096, each one dependent chain over every chunk). Warp w of a tile
+// takes the bit-reversed positions 8w .. 8w + 7, a subtree of the butterfly (the classes c with
+// c mod 4 = 0, 2, 1, 3 for w = 0..3), in one flat loop with the next chunk's words and scales
+// loaded ahead; its eight class sums fold as the butterfly folds them ((L0 + L1) + (L2 + L3)) +
+// ((L4 + L5) + (L6 + L7)), and the tile's first warp adds the subtrees as (S0 + S1) + (S2 + S3):
+// the same association as lab_mma's stack, so the same bits.
+template <typename T, int BITS, int G, int K, int NT, int NR>
+__device__ void lab_mma2(const T* x, const uint32_t* w, const T* scales, const T* biases,
+                         float* y, int N) {
+  static_assert(BITS == 4, "4-bit weights");
+  extern __shared__ float smem[];
+  using L = I8Layout<BITS, K>;
+  constexpr int STRIDE = RowStage<BITS, K>::STRIDE;
+  constexpr int WORDS = K * BITS / 32;
+  constexpr int GROUPS = K / G;
+  constexpr int TILES = (NR + 7) / 8;
+  static_assert(NR <= 32, "up to four 8-column tiles");
+  constexpr int PLANE = L::SL * L::CHUNKS * 4;
+  constexpr int WS = 4;                // warps a tile
+  constexpr int CPC = L::CHUNKS / 32;  // chunks a class
+  static_assert(L::CHUNKS % 32 == 0, "whole classes");
+  constexpr int STEPS = 8 * CPC;  // a warp's chunks
+  stage_rows_i8<T, K, BITS, NT, false, STRIDE>(x, NR, nullptr, 0.f, smem);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, q = lane & 3;
+  const int per_block = (blockDim.x >> 5) / WS;
+  const int tb = warp / WS, ws = warp % WS;
+  // The other warps' subtree sums, [tile slot][warp 1..3][lane][TILES x 4].
+  float* red = smem + NR * STRIDE + ((tb * (WS - 1)) * 32 + lane) * TILES * 4;
+  auto chunk_of = [&](int n) {
+    return static_cast<int>(__brev(8 * ws + n / CPC) >> 27) + 32 * (n % CPC);
+  };
+  for (int tile = blockIdx.x * per_block + tb; tile * 16 < N; tile += gridDim.x * per_block) {
+    const int r0 = tile * 16;
+    const int ra = r0 + g, rb = r0 + g + 8;
+    const uint32_t* wa = w + (size_t)ra * WORDS + q;
+    const uint32_t* wb = w + (size_t)rb * WORDS + q;
+    uint32_t ua, ub;
+    float sa, ba, sb, bb;
+    auto fetch = [&](int n) {
+      const int c = chunk_of(n);
+      ua = wa[4 * c];
+      ub = wb[4 * c];
+      const int grp = (L::PER * c) / G;
+      sa = to_float(scales[(size_t)ra * GROUPS + grp]);
+      ba = to_float(biases[(size_t)ra * GROUPS + grp]);
+      sb = to_float(scales[(size_t)rb * GROUPS + grp]);
+      bb = to_float(biases[(size_t)rb * GROUPS + grp]);
+    };
+    fetch(0);
+    float acc[TILES][4], le[TILES][4], p01[TILES][4], q0[TILES][4];
+#pragma unroll
+    for (int j = 0; j < TILES; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[j][e] = le[j][e] = p01[j][e] = q0[j][e] = 0.f;
+    }
+#pragma unroll 2
+    for (int n = 0; n < STEPS; ++n) {
+      const int c = chunk_of(n);
+      const uint32_t a[4] = {(ua & 0x0f0f0f0fu) << 4, (ub & 0x0f0f0f0fu) << 4, ua & 0xf0f0f0f0u,
+                             ub & 0xf0f0f0f0u};
+      const float csa = sa, cba = ba, csb = sb, cbb = bb;
+      if (n + 1 < STEPS) fetch(n + 1);
+      const int at = ((q >> 1) * L::CHUNKS + c) * 4 + 2 * (q & 1);
+#pragma unroll
+      for (int j = 0; j < TILES; ++j) {
+        const bool has_x = 8 * j + g < NR;
+        const uint32_t* xp = reinterpret_cast<const uint32_t*>(
+            L::planes(smem + (has_x ? 8 * j + g : 0) * STRIDE));
+        const uint2 hx = has_x ? *reinterpret_cast<const uint2*>(xp + at) : make_uint2(0u, 0u);
+        const uint2 lx =
+            has_x ? *reinterpret_cast<const uint2*>(xp + PLANE + at) : make_uint2(0u, 0u);
+        const uint32_t bh[2] = {hx.x, hx.y}, bl[2] = {lx.x, lx.y};
+        int dh[4] = {0, 0, 0, 0}, dl[4] = {0, 0, 0, 0};
+        mma_u8s8(dh, a, bh);
+        mma_u8s8(dl, a, bl);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int xr = 8 * j + 2 * q + (e & 1);
+          const float2 m = xr < NR ? L::meta(smem + xr * STRIDE)[c] : make_float2(0.f, 0.f);
+          const float s = e < 2 ? csa : csb, b = e < 2 ? cba : cbb;
+          const int ia = dh[e] * 254 + dl[e];
+          acc[j][e] = fmaf(s * m.x, static_cast<float>(ia), fmaf(b, m.y, acc[j][e]));
+        }
+      }
+      if (n % CPC == CPC - 1) {  // leaf k's class is summed: fold it in as the butterfly does
+        const int k = n / CPC;
+#pragma unroll
+        for (int j = 0; j < TILES; ++j) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            if ((k & 1) == 0) {
+              le[j][e] = acc[j][e];
+            } else {
+              const float pr = le[j][e] + acc[j][e];
+              if ((k & 2) == 0) {
+                p01[j][e] = pr;
+              } else {
+                const float qd = p01[j][e] + pr;
+                if ((k & 4) == 0) q0[j][e] = qd; else acc[j][e] = q0[j][e] + qd;
+              }
+            }
+            if (k != 7) acc[j][e] = 0.f;
+          }
+        }
+      }
+    }
+    // acc holds the warp's subtree; the tile's first warp adds the four.
+    if (ws > 0) {
+#pragma unroll
+      for (int j = 0; j < TILES; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) red[((ws - 1) * 32) * TILES * 4 + j * 4 + e] = acc[j][e];
+      }
+    }
+    asm volatile("bar.sync %0, %1;" ::"r"(1 + tb), "r"(WS * 32));
+    if (ws == 0) {
+#pragma unroll
+      for (int j = 0; j < TILES; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float s1 = red[j * 4 + e];
+          const float s2 = red[32 * TILES * 4 + j * 4 + e];
+          const float s3 = red[2 * 32 * TILES * 4 + j * 4 + e];
+          const float sum = (acc[j][e] + s1) + (s2 + s3);
+          const int xr = 8 * j + 2 * q + (e & 1);
+          const int r = e < 2 ? ra : rb;
+          if (xr < NR && r < N) y[(size_t)xr * N + r] = sum;
+        }
+      }
+    }
+    asm volatile("bar.sync %0, %1;" ::"r"(1 + tb), "r"(WS * 32));
+  }
+}
+
 }  // namespace rmx

@@ -1,10 +1,11 @@
 """Integer tensor-core products for a batch's rows, against the rows kernel's dp4a products, on
 the GPU machine (docs/perf.md, session 29): scripts/bench/mma_lab.cuh's lab_mma (mma.m16n8k32,
 u8 weights x s8 x) must give every (weight row, row) the bits lab_dp4a (kernels/layer_rows.cuh's
-rows_dot2_i8, the solo kernel's order) gives; then both are timed.
+rows_dot2_i8, the solo kernel's order) gives, and so must lab_mma2 (session 30: a tile's chunk
+classes split over four warps, loads a chunk ahead); then all are timed.
 
     python3 scripts/bench/mma_lab.py            # on the GPU: exactness and µs per product
-    python3 scripts/bench/mma_lab.py --nvrtc    # here: compile both with NVRTC (test venv)
+    python3 scripts/bench/mma_lab.py --nvrtc    # here: compile them with NVRTC (test venv)
 
 Shapes: Llama-3-8B's gate/up (14,336 x 4,096) and down (4,096 x 14,336) at 4 bits, groups of
 64, for 1 to 16 rows. The weights are 29 MB each, so they mostly stay in L2 between runs:
@@ -20,8 +21,9 @@ HEADER = section("layer_rows") + "\n".join(
     l for l in LAB.splitlines() if l.strip() and not l.strip().startswith("//")) + "\n"
 NT = 512
 # Rows a case stages at once: as many as the 227 KB of shared memory a block has hold (the rows
-# kernel stages larger batches in groups), 16 at 4,096 wide, 7 at 14,336.
-SHAPES = [((14336, 4096), [1, 4, 8, 16]), ((4096, 14336), [1, 4, 7])]
+# kernel stages larger batches in groups), 16 at 4,096 wide, 7 at 14,336 (6 beside lab_mma2's
+# exchange of subtree sums).
+SHAPES = [((14336, 4096), [1, 4, 8, 16]), ((4096, 14336), [1, 4, 6, 7])]
 
 
 def stride(k, bits=4):
@@ -40,7 +42,7 @@ def nvrtc():
     inc = [f"-I{nc.NV / 'cuda_runtime/include'}", f"-I{nc.NV / 'cuda_cccl/include'}"]
     ins = [("T", "x"), ("uint32_t", "w"), ("T", "scales"), ("T", "biases")]
     ok = True
-    for fn in ("lab_dp4a", "lab_mma"):
+    for fn in ("lab_dp4a", "lab_mma", "lab_mma2"):
         good, lines = nc.compile_one(lib, inc, "layer_rows", ins, [("float", "y")], body(fn),
                                      dict(BITS=4, G=64, K=4096, NT=NT, NR=16, N=14336), "__nv_bfloat16")
         ok &= good
@@ -69,18 +71,25 @@ def gpu():
         for nr in rows:
             x = mx.random.normal((nr, k)).astype(mx.bfloat16)
 
+            def shared(fn):
+                # lab_mma2's exchange: 4 tiles a block x 3 warps x 32 lanes x 4 sums a tile.
+                extra = 4 * 3 * 32 * 4 * ((nr + 7) // 8) * 4 if fn == "lab_mma2" else 0
+                return nr * stride(k) * 4 + extra
+
+            fns = [f for f in ("lab_dp4a", "lab_mma", "lab_mma2") if shared(f) <= 227 * 1024]
+
             def run(fn):
-                return kernel(fn, nr * stride(k) * 4)(inputs=[x, w, s, b], template=[
+                return kernel(fn, shared(fn))(inputs=[x, w, s, b], template=[
                     ("T", mx.bfloat16), ("BITS", 4), ("G", 64), ("K", k), ("NT", NT), ("NR", nr),
                     ("N", n_out)], grid=(blocks * NT, 1, 1), threadgroup=(NT, 1, 1),
                     output_shapes=[(nr, n_out)], output_dtypes=[mx.float32])[0]
 
-            ref, got = run("lab_dp4a"), run("lab_mma")
-            same = mx.sum(ref.view(mx.uint32) != got.view(mx.uint32)).item()
+            ref = run("lab_dp4a")
+            same = {f: mx.sum(ref.view(mx.uint32) != run(f).view(mx.uint32)).item() for f in fns[1:]}
             dense = x.astype(mx.float32) @ mx.dequantize(w, s, b, group_size=64, bits=4).astype(mx.float32).T
             rel = (mx.max(mx.abs(ref - dense)) / mx.max(mx.abs(dense))).item()
             times = {}
-            for fn in ("lab_dp4a", "lab_mma"):
+            for fn in fns:
                 for _ in range(3):
                     mx.eval(run(fn))
                 mx.synchronize()
@@ -89,9 +98,10 @@ def gpu():
                     mx.eval(run(fn))
                 mx.synchronize()
                 times[fn] = (time.perf_counter() - t0) / 20 * 1e6
-            print(f"{n_out} x {k}, {nr} rows: elements differing {same} of {nr * n_out}, "
-                  f"dp4a vs dense {rel:.1e}; dp4a {times['lab_dp4a']:.1f} us, "
-                  f"mma {times['lab_mma']:.1f} us", flush=True)
+            print(f"{n_out} x {k}, {nr} rows: elements differing "
+                  + ", ".join(f"{f} {v}" for f, v in same.items()) + f" of {nr * n_out}, "
+                  f"dp4a vs dense {rel:.1e}; "
+                  + ", ".join(f"{f} {t:.1f} us" for f, t in times.items()), flush=True)
 
 
 if __name__ == "__main__":
