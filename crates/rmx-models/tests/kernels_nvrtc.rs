@@ -59,7 +59,8 @@ fn every_fast_path_kernel_section_compiles_under_nvrtc() {
 #[test]
 fn the_tensor_core_lab_compiles_under_nvrtc() {
     let text = bench_script("mma_lab.py", &["--nvrtc"]);
-    for k in ["lab_dp4a", "lab_mma"] {
+    // With the `<`: "lab_mma" alone would also match lab_mma2's line.
+    for k in ["lab_dp4a<", "lab_mma<", "lab_mma2<"] {
         assert!(
             text.lines().any(|l| l.starts_with("ok") && l.contains(k)),
             "{k} not compiled:\n{text}"
