@@ -36,12 +36,82 @@ __device__ __forceinline__ void mma_u8s8(int (&d)[4], const uint32_t (&a)[4],
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// One chunk of a 16-row tile as lane (g, q) reads it: word q of weight rows ra = r0 + g and
+// rb = ra + 8, and their groups' scales and biases.
+struct MmaChunk {
+  uint32_t ua, ub;
+  float sa, ba, sb, bb;
+};
+
+template <typename T, int BITS, int G, int K>
+__device__ __forceinline__ MmaChunk mma_fetch(const uint32_t* wa, const uint32_t* wb,
+                                              const T* scales, const T* biases, int ra, int rb,
+                                              int c) {
+  constexpr int GROUPS = K / G;
+  const int grp = (I8Layout<BITS, K>::PER * c) / G;
+  return {wa[4 * c],
+          wb[4 * c],
+          to_float(scales[(size_t)ra * GROUPS + grp]),
+          to_float(biases[(size_t)ra * GROUPS + grp]),
+          to_float(scales[(size_t)rb * GROUPS + grp]),
+          to_float(biases[(size_t)rb * GROUPS + grp])};
+}
+
+// Chunk c's products for every 8-column tile of the NR staged rows, added into acc in the rows
+// kernel's float order: the word's even fields shifted up four bits and its odd fields in place
+// (both x16 as chunk_sums_fields has them) against x-row 8j + g's plane words 2q and 2q + 1
+// (its 16-byte slot q / 2), one mma a plane, ia = hi * 254 + lo, then the chunk's scales.
+template <int BITS, int K, int NR>
+__device__ __forceinline__ void mma_chunk(float* smem, const MmaChunk& w, int c,
+                                          float (&acc)[(NR + 7) / 8][4]) {
+  using L = I8Layout<BITS, K>;
+  constexpr int STRIDE = RowStage<BITS, K>::STRIDE;
+  constexpr int PLANE = L::SL * L::CHUNKS * 4;  // words of a plane
+  const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+  const uint32_t a[4] = {(w.ua & 0x0f0f0f0fu) << 4, (w.ub & 0x0f0f0f0fu) << 4,
+                         w.ua & 0xf0f0f0f0u, w.ub & 0xf0f0f0f0u};
+  const int at = ((q >> 1) * L::CHUNKS + c) * 4 + 2 * (q & 1);
+#pragma unroll
+  for (int j = 0; j < (NR + 7) / 8; ++j) {
+    const bool has_x = 8 * j + g < NR;
+    const uint32_t* xp =
+        reinterpret_cast<const uint32_t*>(L::planes(smem + (has_x ? 8 * j + g : 0) * STRIDE));
+    const uint2 hx = has_x ? *reinterpret_cast<const uint2*>(xp + at) : make_uint2(0u, 0u);
+    const uint2 lx = has_x ? *reinterpret_cast<const uint2*>(xp + PLANE + at) : make_uint2(0u, 0u);
+    const uint32_t bh[2] = {hx.x, hx.y}, bl[2] = {lx.x, lx.y};
+    int dh[4] = {0, 0, 0, 0}, dl[4] = {0, 0, 0, 0};
+    mma_u8s8(dh, a, bh);
+    mma_u8s8(dl, a, bl);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int xr = 8 * j + 2 * q + (e & 1);
+      const float2 m = xr < NR ? L::meta(smem + xr * STRIDE)[c] : make_float2(0.f, 0.f);
+      const float sc = e < 2 ? w.sa : w.sb, b = e < 2 ? w.ba : w.bb;
+      const int ia = dh[e] * 254 + dl[e];
+      acc[j][e] = fmaf(sc * m.x, static_cast<float>(ia), fmaf(b, m.y, acc[j][e]));
+    }
+  }
+}
+
+// The lane's four elements of each tile: (weight row ra or rb) x (x-row 8j + 2q or + 1).
+template <int NR>
+__device__ __forceinline__ void mma_store(float* y, int N, int ra, int rb,
+                                          const float (&v)[(NR + 7) / 8][4]) {
+  const int q = threadIdx.x & 3;
+#pragma unroll
+  for (int j = 0; j < (NR + 7) / 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int xr = 8 * j + 2 * q + (e & 1);
+      const int r = e < 2 ? ra : rb;
+      if (xr < NR && r < N) y[(size_t)xr * N + r] = v[j][e];
+    }
+  }
+}
+
 // The same products with mma: a warp takes 16 weight rows x the NR rows (8-column tiles, the
-// weights' fragment serving each). Lane t (g = t / 4, q = t % 4) loads word q of a chunk for
-// weight rows g and g + 8: its even fields shifted up four bits (k = 4q..4q+3) and its odd
-// fields in place (k = 16 + 4q..), both x16 as chunk_sums_fields has them; against x-row
-// 8j + g's plane words 2q (even elements) and 2q + 1 (odd ones) for tile j; one mma a plane,
-// ia = hi * 254 + lo. It owns (weight row g or g + 8) x (x-row 8j + 2q or 8j + 2q + 1) and sums
+// weights' fragment serving each), a chunk at a time (mma_fetch, mma_chunk). Lane t (g = t / 4,
+// q = t % 4) owns (weight row g or g + 8) x (x-row 8j + 2q or 8j + 2q + 1) and sums
 // each as the solo kernel does: chunk class L (chunks L, L + 32, ..., which lane L sums in turn
 // there) by class, classes in bit-reversed order, a stack of partials giving warp_sum's
 // butterfly (docs/perf.md, session 29).
@@ -53,10 +123,8 @@ __device__ void lab_mma(const T* x, const uint32_t* w, const T* scales, const T*
   using L = I8Layout<BITS, K>;
   constexpr int STRIDE = RowStage<BITS, K>::STRIDE;
   constexpr int WORDS = K * BITS / 32;
-  constexpr int GROUPS = K / G;
   constexpr int TILES = (NR + 7) / 8;
   static_assert(NR <= 32, "up to four 8-column tiles");
-  constexpr int PLANE = L::SL * L::CHUNKS * 4;  // words of a plane
   stage_rows_i8<T, K, BITS, NT, false, STRIDE>(x, NR, nullptr, 0.f, smem);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   const int g = lane >> 2, q = lane & 3;
@@ -76,35 +144,8 @@ __device__ void lab_mma(const T* x, const uint32_t* w, const T* scales, const T*
       for (int j = 0; j < TILES; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
 #pragma unroll 1
       for (int c = cls; c < L::CHUNKS; c += 32) {
-        const uint32_t ua = wa[4 * c], ub = wb[4 * c];
-        const uint32_t a[4] = {(ua & 0x0f0f0f0fu) << 4, (ub & 0x0f0f0f0fu) << 4,
-                               ua & 0xf0f0f0f0u, ub & 0xf0f0f0f0u};
-        const int grp = (L::PER * c) / G;
-        const float sa = to_float(scales[(size_t)ra * GROUPS + grp]);
-        const float ba = to_float(biases[(size_t)ra * GROUPS + grp]);
-        const float sb = to_float(scales[(size_t)rb * GROUPS + grp]);
-        const float bb = to_float(biases[(size_t)rb * GROUPS + grp]);
-        // x-row 8j + g's words 2q, 2q + 1 of chunk c sit in its 16-byte slot q / 2.
-        const int at = ((q >> 1) * L::CHUNKS + c) * 4 + 2 * (q & 1);
-#pragma unroll
-        for (int j = 0; j < TILES; ++j) {
-          const bool has_x = 8 * j + g < NR;
-          const uint32_t* xp = reinterpret_cast<const uint32_t*>(
-              L::planes(smem + (has_x ? 8 * j + g : 0) * STRIDE));
-          const uint32_t bh[2] = {has_x ? xp[at] : 0u, has_x ? xp[at + 1] : 0u};
-          const uint32_t bl[2] = {has_x ? xp[PLANE + at] : 0u, has_x ? xp[PLANE + at + 1] : 0u};
-          int dh[4] = {0, 0, 0, 0}, dl[4] = {0, 0, 0, 0};
-          mma_u8s8(dh, a, bh);
-          mma_u8s8(dl, a, bl);
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int xr = 8 * j + 2 * q + (e & 1);
-            const float2 m = xr < NR ? L::meta(smem + xr * STRIDE)[c] : make_float2(0.f, 0.f);
-            const float s = e < 2 ? sa : sb, b = e < 2 ? ba : bb;
-            const int ia = dh[e] * 254 + dl[e];
-            acc[j][e] = fmaf(s * m.x, static_cast<float>(ia), fmaf(b, m.y, acc[j][e]));
-          }
-        }
+        mma_chunk<BITS, K, NR>(smem, mma_fetch<T, BITS, G, K>(wa, wb, scales, biases, ra, rb, c),
+                               c, acc);
       }
       // Push, then fold equal-sized neighbours: after class i the stack holds the trees of
       // i + 1's binary digits, as the butterfly pairs lanes.
@@ -125,15 +166,7 @@ __device__ void lab_mma(const T* x, const uint32_t* w, const T* scales, const T*
         }
       }
     }
-#pragma unroll
-    for (int j = 0; j < TILES; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int xr = 8 * j + 2 * q + (e & 1);
-        const int r = e < 2 ? ra : rb;
-        if (xr < NR && r < N) y[(size_t)xr * N + r] = st[0][j][e];
-      }
-    }
+    mma_store<NR>(y, N, ra, rb, st[0]);
   }
 }
 
@@ -153,10 +186,8 @@ __device__ void lab_mma2(const T* x, const uint32_t* w, const T* scales, const T
   using L = I8Layout<BITS, K>;
   constexpr int STRIDE = RowStage<BITS, K>::STRIDE;
   constexpr int WORDS = K * BITS / 32;
-  constexpr int GROUPS = K / G;
   constexpr int TILES = (NR + 7) / 8;
   static_assert(NR <= 32, "up to four 8-column tiles");
-  constexpr int PLANE = L::SL * L::CHUNKS * 4;
   constexpr int WS = 4;                // warps a tile
   constexpr int CPC = L::CHUNKS / 32;  // chunks a class
   static_assert(L::CHUNKS % 32 == 0, "whole classes");
@@ -176,19 +207,10 @@ __device__ void lab_mma2(const T* x, const uint32_t* w, const T* scales, const T
     const int ra = r0 + g, rb = r0 + g + 8;
     const uint32_t* wa = w + (size_t)ra * WORDS + q;
     const uint32_t* wb = w + (size_t)rb * WORDS + q;
-    uint32_t ua, ub;
-    float sa, ba, sb, bb;
     auto fetch = [&](int n) {
-      const int c = chunk_of(n);
-      ua = wa[4 * c];
-      ub = wb[4 * c];
-      const int grp = (L::PER * c) / G;
-      sa = to_float(scales[(size_t)ra * GROUPS + grp]);
-      ba = to_float(biases[(size_t)ra * GROUPS + grp]);
-      sb = to_float(scales[(size_t)rb * GROUPS + grp]);
-      bb = to_float(biases[(size_t)rb * GROUPS + grp]);
+      return mma_fetch<T, BITS, G, K>(wa, wb, scales, biases, ra, rb, chunk_of(n));
     };
-    fetch(0);
+    MmaChunk next = fetch(0);
     float acc[TILES][4], le[TILES][4], p01[TILES][4], q0[TILES][4];
 #pragma unroll
     for (int j = 0; j < TILES; ++j) {
@@ -197,33 +219,9 @@ __device__ void lab_mma2(const T* x, const uint32_t* w, const T* scales, const T
     }
 #pragma unroll 2
     for (int n = 0; n < STEPS; ++n) {
-      const int c = chunk_of(n);
-      const uint32_t a[4] = {(ua & 0x0f0f0f0fu) << 4, (ub & 0x0f0f0f0fu) << 4, ua & 0xf0f0f0f0u,
-                             ub & 0xf0f0f0f0u};
-      const float csa = sa, cba = ba, csb = sb, cbb = bb;
-      if (n + 1 < STEPS) fetch(n + 1);
-      const int at = ((q >> 1) * L::CHUNKS + c) * 4 + 2 * (q & 1);
-#pragma unroll
-      for (int j = 0; j < TILES; ++j) {
-        const bool has_x = 8 * j + g < NR;
-        const uint32_t* xp = reinterpret_cast<const uint32_t*>(
-            L::planes(smem + (has_x ? 8 * j + g : 0) * STRIDE));
-        const uint2 hx = has_x ? *reinterpret_cast<const uint2*>(xp + at) : make_uint2(0u, 0u);
-        const uint2 lx =
-            has_x ? *reinterpret_cast<const uint2*>(xp + PLANE + at) : make_uint2(0u, 0u);
-        const uint32_t bh[2] = {hx.x, hx.y}, bl[2] = {lx.x, lx.y};
-        int dh[4] = {0, 0, 0, 0}, dl[4] = {0, 0, 0, 0};
-        mma_u8s8(dh, a, bh);
-        mma_u8s8(dl, a, bl);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int xr = 8 * j + 2 * q + (e & 1);
-          const float2 m = xr < NR ? L::meta(smem + xr * STRIDE)[c] : make_float2(0.f, 0.f);
-          const float s = e < 2 ? csa : csb, b = e < 2 ? cba : cbb;
-          const int ia = dh[e] * 254 + dl[e];
-          acc[j][e] = fmaf(s * m.x, static_cast<float>(ia), fmaf(b, m.y, acc[j][e]));
-        }
-      }
+      const MmaChunk cur = next;
+      if (n + 1 < STEPS) next = fetch(n + 1);
+      mma_chunk<BITS, K, NR>(smem, cur, chunk_of(n), acc);
       if (n % CPC == CPC - 1) {  // leaf k's class is summed: fold it in as the butterfly does
         const int k = n / CPC;
 #pragma unroll
@@ -263,12 +261,10 @@ __device__ void lab_mma2(const T* x, const uint32_t* w, const T* scales, const T
           const float s1 = red[j * 4 + e];
           const float s2 = red[32 * TILES * 4 + j * 4 + e];
           const float s3 = red[2 * 32 * TILES * 4 + j * 4 + e];
-          const float sum = (acc[j][e] + s1) + (s2 + s3);
-          const int xr = 8 * j + 2 * q + (e & 1);
-          const int r = e < 2 ? ra : rb;
-          if (xr < NR && r < N) y[(size_t)xr * N + r] = sum;
+          acc[j][e] = (acc[j][e] + s1) + (s2 + s3);
         }
       }
+      mma_store<NR>(y, N, ra, rb, acc);
     }
     asm volatile("bar.sync %0, %1;" ::"r"(1 + tb), "r"(WS * 32));
   }
