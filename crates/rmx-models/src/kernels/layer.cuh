@@ -914,6 +914,13 @@ __device__ __forceinline__ void position_kv(const T* k, const T* v, const T* kn,
   vr.template pack<T>(vv);
 }
 
+// Splits of one head's positions for a sequence of n positions: ~8 positions a split, at most
+// smax, and no more than the grid's nw warps give each of the heads (decode_layer/rows.rs's
+// `splits` chooses the same on the host).
+__device__ __forceinline__ int head_splits(int n, int smax, int heads, int nw) {
+  return max(1, min(min((n + 7) / 8, smax), nw / heads));
+}
+
 // A split's partial softmax (m, l and the lane's PL elements of o) published at slot a of ml and
 // part, and counted on its head's counter `done`: true for the head's last split to finish,
 // which then merges (merge_splits).
@@ -1258,7 +1265,7 @@ __device__ __forceinline__ void decode_layers(
     // them. The warp whose split holds the new position makes that key and value itself; the
     // group's first head stores them in the cache. The last warp of a head to finish (a counter
     // per head) merges the head's S partials into the attended row: no wait for the merge.
-    const int S = max(1, min(min((n + 7) / 8, SMAX), nw / H));
+    const int S = head_splits(n, SMAX, H, nw);
     const float qscale = par[2] * 1.44269504088896340736f;  // log2(e): exp2 below
     tk.run(p0 + 1, t, true, [] {}, [&](int t) {
       for (int item = t * warps + warp; item < H * S; item += nw) {

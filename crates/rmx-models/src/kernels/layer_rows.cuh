@@ -159,19 +159,35 @@ __device__ __forceinline__ void rows_phase(const T* src, const T* nw, float eps,
   }
 }
 
+// A row's split s of head bh published; the head's last split merges all S into its attended
+// row, rounded to T, and clears the head's counter for the next layer.
+template <typename T, int D>
+__device__ __forceinline__ void row_split_done(float* ml, float* part, T* att,
+                                               unsigned int* heads_done, int bh, int SB, int s,
+                                               int S, float m, float l, const float* o) {
+  constexpr int PL = D / 32;
+  if (publish_split<D>(ml, part, bh * SB + s, heads_done + bh, S, m, l, o)) {
+    float num[PL];
+    merge_splits<D>(ml, part, bh * SB, S, num);
+    store_pl<T, PL>(att + (size_t)bh * D + (threadIdx.x & 31) * PL, num);
+    if ((threadIdx.x & 31) == 0) heads_done[bh] = 0;
+  }
+}
+
 // BLOCK's attention when every row of the block gets the same splits S (a lone sequence's S
 // stops growing at SMAX, from ~500 positions on): an item is a head's run of splits for up to
 // RG consecutive rows, so a position's key and value are loaded from the cache (or, for the
 // block's own positions, normed and roped from the QKV rows) once for RG rows instead of once a
-// row. Each row still makes its own split sums chunk by chunk with the counts it has alone, and
-// its position is written to the cache by its own group only (the group's first head of each
-// KV head, as in the row-by-row loop): the same bits as that loop. Not inlined: its registers
+// row (S is every row's splits, so also their partials' stride). Each row still makes its own
+// split sums chunk by chunk with the counts it has alone, and its position is written to the
+// cache by its own group only (the group's first head of each KV head, as in the row-by-row
+// loop): the same bits as that loop. Not inlined: its registers
 // are allocated on their own (ptxas, sm_90: inlined, the kernel's spill stores grew 522 -> 1,586
 // bytes at Llama-3-8B's shape; called, 1,002, and 84-172 in the function).
 template <typename T, int D, bool QKNORM, bool TRADITIONAL, int H, int KV, int RG>
 __device__ __noinline__ void block_attention_shared(
     const T* qkv, const T* qn, const T* kn, T* kc, T* vc, float eps, const float* inv_freq,
-    int col, int cap, int rows, int S, int SB, float qscale, float* ml, float* part, T* att,
+    int col, int cap, int rows, int S, float qscale, float* ml, float* part, T* att,
     unsigned int* heads_done, int first_item, int nw) {
   constexpr int NQKV = (H + 2 * KV) * D;
   constexpr int PL = D / 32;
@@ -238,13 +254,8 @@ __device__ __noinline__ void block_attention_shared(
 #pragma unroll
       for (int r = 0; r < RG; ++r) {
         if (r < nr) {
-          const int bh = (b0 + r) * H + h;
-          if (publish_split<D>(ml, part, bh * SB + s, heads_done + bh, S, m[r], lsum[r], o[r])) {
-            float num[PL];
-            merge_splits<D>(ml, part, bh * SB, S, num);
-            store_pl<T, PL>(att + (size_t)bh * D + lane * PL, num);
-            if (lane == 0) heads_done[bh] = 0;
-          }
+          row_split_done<T, D>(ml, part, att, heads_done, (b0 + r) * H + h, S, s, S, m[r],
+                               lsum[r], o[r]);
         }
       }
     }
@@ -308,10 +319,9 @@ __device__ __forceinline__ void decode_layers_rows(
       const int rows = __ldg(pos + 2);
       if constexpr (BLOCK && SHARE) {
         // The splits of the block's first and last rows (those between lie between).
-        const int s_first = max(1, min(min((col + 8) / 8, SMAX), nw / H));
-        if (s_first == SB) {
+        if (head_splits(col + 1, SMAX, H, nw) == SB) {
           block_attention_shared<T, D, QKNORM, TRADITIONAL, H, KV, 4>(
-              qkv, L.qn, L.kn, kc, vc, par[1], inv_freq, col, cap, rows, SB, SB, qscale, ml,
+              qkv, L.qn, L.kn, kc, vc, par[1], inv_freq, col, cap, rows, SB, qscale, ml,
               part, att, heads_done, t * warps + warp, nw);
           return;
         }
@@ -327,7 +337,7 @@ __device__ __forceinline__ void decode_layers_rows(
         // Positions before `cached` are in the cache already (BLOCK: the block's start).
         const int cached = BLOCK ? col : offset;
         const int n = offset + 1;
-        const int S = max(1, min(min((n + 7) / 8, SMAX), nw / H));
+        const int S = head_splits(n, SMAX, H, nw);
         const int g = h / GQ;
         const T* row = qkv + (size_t)b * NQKV;
         float q[PL];
@@ -369,13 +379,7 @@ __device__ __forceinline__ void decode_layers_rows(
             }
             online_chunk<T, PL, CH>(q, kr, vr, min(CH, (n - j0 + S - 1) / S), m, lsum, o);
           }
-          const int bh = b * H + h;
-          if (publish_split<D>(ml, part, bh * SB + s, heads_done + bh, S, m, lsum, o)) {
-            float num[PL];
-            merge_splits<D>(ml, part, bh * SB, S, num);
-            store_pl<T, PL>(att + (size_t)bh * D + lane * PL, num);
-            if (lane == 0) heads_done[bh] = 0;
-          }
+          row_split_done<T, D>(ml, part, att, heads_done, b * H + h, SB, s, S, m, lsum, o);
         }
       }
     });
