@@ -270,4 +270,146 @@ __device__ void lab_mma2(const T* x, const uint32_t* w, const T* scales, const T
   }
 }
 
+// -- bf16 tensor cores (session 31): not the solo kernel's bits, a GEMM's. ------------------
+// #19's 32 streams need a batch's products read the weights once for every row at tensor-core
+// speed; a product summed in mma's order cannot be dp4a's, so this one is checked against the
+// float answer (within float rounding), and a solo step that took the same product would keep
+// batch invariance exact: an mma's element (m, n) depends on A's row m and B's column n alone.
+
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// A word's eight 4-bit fields as four bf16 pairs (fields 2p, 2p + 1), exact: each byte pair is
+// 0x43 over the field, bf16 128 + f, and 128 comes off in one bf16x2 subtraction.
+__device__ __forceinline__ void fields_bf16x2(uint32_t u, uint32_t (&p)[4]) {
+  const uint32_t lo = u & 0x0f0f0f0fu, hi = (u >> 4) & 0x0f0f0f0fu;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t v = (__byte_perm(lo, hi, i | (i << 4) | ((4 + i) << 8) | ((4 + i) << 12)) &
+                        0x00ff00ffu) | 0x43004300u;
+    __nv_bfloat162 b = *reinterpret_cast<const __nv_bfloat162*>(&v);
+    b = __hsub2(b, __floats2bfloat162_rn(128.f, 128.f));
+    p[i] = *reinterpret_cast<const uint32_t*>(&b);
+  }
+}
+
+// y[n * N + r] = sum_k x[n][k] * (s * f + b) for NR <= 32 rows of x (bf16, K wide, read through
+// L1) against 4-bit weights (groups G, a multiple of 64): a warp takes MT 16-row tiles over a
+// K / KS slice (a block's KS warps of a tile add their slices in order), 64 columns a span:
+// lane (g, q) reads words 2q, 2q + 1 of rows g and g + 8 and x-row 8j + g's same 16 columns,
+// four m16n8k16 steps a span on the fields as they are (exact in bf16), then the span's sums
+// scaled, and the bias times the span's sum of x (xs[n * K / 64 + span], computed once a row).
+template <typename T, int BITS, int G, int K, int NT, int NR, int KS, int MT>
+__device__ void lab_bmma(const T* x, const float* xs, const uint32_t* w, const T* scales,
+                         const T* biases, float* y, int N) {
+  static_assert(BITS == 4 && G % 64 == 0, "4-bit weights, groups of 64 or more");
+  static_assert(NR <= 32 && (K / 64) % KS == 0 && (NT / 32) % KS == 0, "shapes");
+  extern __shared__ float smem[];
+  constexpr int NJ = (NR + 7) / 8, WORDS = K / 8, SPANS = K / 64, GROUPS = K / G;
+  constexpr int PER = SPANS / KS, TB = NT / 32 / KS;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, q = lane & 3;
+  const int tb = warp / KS, ks = warp % KS;
+  for (int item = blockIdx.x * TB + tb; item * 16 * MT < N; item += gridDim.x * TB) {
+    float tot[MT][NJ][4];
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+      for (int j = 0; j < NJ; ++j) tot[m][j][0] = tot[m][j][1] = tot[m][j][2] = tot[m][j][3] = 0.f;
+    const int row0 = item * 16 * MT + g;
+#pragma unroll 2
+    for (int sp = ks * PER; sp < (ks + 1) * PER; ++sp) {
+      const int grp = sp * 64 / G;
+      uint2 wv[MT][2];
+      float sc[MT][2], bi[MT][2];
+#pragma unroll
+      for (int m = 0; m < MT; ++m) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = row0 + 16 * m + 8 * h;
+          wv[m][h] = *reinterpret_cast<const uint2*>(w + (size_t)r * WORDS + sp * 8 + 2 * q);
+          sc[m][h] = to_float(scales[(size_t)r * GROUPS + grp]);
+          bi[m][h] = to_float(biases[(size_t)r * GROUPS + grp]);
+        }
+      }
+      uint32_t a[MT][4][4];  // [tile][step][fragment]
+#pragma unroll
+      for (int m = 0; m < MT; ++m) {
+        uint32_t pa[2][4], pb[2][4];
+        fields_bf16x2(wv[m][0].x, pa[0]);
+        fields_bf16x2(wv[m][0].y, pa[1]);
+        fields_bf16x2(wv[m][1].x, pb[0]);
+        fields_bf16x2(wv[m][1].y, pb[1]);
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+          const int t = s >> 1, o = 2 * (s & 1);
+          a[m][s][0] = pa[t][o];
+          a[m][s][1] = pb[t][o];
+          a[m][s][2] = pa[t][o + 1];
+          a[m][s][3] = pb[t][o + 1];
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < NJ; ++j) {
+        const int n = 8 * j + g;
+        uint4 xv[2];
+#pragma unroll
+        for (int t = 0; t < 2; ++t) {
+          xv[t] = n < NR ? *reinterpret_cast<const uint4*>(x + (size_t)n * K + sp * 64 + (2 * q + t) * 8)
+                         : make_uint4(0u, 0u, 0u, 0u);
+        }
+        const int n0 = 8 * j + 2 * q;
+        const float x0 = n0 < NR ? xs[n0 * SPANS + sp] : 0.f;
+        const float x1 = n0 + 1 < NR ? xs[(n0 + 1) * SPANS + sp] : 0.f;
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+          float d[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+          for (int s = 0; s < 4; ++s) {
+            const uint4& v = xv[s >> 1];
+            mma_bf16(d, a[m][s], (s & 1) ? v.z : v.x, (s & 1) ? v.w : v.y);
+          }
+          tot[m][j][0] = fmaf(sc[m][0], d[0], fmaf(bi[m][0], x0, tot[m][j][0]));
+          tot[m][j][1] = fmaf(sc[m][0], d[1], fmaf(bi[m][0], x1, tot[m][j][1]));
+          tot[m][j][2] = fmaf(sc[m][1], d[2], fmaf(bi[m][1], x0, tot[m][j][2]));
+          tot[m][j][3] = fmaf(sc[m][1], d[3], fmaf(bi[m][1], x1, tot[m][j][3]));
+        }
+      }
+    }
+    // The tile's slices, added in slice order by its first warp.
+    float* red = smem + ((tb * KS) * 32 + lane) * (MT * NJ * 4);
+    if (ks > 0) {
+#pragma unroll
+      for (int m = 0; m < MT; ++m)
+#pragma unroll
+        for (int j = 0; j < NJ; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) red[ks * 32 * MT * NJ * 4 + (m * NJ + j) * 4 + e] = tot[m][j][e];
+    }
+    if (KS > 1) asm volatile("bar.sync %0, %1;" ::"r"(1 + tb), "r"(KS * 32));
+    if (ks == 0) {
+#pragma unroll
+      for (int m = 0; m < MT; ++m) {
+#pragma unroll
+        for (int j = 0; j < NJ; ++j) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            float v = tot[m][j][e];
+            for (int k2 = 1; k2 < KS; ++k2) v += red[k2 * 32 * MT * NJ * 4 + (m * NJ + j) * 4 + e];
+            const int n = 8 * j + 2 * q + (e & 1), r = row0 + 16 * m + 8 * (e >> 1);
+            if (n < NR && r < N) y[(size_t)n * N + r] = v;
+          }
+        }
+      }
+    }
+    if (KS > 1) asm volatile("bar.sync %0, %1;" ::"r"(1 + tb), "r"(KS * 32));
+  }
+}
+
 }  // namespace rmx

@@ -2,7 +2,10 @@
 the GPU machine (docs/perf.md, session 29): scripts/bench/mma_lab.cuh's lab_mma (mma.m16n8k32,
 u8 weights x s8 x) must give every (weight row, row) the bits lab_dp4a (kernels/layer_rows.cuh's
 rows_dot2_i8, the solo kernel's order) gives, and so must lab_mma2 (session 30: a tile's chunk
-classes split over four warps, loads a chunk ahead); then all are timed.
+classes split over four warps, loads a chunk ahead); then all are timed. lab_bmma (session 31)
+is the other road: bf16 tensor-core products (m16n8k16) of the weights' 4-bit fields, float
+sums in mma's order: checked against the float product (not dp4a's bits) and timed at 1 to 32
+rows in a few (KS, MT) shapes of its work (warps a tile's K is split over, tiles a warp).
 
     python3 scripts/bench/mma_lab.py            # on the GPU: exactness and µs per product
     python3 scripts/bench/mma_lab.py --nvrtc    # here: compile them with NVRTC (test venv)
@@ -32,7 +35,18 @@ def stride(k, bits=4):
 
 
 def body(fn):
+    if fn == "lab_bmma":
+        return "rmx::lab_bmma<T, BITS, G, K, NT, NR, KS, MT>(x, xs, w, scales, biases, y, N);"
     return f"rmx::{fn}<T, BITS, G, K, NT, NR>(x, w, scales, biases, y, N);"
+
+
+# lab_bmma's work shapes tried at each product: (KS, MT) with 512 threads a block.
+BMMA = {4096: [(4, 1), (2, 2), (8, 1)], 14336: [(8, 1), (16, 1), (8, 2)]}
+BMMA_ROWS = [1, 4, 8, 16, 32]
+
+
+def bmma_shared(ks, mt, nr):
+    return NT * mt * ((nr + 7) // 8) * 4 * 4 if ks > 1 else 0
 
 
 def nvrtc():
@@ -47,6 +61,13 @@ def nvrtc():
                                      dict(BITS=4, G=64, K=4096, NT=NT, NR=16, N=14336), "__nv_bfloat16")
         ok &= good
         print("\n".join(lines))
+    for nr, ks, mt in ((32, 4, 1), (32, 8, 2), (1, 16, 1)):
+        good, lines = nc.compile_one(
+            lib, inc, "layer_rows", [("T", "x"), ("float", "xs")] + ins[1:], [("float", "y")],
+            body("lab_bmma"), dict(BITS=4, G=64, K=4096, NT=NT, NR=nr, N=14336, KS=ks, MT=mt),
+            "__nv_bfloat16")
+        ok &= good
+        print("\n".join(lines) + f"  (NR {nr}, KS {ks}, MT {mt})")
     sys.exit(0 if ok else 1)
 
 
@@ -102,6 +123,46 @@ def gpu():
                   + ", ".join(f"{f} {v}" for f, v in same.items()) + f" of {nr * n_out}, "
                   f"dp4a vs dense {rel:.1e}; "
                   + ", ".join(f"{f} {t:.1f} us" for f, t in times.items()), flush=True)
+        bmma(wf, w, s, b, n_out, k)
+
+
+def bmma(wf, w, s, b, n_out, k):
+    import time
+
+    import mlx.core as mx
+
+    dq = mx.dequantize(w, s, b, group_size=64, bits=4).astype(mx.float32)
+    for nr in BMMA_ROWS:
+        x = mx.random.normal((nr, k)).astype(mx.bfloat16)
+        xs = x.astype(mx.float32).reshape(nr, k // 64, 64).sum(-1)
+        dense = x.astype(mx.float32) @ dq.T
+        line = []
+        for ks, mt in BMMA[k]:
+            kern = mx.fast.cuda_kernel(
+                name="rmx_lab_bmma", input_names=["x", "xs", "w", "scales", "biases"],
+                output_names=["y"], source=body("lab_bmma"), header=HEADER,
+                shared_memory=bmma_shared(ks, mt, nr))
+            items = n_out // (16 * mt)
+            blocks = max(1, min(items * ks // (NT // 32), 4 * 132))
+
+            def run():
+                return kern(inputs=[x, xs, w, s, b], template=[
+                    ("T", mx.bfloat16), ("BITS", 4), ("G", 64), ("K", k), ("NT", NT), ("NR", nr),
+                    ("N", n_out), ("KS", ks), ("MT", mt)], grid=(blocks * NT, 1, 1),
+                    threadgroup=(NT, 1, 1), output_shapes=[(nr, n_out)],
+                    output_dtypes=[mx.float32])[0]
+
+            y = run()
+            rel = (mx.max(mx.abs(y - dense)) / mx.max(mx.abs(dense))).item()
+            for _ in range(3):
+                mx.eval(run())
+            mx.synchronize()
+            t0 = time.perf_counter()
+            mx.eval([run() for _ in range(20)])  # one graph: back-to-back launches
+            mx.synchronize()
+            line.append(f"KS {ks} MT {mt}: {(time.perf_counter() - t0) / 20 * 1e6:.1f} us "
+                        f"(vs dense {rel:.1e})")
+        print(f"{n_out} x {k}, {nr} rows, lab_bmma: " + "; ".join(line), flush=True)
 
 
 if __name__ == "__main__":
