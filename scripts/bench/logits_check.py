@@ -89,6 +89,46 @@ def float32_drift(model, ids, toks, tops, ref):
     return worst, rmx_worst
 
 
+def sdpa_by_ops():
+    """mx.fast.scaled_dot_product_attention for more than one query computed as MLX's own
+    fallback computes it (mlx/fast.cpp: scaled queries, products, the mask, sinks as a first
+    softmax column, a precise softmax, products), so a CUDA run never builds the fused kernel:
+    with GPT-OSS's sinks and window masks that build took 60-100 s for each new prompt length
+    (an H200, session 31), on mlx-lm's side as on rmx's before it took products too. Decode
+    steps (one query) keep the fused kernel."""
+    fused = mx.fast.scaled_dot_product_attention
+
+    def sdpa(q, k, v, *, scale, mask=None, sinks=None, **kw):
+        if q.shape[2] == 1 or kw:
+            return fused(q, k, v, scale=scale, mask=mask, sinks=sinks, **kw)
+        b, heads, l, d = q.shape
+        kv, t = k.shape[1], k.shape[2]
+        rep = heads // kv
+        q = mx.array(scale, q.dtype) * q
+        if rep > 1:
+            q = q.reshape(b, kv, rep, l, d)
+            k, v = mx.expand_dims(k, 2), mx.expand_dims(v, 2)
+        scores = q @ mx.swapaxes(k, -1, -2)
+        if isinstance(mask, str):
+            mask = mx.arange(t - l, t)[:, None] >= mx.arange(t)[None]
+        if mask is not None:
+            if rep > 1 and mask.ndim >= 3:
+                mask = (mx.expand_dims(mask, -3) if mask.shape[-3] == 1
+                        else mask.reshape(*mask.shape[:-3], kv, rep, *mask.shape[-2:]))
+            scores = (mx.where(mask, scores, mx.array(mx.finfo(scores.dtype).min, scores.dtype))
+                      if mask.dtype == mx.bool_ else scores + mask)
+        if sinks is not None:
+            s = sinks.astype(scores.dtype).reshape((1, kv, rep, 1, 1) if rep > 1 else (1, heads, 1, 1))
+            scores = mx.concatenate([mx.broadcast_to(s, (*scores.shape[:-1], 1)), scores], -1)
+        scores = mx.softmax(scores, -1, precise=True)
+        if sinks is not None:
+            scores = scores[..., 1:]
+        out = scores @ v
+        return out.reshape(b, heads, l, d) if rep > 1 else out
+
+    mx.fast.scaled_dot_product_attention = sdpa
+
+
 def bf16_step(x):
     """The spacing of bf16 values at magnitude x (8 significant bits)."""
     import math
@@ -108,7 +148,13 @@ def main():
     ap.add_argument("--launch", default="",
                     help="serve split over ranks: `rmx launch ARGS -- rmx serve` (e.g. \"-n 2 "
                          "--backend nccl --mode tensor\"), checked against mlx-lm in one process")
+    ap.add_argument("--mlx-sdpa-ops", action="store_true",
+                    help="mlx-lm's attention for prompts by MLX's fallback ops, not its fused "
+                         "kernel (on CUDA built anew for each prompt length: minutes a length "
+                         "with GPT-OSS's sinks)")
     a = ap.parse_args()
+    if a.mlx_sdpa_ops:
+        sdpa_by_ops()
     from mlx_lm.utils import load_model
     import pathlib
     model, _ = load_model(pathlib.Path(a.model))

@@ -9,7 +9,7 @@ use crate::config::QuantConfig;
 use crate::error::{ModelError, Result};
 use crate::fastpath::{self, fast_path, QkvRope, QkvRows};
 use crate::layers::{Linear, RmsNorm};
-use crate::product_attention::{few_query_sdpa, quantized_sdpa, FEW_QUERIES};
+use crate::product_attention::{product_sdpa, quantized_sdpa, FEW_QUERIES};
 use crate::rope::Rope;
 use crate::tensor_parallel::{self, Heads, Part, Split};
 use crate::weights::Weights;
@@ -154,9 +154,9 @@ pub struct Attention {
     rope: Rope,
     sinks: Option<Array>,
     output_gate: bool,
-    /// A few queries at once (a speculative verify step, a short prompt chunk) attend through
-    /// explicit products rather than MLX's fused kernel, which on CUDA is built anew for each
-    /// key length (product_attention.rs); chosen with the fast path at load.
+    /// A few queries at once (a speculative verify step, a short prompt chunk), and any number
+    /// beside sinks, attend through explicit products rather than MLX's fused kernel, which on
+    /// CUDA is built anew for each shape (product_attention.rs); chosen with the fast path at load.
     few_queries: bool,
 }
 
@@ -321,8 +321,11 @@ impl Attention {
                 (q, k, v)
             }
         };
-        if self.few_queries && self.sinks.is_none() && (2..=FEW_QUERIES).contains(&q.dim(2)) {
-            let out = few_query_sdpa(&q, &k, &v, self.scale, mask)?;
+        // On CUDA, explicit products wherever MLX's fused attention would be built anew for a
+        // shape (product_sdpa's note): a few queries, or any number beside sinks.
+        let l = q.dim(2);
+        if self.few_queries && l >= 2 && (l <= FEW_QUERIES || self.sinks.is_some()) {
+            let out = product_sdpa(&q, &k, &v, self.scale, mask, self.sinks.as_ref())?;
             return heads_last(out, &s, gate);
         }
         let out = fast::scaled_dot_product_attention(

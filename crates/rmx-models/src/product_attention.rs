@@ -5,18 +5,25 @@
 //! share a kv head through a broadcast axis, not copies.
 //!
 //! Two users: a quantized KV cache (the products are `quantized_matmul`, the same ops in the
-//! same order as mlx-lm, so the logits match its bit for bit on one backend), and a few queries
-//! against a plain cache on CUDA ([`few_query_sdpa`]).
+//! same order as mlx-lm, so the logits match its bit for bit on one backend), and a plain cache
+//! on CUDA ([`product_sdpa`]): a few queries, or any number of them beside attention sinks. With
+//! sinks the softmax gets each head's sink logit as a first column, dropped after, as MLX's own
+//! fallback for `scaled_dot_product_attention` does.
 
 use rmx_mlx::quant::{quantized_matmul, Quantized};
-use rmx_mlx::{r#where, Array, Dtype};
+use rmx_mlx::{concatenate, r#where, Array, Dtype};
 
 use crate::cache::{causal_mask, AttnMask, KvQuant};
 use crate::error::{ModelError, Result};
 
-/// The most queries [`few_query_sdpa`] takes: a speculative verify step (up to 16 guesses and
-/// the last token) or a short prompt chunk.
+/// The most queries [`product_sdpa`] takes without sinks: a speculative verify step (up to 16
+/// guesses and the last token) or a short prompt chunk.
 pub(crate) const FEW_QUERIES: i32 = 17;
+
+/// Scores one product may hold (heads x queries x keys): past it the queries go in blocks, so a
+/// long prompt with sinks never holds its whole score matrix (2^27 bf16 scores: 256 MB, and the
+/// precise softmax's float32 copy twice that).
+const SCORES_MAX: i64 = 1 << 27;
 
 /// `mx.finfo(dtype).min`, the score a masked position gets.
 fn finfo_min(dtype: Dtype) -> Result<f64> {
@@ -72,20 +79,72 @@ pub(crate) fn quantized_sdpa(
         mask,
         |q, grouped| product(q, keys, grouped, true),
         |p, grouped| product(p, values, grouped, false),
+        None,
     )
 }
 
-/// `queries` `[B, heads, L, D]` (L up to [`FEW_QUERIES`]) against plain keys and values
-/// `[B, kv_heads, T, D]`: `[B, heads, L, D]`. On CUDA, MLX builds its fused attention for
-/// more than one query anew for every key length it meets (an H100: ~50 ms a new length, 1 ms
-/// a known one; scripts/bench/shape_churn.py), and a speculative verify step or a short prompt
-/// chunk meets a new length every time; these products take any length at no such cost.
-pub(crate) fn few_query_sdpa(
+/// `queries` `[B, heads, L, D]` against plain keys and values `[B, kv_heads, T, D]`, with
+/// each head's sink logit where the model has them (`sinks`, `[heads]`): `[B, heads, L, D]`.
+/// On CUDA, MLX builds its fused attention for more than one query anew for every shape it
+/// meets: ~50 ms a new key length for Llama-3-8B (an H100, scripts/bench/shape_churn.py), and
+/// with GPT-OSS's sinks and window masks a first request of a new prompt length sat 60-100 s
+/// in host work (an H200, session 31). A speculative verify step or a prompt after a cached
+/// prefix meets a new shape every time; these products take any shape at no such cost.
+pub(crate) fn product_sdpa(
     queries: &Array,
     keys: &Array,
     values: &Array,
     scale: f32,
     mask: &AttnMask,
+    sinks: Option<&Array>,
+) -> Result<Array> {
+    product_sdpa_blocks(queries, keys, values, scale, mask, sinks, SCORES_MAX)
+}
+
+/// [`product_sdpa`] with the queries in blocks of at most `max_scores` scores each.
+fn product_sdpa_blocks(
+    queries: &Array,
+    keys: &Array,
+    values: &Array,
+    scale: f32,
+    mask: &AttnMask,
+    sinks: Option<&Array>,
+    max_scores: i64,
+) -> Result<Array> {
+    let (heads, l, t) = (queries.dim(1), queries.dim(2), keys.dim(-2));
+    let per_query = i64::from(heads) * i64::from(t) * i64::from(queries.dim(0));
+    let block = (max_scores / per_query.max(1)).clamp(1, i64::from(l)) as i32;
+    if block >= l {
+        return plain_products(queries, keys, values, scale, mask, sinks);
+    }
+    // The mask whole (causal: the last l of t positions), then each block's rows of it.
+    let whole = match mask {
+        AttnMask::Causal => AttnMask::Array(causal_mask(l, t - l, None)?),
+        m => m.clone(),
+    };
+    let mut outs = Vec::new();
+    for a in (0..l).step_by(block as usize) {
+        let b = (a + block).min(l);
+        let q = queries.slice_axis(2, a, b)?;
+        let rows = match &whole {
+            AttnMask::None => AttnMask::None,
+            AttnMask::Array(m) if m.ndim() >= 2 && m.dim(-2) == l => {
+                AttnMask::Array(m.slice_axis(-2, a, b)?)
+            }
+            other => other.clone(),
+        };
+        outs.push(plain_products(&q, keys, values, scale, &rows, sinks)?);
+    }
+    Ok(concatenate(&outs.iter().collect::<Vec<_>>(), 2)?)
+}
+
+fn plain_products(
+    queries: &Array,
+    keys: &Array,
+    values: &Array,
+    scale: f32,
+    mask: &AttnMask,
+    sinks: Option<&Array>,
 ) -> Result<Array> {
     let grouped_dims = |a: &Array, grouped: bool| {
         if grouped {
@@ -101,6 +160,7 @@ pub(crate) fn few_query_sdpa(
         mask,
         |q, grouped| Ok(q.matmul(&grouped_dims(keys, grouped)?.swapaxes(-1, -2)?)?),
         |p, grouped| Ok(p.matmul(&grouped_dims(values, grouped)?)?),
+        sinks,
     )
 }
 
@@ -113,6 +173,7 @@ fn by_products(
     mask: &AttnMask,
     scores_of: impl FnOnce(&Array, bool) -> Result<Array>,
     values_of: impl FnOnce(&Array, bool) -> Result<Array>,
+    sinks: Option<&Array>,
 ) -> Result<Array> {
     let s = queries.shape();
     let (b, heads, l, d) = (s[0], s[1], s[2], s[3]);
@@ -150,7 +211,21 @@ fn by_products(
             scores.add(m)?
         };
     }
-    let scores = scores.softmax(&[-1], true)?;
+    if let Some(sinks) = sinks {
+        // [heads] -> [1, heads, 1, 1] (or [1, kv_heads, repeats, 1, 1]), in the scores' type.
+        let sinks = sinks.astype(scores.dtype())?;
+        let sinks = match grouped {
+            true => sinks.reshape(&[1, kv_heads, repeats, 1, 1])?,
+            false => sinks.reshape(&[1, heads, 1, 1])?,
+        };
+        let mut column = scores.shape();
+        *column.last_mut().expect("scores have axes") = 1;
+        scores = concatenate(&[&sinks.broadcast_to(&column)?, &scores], -1)?;
+    }
+    let mut scores = scores.softmax(&[-1], true)?;
+    if sinks.is_some() {
+        scores = scores.slice_axis(-1, 1, scores.dim(-1))?;
+    }
     let out = values_of(&scores, grouped)?;
     Ok(if grouped {
         out.reshape(&[b, heads, l, d])?
@@ -197,9 +272,10 @@ mod tests {
     }
 
     /// Against MLX's fused attention: the same numbers up to the order of float sums, for
-    /// grouped and plain heads, a causal mask over a longer cache, a boolean mask and none.
+    /// grouped and plain heads, a causal mask over a longer cache, a boolean mask and none, with
+    /// and without sinks, whole and with the queries in blocks (a small score budget).
     #[test]
-    fn few_queries_attend_as_the_fused_kernel_does() -> Result<()> {
+    fn products_attend_as_the_fused_kernel_does() -> Result<()> {
         let fill =
             |n: i32, k: f32| -> Vec<f32> { (0..n).map(|i| (i as f32 * k).sin() * 0.7).collect() };
         for (heads, kv_heads, l, t) in [(4, 2, 3, 11), (4, 4, 7, 7), (8, 2, 17, 40), (2, 1, 2, 5)] {
@@ -207,26 +283,56 @@ mod tests {
             let q = Array::from_slice(&fill(heads * l * d, 0.37), &[1, heads, l, d])?;
             let k = Array::from_slice(&fill(kv_heads * t * d, 0.11), &[1, kv_heads, t, d])?;
             let v = Array::from_slice(&fill(kv_heads * t * d, 0.23), &[1, kv_heads, t, d])?;
+            let sinks = Array::from_slice(&fill(heads, 1.3), &[heads])?;
             let window = causal_mask(l, t - l, Some(4))?;
             for mask in [AttnMask::Causal, AttnMask::Array(window), AttnMask::None] {
-                let got = few_query_sdpa(&q, &k, &v, 0.3, &mask)?.to_vec::<f32>()?;
-                let want = rmx_mlx::fast::scaled_dot_product_attention(
-                    &q,
-                    &k,
-                    &v,
-                    0.3,
-                    mask.as_fast(),
-                    None,
-                )?
-                .to_vec::<f32>()?;
-                assert_eq!(got.len(), want.len());
-                for (g, w) in got.iter().zip(&want) {
-                    assert!(
-                        (g - w).abs() < 1e-5,
-                        "{heads}/{kv_heads} {l}x{t}: {g} vs {w}"
-                    );
+                for sink in [None, Some(&sinks)] {
+                    let want = rmx_mlx::fast::scaled_dot_product_attention(
+                        &q,
+                        &k,
+                        &v,
+                        0.3,
+                        mask.as_fast(),
+                        sink,
+                    )?
+                    .to_vec::<f32>()?;
+                    // Whole, then two queries' scores at a time (blocks of 2, the last shorter).
+                    for max in [SCORES_MAX, 2 * i64::from(heads * t)] {
+                        let got = product_sdpa_blocks(&q, &k, &v, 0.3, &mask, sink, max)?
+                            .to_vec::<f32>()?;
+                        assert_eq!(got.len(), want.len());
+                        for (g, w) in got.iter().zip(&want) {
+                            assert!(
+                                (g - w).abs() < 1e-5,
+                                "{heads}/{kv_heads} {l}x{t} sinks {}: {g} vs {w}",
+                                sink.is_some()
+                            );
+                        }
+                    }
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// A sink takes its share of each row's softmax: with a sink far above every score the
+    /// output goes to zero, and with one far below it is the attention without sinks.
+    #[test]
+    fn a_sink_takes_its_share_of_the_softmax() -> Result<()> {
+        let (heads, l, t, d) = (2, 3, 5, 8);
+        let fill = |n: i32, k: f32| -> Vec<f32> { (0..n).map(|i| (i as f32 * k).cos()).collect() };
+        let q = Array::from_slice(&fill(heads * l * d, 0.3), &[1, heads, l, d])?;
+        let kv = Array::from_slice(&fill(heads * t * d, 0.7), &[1, heads, t, d])?;
+        let plain = product_sdpa(&q, &kv, &kv, 0.5, &AttnMask::Causal, None)?.to_vec::<f32>()?;
+        let low = Array::from_slice(&[-60.0f32, -60.0], &[heads])?;
+        let high = Array::from_slice(&[60.0f32, 60.0], &[heads])?;
+        let with_low =
+            product_sdpa(&q, &kv, &kv, 0.5, &AttnMask::Causal, Some(&low))?.to_vec::<f32>()?;
+        let with_high =
+            product_sdpa(&q, &kv, &kv, 0.5, &AttnMask::Causal, Some(&high))?.to_vec::<f32>()?;
+        for ((p, lo), hi) in plain.iter().zip(&with_low).zip(&with_high) {
+            assert!((p - lo).abs() < 1e-6, "{p} vs {lo}");
+            assert!(hi.abs() < 1e-6, "{hi}");
         }
         Ok(())
     }

@@ -5,6 +5,7 @@ use rmx_mlx::Array;
 use crate::error::Result;
 
 /// The mask an attention call uses, as mlx-lm passes it to `scaled_dot_product_attention`.
+#[derive(Clone)]
 pub enum AttnMask {
     None,
     Causal,
