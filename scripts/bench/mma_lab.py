@@ -43,6 +43,7 @@ def body(fn):
 # lab_bmma's work shapes tried at each product: (KS, MT) with 512 threads a block.
 BMMA = {4096: [(4, 1), (2, 2), (8, 1)], 14336: [(8, 1), (16, 1), (8, 2)]}
 BMMA_ROWS = [1, 4, 8, 16, 32]
+COPIES = 32  # stacked layers' weights a timed launch streams (0.9 GB at 14,336 x 4,096)
 
 
 def bmma_shared(ks, mt, nr):
@@ -127,42 +128,72 @@ def gpu():
 
 
 def bmma(wf, w, s, b, n_out, k):
+    """lab_bmma at the layer's size against the float product, then timed on COPIES stacked
+    copies of such a layer's weights (past L2, so the weights stream from memory as a step's
+    do) beside lab_dp4a on the same: one launch is COPIES products, well past the ~66 us a
+    launch that MLX's custom kernels cost on their own (session 31's first run sat on it)."""
     import time
 
     import mlx.core as mx
 
     dq = mx.dequantize(w, s, b, group_size=64, bits=4).astype(mx.float32)
+    parts = [mx.quantize((mx.random.normal((n_out, k)) * 0.02).astype(mx.bfloat16), group_size=64,
+                         bits=4) for _ in range(COPIES - 1)]
+    big = [mx.concatenate([w] + [p[i] for p in parts]) for i, w in enumerate((w, s, b))]
+    mx.eval(big)
+    del parts
+    n_big = COPIES * n_out
+    weight_bytes = sum(a.nbytes for a in big)
+
+    def launch(fn, x, xs, ws, n, nr, ks=0, mt=0):
+        if fn == "lab_bmma":
+            kern = mx.fast.cuda_kernel(
+                name="rmx_lab_bmma", input_names=["x", "xs", "w", "scales", "biases"],
+                output_names=["y"], source=body(fn), header=HEADER,
+                shared_memory=bmma_shared(ks, mt, nr))
+            items = n // (16 * mt)
+            blocks = max(1, min(items * ks // (NT // 32), 8 * 132))
+            ins, extra = [x, xs, *ws], [("KS", ks), ("MT", mt)]
+        else:
+            kern = mx.fast.cuda_kernel(
+                name=f"rmx_{fn}", input_names=["x", "w", "scales", "biases"], output_names=["y"],
+                source=body(fn), header=HEADER, shared_memory=nr * stride(k) * 4)
+            blocks, ins, extra = 132, [x, *ws], []
+        return lambda: kern(inputs=ins, template=[
+            ("T", mx.bfloat16), ("BITS", 4), ("G", 64), ("K", k), ("NT", NT), ("NR", nr),
+            ("N", n)] + extra, grid=(blocks * NT, 1, 1), threadgroup=(NT, 1, 1),
+            output_shapes=[(nr, n)], output_dtypes=[mx.float32])[0]
+
+    def timed(run):
+        for _ in range(2):
+            mx.eval(run())
+        mx.synchronize()
+        t0 = time.perf_counter()
+        mx.eval([run() for _ in range(5)])
+        mx.synchronize()
+        return (time.perf_counter() - t0) / 5 * 1e6
+
     for nr in BMMA_ROWS:
         x = mx.random.normal((nr, k)).astype(mx.bfloat16)
         xs = x.astype(mx.float32).reshape(nr, k // 64, 64).sum(-1)
-        dense = x.astype(mx.float32) @ dq.T
+        try:  # float32 on the CPU: the GPU's float32 matmul may round through tf32 (~1e-3)
+            with mx.stream(mx.cpu):
+                dense = x.astype(mx.float32) @ dq.T
+                mx.eval(dense)
+        except Exception:
+            dense = x.astype(mx.float32) @ dq.T
         line = []
+        if nr * stride(k) * 4 <= 227 * 1024:
+            t = timed(launch("lab_dp4a", x, xs, big, n_big, nr))
+            line.append(f"dp4a {t / COPIES:.1f} us ({weight_bytes / t / 1e3:.0f} GB/s)")
         for ks, mt in BMMA[k]:
-            kern = mx.fast.cuda_kernel(
-                name="rmx_lab_bmma", input_names=["x", "xs", "w", "scales", "biases"],
-                output_names=["y"], source=body("lab_bmma"), header=HEADER,
-                shared_memory=bmma_shared(ks, mt, nr))
-            items = n_out // (16 * mt)
-            blocks = max(1, min(items * ks // (NT // 32), 4 * 132))
-
-            def run():
-                return kern(inputs=[x, xs, w, s, b], template=[
-                    ("T", mx.bfloat16), ("BITS", 4), ("G", 64), ("K", k), ("NT", NT), ("NR", nr),
-                    ("N", n_out), ("KS", ks), ("MT", mt)], grid=(blocks * NT, 1, 1),
-                    threadgroup=(NT, 1, 1), output_shapes=[(nr, n_out)],
-                    output_dtypes=[mx.float32])[0]
-
-            y = run()
+            y = launch("lab_bmma", x, xs, (w, s, b), n_out, nr, ks, mt)()
             rel = (mx.max(mx.abs(y - dense)) / mx.max(mx.abs(dense))).item()
-            for _ in range(3):
-                mx.eval(run())
-            mx.synchronize()
-            t0 = time.perf_counter()
-            mx.eval([run() for _ in range(20)])  # one graph: back-to-back launches
-            mx.synchronize()
-            line.append(f"KS {ks} MT {mt}: {(time.perf_counter() - t0) / 20 * 1e6:.1f} us "
-                        f"(vs dense {rel:.1e})")
-        print(f"{n_out} x {k}, {nr} rows, lab_bmma: " + "; ".join(line), flush=True)
+            t = timed(launch("lab_bmma", x, xs, big, n_big, nr, ks, mt))
+            line.append(f"bmma KS {ks} MT {mt} {t / COPIES:.1f} us ({weight_bytes / t / 1e3:.0f} "
+                        f"GB/s, vs float {rel:.1e})")
+        print(f"{n_out} x {k}, {nr} rows, a product of {COPIES} streamed: " + "; ".join(line),
+              flush=True)
 
 
 if __name__ == "__main__":
