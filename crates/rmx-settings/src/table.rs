@@ -135,7 +135,8 @@ env_vars! {
     RMX_LAYER_BLOCK in FastPath;
     /// `1`: in a verify block, rows that get the same attention splits (from ~500 cached
     /// positions) load each position's key and value once for four rows instead of once a row,
-    /// with each row's sums unchanged. Default: off (not yet measured on a GPU).
+    /// with each row's sums unchanged. Default: off (exact, but slower on an H200: k = 4 at
+    /// 1,024 positions 9.1 ms a step against 7.6 without).
     RMX_LAYER_BLOCK_SHARE in FastPath;
     /// `1` takes a decode step's quantized embedding rows and its greedy choice as one kernel
     /// each (instead of three gathers and a dequantize, a subtract and an argmax), `0` never.

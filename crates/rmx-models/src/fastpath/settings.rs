@@ -44,7 +44,7 @@ pub struct FastPath {
     /// decoding's text and cost 1.64x a decode step for one guess against 2.95x op by op.
     pub layer_block: bool,
     /// A verify block's rows of equal splits share each position's key and value loads
-    /// (`RMX_LAYER_BLOCK_SHARE=1`; off by default until measured).
+    /// (`RMX_LAYER_BLOCK_SHARE=1`; off by default: measured slower, session 31).
     pub layer_block_share: bool,
     /// A decode step's embedding rows and greedy choice as one kernel each (`RMX_FUSED_TAIL`:
     /// `Some(on)` when set, `None` leaves it to the model's size, `fused_tail`).
