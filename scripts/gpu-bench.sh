@@ -34,15 +34,17 @@ for c in $CASES; do
   # Same logits on this backend? (greedy continuation of a 64- and a 1024-token prompt). On a
   # peaked copy of the model (mlx_side.py make --peaked): the timing models' logits are so flat
   # that any kernel passes. PEAKED=0 checks the timing model itself.
-  # LOGITS=0 skips the check (a second copy of a 30B model costs minutes of the device's time).
+  # LOGITS=0 skips the check (a second copy of a 30B model costs minutes of the device's time);
+  # LOGITS_ARGS adds to its arguments (--mlx-sdpa-ops: mlx-lm's prompt attention by MLX's ops,
+  # which GPT-OSS's sinks need on CUDA to not spend a minute a prompt length; logits_check.py).
   lmodel=$dir
   if [ "${PEAKED:-1}" = 1 ]; then
     lmodel=$work/peaked/$shape-$quant
     [ "${LOGITS:-1}" = 0 ] || [ -f "$lmodel/config.json" ] || python3 "$here/bench/mlx_side.py" make --shape "$shape" --quant "$quant" --out "$lmodel" --peaked >/dev/null
   fi
-  [ "${LOGITS:-1}" = 0 ] || python3 "$here/bench/logits_check.py" "$RMX" "$lmodel" --gen 32 --drift | sed 's/^/  logits: /' || echo "  logits: CHECK FAILED for $shape-$quant"
+  [ "${LOGITS:-1}" = 0 ] || python3 "$here/bench/logits_check.py" "$RMX" "$lmodel" --gen 32 --drift ${LOGITS_ARGS:-} | sed 's/^/  logits: /' || echo "  logits: CHECK FAILED for $shape-$quant"
   if [ "$ab" = 1 ] && [ "${LOGITS:-1}" != 0 ]; then
-    env $ab_env python3 "$here/bench/logits_check.py" "$RMX" "$lmodel" --gen 32 --drift | sed "s/^/  logits with $ab_env: /" || echo "  logits with $ab_env: CHECK FAILED for $shape-$quant"
+    env $ab_env python3 "$here/bench/logits_check.py" "$RMX" "$lmodel" --gen 32 --drift ${LOGITS_ARGS:-} | sed "s/^/  logits with $ab_env: /" || echo "  logits with $ab_env: CHECK FAILED for $shape-$quant"
   fi
   rows+=("$(python3 - "$dir" "$bw" "$m_dec" "$m_pre" "$r_dec" "$r_pre" <<'PY'
 import json, os, sys
