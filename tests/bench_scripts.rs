@@ -29,7 +29,17 @@ fn logits_check_runs_on_the_cpu_and_finds_rmx_where_mlx_lm_is() {
         .arg(scripts.join("logits_check.py"))
         .arg(rmx_tests::rmx())
         .arg(&model)
-        .args(["--prompt-len", "16", "80", "--gen", "8", "--drift"])
+        // --mlx-sdpa-ops: mlx-lm's prompt attention by MLX's fallback ops (what the GPU check
+        // of GPT-OSS needs), the same bits as MLX's fused attention on this backend.
+        .args([
+            "--prompt-len",
+            "16",
+            "80",
+            "--gen",
+            "8",
+            "--drift",
+            "--mlx-sdpa-ops",
+        ])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
@@ -56,6 +66,57 @@ fn logits_check_runs_on_the_cpu_and_finds_rmx_where_mlx_lm_is() {
             "{line}"
         );
     }
+}
+
+/// scripts/bench/new_lengths.py against the real binary: a warm-up, each length new, each
+/// length again, one line a request.
+#[test]
+fn new_lengths_times_each_request_of_a_new_and_a_seen_length() {
+    let python = rmx_tests::python();
+    let scripts = rmx_tests::repo_root().join("scripts/bench");
+    let tmp = tempfile::tempdir().unwrap();
+    let model = chat_model(&python, &scripts, tmp.path());
+    let out = Command::new(&python)
+        .arg(scripts.join("new_lengths.py"))
+        .arg(rmx_tests::rmx())
+        .arg(&model)
+        .args(["--lengths", "5", "9"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let seen: Vec<(u64, &str)> = lines
+        .iter()
+        .map(|l| {
+            (
+                l["prompt_len"].as_u64().unwrap(),
+                l["length"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (8, "warm-up"),
+            (5, "new"),
+            (9, "new"),
+            (5, "seen"),
+            (9, "seen")
+        ],
+        "{text}"
+    );
+    assert!(
+        lines.iter().all(|l| l["seconds"].as_f64().unwrap() > 0.0),
+        "{text}"
+    );
 }
 
 /// mlx_side.py's tiny model with a plain chat template, in `dir`.

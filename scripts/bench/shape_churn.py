@@ -13,7 +13,12 @@ a key length attention has not seen before. This times, ms per call:
                    speculation does)
   model 1 new      one token per call, the cache growing (a plain decode step)
 
-  python3 shape_churn.py [MODEL_DIR] [--calls N]
+With --sinks N (session 31: a GPT-OSS request of a new prompt length sat a minute in host work),
+also GPT-OSS's attention for a 64-token prompt chunk, N calls each, seconds a call: sinks with a
+causal mask, and sinks with a window mask array, at the same key length and at new ones (keep N
+small: a new shape may cost a minute).
+
+  python3 shape_churn.py [MODEL_DIR] [--calls N] [--sinks N]
 """
 import argparse, time
 
@@ -56,6 +61,36 @@ def sdpa(calls, heads=32, kv=8, dim=128, q_len=7, base=1000, dtype=mx.bfloat16):
     return timed(same, calls), timed(new, calls), timed(pad, calls)
 
 
+def sinks_runs(calls, heads=64, kv=8, dim=64, q_len=64, base=200, window=128, dtype=mx.bfloat16):
+    """Seconds a call: (causal same, causal new, window same, window new), GPT-OSS-20B's heads."""
+    cap = base + (calls + 1) * q_len
+    keys = mx.random.normal((1, kv, cap, dim)).astype(dtype)
+    values = mx.random.normal((1, kv, cap, dim)).astype(dtype)
+    q = mx.random.normal((1, heads, q_len, dim)).astype(dtype)
+    sinks = mx.random.normal((heads,)).astype(dtype)
+    mx.eval(keys, values, q, sinks)
+
+    def call(L, windowed):
+        mask = "causal"
+        if windowed:
+            rows = (L - q_len) + mx.arange(q_len)[:, None]
+            pos = mx.arange(L)[None, :]
+            mask = (pos <= rows) & (pos > rows - window)
+        return mx.fast.scaled_dot_product_attention(
+            q, keys[:, :, :L], values[:, :, :L], scale=dim ** -0.5, mask=mask, sinks=sinks)
+
+    def secs(windowed, grow):
+        mx.eval(call(base, windowed))
+        mx.synchronize()
+        t = time.perf_counter()
+        for i in range(1, calls + 1):
+            mx.eval(call(base + (i * q_len if grow else 0), windowed))
+        mx.synchronize()
+        return (time.perf_counter() - t) / calls
+
+    return secs(False, False), secs(False, True), secs(True, False), secs(True, True)
+
+
 def model_runs(path, calls, q_len=7):
     from mlx_lm import load
     from mlx_lm.models.cache import make_prompt_cache
@@ -90,7 +125,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("model", nargs="?")
     ap.add_argument("--calls", type=int, default=100)
+    ap.add_argument("--sinks", type=int, default=0, help="calls of GPT-OSS's attention with sinks")
     a = ap.parse_args()
+    if a.sinks:
+        cs, cn, ws, wn = sinks_runs(a.sinks)
+        print(f"sinks causal same L {cs:8.3f} s, new L {cn:8.3f} s; "
+              f"window mask same L {ws:8.3f} s, new L {wn:8.3f} s", flush=True)
     s, n, p = sdpa(a.calls)
     print(f"sdpa same L     {s:8.3f} ms")
     print(f"sdpa new L      {n:8.3f} ms")
