@@ -322,9 +322,12 @@ impl Attention {
             }
         };
         // On CUDA, explicit products wherever MLX's fused attention would be built anew for a
-        // shape (product_sdpa's note): a few queries, or any number beside sinks.
+        // shape (product_sdpa's note): a few queries, or any number beside sinks, one included
+        // (the layer kernel takes a lone sequence's step; a batch's step without padding would
+        // meet MLX's cuDNN decoding graph, built anew for every 256 cached positions).
         let l = q.dim(2);
-        if self.few_queries && l >= 2 && (l <= FEW_QUERIES || self.sinks.is_some()) {
+        let sinks = self.sinks.is_some();
+        if self.few_queries && (sinks || (2..=FEW_QUERIES).contains(&l)) {
             let out = product_sdpa(&q, &k, &v, self.scale, mask, self.sinks.as_ref())?;
             return heads_last(out, &s, gate);
         }
