@@ -102,3 +102,30 @@ fn rmx_info_says_a_vision_language_checkpoint_with_its_tower_takes_images() {
         assert_eq!(json["takes_images"], true, "{family}: {json}");
     }
 }
+
+/// GPT-OSS's attention with sinks through explicit products (`RMX_PRODUCT_ATTN=1`, what CUDA
+/// takes by default) gives the tokens MLX's fused attention gives: on the CPU the products are
+/// MLX's own fallback, so the greedy text is the same, over a prompt longer than the tiny
+/// model's sliding window.
+#[test]
+fn gpt_oss_answers_the_same_with_attention_by_products() {
+    let model = models::model("gpt_oss", "f32").display().to_string();
+    let prompt = "In the beginning of the long winter the villagers gathered wood, salted fish \
+                  and mended the nets";
+    let answer = |products: &str| {
+        let home = TestHome::new().with_env("RMX_PRODUCT_ATTN", products);
+        home.ok(&[
+            "run",
+            &model,
+            prompt,
+            "--raw",
+            "--temperature",
+            "0",
+            "--max-tokens",
+            "24",
+        ])
+    };
+    let (fused, products) = (answer("0"), answer("1"));
+    assert!(!fused.trim().is_empty());
+    assert_eq!(fused, products);
+}

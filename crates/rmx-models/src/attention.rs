@@ -156,8 +156,9 @@ pub struct Attention {
     output_gate: bool,
     /// A few queries at once (a speculative verify step, a short prompt chunk), and any number
     /// beside sinks, attend through explicit products rather than MLX's fused kernel, which on
-    /// CUDA is built anew for each shape (product_attention.rs); chosen with the fast path at load.
-    few_queries: bool,
+    /// CUDA is built anew for each shape (product_attention.rs); `RMX_PRODUCT_ATTN`, by default
+    /// with the CUDA fast path, chosen at load.
+    by_products: bool,
 }
 
 impl Attention {
@@ -243,7 +244,7 @@ impl Attention {
             rope,
             sinks,
             output_gate: s.output_gate,
-            few_queries: fast_path().kernels,
+            by_products: fast_path().product_attn,
         })
     }
 
@@ -327,7 +328,7 @@ impl Attention {
         // meet MLX's cuDNN decoding graph, built anew for every 256 cached positions).
         let l = q.dim(2);
         let sinks = self.sinks.is_some();
-        if self.few_queries && (sinks || (2..=FEW_QUERIES).contains(&l)) {
+        if self.by_products && (sinks || (2..=FEW_QUERIES).contains(&l)) {
             let out = product_sdpa(&q, &k, &v, self.scale, mask, self.sinks.as_ref())?;
             return heads_last(out, &s, gate);
         }

@@ -119,6 +119,11 @@ env_vars! {
     /// attention over the same cache (the one-launch layer kernel serves any context).
     /// Default: 1024.
     RMX_FAST_ATTN_MAX in FastPath;
+    /// `1` computes attention by explicit products (scores, softmax, values) for a few queries
+    /// (2-17: a verify block, a short chunk) and for any number beside attention sinks
+    /// (GPT-OSS), on any backend; `0` leaves all attention to MLX's fused kernel. Default: on
+    /// CUDA, where MLX builds its fused attention anew for each shape it meets.
+    RMX_PRODUCT_ATTN in FastPath;
     /// `1` folds a dense layer's residual add into cuBLAS for one-row products too. Default:
     /// off.
     RMX_DECODE_ADDMM in FastPath;

@@ -60,6 +60,9 @@ pub struct FastPath {
     /// A Gated DeltaNet layer's decode step as one kernel after one joined input projection
     /// (`RMX_DELTA_STEP`, default on).
     pub delta_step: bool,
+    /// Attention by explicit products for a few queries and beside sinks (`RMX_PRODUCT_ATTN`;
+    /// default with the CUDA fast path, where MLX's fused attention is built per shape).
+    pub product_attn: bool,
     /// A MoE layer's router choice for one token as one kernel (`RMX_MOE_ROUTE`, default on).
     pub moe_route: bool,
     /// A MoE layer's experts (router, choice, gate/up, down, shared expert) as three phases of
@@ -120,6 +123,7 @@ pub fn fast_path() -> FastPath {
             prefill_heads: on && env_num(EnvVars::RMX_PREFILL_HEADS) != Some(0),
             qgemm_max_rows: env_num(EnvVars::RMX_QGEMM_ROWS).unwrap_or(QGEMM_MAX_ROWS),
             delta_step: on && env_num(EnvVars::RMX_DELTA_STEP) != Some(0),
+            product_attn: env_num(EnvVars::RMX_PRODUCT_ATTN).map_or(on, |n| n != 0),
             moe_route: on && env_num(EnvVars::RMX_MOE_ROUTE) != Some(0),
             layer_moe: on && env_num(EnvVars::RMX_LAYER_MOE) != Some(0),
             layer_mxfp4_attn: on && matches!(env_num(EnvVars::RMX_LAYER_MXFP4), Some(1..=3)),
