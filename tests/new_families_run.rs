@@ -103,29 +103,46 @@ fn rmx_info_says_a_vision_language_checkpoint_with_its_tower_takes_images() {
     }
 }
 
+/// `rmx run MODEL PROMPT` greedy in a fresh home with `env`: the answer.
+fn greedy(family: &str, env: &[(&str, &str)]) -> String {
+    let model = models::model(family, "f32").display().to_string();
+    let prompt = "In the beginning of the long winter the villagers gathered wood, salted fish \
+                  and mended the nets";
+    let home = env
+        .iter()
+        .fold(TestHome::new(), |h, (k, v)| h.with_env(k, v));
+    home.ok(&[
+        "run",
+        &model,
+        prompt,
+        "--raw",
+        "--temperature",
+        "0",
+        "--max-tokens",
+        "24",
+    ])
+}
+
 /// GPT-OSS's attention with sinks through explicit products (`RMX_PRODUCT_ATTN=1`, what CUDA
 /// takes by default) gives the tokens MLX's fused attention gives: on the CPU the products are
 /// MLX's own fallback, so the greedy text is the same, over a prompt longer than the tiny
 /// model's sliding window.
 #[test]
 fn gpt_oss_answers_the_same_with_attention_by_products() {
-    let model = models::model("gpt_oss", "f32").display().to_string();
-    let prompt = "In the beginning of the long winter the villagers gathered wood, salted fish \
-                  and mended the nets";
-    let answer = |products: &str| {
-        let home = TestHome::new().with_env("RMX_PRODUCT_ATTN", products);
-        home.ok(&[
-            "run",
-            &model,
-            prompt,
-            "--raw",
-            "--temperature",
-            "0",
-            "--max-tokens",
-            "24",
-        ])
-    };
-    let (fused, products) = (answer("0"), answer("1"));
+    let fused = greedy("gpt_oss", &[("RMX_PRODUCT_ATTN", "0")]);
     assert!(!fused.trim().is_empty());
-    assert_eq!(fused, products);
+    assert_eq!(fused, greedy("gpt_oss", &[("RMX_PRODUCT_ATTN", "1")]));
+}
+
+/// The same for a whole prompt (more than 17 queries) of a model without sinks when its scores
+/// are under `RMX_PRODUCT_ATTN_SCORES`.
+#[test]
+fn llama_answers_the_same_with_a_prompt_attended_by_products() {
+    let fused = greedy("llama", &[("RMX_PRODUCT_ATTN", "0")]);
+    assert!(!fused.trim().is_empty());
+    let products = [
+        ("RMX_PRODUCT_ATTN", "1"),
+        ("RMX_PRODUCT_ATTN_SCORES", "100000000"),
+    ];
+    assert_eq!(fused, greedy("llama", &products));
 }

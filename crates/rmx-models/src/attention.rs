@@ -159,6 +159,9 @@ pub struct Attention {
     /// CUDA is built anew for each shape (product_attention.rs); `RMX_PRODUCT_ATTN`, by default
     /// with the CUDA fast path, chosen at load.
     by_products: bool,
+    /// With `by_products`, attentions of at most this many scores go by products too
+    /// (`RMX_PRODUCT_ATTN_SCORES`, default 0).
+    product_scores: i64,
 }
 
 impl Attention {
@@ -245,6 +248,7 @@ impl Attention {
             sinks,
             output_gate: s.output_gate,
             by_products: fast_path().product_attn,
+            product_scores: fast_path().product_attn_scores,
         })
     }
 
@@ -326,9 +330,13 @@ impl Attention {
         // shape (product_sdpa's note): a few queries, or any number beside sinks, one included
         // (the layer kernel takes a lone sequence's step; a batch's step without padding would
         // meet MLX's cuDNN decoding graph, built anew for every 256 cached positions).
+        // RMX_PRODUCT_ATTN_SCORES adds small attentions of more queries (a batch's prompts, an
+        // agent's next turn after its cached prefix), each a new shape, to be measured.
         let l = q.dim(2);
         let sinks = self.sinks.is_some();
-        if self.by_products && (sinks || (2..=FEW_QUERIES).contains(&l)) {
+        let scores = i64::from(q.dim(0)) * i64::from(q.dim(1)) * i64::from(l) * i64::from(k.dim(2));
+        let small = l >= 2 && scores <= self.product_scores;
+        if self.by_products && (sinks || small || (2..=FEW_QUERIES).contains(&l)) {
             let out = product_sdpa(&q, &k, &v, self.scale, mask, self.sinks.as_ref())?;
             return heads_last(out, &s, gate);
         }

@@ -124,6 +124,11 @@ env_vars! {
     /// (GPT-OSS), on any backend; `0` leaves all attention to MLX's fused kernel. Default: on
     /// CUDA, where MLX builds its fused attention anew for each shape it meets.
     RMX_PRODUCT_ATTN in FastPath;
+    /// With products on (`RMX_PRODUCT_ATTN`), attention of any number of queries whose scores
+    /// (batch x heads x queries x keys) are at most this many also goes by products: a batch's
+    /// short prompts, an agent's next turn after a cached prefix, each a shape MLX's fused
+    /// attention would be built for. Default: 0 (only few queries and sinks).
+    RMX_PRODUCT_ATTN_SCORES in FastPath;
     /// `1` folds a dense layer's residual add into cuBLAS for one-row products too. Default:
     /// off.
     RMX_DECODE_ADDMM in FastPath;

@@ -63,6 +63,9 @@ pub struct FastPath {
     /// Attention by explicit products for a few queries and beside sinks (`RMX_PRODUCT_ATTN`;
     /// default with the CUDA fast path, where MLX's fused attention is built per shape).
     pub product_attn: bool,
+    /// With it, attentions of up to this many scores (batch x heads x queries x keys) of any
+    /// number of queries go by products too (`RMX_PRODUCT_ATTN_SCORES`, default 0).
+    pub product_attn_scores: i64,
     /// A MoE layer's router choice for one token as one kernel (`RMX_MOE_ROUTE`, default on).
     pub moe_route: bool,
     /// A MoE layer's experts (router, choice, gate/up, down, shared expert) as three phases of
@@ -124,6 +127,8 @@ pub fn fast_path() -> FastPath {
             qgemm_max_rows: env_num(EnvVars::RMX_QGEMM_ROWS).unwrap_or(QGEMM_MAX_ROWS),
             delta_step: on && env_num(EnvVars::RMX_DELTA_STEP) != Some(0),
             product_attn: env_num(EnvVars::RMX_PRODUCT_ATTN).map_or(on, |n| n != 0),
+            product_attn_scores: env_num(EnvVars::RMX_PRODUCT_ATTN_SCORES)
+                .map_or(0, |n| n.min(1 << 40) as i64),
             moe_route: on && env_num(EnvVars::RMX_MOE_ROUTE) != Some(0),
             layer_moe: on && env_num(EnvVars::RMX_LAYER_MOE) != Some(0),
             layer_mxfp4_attn: on && matches!(env_num(EnvVars::RMX_LAYER_MXFP4), Some(1..=3)),
