@@ -7,6 +7,22 @@
 use std::path::Path;
 use std::process::Command;
 
+/// Runs a script that prints a JSON object a line: its stdout and the objects, once it succeeded.
+fn json_lines(cmd: &mut Command) -> (String, Vec<serde_json::Value>) {
+    let out = cmd.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (text, lines)
+}
+
 #[test]
 fn logits_check_runs_on_the_cpu_and_finds_rmx_where_mlx_lm_is() {
     let python = rmx_tests::python();
@@ -25,33 +41,23 @@ fn logits_check_runs_on_the_cpu_and_finds_rmx_where_mlx_lm_is() {
             String::from_utf8_lossy(&made.stderr)
         );
     }
-    let out = Command::new(&python)
-        .arg(scripts.join("logits_check.py"))
-        .arg(rmx_tests::rmx())
-        .arg(&model)
-        // --mlx-sdpa-ops: mlx-lm's prompt attention by MLX's fallback ops (what the GPU check
-        // of GPT-OSS needs), the same bits as MLX's fused attention on this backend.
-        .args([
-            "--prompt-len",
-            "16",
-            "80",
-            "--gen",
-            "8",
-            "--drift",
-            "--mlx-sdpa-ops",
-        ])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    // --mlx-sdpa-ops: mlx-lm's prompt attention by MLX's fallback ops (what the GPU check of
+    // GPT-OSS needs), the same bits as MLX's fused attention on this backend.
+    let (text, lines) = json_lines(
+        Command::new(&python)
+            .arg(scripts.join("logits_check.py"))
+            .arg(rmx_tests::rmx())
+            .arg(&model)
+            .args([
+                "--prompt-len",
+                "16",
+                "80",
+                "--gen",
+                "8",
+                "--drift",
+                "--mlx-sdpa-ops",
+            ]),
     );
-    let lines: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
     assert_eq!(lines.len(), 2, "{text}");
     for (line, n) in lines.iter().zip([16, 80]) {
         assert_eq!(line["prompt_len"], n, "{line}");
@@ -76,23 +82,13 @@ fn new_lengths_times_each_request_of_a_new_and_a_seen_length() {
     let scripts = rmx_tests::repo_root().join("scripts/bench");
     let tmp = tempfile::tempdir().unwrap();
     let model = chat_model(&python, &scripts, tmp.path());
-    let out = Command::new(&python)
-        .arg(scripts.join("new_lengths.py"))
-        .arg(rmx_tests::rmx())
-        .arg(&model)
-        .args(["--lengths", "5", "9"])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (text, lines) = json_lines(
+        Command::new(&python)
+            .arg(scripts.join("new_lengths.py"))
+            .arg(rmx_tests::rmx())
+            .arg(&model)
+            .args(["--lengths", "5", "9"]),
     );
-    let lines: Vec<serde_json::Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
     let seen: Vec<(u64, &str)> = lines
         .iter()
         .map(|l| {

@@ -26,18 +26,11 @@ opposite directions, so a gap up to twice it is a near-tie too. On deep random m
 rounding flipped early grows to a few tenths of a log-probability (Llama-3-8B's peaked 4-bit
 copy: 0.34-0.37 for mlx-lm against itself, session 7), far past one bf16 step.
 """
-import argparse, json, os, re, socket, subprocess, sys, tempfile, time, urllib.request
+import argparse, json, os, re, sys, time
 
 import mlx.core as mx
 
-
-def free_port():
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
-
-
-def post(url, body, timeout=600):
-    req = urllib.request.Request(url, json.dumps(body).encode(), {"content-type": "application/json"})
-    return json.load(urllib.request.urlopen(req, timeout=timeout))
+from rmx_serve import post, serving
 
 
 def rmx_run(base, model, ids, gen):
@@ -158,22 +151,9 @@ def main():
     from mlx_lm.utils import load_model
     import pathlib
     model, _ = load_model(pathlib.Path(a.model))
-    home = tempfile.mkdtemp()
-    port = free_port()
-    # The requests name the model by its folder, which TCP clients may under the model roots.
-    env = dict(os.environ, RMX_HOME=home, XDG_RUNTIME_DIR=home,
-               RMX_MODEL_ROOTS=os.path.dirname(os.path.abspath(a.model)))
     launch = ["launch", *a.launch.split(), "--", "rmx"] if a.launch else []
-    srv = subprocess.Popen([a.rmx, *launch, "serve", "--port", str(port)], env=env,
-                           stdout=subprocess.DEVNULL, stderr=open(os.path.join(home, "serve.log"), "w"))
-    base = f"http://127.0.0.1:{port}"
     ok = True
-    try:
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(f"{base}/api/version", timeout=1); break
-            except Exception:
-                time.sleep(0.2)
+    with serving(a.rmx, a.model, launch) as (base, home):
         from mlx_side import vocab_size
         vocab = vocab_size(model)
         for n in a.prompt_len:
@@ -225,8 +205,6 @@ def main():
             out["seconds"] = {"rmx": round(t1 - t0, 1), "mlx_lm": round(t2 - t1, 1),
                               "float32": round(t3 - t2, 1)}
             print(json.dumps(out), flush=True)
-    finally:
-        srv.terminate(); srv.wait(timeout=30)
     if not ok:
         sys.stderr.write(open(os.path.join(home, "serve.log")).read()[-4000:])
     sys.exit(0 if ok else 1)

@@ -10,7 +10,9 @@ random prompts (no two share a first token, so the prefix cache reuses nothing):
 length, then each length again with other tokens (a shape already met). Prints one JSON line a
 request, as it returns: the prompt length, whether the length was met before, the seconds.
 """
-import argparse, json, os, random, socket, subprocess, tempfile, time, urllib.request
+import argparse, json, os, random, time
+
+from rmx_serve import post, serving
 
 
 def main():
@@ -19,19 +21,7 @@ def main():
     ap.add_argument("--lengths", type=int, nargs="+", default=[72, 90, 110])
     ap.add_argument("--timeout", type=float, default=300)
     a = ap.parse_args()
-    home = tempfile.mkdtemp()
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
-    env = dict(os.environ, RMX_HOME=home, XDG_RUNTIME_DIR=home,
-               RMX_MODEL_ROOTS=os.path.dirname(os.path.abspath(a.model)))
-    srv = subprocess.Popen([a.rmx, "serve", "--port", str(port)], env=env, stdout=subprocess.DEVNULL,
-                           stderr=open(os.path.join(home, "serve.log"), "w"))
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(f"{base}/api/version", timeout=1); break
-            except Exception:
-                time.sleep(0.2)
+    with serving(a.rmx, a.model) as (base, _):
         cfg = json.load(open(os.path.join(a.model, "config.json")))
         vocab = cfg.get("vocab_size") or cfg["text_config"]["vocab_size"]
         rng = random.Random(0)
@@ -42,15 +32,11 @@ def main():
             ids = [first] + [rng.randrange(1, vocab) for _ in range(n - 1)]
             body = {"model": a.model, "prompt": " ".join(f"t{i}" for i in ids), "max_tokens": 2,
                     "temperature": 0}
-            req = urllib.request.Request(f"{base}/v1/completions", json.dumps(body).encode(),
-                                         {"content-type": "application/json"})
             t = time.perf_counter()
-            urllib.request.urlopen(req, timeout=a.timeout).read()
+            post(f"{base}/v1/completions", body, timeout=a.timeout)
             secs = round(time.perf_counter() - t, 3)
             what = "warm-up" if seen is None else ("seen" if seen else "new")
             print(json.dumps({"prompt_len": n, "length": what, "seconds": secs}), flush=True)
-    finally:
-        srv.terminate(); srv.wait(timeout=30)
 
 
 if __name__ == "__main__":
