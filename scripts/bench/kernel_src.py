@@ -7,10 +7,10 @@ import pathlib
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 KERNELS = ROOT / "crates/rmx-models/src/kernels"
 # kernel_source.rs's SECTIONS (their order) and SECTION_USES
-SECTIONS = ["common", "qgemv", "qkv_rope", "attn", "swiglu", "route", "layer", "layer_rows",
+SECTIONS = ["common", "qgemv", "qkv_rope", "attn", "swiglu", "route", "layer", "layer_rows_mma", "layer_rows",
             "layer_moe", "gated_delta", "moe", "layer_delta", "pick",
             "embed_rows"]
-SECTION_USES = {("moe", "qgemv"), ("moe", "route"), ("layer_rows", "layer"),
+SECTION_USES = {("moe", "qgemv"), ("moe", "route"), ("layer_rows", "layer"), ("layer_rows", "layer_rows_mma"),
                 ("layer_moe", "layer"), ("layer_moe", "route"), ("layer_delta", "layer"),
                 ("layer_delta", "gated_delta")}
 SPLITS = 64  # decode_layer.rs's SPLITS, the kernel's SMAX

@@ -276,28 +276,7 @@ __device__ void lab_mma2(const T* x, const uint32_t* w, const T* scales, const T
 // float answer (within float rounding), and a solo step that took the same product would keep
 // batch invariance exact: an mma's element (m, n) depends on A's row m and B's column n alone.
 
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// A word's eight 4-bit fields as four bf16 pairs (fields 2p, 2p + 1), exact: each byte pair is
-// 0x43 over the field, bf16 128 + f, and 128 comes off in one bf16x2 subtraction.
-__device__ __forceinline__ void fields_bf16x2(uint32_t u, uint32_t (&p)[4]) {
-  const uint32_t lo = u & 0x0f0f0f0fu, hi = (u >> 4) & 0x0f0f0f0fu;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const uint32_t v = (__byte_perm(lo, hi, i | (i << 4) | ((4 + i) << 8) | ((4 + i) << 12)) &
-                        0x00ff00ffu) | 0x43004300u;
-    __nv_bfloat162 b = *reinterpret_cast<const __nv_bfloat162*>(&v);
-    b = __hsub2(b, __floats2bfloat162_rn(128.f, 128.f));
-    p[i] = *reinterpret_cast<const uint32_t*>(&b);
-  }
-}
+// mma_bf16 and fields_bf16x2: kernels/layer_rows_mma.cuh (the rows kernel's own).
 
 // y[n * N + r] = sum_k x[n][k] * (s * f + b) for NR <= 32 rows of x (bf16, K wide, read through
 // L1) against 4-bit weights (groups G, a multiple of 64): a warp takes MT 16-row tiles over a
@@ -410,6 +389,20 @@ __device__ void lab_bmma(const T* x, const float* xs, const uint32_t* w, const T
     }
     if (KS > 1) asm volatile("bar.sync %0, %1;" ::"r"(1 + tb), "r"(KS * 32));
   }
+}
+
+// The rows kernel's own tensor-core phase (kernels/layer_rows_mma.cuh's rows_phase_mma) as one
+// launch, block b taking ticket b: y[b * N + r] for rows = R batch rows, unrounded; NORM: x
+// RMS-normed with nw (eps 1e-5) and staged MG rows at a time.
+template <typename T, int G, int K, int NT, int MT, bool NORM>
+__device__ void lab_rows_mma(const T* x, const T* nw, const uint32_t* w, const T* scales,
+                             const T* biases, float* y, int N, int R, int MG, int other) {
+  rows_phase_mma<T, G, K, NT, MT, NORM>(
+      x, nw, 1e-5f, R, MG, w, scales, biases, blockIdx.x, other == 1 ? N : N / 2, other,
+      [&](int b, int ra, int rb, float a, float c) {
+        y[(size_t)b * N + ra] = a;
+        y[(size_t)b * N + rb] = c;
+      });
 }
 
 }  // namespace rmx

@@ -69,7 +69,96 @@ def nvrtc():
             "__nv_bfloat16")
         ok &= good
         print("\n".join(lines) + f"  (NR {nr}, KS {ks}, MT {mt})")
+    for k, mt, norm in ((4096, 1, "true"), (14336, 1, "false")):
+        good, lines = nc.compile_one(
+            lib, inc, "layer_rows", [("T", "x"), ("T", "nw")] + ins[1:] + [("int32_t", "dims")],
+            [("float", "y")],
+            ROWS_MMA, dict(G=64, K=k, NT=NT, MT=mt, NORM=norm), "__nv_bfloat16")
+        ok &= good
+        print("\n".join(lines) + f"  (rows_phase_mma K {k}, MT {mt}, NORM {norm})")
     sys.exit(0 if ok else 1)
+
+
+# The rows kernel's tensor-core phase (layer_rows_mma.cuh) as a launch of its own.
+ROWS_MMA = ("rmx::lab_rows_mma<T, G, K, NT, MT, NORM>(x, nw, w, scales, biases, y, "
+            "(int)dims[0], (int)dims[1], (int)dims[2], (int)dims[3]);")
+RED = lambda mt: 4 * (NT // 32) * 32 * mt * 16  # decode_layer/rows.rs's mma_red_bytes
+SUMSQ = 4 * 32 * (NT // 32)
+
+
+def rows_mma():
+    """rows_phase_mma against the float product of MLX's normed x, on Llama-3-8B's QKV (normed,
+    pairs of 16-row tiles), gate/up (normed, gate and up partners) and down (x as it is) at 1 to
+    32 rows; then timed on COPIES stacked layers of gate/up and down at 32
+    rows (GB/s of weights), the phases a 32-stream step spends most of its products in."""
+    import time
+
+    import mlx.core as mx
+
+    def kern(k, mt, norm, shared):
+        return mx.fast.cuda_kernel(
+            name="rmx_lab_rows_mma", input_names=["x", "nw", "w", "scales", "biases", "dims"],
+            output_names=["y"], source=ROWS_MMA, header=HEADER,
+            shared_memory=shared)
+
+    def run(x, nw, ws, n, k, mt, norm, other):
+        rows = x.shape[0]
+        mg = rows
+        shared = RED(mt)
+        if norm:
+            most = min(32, (227 * 1024 - 1024 - RED(1) - SUMSQ) // (2 * (k + 8)))
+            groups = -(-rows // most)
+            mg = -(-rows // groups)
+            shared = max(RED(1) + SUMSQ + mg * 2 * (k + 8), RED(2))
+        dims = mx.array([n, rows, mg, other], dtype=mx.int32)
+        return lambda: kern(k, mt, norm, shared)(
+            inputs=[x, nw, *ws, dims], template=[("T", mx.bfloat16), ("G", 64), ("K", k),
+                                                 ("NT", NT), ("MT", mt), ("NORM", norm)],
+            grid=(132 * NT, 1, 1), threadgroup=(NT, 1, 1), output_shapes=[(rows, n)],
+            output_dtypes=[mx.float32])[0]
+
+    cases = [("qkv", 6144, 4096, 1, True, 1), ("gate/up", 28672, 4096, 1, True, 14336),
+             ("down", 4096, 14336, 1, False, 1)]
+    for name, n, k, mt, norm, other in cases:
+        wf = (mx.random.normal((n, k)) * 0.02).astype(mx.bfloat16)
+        w, s, b = mx.quantize(wf, group_size=64, bits=4)
+        dq = mx.dequantize(w, s, b, group_size=64, bits=4).astype(mx.float32)
+        nw = (1 + 0.1 * mx.random.normal((k,))).astype(mx.bfloat16)
+        worst = 0.0
+        for rows in (1, 5, 17, 32):
+            x = mx.random.normal((rows, k)).astype(mx.bfloat16)
+            xn = mx.fast.rms_norm(x, nw, 1e-5) if norm else x
+            with mx.stream(mx.cpu):
+                dense = xn.astype(mx.float32) @ dq.T
+                mx.eval(dense)
+            y = run(x, nw, (w, s, b), n, k, mt, norm, other)()
+            rel = (mx.max(mx.abs(y - dense)) / mx.max(mx.abs(dense))).item()
+            worst = max(worst, rel)
+            print(f"rows_mma {name} {n} x {k}, {rows} rows: vs float {rel:.1e}", flush=True)
+        parts = [mx.quantize((mx.random.normal((n, k)) * 0.02).astype(mx.bfloat16), group_size=64,
+                             bits=4) for _ in range(COPIES - 1)]
+        if other != 1:  # gate and up stacked: copies' gates first, then their ups
+            half = lambda a: (a[: n // 2], a[n // 2:])
+            big = [mx.concatenate([half(a)[0] for a in [q] + [p[i] for p in parts]]
+                                  + [half(a)[1] for a in [q] + [p[i] for p in parts]])
+                   for i, q in enumerate((w, s, b))]
+        else:
+            big = [mx.concatenate([q] + [p[i] for p in parts]) for i, q in enumerate((w, s, b))]
+        mx.eval(big)
+        del parts
+        x = mx.random.normal((32, k)).astype(mx.bfloat16)
+        nb = COPIES * n
+        f = run(x, nw, big, nb, k, mt, norm, 1 if other == 1 else nb // 2)
+        for _ in range(2):
+            mx.eval(f())
+        mx.synchronize()
+        t0 = time.perf_counter()
+        mx.eval([f() for _ in range(5)])
+        mx.synchronize()
+        t = (time.perf_counter() - t0) / 5 * 1e6
+        wb = sum(a.nbytes for a in big)
+        print(f"rows_mma {name} {n} x {k}, 32 rows, {COPIES} streamed: {t / COPIES:.1f} us a "
+              f"product ({wb / t / 1e3:.0f} GB/s); worst vs float {worst:.1e}", flush=True)
 
 
 def gpu():
@@ -197,4 +286,9 @@ def bmma(wf, w, s, b, n_out, k):
 
 
 if __name__ == "__main__":
-    nvrtc() if "--nvrtc" in sys.argv else gpu()
+    if "--nvrtc" in sys.argv:
+        nvrtc()
+    elif "--rows-mma" in sys.argv:
+        rows_mma()
+    else:
+        gpu()

@@ -376,22 +376,26 @@ for bits, idot in ((4, "true"), (8, "false")):
 
 # A batch's decode step through the same layers (decode_layer/rows.rs's call()): one kernel for
 # any number of rows, its scratch offsets in pos; with BLOCK, one sequence's consecutive tokens
-# (a speculative verify's), and with SHARE its rows' attention sharing key and value loads.
-def rows_kernel(nl, block, share):
+# (a speculative verify's), and with SHARE its rows' attention sharing key and value loads; with
+# MMA, a batch's 4-bit products on bf16 tensor cores (layer_rows_mma.cuh).
+def rows_kernel(nl, block, share, mma):
     ins, body = layers_kernel(nl)
     ins = ins[:3] + [("int32_t", "pads")] + ins[3:]
     body = body.replace("rmx::decode_layers<", "rmx::decode_layers_rows<").replace(
         "SMAX, O_ML, O_PART, O_ATT, O_H, O_ACT, O_X, IDOT, true, rmx::NoMoe, ROT, GATED, false>",
-        f"SMAX, MR, {block}, {share}>").replace("inv_freq, pos, par,", "inv_freq, pos, pads, par,")
+        f"SMAX, MR, {block}, {share}, {mma}>").replace("inv_freq, pos, par,", "inv_freq, pos, pads, par,")
     return ins, body
 
 
-for block, share in (("false", "false"), ("true", "false"), ("true", "true")):
+for block, share, mma in (("false", "false", "false"), ("true", "false", "false"),
+                          ("true", "true", "false"), ("false", "false", "true")):
     # Llama-3-8B's shape, a Qwen3-0.6B-like one (8 bits, q/k norms), SmolLM2-135M's (heads of 64).
     for bits, hid, h, kv, d, f, qk, nl in ((4, 4096, 32, 8, 128, 14336, "false", 4),
                                            (8, 1024, 16, 8, 128, 3072, "true", 2),
                                            (4, 576, 9, 3, 64, 1536, "false", 2)):
-        _ins, _body = rows_kernel(nl, block, share)
+        if mma == "true" and bits != 4:
+            continue  # the tensor-core products take 4-bit weights only
+        _ins, _body = rows_kernel(nl, block, share, mma)
         KERNELS.append(("layer_rows", _ins, ["y", ("float", "scratch")], _body,
                         dict(BITS=bits, G=64, HID=hid, H=h, KV=kv, D=d, F=f, QKNORM=qk,
                              TRADITIONAL="false", NT=512, SMAX=64, MR=8)))

@@ -592,10 +592,11 @@ void guard_exit() {
   (void)registered;
 }
 
-int32_t cuda_sm_count() {
-  // MLX does not report it, and a kernel whose blocks wait for each other must know how many
-  // can be resident at once. The driver API is reached through dlopen so that builds against
-  // the CPU or Metal libmlx need no CUDA at all; 0 means "unknown".
+// An attribute of CUDA device 0 from the driver. MLX does not report what the layer kernels
+// need (how many blocks can be resident at once, how much shared memory a block may opt into);
+// the driver API is reached through dlopen so that builds against the CPU or Metal libmlx need
+// no CUDA at all; 0 means "unknown".
+static int32_t cuda_device_attribute(int attribute) {
   void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
   if (!h) return 0;
   using Init = int (*)(unsigned);
@@ -605,14 +606,19 @@ int32_t cuda_sm_count() {
   auto get = reinterpret_cast<Get>(dlsym(h, "cuDeviceGet"));
   auto attr = reinterpret_cast<Attr>(dlsym(h, "cuDeviceGetAttribute"));
   int dev = 0, n = 0;
-  constexpr int kMultiprocessorCount = 16;  // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
   if (!init || !get || !attr || init(0) != 0 || get(&dev, 0) != 0 ||
-      attr(&n, kMultiprocessorCount, dev) != 0) {
+      attr(&n, attribute, dev) != 0) {
     n = 0;
   }
   dlclose(h);
   return n;
 }
+
+// CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+int32_t cuda_sm_count() { return cuda_device_attribute(16); }
+
+// CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
+int32_t cuda_shared_memory_optin() { return cuda_device_attribute(97); }
 
 rust::String device_info_json(uint8_t type) {
   // A flat JSON object; values are strings or integers (MLX's own variant).

@@ -224,6 +224,7 @@ void synchronize();
 void guard_exit();
 rust::String device_info_json(uint8_t type);
 int32_t cuda_sm_count();
+int32_t cuda_shared_memory_optin();
 
 // cpu_blas.cc: what float32 products on the CPU run on.
 void cpu_blas_select(bool mlx);

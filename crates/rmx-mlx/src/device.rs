@@ -109,6 +109,14 @@ pub fn cuda_sm_count() -> Option<i32> {
     (n > 0).then_some(n)
 }
 
+/// The most shared memory, in bytes, one block of a kernel on CUDA device 0 may opt into (227 KB
+/// on an H100, 163 KB on an A100); `None` without a CUDA driver.
+pub fn cuda_shared_memory_optin() -> Option<i32> {
+    static N: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
+    let n = *N.get_or_init(bridge::cuda_shared_memory_optin);
+    (n > 0).then_some(n)
+}
+
 /// The version of the libmlx this process runs against.
 pub fn mlx_version() -> String {
     bridge::version()

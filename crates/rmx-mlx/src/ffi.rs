@@ -351,6 +351,7 @@ pub(crate) mod bridge {
         fn guard_exit();
         fn device_info_json(device_type: u8) -> Result<String>;
         fn cuda_sm_count() -> i32;
+        fn cuda_shared_memory_optin() -> i32;
 
         fn cpu_blas_select(mlx: bool);
         fn cpu_blas_describe() -> String;

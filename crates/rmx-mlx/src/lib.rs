@@ -32,9 +32,9 @@ pub use array::Array;
 pub use compile::{compile, Compiled};
 pub use cpu_blas::{cpu_blas, cpu_blas_calls, cpu_blas_description, set_cpu_blas, CpuBlas};
 pub use device::{
-    backend, cuda_sm_count, default_device, device_info_json, gpu_available, mlx_version,
-    runtime_defaults, set_default_device, synchronize, Backend, DeviceType, BUILD_MLX_LIBDIR,
-    BUILD_MLX_VERSION,
+    backend, cuda_shared_memory_optin, cuda_sm_count, default_device, device_info_json,
+    gpu_available, mlx_version, runtime_defaults, set_default_device, synchronize, Backend,
+    DeviceType, BUILD_MLX_LIBDIR, BUILD_MLX_VERSION,
 };
 pub use dtype::{Dtype, Element};
 pub use error::{Error, Result};

@@ -137,6 +137,8 @@ type KernelKey = (usize, i32, Rows, InLaunch, [bool; 3], bool);
 pub(super) enum Rows {
     One,
     Batch,
+    /// A batch's rows with their products on bf16 tensor cores (`RMX_LAYER_ROWS_MMA`).
+    BatchMma,
     Block,
 }
 
@@ -233,17 +235,18 @@ fn kernel(
             return Ok(k.clone());
         }
         let (names, body, name, section) = if rows != Rows::One {
-            let block = rows == Rows::Block;
+            let kind = match rows {
+                Rows::Block => "block",
+                Rows::BatchMma => "rows_mma",
+                _ => "rows",
+            };
             (
                 input_names(&rows::INPUTS, n),
                 body(
                     &[table("LayerPtrs", "tab", n, &PER_LAYER, &[])],
-                    &rows::call(n, block),
+                    &rows::call(n, rows),
                 ),
-                format!(
-                    "rmx_decode_layers_{}{n}",
-                    if block { "block" } else { "rows" }
-                ),
+                format!("rmx_decode_layers_{kind}{n}"),
                 "layer_rows",
             )
         } else {

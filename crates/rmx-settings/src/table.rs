@@ -148,6 +148,11 @@ env_vars! {
     /// with each row's sums unchanged. Default: off (exact, but slower on an H200: k = 4 at
     /// 1,024 positions 9.1 ms a step against 7.6 without).
     RMX_LAYER_BLOCK_SHARE in FastPath;
+    /// `1`: a batch's decode step (not a verify block) takes its 4-bit products on bf16 tensor
+    /// cores, each weight read once for up to 32 rows; a row's answer is then within bf16 rounding
+    /// of its answer alone, not bit-equal. Needs bf16 activations and groups of 64 or more.
+    /// Default: off (not yet measured on a GPU).
+    RMX_LAYER_ROWS_MMA in FastPath;
     /// `1` takes a decode step's quantized embedding rows and its greedy choice as one kernel
     /// each (instead of three gathers and a dequantize, a subtract and an argmax), `0` never.
     /// Default: for models of hidden size 4096 or more (measured faster there, slower at 1024).

@@ -25,14 +25,61 @@ const STAGE_BYTES: i32 = 160 * 1024;
 /// The launch's shared parameters: the one-sequence kernel's with the rows' `pads` after `pos`.
 pub(super) const INPUTS: [&str; 6] = ["x", "inv_freq", "pos", "pads", "par", "bar"];
 
-/// What every thread of the n-layer kernel runs once the layer table is filled: a batch's rows,
-/// or (`block`) one sequence's consecutive positions.
-pub(super) fn call(n: usize, block: bool) -> String {
+/// What every thread of the n-layer kernel runs once the layer table is filled: a batch's rows
+/// (with tensor-core products: `BatchMma`), or (`Block`) one sequence's consecutive positions.
+pub(super) fn call(n: usize, rows: Rows) -> String {
+    let block = rows == Rows::Block;
     let share = block && fast_path().layer_block_share;
+    let mma = rows == Rows::BatchMma;
     format!(
         "rmx::decode_layers_rows<T, BITS, G, HID, H, KV, D, F, QKNORM, TRADITIONAL, NT, SMAX, \
-         MR, {block}, {share}>(x, tab, {n}, inv_freq, pos, pads, par, bar, y, scratch);"
+         MR, {block}, {share}, {mma}>(x, tab, {n}, inv_freq, pos, pads, par, bar, y, scratch);"
     )
+}
+
+/// Shared memory of the tensor-core phases (kernels/layer_rows_mma.cuh's MmaShared), in bytes:
+/// the K slices' sums for `mt` tiles a warp (1 in every phase: with 2 for the out and down
+/// projections ptxas spilled 1,826 bytes at Llama-3-8B's shape against 662), and the rows' sums
+/// of squares.
+fn mma_red_bytes(mt: i32) -> i32 {
+    4 * (THREADS / 32) * 32 * mt * 16
+}
+const MMA_SUMSQ_BYTES: i32 = 4 * 32 * (THREADS / 32);
+
+/// Bytes of one normed row of width k staged as bf16 (MmaPitch: 16 bytes of padding).
+fn mma_row_bytes(k: i32) -> i32 {
+    2 * (k + 8)
+}
+
+/// Normed rows of width `hid` the tensor-core phases stage at once within `budget` bytes of
+/// shared memory (at most 32, their fragments' columns), and the launch's shared memory for it.
+fn mma_stage(hid: i32, budget: i32) -> (i32, i32) {
+    let room = budget - mma_red_bytes(1) - MMA_SUMSQ_BYTES;
+    let mg = (room / mma_row_bytes(hid)).clamp(1, 32);
+    (
+        mg,
+        mma_red_bytes(1) + MMA_SUMSQ_BYTES + mg * mma_row_bytes(hid),
+    )
+}
+
+/// `rows` split into the fewest groups of at most `most`, as even as they go.
+fn even_groups(rows: i32, most: i32) -> i32 {
+    let n = (rows + most - 1) / most;
+    (rows + n - 1) / n
+}
+
+/// Whether a batch's step can take its products on the tensor cores: bf16 activations, 4-bit
+/// weights in groups of 64 or more, and widths in whole tiles and spans.
+fn mma_fits(s: &super::Shape, dtype: Dtype, hid: i32) -> bool {
+    let nqkv = (s.heads + 2 * s.kv_heads) * s.head_dim;
+    fast_path().layer_rows_mma
+        && dtype == Dtype::Bf16
+        && s.spec.bits == 4
+        && s.spec.group_size % 64 == 0
+        && nqkv % 16 == 0
+        && hid % 64 == 0
+        && (s.heads * s.head_dim) % 64 == 0
+        && s.ffn % 64 == 0
 }
 
 /// The most positions one block takes (a verify of up to 15 guesses; each weight chunk is
@@ -215,15 +262,27 @@ fn run(
     let cap = kv[0].0.dim(2);
     let (h, kvh, d, f, bits) = (s.heads, s.kv_heads, s.head_dim, s.ffn, s.spec.bits);
     let sb = splits(longest, blocks * (THREADS / 32), h);
-    let groups = [hid, h * d, f].map(|k| group(rows, k, bits));
+    let kind = if kind == Rows::Batch && mma_fits(&s, dtype, hid) {
+        Rows::BatchMma
+    } else {
+        kind
+    };
+    let mut groups = [hid, h * d, f].map(|k| group(rows, k, bits));
     let lay = scratch_layout(rows, sb, hid, h, kvh, d, f);
     // As much as the most rows would take, whatever the batch: one compiled kernel for every
     // batch size (the launch's shared memory is part of the kernel's key).
-    let shared = [hid, h * d, f]
+    let mut shared = [hid, h * d, f]
         .iter()
         .map(|&k| 4 * group(i32::MAX, k, bits) * stage_floats(k, bits))
         .max()
         .unwrap_or(0);
+    if kind == Rows::BatchMma {
+        // 1 KB below the device's limit for the kernel's own (static) shared variables.
+        let budget = rmx_mlx::cuda_shared_memory_optin().unwrap_or(STAGE_BYTES) - 1024;
+        let (most, bytes) = mma_stage(hid, budget);
+        groups[0] = even_groups(rows, most);
+        shared = bytes;
+    }
     let pos = fastpath::on_device(Array::from_slice(
         &[
             col, cap, rows, sb, groups[0], groups[1], groups[2], lay[0], lay[1], lay[2], lay[3],
@@ -296,6 +355,17 @@ mod tests {
             assert_eq!(starts[i] % 32, 0);
             assert!(starts[i] + sizes[i] <= l[i], "region {i} overflows: {l:?}");
         }
+        // The tensor-core phases: Llama-3-8B's 4,096-wide normed rows, 23 at once in an H100's
+        // 227 KB (1 KB kept back), 15 in the 160 KB the int8 staging keeps to; 32 rows as two
+        // groups of 16, never more than 32 (a phase's four 8-column fragments).
+        let (most, bytes) = mma_stage(4096, 227 * 1024 - 1024);
+        assert_eq!(most, 23);
+        assert!(bytes <= 227 * 1024 - 1024 && bytes >= mma_red_bytes(1) + 23 * 8208);
+        assert_eq!(mma_stage(4096, STAGE_BYTES).0, 15);
+        assert_eq!(mma_stage(576, 227 * 1024).0, 32);
+        assert_eq!(even_groups(32, 23), 16);
+        assert_eq!(even_groups(17, 23), 17);
+        assert_eq!(even_groups(25, 8), 7);
         // The splits follow the one-sequence kernel's: 132 SMs x 16 warps over 32 heads.
         assert_eq!(splits(1, 2112, 32), 1);
         assert_eq!(splits(192, 2112, 32), 24);

@@ -46,6 +46,10 @@ pub struct FastPath {
     /// A verify block's rows of equal splits share each position's key and value loads
     /// (`RMX_LAYER_BLOCK_SHARE=1`; off by default: measured slower, session 31).
     pub layer_block_share: bool,
+    /// A batch's decode step takes its 4-bit products on bf16 tensor cores
+    /// (`RMX_LAYER_ROWS_MMA=1`, kernels/layer_rows_mma.cuh; off until measured): within bf16
+    /// rounding of a row's answer alone, not bit-equal.
+    pub layer_rows_mma: bool,
     /// A decode step's embedding rows and greedy choice as one kernel each (`RMX_FUSED_TAIL`:
     /// `Some(on)` when set, `None` leaves it to the model's size, `fused_tail`).
     pub fused_tail: Option<bool>,
@@ -118,6 +122,7 @@ pub fn fast_path() -> FastPath {
             layer_rows: env_num(EnvVars::RMX_LAYER_ROWS) != Some(0),
             layer_block: env_num(EnvVars::RMX_LAYER_BLOCK) != Some(0),
             layer_block_share: env_num(EnvVars::RMX_LAYER_BLOCK_SHARE) == Some(1),
+            layer_rows_mma: env_num(EnvVars::RMX_LAYER_ROWS_MMA) == Some(1),
             fused_tail: env_num(EnvVars::RMX_FUSED_TAIL).map(|n| n != 0),
             layers_per_launch: env_num(EnvVars::RMX_LAYERS_PER_LAUNCH)
                 .map_or(32, |n| n.clamp(1, 32)),

@@ -3,7 +3,9 @@ namespace rmx {
 // decode_layers for a batch's decode step (several sequences, one token each): the same five
 // phases per layer and the same arithmetic per row, so a row gets the bits it would get decoding
 // alone (batch invariance on the fast path), while each weight chunk is loaded once for up to
-// MR rows. Integer products only (IDOT; decode_layer.rs falls back to the op path without).
+// MR rows. Integer products only (IDOT; decode_layer.rs falls back to the op path without), or
+// with MMA (RMX_LAYER_ROWS_MMA, a batch's step only) bf16 tensor-core products, one weight load
+// for up to 32 rows but no longer a row's solo bits (layer_rows_mma.cuh).
 //
 // The rows' x are staged side by side in shared memory, each as stage_i8 lays out one
 // (RowStage<K>::STRIDE floats a row; stage_rows_i8 stages a group of them at once); a phase
@@ -264,7 +266,7 @@ __device__ __noinline__ void block_attention_shared(
 
 template <typename T, int BITS, int G, int HID, int H, int KV, int D, int F, bool QKNORM,
           bool TRADITIONAL, int NT, int SMAX, int MR, bool BLOCK = false,
-          bool SHARE = false>
+          bool SHARE = false, bool MMA = false>
 __device__ __forceinline__ void decode_layers_rows(
     const T* x, const LayerPtrs<T>* tab, int nl, const float* inv_freq, const int32_t* pos,
     const int32_t* pads, const float* par, const uint32_t* bar_in, T* y, float* scratch) {
@@ -297,12 +299,17 @@ __device__ __forceinline__ void decode_layers_rows(
     if (l > 0) t = tk.wait(p0 - 1);
     // 1. QKV = rms_norm(x) Wqkv^T.
     tk.run(p0, t, l > 0, [] {}, [&](int t) {
-      rows_phase<T, BITS, G, HID, NT, MR, true>(
-          xin, L.n1, par[0], __ldg(pos + 2), __ldg(pos + 4), L.wq, L.sq, L.bq, 2 * (t * warps + warp), 2 * nw, NQKV, 1,
-          [&](int b, int ra, int rb, float a, float c) {
-            qkv[(size_t)b * NQKV + ra] = static_cast<T>(a);
-            qkv[(size_t)b * NQKV + rb] = static_cast<T>(c);
-          });
+      auto out = [&](int b, int ra, int rb, float a, float c) {
+        qkv[(size_t)b * NQKV + ra] = static_cast<T>(a);
+        qkv[(size_t)b * NQKV + rb] = static_cast<T>(c);
+      };
+      if constexpr (MMA) {
+        rows_phase_mma<T, G, HID, NT, 1, true>(xin, L.n1, par[0], __ldg(pos + 2), __ldg(pos + 4),
+                                               L.wq, L.sq, L.bq, t, NQKV, 1, out);
+      } else {
+        rows_phase<T, BITS, G, HID, NT, MR, true>(
+            xin, L.n1, par[0], __ldg(pos + 2), __ldg(pos + 4), L.wq, L.sq, L.bq, 2 * (t * warps + warp), 2 * nw, NQKV, 1, out);
+      }
     });
     t = tk.wait(p0);
 
@@ -388,24 +395,36 @@ __device__ __forceinline__ void decode_layers_rows(
     // 3. h = x + att Wo^T.
     tk.run(p0 + 2, t, true, [] {}, [&](int t) {
       T* hb = reinterpret_cast<T*>(region(10));
-      rows_phase<T, BITS, G, H * D, NT, MR, false>(
-          reinterpret_cast<const T*>(region(9)), nullptr, 0.f, __ldg(pos + 2), __ldg(pos + 5), L.wo, L.so, L.bo, 2 * (t * warps + warp), 2 * nw, HID, 1,
-          [&](int b, int ra, int rb, float a, float c) {
-            const size_t i = (size_t)b * HID;
-            hb[i + ra] = static_cast<T>(round_t<T>(a) + load1<true>(xin + i + ra));
-            hb[i + rb] = static_cast<T>(round_t<T>(c) + load1<true>(xin + i + rb));
-          });
+      auto out = [&](int b, int ra, int rb, float a, float c) {
+        const size_t i = (size_t)b * HID;
+        hb[i + ra] = static_cast<T>(round_t<T>(a) + load1<true>(xin + i + ra));
+        hb[i + rb] = static_cast<T>(round_t<T>(c) + load1<true>(xin + i + rb));
+      };
+      const T* att = reinterpret_cast<const T*>(region(9));
+      if constexpr (MMA) {
+        rows_phase_mma<T, G, H * D, NT, 1, false>(att, nullptr, 0.f, __ldg(pos + 2), 0, L.wo,
+                                                  L.so, L.bo, t, HID, 1, out);
+      } else {
+        rows_phase<T, BITS, G, H * D, NT, MR, false>(
+            att, nullptr, 0.f, __ldg(pos + 2), __ldg(pos + 5), L.wo, L.so, L.bo, 2 * (t * warps + warp), 2 * nw, HID, 1, out);
+      }
     });
     t = tk.wait(p0 + 2);
 
     // 4. act = silu(gate) * up of rms_norm(h).
     tk.run(p0 + 3, t, true, [] {}, [&](int t) {
       T* act = reinterpret_cast<T*>(region(11));
-      rows_phase<T, BITS, G, HID, NT, MR, true>(
-          reinterpret_cast<const T*>(region(10)), L.n2, par[0], __ldg(pos + 2), __ldg(pos + 4), L.wg, L.sg, L.bg, t * warps + warp, nw, F, F,
-          [&](int b, int ra, int rb, float gv, float uv) {
-            act[(size_t)b * F + ra] = swiglu_t<T>(gv, uv);
-          });
+      auto out = [&](int b, int ra, int rb, float gv, float uv) {
+        act[(size_t)b * F + ra] = swiglu_t<T>(gv, uv);
+      };
+      const T* hb = reinterpret_cast<const T*>(region(10));
+      if constexpr (MMA) {
+        rows_phase_mma<T, G, HID, NT, 1, true>(hb, L.n2, par[0], __ldg(pos + 2), __ldg(pos + 4),
+                                               L.wg, L.sg, L.bg, t, F, F, out);
+      } else {
+        rows_phase<T, BITS, G, HID, NT, MR, true>(
+            hb, L.n2, par[0], __ldg(pos + 2), __ldg(pos + 4), L.wg, L.sg, L.bg, t * warps + warp, nw, F, F, out);
+      }
     });
     t = tk.wait(p0 + 3);
 
@@ -413,13 +432,19 @@ __device__ __forceinline__ void decode_layers_rows(
     tk.run(p0 + 4, t, true, [] {}, [&](int t) {
       const T* hb = reinterpret_cast<const T*>(region(10));
       T* yout = l + 1 == nl ? y : reinterpret_cast<T*>(region(12));
-      rows_phase<T, BITS, G, F, NT, MR, false>(
-          reinterpret_cast<const T*>(region(11)), nullptr, 0.f, __ldg(pos + 2), __ldg(pos + 6), L.wd, L.sd, L.bd, 2 * (t * warps + warp), 2 * nw, HID, 1,
-          [&](int b, int ra, int rb, float a, float c) {
-            const size_t i = (size_t)b * HID;
-            yout[i + ra] = static_cast<T>(round_t<T>(a) + load1<true>(hb + i + ra));
-            yout[i + rb] = static_cast<T>(round_t<T>(c) + load1<true>(hb + i + rb));
-          });
+      auto out = [&](int b, int ra, int rb, float a, float c) {
+        const size_t i = (size_t)b * HID;
+        yout[i + ra] = static_cast<T>(round_t<T>(a) + load1<true>(hb + i + ra));
+        yout[i + rb] = static_cast<T>(round_t<T>(c) + load1<true>(hb + i + rb));
+      };
+      const T* act = reinterpret_cast<const T*>(region(11));
+      if constexpr (MMA) {
+        rows_phase_mma<T, G, F, NT, 1, false>(act, nullptr, 0.f, __ldg(pos + 2), 0, L.wd, L.sd,
+                                              L.bd, t, HID, 1, out);
+      } else {
+        rows_phase<T, BITS, G, F, NT, MR, false>(
+            act, nullptr, 0.f, __ldg(pos + 2), __ldg(pos + 6), L.wd, L.sd, L.bd, 2 * (t * warps + warp), 2 * nw, HID, 1, out);
+      }
     });
   }
   tk.leave();
