@@ -109,7 +109,7 @@ def rows_mma():
             most = min(32, (227 * 1024 - 1024 - RED(1) - SUMSQ) // (2 * (k + 8)))
             groups = -(-rows // most)
             mg = -(-rows // groups)
-            shared = max(RED(1) + SUMSQ + mg * 2 * (k + 8), RED(2))
+            shared = RED(1) + SUMSQ + most * 2 * (k + 8)  # one size a kernel: MLX keeps the first
         dims = mx.array([n, rows, mg, other], dtype=mx.int32)
         return lambda: kern(k, mt, norm, shared)(
             inputs=[x, nw, *ws, dims], template=[("T", mx.bfloat16), ("G", 64), ("K", k),

@@ -47,8 +47,9 @@ pub struct FastPath {
     /// (`RMX_LAYER_BLOCK_SHARE=1`; off by default: measured slower, session 31).
     pub layer_block_share: bool,
     /// A batch's decode step takes its 4-bit products on bf16 tensor cores
-    /// (`RMX_LAYER_ROWS_MMA=1`, kernels/layer_rows_mma.cuh; off until measured): within bf16
-    /// rounding of a row's answer alone, not bit-equal.
+    /// (`RMX_LAYER_ROWS_MMA=1`, kernels/layer_rows_mma.cuh): within bf16 rounding of a row's
+    /// answer alone, not bit-equal. Off by default: 1.43x at 32 rows on the H100 (session 32),
+    /// but batch invariance is exact without it and 4 rows are not yet measured.
     pub layer_rows_mma: bool,
     /// A decode step's embedding rows and greedy choice as one kernel each (`RMX_FUSED_TAIL`:
     /// `Some(on)` when set, `None` leaves it to the model's size, `fused_tail`).
