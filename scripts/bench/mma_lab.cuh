@@ -276,7 +276,7 @@ __device__ void lab_mma2(const T* x, const uint32_t* w, const T* scales, const T
 // float answer (within float rounding), and a solo step that took the same product would keep
 // batch invariance exact: an mma's element (m, n) depends on A's row m and B's column n alone.
 
-// mma_bf16 and fields_bf16x2: kernels/layer_rows_mma.cuh (the rows kernel's own).
+// mma_bf16, span_fragments and mma_span: kernels/layer_rows_mma.cuh (the rows kernel's own).
 
 // y[n * N + r] = sum_k x[n][k] * (s * f + b) for NR <= 32 rows of x (bf16, K wide, read through
 // L1) against 4-bit weights (groups G, a multiple of 64): a warp takes MT 16-row tiles over a
@@ -319,21 +319,7 @@ __device__ void lab_bmma(const T* x, const float* xs, const uint32_t* w, const T
       }
       uint32_t a[MT][4][4];  // [tile][step][fragment]
 #pragma unroll
-      for (int m = 0; m < MT; ++m) {
-        uint32_t pa[2][4], pb[2][4];
-        fields_bf16x2(wv[m][0].x, pa[0]);
-        fields_bf16x2(wv[m][0].y, pa[1]);
-        fields_bf16x2(wv[m][1].x, pb[0]);
-        fields_bf16x2(wv[m][1].y, pb[1]);
-#pragma unroll
-        for (int s = 0; s < 4; ++s) {
-          const int t = s >> 1, o = 2 * (s & 1);
-          a[m][s][0] = pa[t][o];
-          a[m][s][1] = pb[t][o];
-          a[m][s][2] = pa[t][o + 1];
-          a[m][s][3] = pb[t][o + 1];
-        }
-      }
+      for (int m = 0; m < MT; ++m) span_fragments(wv[m][0], wv[m][1], a[m]);
 #pragma unroll
       for (int j = 0; j < NJ; ++j) {
         const int n = 8 * j + g;
@@ -349,11 +335,7 @@ __device__ void lab_bmma(const T* x, const float* xs, const uint32_t* w, const T
 #pragma unroll
         for (int m = 0; m < MT; ++m) {
           float d[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-          for (int s = 0; s < 4; ++s) {
-            const uint4& v = xv[s >> 1];
-            mma_bf16(d, a[m][s], (s & 1) ? v.z : v.x, (s & 1) ? v.w : v.y);
-          }
+          mma_span(d, a[m], xv);
           tot[m][j][0] = fmaf(sc[m][0], d[0], fmaf(bi[m][0], x0, tot[m][j][0]));
           tot[m][j][1] = fmaf(sc[m][0], d[1], fmaf(bi[m][0], x1, tot[m][j][1]));
           tot[m][j][2] = fmaf(sc[m][1], d[2], fmaf(bi[m][1], x0, tot[m][j][2]));

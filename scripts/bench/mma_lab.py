@@ -79,6 +79,38 @@ def nvrtc():
     sys.exit(0 if ok else 1)
 
 
+def stacked(ws, n, k, halves=False):
+    """(w, scales, biases) of COPIES layers: ws and COPIES - 1 random ones stacked, each n x k,
+    4-bit in groups of 64 (past L2, so a launch streams them from memory as a step does). halves:
+    rows are gate then up (each n / 2); the stack keeps every copy's gates before any up."""
+    import mlx.core as mx
+
+    parts = [ws] + [mx.quantize((mx.random.normal((n, k)) * 0.02).astype(mx.bfloat16),
+                                group_size=64, bits=4) for _ in range(COPIES - 1)]
+    if halves:
+        big = [mx.concatenate([p[i][: n // 2] for p in parts] + [p[i][n // 2:] for p in parts])
+               for i in range(3)]
+    else:
+        big = [mx.concatenate([p[i] for p in parts]) for i in range(3)]
+    mx.eval(big)
+    return big
+
+
+def timed(run):
+    """µs a launch of run(): 2 warm-up launches, then 5 evaluated together."""
+    import time
+
+    import mlx.core as mx
+
+    for _ in range(2):
+        mx.eval(run())
+    mx.synchronize()
+    t0 = time.perf_counter()
+    mx.eval([run() for _ in range(5)])
+    mx.synchronize()
+    return (time.perf_counter() - t0) / 5 * 1e6
+
+
 # The rows kernel's tensor-core phase (layer_rows_mma.cuh) as a launch of its own.
 ROWS_MMA = ("rmx::lab_rows_mma<T, G, K, NT, MT, NORM>(x, nw, w, scales, biases, y, "
             "(int)dims[0], (int)dims[1], (int)dims[2], (int)dims[3]);")
@@ -91,8 +123,6 @@ def rows_mma():
     pairs of 16-row tiles), gate/up (normed, gate and up partners) and down (x as it is) at 1 to
     32 rows; then timed on COPIES stacked layers of gate/up and down at 32
     rows (GB/s of weights), the phases a 32-stream step spends most of its products in."""
-    import time
-
     import mlx.core as mx
 
     def kern(k, mt, norm, shared):
@@ -135,27 +165,10 @@ def rows_mma():
             rel = (mx.max(mx.abs(y - dense)) / mx.max(mx.abs(dense))).item()
             worst = max(worst, rel)
             print(f"rows_mma {name} {n} x {k}, {rows} rows: vs float {rel:.1e}", flush=True)
-        parts = [mx.quantize((mx.random.normal((n, k)) * 0.02).astype(mx.bfloat16), group_size=64,
-                             bits=4) for _ in range(COPIES - 1)]
-        if other != 1:  # gate and up stacked: copies' gates first, then their ups
-            half = lambda a: (a[: n // 2], a[n // 2:])
-            big = [mx.concatenate([half(a)[0] for a in [q] + [p[i] for p in parts]]
-                                  + [half(a)[1] for a in [q] + [p[i] for p in parts]])
-                   for i, q in enumerate((w, s, b))]
-        else:
-            big = [mx.concatenate([q] + [p[i] for p in parts]) for i, q in enumerate((w, s, b))]
-        mx.eval(big)
-        del parts
+        big = stacked((w, s, b), n, k, halves=other != 1)
         x = mx.random.normal((32, k)).astype(mx.bfloat16)
         nb = COPIES * n
-        f = run(x, nw, big, nb, k, mt, norm, 1 if other == 1 else nb // 2)
-        for _ in range(2):
-            mx.eval(f())
-        mx.synchronize()
-        t0 = time.perf_counter()
-        mx.eval([f() for _ in range(5)])
-        mx.synchronize()
-        t = (time.perf_counter() - t0) / 5 * 1e6
+        t = timed(run(x, nw, big, nb, k, mt, norm, 1 if other == 1 else nb // 2))
         wb = sum(a.nbytes for a in big)
         print(f"rows_mma {name} {n} x {k}, 32 rows, {COPIES} streamed: {t / COPIES:.1f} us a "
               f"product ({wb / t / 1e3:.0f} GB/s); worst vs float {worst:.1e}", flush=True)
@@ -221,16 +234,10 @@ def bmma(wf, w, s, b, n_out, k):
     copies of such a layer's weights (past L2, so the weights stream from memory as a step's
     do) beside lab_dp4a on the same: one launch is COPIES products, well past the ~66 us a
     launch that MLX's custom kernels cost on their own (session 31's first run sat on it)."""
-    import time
-
     import mlx.core as mx
 
     dq = mx.dequantize(w, s, b, group_size=64, bits=4).astype(mx.float32)
-    parts = [mx.quantize((mx.random.normal((n_out, k)) * 0.02).astype(mx.bfloat16), group_size=64,
-                         bits=4) for _ in range(COPIES - 1)]
-    big = [mx.concatenate([w] + [p[i] for p in parts]) for i, w in enumerate((w, s, b))]
-    mx.eval(big)
-    del parts
+    big = stacked((w, s, b), n_out, k)
     n_big = COPIES * n_out
     weight_bytes = sum(a.nbytes for a in big)
 
@@ -252,15 +259,6 @@ def bmma(wf, w, s, b, n_out, k):
             ("T", mx.bfloat16), ("BITS", 4), ("G", 64), ("K", k), ("NT", NT), ("NR", nr),
             ("N", n)] + extra, grid=(blocks * NT, 1, 1), threadgroup=(NT, 1, 1),
             output_shapes=[(nr, n)], output_dtypes=[mx.float32])[0]
-
-    def timed(run):
-        for _ in range(2):
-            mx.eval(run())
-        mx.synchronize()
-        t0 = time.perf_counter()
-        mx.eval([run() for _ in range(5)])
-        mx.synchronize()
-        return (time.perf_counter() - t0) / 5 * 1e6
 
     for nr in BMMA_ROWS:
         x = mx.random.normal((nr, k)).astype(mx.bfloat16)

@@ -271,18 +271,19 @@ fn run(
     let lay = scratch_layout(rows, sb, hid, h, kvh, d, f);
     // As much as the most rows would take, whatever the batch: one compiled kernel for every
     // batch size (the launch's shared memory is part of the kernel's key).
-    let mut shared = [hid, h * d, f]
-        .iter()
-        .map(|&k| 4 * group(i32::MAX, k, bits) * stage_floats(k, bits))
-        .max()
-        .unwrap_or(0);
-    if kind == Rows::BatchMma {
+    let shared = if kind == Rows::BatchMma {
         // 1 KB below the device's limit for the kernel's own (static) shared variables.
         let budget = rmx_mlx::cuda_shared_memory_optin().unwrap_or(STAGE_BYTES) - 1024;
         let (most, bytes) = mma_stage(hid, budget);
         groups[0] = even_groups(rows, most);
-        shared = bytes;
-    }
+        bytes
+    } else {
+        [hid, h * d, f]
+            .iter()
+            .map(|&k| 4 * group(i32::MAX, k, bits) * stage_floats(k, bits))
+            .max()
+            .unwrap_or(0)
+    };
     let pos = fastpath::on_device(Array::from_slice(
         &[
             col, cap, rows, sb, groups[0], groups[1], groups[2], lay[0], lay[1], lay[2], lay[3],

@@ -51,6 +51,18 @@ __device__ __forceinline__ void span_fragments(uint2 wa, uint2 wb, uint32_t (&a)
   }
 }
 
+// A span's four k steps into d: A fragments a[s] (span_fragments) against the x row's two
+// 16-byte pieces at columns (2q + t) * 8 of the span, t = 0, 1 (its B fragments, step s taking
+// piece s / 2's words 0, 1 or 2, 3).
+__device__ __forceinline__ void mma_span(float (&d)[4], const uint32_t (&a)[4][4],
+                                         const uint4 (&xv)[2]) {
+#pragma unroll
+  for (int s = 0; s < 4; ++s) {
+    const uint4& v = xv[s >> 1];
+    mma_bf16(d, a[s], (s & 1) ? v.z : v.x, (s & 1) ? v.w : v.y);
+  }
+}
+
 __device__ __forceinline__ uint2 load_stream2(const uint32_t* p) {
   uint2 r;
   asm("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
@@ -187,20 +199,13 @@ __device__ __forceinline__ void rows_phase_mma(const T* src, const T* nw, float 
               if (r >= n) xv[t] = make_uint4(0u, 0u, 0u, 0u);
             }
             float xsum[4] = {0.f, 0.f, 0.f, 0.f};
-            const uint32_t ones[4] = {ONES, ONES, ONES, ONES};
-#pragma unroll
-            for (int s = 0; s < 4; ++s) {
-              const uint4& v = xv[s >> 1];
-              mma_bf16(xsum, ones, (s & 1) ? v.z : v.x, (s & 1) ? v.w : v.y);
-            }
+            const uint32_t ones[4][4] = {{ONES, ONES, ONES, ONES}, {ONES, ONES, ONES, ONES},
+                                         {ONES, ONES, ONES, ONES}, {ONES, ONES, ONES, ONES}};
+            mma_span(xsum, ones, xv);
 #pragma unroll
             for (int m = 0; m < MT; ++m) {
               float d[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-              for (int s = 0; s < 4; ++s) {
-                const uint4& v = xv[s >> 1];
-                mma_bf16(d, a[m][s], (s & 1) ? v.z : v.x, (s & 1) ? v.w : v.y);
-              }
+              mma_span(d, a[m], xv);
               tot[m][j][0] = fmaf(sa[m], d[0], fmaf(ba[m], xsum[0], tot[m][j][0]));
               tot[m][j][1] = fmaf(sa[m], d[1], fmaf(ba[m], xsum[1], tot[m][j][1]));
               tot[m][j][2] = fmaf(sb[m], d[2], fmaf(bb[m], xsum[0], tot[m][j][2]));
