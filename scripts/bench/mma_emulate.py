@@ -3,10 +3,10 @@
 fragment layouts as PTX defines them (A row-major: a0 row g cols 2q, 2q+1; a1 row g + 8; a2, a3
 the same at cols + 8; B col-major: b0 k 2q, 2q+1 of col g, b1 k + 8; D: d0, d1 row g cols 2q,
 2q + 1, d2, d3 row g + 8). Checks, without a GPU, that the weight fragments (span_fragments),
-x's fragments, the span's sums of x from the mma on ones, the tiles' rows (16 consecutive, or 8
-and their partners) and the stores by lane give every (row, weight row) the float product.
-Not the K slices' sum (plain adds) nor the timing: the GPU's `mma_lab.py --rows-mma` checks the
-kernel itself.
+x's fragments (an 8-byte piece of a staged row a k step), the span sums of x the staging
+writes, the tiles' rows (16 consecutive, or 8 and their partners) and the stores by lane give
+every (row, weight row) the float product. Not the K slices' sum (plain adds), the parts of x
+staged at once, nor the timing: the GPU's `mma_lab.py --rows-mma` checks the kernel itself.
 
     python3 scripts/bench/mma_emulate.py
 """
@@ -61,14 +61,17 @@ def run(N,K,other,rows,G=64):
                     g,q=lane>>2,lane&3; r=8*j+g
                     v=[x[min(r,rows-1),sp*64+(2*q+t)*8:sp*64+(2*q+t)*8+8] if r<rows else np.zeros(8) for t in range(2)]
                     xv.append(v)
-                xsum=np.zeros((32,4)); d=np.zeros((32,4))
+                # The staging's span sums, read by lane (g, q) for its D columns' rows 8j + 2q, + 1.
+                span=lambda r: x[min(r,rows-1),sp*64:sp*64+64].sum()
+                xsum=np.array([[span(8*j+2*(l&3)),span(8*j+2*(l&3)+1),0,0] for l in range(32)])
+                d=np.zeros((32,4))
                 for s in range(4):
-                    B=[]; Ao=[]; Aa=[]
+                    B=[]; Aa=[]
                     for lane in range(32):
                         v=xv[lane][s>>1]; off=4*(s&1)
                         B.append((v[off:off+2],v[off+2:off+4]))
-                        Ao.append([(1,1)]*4); Aa.append(A[lane][0][s])
-                    mma(xsum,Ao,B); mma(d,Aa,B)
+                        Aa.append(A[lane][0][s])
+                    mma(d,Aa,B)
                 for lane in range(32):
                     _,sa_,ba_,sb_,bb_,_,_=A[lane]
                     tot[lane,j,0]+=sa_*d[lane,0]+ba_*xsum[lane,0]

@@ -373,18 +373,25 @@ __device__ void lab_bmma(const T* x, const float* xs, const uint32_t* w, const T
   }
 }
 
-// The rows kernel's own tensor-core phase (kernels/layer_rows_mma.cuh's rows_phase_mma) as one
-// launch, block b taking ticket b: y[b * N + r] for rows = R batch rows, unrounded; NORM: x
-// RMS-normed with nw (eps 1e-5) and staged MG rows at a time.
-template <typename T, int G, int K, int NT, int MT, bool NORM>
+// The rows kernel's own tensor-core phase (kernels/layer_rows_mma.cuh's rows_phase_mma) over C
+// copies of a layer's weights (stacked, each N x K) in one launch, block b taking ticket b of
+// each copy in turn, as the rows kernel's phases of C layers would (without the waits: a copy's
+// products only read x). y[b * N + r]: the first copy's products for the R batch rows, unrounded;
+// NORM: x RMS-normed with nw (eps 1e-5); PS spans of x staged at once (rows.rs's mma_part_spans).
+template <typename T, int G, int K, int NT, bool NORM>
 __device__ void lab_rows_mma(const T* x, const T* nw, const uint32_t* w, const T* scales,
-                             const T* biases, float* y, int N, int R, int MG, int other) {
-  rows_phase_mma<T, G, K, NT, MT, NORM>(
-      x, nw, 1e-5f, R, MG, w, scales, biases, blockIdx.x, other == 1 ? N : N / 2, other,
-      [&](int b, int ra, int rb, float a, float c) {
-        y[(size_t)b * N + ra] = a;
-        y[(size_t)b * N + rb] = c;
-      });
+                             const T* biases, float* y, int N, int R, int PS, int other, int C) {
+  for (int c = 0; c < C; ++c) {
+    rows_phase_mma<T, G, K, NT, NORM>(
+        x, nw, 1e-5f, R, PS, w + (size_t)c * N * (K / 8), scales + (size_t)c * N * (K / G),
+        biases + (size_t)c * N * (K / G), blockIdx.x, other == 1 ? N : N / 2, other,
+        [&](int b, int ra, int rb, float a, float v) {
+          if (c == 0) {
+            y[(size_t)b * N + ra] = a;
+            y[(size_t)b * N + rb] = v;
+          }
+        });
+  }
 }
 
 }  // namespace rmx

@@ -69,13 +69,13 @@ def nvrtc():
             "__nv_bfloat16")
         ok &= good
         print("\n".join(lines) + f"  (NR {nr}, KS {ks}, MT {mt})")
-    for k, mt, norm in ((4096, 1, "true"), (14336, 1, "false")):
+    for k, norm in ((4096, "true"), (14336, "false")):
         good, lines = nc.compile_one(
             lib, inc, "layer_rows", [("T", "x"), ("T", "nw")] + ins[1:] + [("int32_t", "dims")],
             [("float", "y")],
-            ROWS_MMA, dict(G=64, K=k, NT=NT, MT=mt, NORM=norm), "__nv_bfloat16")
+            ROWS_MMA, dict(G=64, K=k, NT=NT, NORM=norm), "__nv_bfloat16")
         ok &= good
-        print("\n".join(lines) + f"  (rows_phase_mma K {k}, MT {mt}, NORM {norm})")
+        print("\n".join(lines) + f"  (rows_phase_mma K {k}, NORM {norm})")
     sys.exit(0 if ok else 1)
 
 
@@ -112,44 +112,50 @@ def timed(run):
 
 
 # The rows kernel's tensor-core phase (layer_rows_mma.cuh) as a launch of its own.
-ROWS_MMA = ("rmx::lab_rows_mma<T, G, K, NT, MT, NORM>(x, nw, w, scales, biases, y, "
-            "(int)dims[0], (int)dims[1], (int)dims[2], (int)dims[3]);")
-RED = lambda mt: 4 * (NT // 32) * 32 * mt * 16  # decode_layer/rows.rs's mma_red_bytes
-SUMSQ = 4 * 32 * (NT // 32)
+ROWS_MMA = ("rmx::lab_rows_mma<T, G, K, NT, NORM>(x, nw, w, scales, biases, y, (int)dims[0], "
+            "(int)dims[1], (int)dims[2], (int)dims[3], (int)dims[4]);")
+BUDGET = 227 * 1024 - 1024  # an H100's opt-in shared memory, less rows.rs's 1 KB
+FIXED = 4 * ((NT // 32) * 32 * 16 + 32 * (NT // 32) + 32)  # rows.rs's MMA_FIXED_BYTES
+
+
+def part_spans(k, rows, budget=BUDGET):
+    """decode_layer/rows.rs's mma_part_spans: spans of x staged at once."""
+    n = max(1, min(rows, 32))
+    spans = k // 64
+    most = max(1, min(spans, (budget - FIXED - n * 12 - 16) // (n * 132)))
+    parts = -(-spans // most)
+    return -(-spans // parts)
 
 
 def rows_mma():
     """rows_phase_mma against the float product of MLX's normed x, on Llama-3-8B's QKV (normed,
-    pairs of 16-row tiles), gate/up (normed, gate and up partners) and down (x as it is) at 1 to
-    32 rows; then timed on COPIES stacked layers of gate/up and down at 32
-    rows (GB/s of weights), the phases a 32-stream step spends most of its products in."""
+    pairs of 16-row tiles), gate/up (normed, gate and up partners), out and down (x as it is) at 1
+    to 32 rows; then timed at 4, 16 and 32 rows over COPIES copies of the layer's weights in one
+    launch (streamed from memory; each copy staged as a layer's phase stages: µs a phase and GB/s
+    of weights)."""
     import mlx.core as mx
 
-    def kern(k, mt, norm, shared):
-        return mx.fast.cuda_kernel(
-            name="rmx_lab_rows_mma", input_names=["x", "nw", "w", "scales", "biases", "dims"],
-            output_names=["y"], source=ROWS_MMA, header=HEADER,
-            shared_memory=shared)
+    kernels = {}
 
-    def run(x, nw, ws, n, k, mt, norm, other):
+    def kern(k, norm):
+        if (k, norm) not in kernels:  # one shared size a kernel: MLX keeps the first
+            kernels[k, norm] = mx.fast.cuda_kernel(
+                name="rmx_lab_rows_mma", input_names=["x", "nw", "w", "scales", "biases", "dims"],
+                output_names=["y"], source=ROWS_MMA, header=HEADER, shared_memory=BUDGET)
+        return kernels[k, norm]
+
+    def run(x, nw, ws, n, k, norm, other, copies=1):
         rows = x.shape[0]
-        mg = rows
-        shared = RED(mt)
-        if norm:
-            most = min(32, (227 * 1024 - 1024 - RED(1) - SUMSQ) // (2 * (k + 8)))
-            groups = -(-rows // most)
-            mg = -(-rows // groups)
-            shared = RED(1) + SUMSQ + most * 2 * (k + 8)  # one size a kernel: MLX keeps the first
-        dims = mx.array([n, rows, mg, other], dtype=mx.int32)
-        return lambda: kern(k, mt, norm, shared)(
+        dims = mx.array([n, rows, part_spans(k, rows), other, copies], dtype=mx.int32)
+        return lambda: kern(k, norm)(
             inputs=[x, nw, *ws, dims], template=[("T", mx.bfloat16), ("G", 64), ("K", k),
-                                                 ("NT", NT), ("MT", mt), ("NORM", norm)],
+                                                 ("NT", NT), ("NORM", norm)],
             grid=(132 * NT, 1, 1), threadgroup=(NT, 1, 1), output_shapes=[(rows, n)],
             output_dtypes=[mx.float32])[0]
 
-    cases = [("qkv", 6144, 4096, 1, True, 1), ("gate/up", 28672, 4096, 1, True, 14336),
-             ("down", 4096, 14336, 1, False, 1)]
-    for name, n, k, mt, norm, other in cases:
+    cases = [("qkv", 6144, 4096, True, 1), ("gate/up", 28672, 4096, True, 14336),
+             ("out", 4096, 4096, False, 1), ("down", 4096, 14336, False, 1)]
+    for name, n, k, norm, other in cases:
         wf = (mx.random.normal((n, k)) * 0.02).astype(mx.bfloat16)
         w, s, b = mx.quantize(wf, group_size=64, bits=4)
         dq = mx.dequantize(w, s, b, group_size=64, bits=4).astype(mx.float32)
@@ -161,17 +167,19 @@ def rows_mma():
             with mx.stream(mx.cpu):
                 dense = xn.astype(mx.float32) @ dq.T
                 mx.eval(dense)
-            y = run(x, nw, (w, s, b), n, k, mt, norm, other)()
+            y = run(x, nw, (w, s, b), n, k, norm, other)()
             rel = (mx.max(mx.abs(y - dense)) / mx.max(mx.abs(dense))).item()
             worst = max(worst, rel)
             print(f"rows_mma {name} {n} x {k}, {rows} rows: vs float {rel:.1e}", flush=True)
-        big = stacked((w, s, b), n, k, halves=other != 1)
-        x = mx.random.normal((32, k)).astype(mx.bfloat16)
-        nb = COPIES * n
-        t = timed(run(x, nw, big, nb, k, mt, norm, 1 if other == 1 else nb // 2))
+        big = stacked((w, s, b), n, k)
         wb = sum(a.nbytes for a in big)
-        print(f"rows_mma {name} {n} x {k}, 32 rows, {COPIES} streamed: {t / COPIES:.1f} us a "
-              f"product ({wb / t / 1e3:.0f} GB/s); worst vs float {worst:.1e}", flush=True)
+        for rows in (4, 16, 32):
+            x = mx.random.normal((rows, k)).astype(mx.bfloat16)
+            t = timed(run(x, nw, big, n, k, norm, other, COPIES)) / COPIES
+            print(f"rows_mma {name} {n} x {k}, {rows} rows ({part_spans(k, rows)} spans a part), "
+                  f"{COPIES} copies: {t:.1f} us a phase ({wb / COPIES / t / 1e3:.0f} GB/s)",
+                  flush=True)
+        print(f"rows_mma {name}: worst vs float {worst:.1e}", flush=True)
 
 
 def gpu():

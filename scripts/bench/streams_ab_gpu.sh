@@ -2,7 +2,9 @@
 # rmx serve alone, once per settings string, against scripts/bench/streams.py on the GPU
 # benchmarks' chat model (scripts/bench/chat_model_gpu.sh): an A/B of engine settings on one warm
 # machine. With TRACE=1, the mean host time per decode step by rows (RMX_TRACE_STEPS lines; with
-# the next step queued before the last is read, that is the step's wall time). After the staging
+# the next step queued before the last is read, that is the step's wall time); with
+# RMX_LAYER_TIMES=1 among a run's settings, also the rows kernel's phases (µs summed over the
+# layers, mean by rows: QKV, attention, out, gate/up, down, from `layer times` lines). After the staging
 # of docs/perf.md ("How to reproduce"):
 #   . /root/rmx-stage/env.sh && STREAMS=1,4,32 CHECK=1 TRACE=1 \
 #     scripts/bench/streams_ab_gpu.sh /root/rmx-stage/rmx "RMX_LAYER_ROWS=1" "RMX_LAYER_ROWS=0"
@@ -32,6 +34,10 @@ for envs in "$@"; do
     grep -o 'group prefill rows=[0-9]* [0-9.]*ms' "$home/log" | sed 's/group prefill //' | tr '\n' ' ' |
       sed 's/^/group prefills: /'; echo
   fi
+  grep -o 'layer times rows=[0-9]* .*us' "$home/log" | sed 's/[a-z_]*=//g; s/us$//' |
+    awk '{n[$3]++; for (i = 6; i <= 11; i++) t[$3, i] += $i}
+         END {for (r in n) if (n[r] > 5) printf "rows=%s launches=%d qkv %.0f attention %.0f out %.0f gate/up %.0f down %.0f total %.0f us\n",
+              r, n[r], t[r,6]/n[r], t[r,7]/n[r], t[r,8]/n[r], t[r,9]/n[r], t[r,10]/n[r], t[r,11]/n[r]}' | sort -t= -k2 -n
   grep -iE 'panic|error|fault' "$home/log" | head -5
   kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
 done

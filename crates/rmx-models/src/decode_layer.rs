@@ -41,6 +41,7 @@ use crate::kernel_source;
 
 mod delta;
 mod moe;
+mod phase_times;
 mod rows;
 
 pub(crate) use rows::MAX_BLOCK;
@@ -234,11 +235,17 @@ fn kernel(
         if let Some(k) = ks.borrow().get(&key) {
             return Ok(k.clone());
         }
+        let timed = rows != Rows::One && fast_path().layer_times;
         let (names, body, name, section) = if rows != Rows::One {
             let kind = match rows {
                 Rows::Block => "block",
                 Rows::BatchMma => "rows_mma",
                 _ => "rows",
+            };
+            let kind = if timed {
+                format!("{kind}_t")
+            } else {
+                kind.to_string()
             };
             (
                 input_names(&rows::INPUTS, n),
@@ -296,7 +303,11 @@ fn kernel(
             &names,
             &["y", "scratch"],
             &body,
-            &kernel_source::header(section),
+            &if timed {
+                format!("{}{}", phase_times::DEFINE, kernel_source::header(section))
+            } else {
+                kernel_source::header(section)
+            },
             shared_memory,
         )?);
         ks.borrow_mut().insert(key, k.clone());

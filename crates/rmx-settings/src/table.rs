@@ -154,6 +154,11 @@ env_vars! {
     /// Default: off (on an H100, Llama-3-8B 4-bit at 32 streams: a step 19.0 ms against 27.2,
     /// 1,691 decode tok/s against 1,183; fewer rows not yet measured).
     RMX_LAYER_ROWS_MMA in FastPath;
+    /// `1`: the layer kernel of a batch's step (and of a verify block) reads the GPU's clock at
+    /// each phase, and every launch prints a `layer times` line on stderr with the QKV,
+    /// attention, out, gate/up and down phases' µs summed over its layers. It waits for each
+    /// step to finish, so it is for measuring where a step goes, not for serving. Default: off.
+    RMX_LAYER_TIMES in FastPath;
     /// `1` takes a decode step's quantized embedding rows and its greedy choice as one kernel
     /// each (instead of three gathers and a dequantize, a subtract and an argmax), `0` never.
     /// Default: for models of hidden size 4096 or more (measured faster there, slower at 1024).

@@ -37,35 +37,29 @@ pub(super) fn call(n: usize, rows: Rows) -> String {
     )
 }
 
-/// Shared memory of the tensor-core phases (kernels/layer_rows_mma.cuh's MmaShared), in bytes:
-/// the K slices' sums for `mt` tiles a warp (1 in every phase: with 2 for the out and down
-/// projections ptxas spilled 1,826 bytes at Llama-3-8B's shape against 662), and the rows' sums
-/// of squares.
-fn mma_red_bytes(mt: i32) -> i32 {
-    4 * (THREADS / 32) * 32 * mt * 16
-}
-const MMA_SUMSQ_BYTES: i32 = 4 * 32 * (THREADS / 32);
+/// Shared memory of the tensor-core phases before their staged part (kernels/layer_rows_mma.cuh's
+/// MmaShared::PART floats): the K slices' sums (16 floats a lane), the rows' sums of squares and
+/// their norm scales.
+const MMA_FIXED_BYTES: i32 = 4 * ((THREADS / 32) * 32 * 16 + 32 * (THREADS / 32) + 32);
 
-/// Bytes of one normed row of width k staged as bf16 (MmaPitch: 16 bytes of padding).
-fn mma_row_bytes(k: i32) -> i32 {
-    2 * (k + 8)
-}
-
-/// Normed rows of width `hid` the tensor-core phases stage at once within `budget` bytes of
-/// shared memory (at most 32, their fragments' columns), and the launch's shared memory for it.
-fn mma_stage(hid: i32, budget: i32) -> (i32, i32) {
-    let room = budget - mma_red_bytes(1) - MMA_SUMSQ_BYTES;
-    let mg = (room / mma_row_bytes(hid)).clamp(1, 32);
-    (
-        mg,
-        mma_red_bytes(1) + MMA_SUMSQ_BYTES + mg * mma_row_bytes(hid),
-    )
+/// Spans (64 columns) of a k-wide phase's x the tensor-core phases stage at once for `rows` rows
+/// (at most 32 at a time) within `bytes` of shared memory: as many as fit, then parts as even as
+/// they go. A span of n rows takes n x 64 bf16 values and n float sums; each row also 8 bytes of
+/// padding and one more sum (MmaPart's strides), and the sums' region up to 12 bytes of rounding.
+fn mma_part_spans(k: i32, rows: i32, bytes: i32) -> i32 {
+    let n = rows.clamp(1, 32);
+    let spans = k / 64;
+    let room = bytes - MMA_FIXED_BYTES - n * (8 + 4) - 16;
+    let most = (room / (n * (128 + 4))).clamp(1, spans);
+    let parts = (spans + most - 1) / most;
+    (spans + parts - 1) / parts
 }
 
-/// `rows` split into the fewest groups of at most `most`, as even as they go.
-fn even_groups(rows: i32, most: i32) -> i32 {
-    let n = (rows + most - 1) / most;
-    (rows + n - 1) / n
+/// Bytes the kernel's MmaPart takes for `ps` spans of n rows (as layer_rows_mma.cuh lays it out).
+#[cfg(test)]
+fn mma_part_bytes(ps: i32, n: i32) -> i32 {
+    let sums = (n * (ps | 1) + 3) / 4 * 4;
+    MMA_FIXED_BYTES + 4 * sums + 2 * n * (ps * 64 + 4)
 }
 
 /// Whether a batch's step can take its products on the tensor cores: bf16 activations, 4-bit
@@ -272,11 +266,11 @@ fn run(
     // As much as the most rows would take, whatever the batch: one compiled kernel for every
     // batch size (the launch's shared memory is part of the kernel's key).
     let shared = if kind == Rows::BatchMma {
-        // 1 KB below the device's limit for the kernel's own (static) shared variables.
+        // 1 KB below the device's limit for the kernel's own (static) shared variables; the
+        // parts of x staged at once are as wide as this batch's rows leave room for.
         let budget = rmx_mlx::cuda_shared_memory_optin().unwrap_or(STAGE_BYTES) - 1024;
-        let (most, bytes) = mma_stage(hid, budget);
-        groups[0] = even_groups(rows, most);
-        bytes
+        groups = [hid, h * d, f].map(|k| mma_part_spans(k, rows, budget));
+        budget
     } else {
         [hid, h * d, f]
             .iter()
@@ -287,10 +281,15 @@ fn run(
     let pos = fastpath::on_device(Array::from_slice(
         &[
             col, cap, rows, sb, groups[0], groups[1], groups[2], lay[0], lay[1], lay[2], lay[3],
-            lay[4], lay[5],
+            lay[4], lay[5], lay[6],
         ],
-        &[13],
+        &[14],
     )?)?;
+    // RMX_LAYER_TIMES: the phases' clocks after the scratch regions (u64 each: block 0's start
+    // and waits, then every block's finish).
+    let times = fast_path().layer_times;
+    let clocks = 2 * (super::phase_times::PHASES * n as i32 + blocks);
+    let scratch = lay[6] + if times { clocks } else { 0 };
     let par = consts(&first.par)?;
     let bar = counters()?;
     let kernel = kernel(n, shared, kind, super::InLaunch::Mlp, [false; 3], false)?;
@@ -305,7 +304,7 @@ fn run(
         &kernel,
         blocks,
         &inputs,
-        &[&x.shape(), &[lay[6]]],
+        &[&x.shape(), &[scratch]],
         &[dtype, Dtype::F32],
         &[
             ("T", TemplateArg::Dtype(dtype)),
@@ -323,6 +322,9 @@ fn run(
             ("MR", TemplateArg::Int(MR)),
         ],
     )?;
+    if times {
+        super::phase_times::report(&out[1], lay[6], n, blocks, rows, kind)?;
+    }
     Ok(out.into_iter().next())
 }
 
@@ -356,17 +358,24 @@ mod tests {
             assert_eq!(starts[i] % 32, 0);
             assert!(starts[i] + sizes[i] <= l[i], "region {i} overflows: {l:?}");
         }
-        // The tensor-core phases: Llama-3-8B's 4,096-wide normed rows, 23 at once in an H100's
-        // 227 KB (1 KB kept back), 15 in the 160 KB the int8 staging keeps to; 32 rows as two
-        // groups of 16, never more than 32 (a phase's four 8-column fragments).
-        let (most, bytes) = mma_stage(4096, 227 * 1024 - 1024);
-        assert_eq!(most, 23);
-        assert!(bytes <= 227 * 1024 - 1024 && bytes >= mma_red_bytes(1) + 23 * 8208);
-        assert_eq!(mma_stage(4096, STAGE_BYTES).0, 15);
-        assert_eq!(mma_stage(576, 227 * 1024).0, 32);
-        assert_eq!(even_groups(32, 23), 16);
-        assert_eq!(even_groups(17, 23), 17);
-        assert_eq!(even_groups(25, 8), 7);
+        // The tensor-core phases' parts: at 32 rows in an H100's 227 KB (1 KB kept back)
+        // Llama-3-8B's 4,096 columns in two parts of 32 spans and its 14,336 in five of 45; 16
+        // rows or fewer take a 4,096-wide row whole; every part fits.
+        let h100 = 227 * 1024 - 1024;
+        assert_eq!(mma_part_spans(4096, 32, h100), 32);
+        assert_eq!(mma_part_spans(14336, 32, h100), 45);
+        assert_eq!(mma_part_spans(4096, 16, h100), 64);
+        assert_eq!(mma_part_spans(576, 2, h100), 9);
+        for budget in [h100, STAGE_BYTES - 1024] {
+            for k in [576, 1024, 4096, 5120, 14336, 18944] {
+                for rows in [1, 2, 5, 16, 17, 23, 31, 32, 40] {
+                    let ps = mma_part_spans(k, rows, budget);
+                    let n = rows.min(32);
+                    assert!(ps >= 1 && ps <= k / 64);
+                    assert!(mma_part_bytes(ps, n) <= budget, "{k} {rows} {ps}");
+                }
+            }
+        }
         // The splits follow the one-sequence kernel's: 132 SMs x 16 warps over 32 heads.
         assert_eq!(splits(1, 2112, 32), 1);
         assert_eq!(splits(192, 2112, 32), 24);

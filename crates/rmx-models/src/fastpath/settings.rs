@@ -51,6 +51,9 @@ pub struct FastPath {
     /// answer alone, not bit-equal. Off by default: 1.43x at 32 rows on the H100 (session 32),
     /// but batch invariance is exact without it and 4 rows are not yet measured.
     pub layer_rows_mma: bool,
+    /// The rows kernel reads the GPU's clock at its phases and each launch prints where its time
+    /// went (`RMX_LAYER_TIMES=1`; waits for every step: for measuring only).
+    pub layer_times: bool,
     /// A decode step's embedding rows and greedy choice as one kernel each (`RMX_FUSED_TAIL`:
     /// `Some(on)` when set, `None` leaves it to the model's size, `fused_tail`).
     pub fused_tail: Option<bool>,
@@ -124,6 +127,7 @@ pub fn fast_path() -> FastPath {
             layer_block: env_num(EnvVars::RMX_LAYER_BLOCK) != Some(0),
             layer_block_share: env_num(EnvVars::RMX_LAYER_BLOCK_SHARE) == Some(1),
             layer_rows_mma: env_num(EnvVars::RMX_LAYER_ROWS_MMA) == Some(1),
+            layer_times: env_num(EnvVars::RMX_LAYER_TIMES) == Some(1),
             fused_tail: env_num(EnvVars::RMX_FUSED_TAIL).map(|n| n != 0),
             layers_per_launch: env_num(EnvVars::RMX_LAYERS_PER_LAUNCH)
                 .map_or(32, |n| n.clamp(1, 32)),

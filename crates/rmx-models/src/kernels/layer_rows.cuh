@@ -24,9 +24,22 @@ namespace rmx {
 // from the QKV rows instead (phase 1's output), normed and roped at their positions exactly as
 // their writers do: the same bits as reading them back, and each row's sums are then the ones a
 // decode step at its position makes alone.
-// pos: {col, cap, B, SB, mg at HID, mg at H*D, mg at F, then the scratch offsets in floats of
-// m/l, partial rows, attended rows, residual rows, activations, layer outputs}; SB is the splits'
-// stride (the most splits of any row).
+// pos: {col, cap, B, SB, mg at HID, mg at H*D, mg at F (MMA: the spans of a staged part at each
+// width, rows.rs's mma_part_spans), then the scratch offsets in floats of m/l, partial rows,
+// attended rows, residual rows, activations, layer outputs, phase clocks}; SB is the splits'
+// stride (the most splits of any row). With RMX_ROWS_TIMES defined (RMX_LAYER_TIMES=1), block 0
+// writes %globaltimer as it starts and as it leaves each phase's wait (u64 slots 0 .. 5 nl - 1
+// at the last offset) and every block its finish (slot 5 nl + its index).
+#ifdef RMX_ROWS_TIMES
+#define RMX_ROWS_TIME(i)                                                                  \
+  if (blockIdx.x == 0 && threadIdx.x == 0) {                                              \
+    unsigned long long t_;                                                                \
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));                                \
+    reinterpret_cast<unsigned long long*>(scratch + __ldg(pos + 13))[i] = t_;             \
+  }
+#else
+#define RMX_ROWS_TIME(i)
+#endif
 template <int BITS, int K>
 struct RowStage {
   static constexpr int FLOATS = 32 + K / 2 + 2 * (K / (128 / BITS));
@@ -289,6 +302,7 @@ __device__ __forceinline__ void decode_layers_rows(
   Tickets tk(bar, &ticket_slot, LAYER_PHASES * nl);
   unsigned int* heads_done = bar + TK_HEADS;  // per row and head
   int t = tk.first();
+  RMX_ROWS_TIME(0);
 
   for (int l = 0; l < nl; ++l) {
     const LayerPtrs<T>& L = tab[l];
@@ -296,7 +310,10 @@ __device__ __forceinline__ void decode_layers_rows(
     T* kc = const_cast<T*>(L.kc);
     T* vc = const_cast<T*>(L.vc);
     const int p0 = LAYER_PHASES * l;
-    if (l > 0) t = tk.wait(p0 - 1);
+    if (l > 0) {
+      t = tk.wait(p0 - 1);
+      RMX_ROWS_TIME(p0);
+    }
     // 1. QKV = rms_norm(x) Wqkv^T.
     tk.run(p0, t, l > 0, [] {}, [&](int t) {
       auto out = [&](int b, int ra, int rb, float a, float c) {
@@ -304,7 +321,7 @@ __device__ __forceinline__ void decode_layers_rows(
         qkv[(size_t)b * NQKV + rb] = static_cast<T>(c);
       };
       if constexpr (MMA) {
-        rows_phase_mma<T, G, HID, NT, 1, true>(xin, L.n1, par[0], __ldg(pos + 2), __ldg(pos + 4),
+        rows_phase_mma<T, G, HID, NT, true>(xin, L.n1, par[0], __ldg(pos + 2), __ldg(pos + 4),
                                                L.wq, L.sq, L.bq, t, NQKV, 1, out);
       } else {
         rows_phase<T, BITS, G, HID, NT, MR, true>(
@@ -312,6 +329,7 @@ __device__ __forceinline__ void decode_layers_rows(
       }
     });
     t = tk.wait(p0);
+    RMX_ROWS_TIME(p0 + 1);
 
     // 2. Attention, per row as decode_layers' phase 2 for one sequence.
     const float qscale = par[2] * 1.44269504088896340736f;
@@ -391,6 +409,7 @@ __device__ __forceinline__ void decode_layers_rows(
       }
     });
     t = tk.wait(p0 + 1);
+    RMX_ROWS_TIME(p0 + 2);
 
     // 3. h = x + att Wo^T.
     tk.run(p0 + 2, t, true, [] {}, [&](int t) {
@@ -402,7 +421,7 @@ __device__ __forceinline__ void decode_layers_rows(
       };
       const T* att = reinterpret_cast<const T*>(region(9));
       if constexpr (MMA) {
-        rows_phase_mma<T, G, H * D, NT, 1, false>(att, nullptr, 0.f, __ldg(pos + 2), 0, L.wo,
+        rows_phase_mma<T, G, H * D, NT, false>(att, nullptr, 0.f, __ldg(pos + 2), __ldg(pos + 5), L.wo,
                                                   L.so, L.bo, t, HID, 1, out);
       } else {
         rows_phase<T, BITS, G, H * D, NT, MR, false>(
@@ -410,6 +429,7 @@ __device__ __forceinline__ void decode_layers_rows(
       }
     });
     t = tk.wait(p0 + 2);
+    RMX_ROWS_TIME(p0 + 3);
 
     // 4. act = silu(gate) * up of rms_norm(h).
     tk.run(p0 + 3, t, true, [] {}, [&](int t) {
@@ -419,7 +439,7 @@ __device__ __forceinline__ void decode_layers_rows(
       };
       const T* hb = reinterpret_cast<const T*>(region(10));
       if constexpr (MMA) {
-        rows_phase_mma<T, G, HID, NT, 1, true>(hb, L.n2, par[0], __ldg(pos + 2), __ldg(pos + 4),
+        rows_phase_mma<T, G, HID, NT, true>(hb, L.n2, par[0], __ldg(pos + 2), __ldg(pos + 4),
                                                L.wg, L.sg, L.bg, t, F, F, out);
       } else {
         rows_phase<T, BITS, G, HID, NT, MR, true>(
@@ -427,6 +447,7 @@ __device__ __forceinline__ void decode_layers_rows(
       }
     });
     t = tk.wait(p0 + 3);
+    RMX_ROWS_TIME(p0 + 4);
 
     // 5. y = h + act Wd^T.
     tk.run(p0 + 4, t, true, [] {}, [&](int t) {
@@ -439,7 +460,7 @@ __device__ __forceinline__ void decode_layers_rows(
       };
       const T* act = reinterpret_cast<const T*>(region(11));
       if constexpr (MMA) {
-        rows_phase_mma<T, G, F, NT, 1, false>(act, nullptr, 0.f, __ldg(pos + 2), 0, L.wd, L.sd,
+        rows_phase_mma<T, G, F, NT, false>(act, nullptr, 0.f, __ldg(pos + 2), __ldg(pos + 6), L.wd, L.sd,
                                               L.bd, t, HID, 1, out);
       } else {
         rows_phase<T, BITS, G, F, NT, MR, false>(
@@ -447,6 +468,13 @@ __device__ __forceinline__ void decode_layers_rows(
       }
     });
   }
+#ifdef RMX_ROWS_TIMES
+  if (threadIdx.x == 0) {
+    unsigned long long t_;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));
+    reinterpret_cast<unsigned long long*>(scratch + __ldg(pos + 13))[LAYER_PHASES * nl + blockIdx.x] = t_;
+  }
+#endif
   tk.leave();
 }
 

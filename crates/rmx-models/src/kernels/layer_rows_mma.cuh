@@ -5,8 +5,8 @@ namespace rmx {
 // (rows_dot2_i8) cost instructions per row (docs/perf.md, sessions 28-31). The fields are exact
 // in bf16 and the products are summed in float, in mma's order: not the solo kernel's bits, so a
 // row's answer in a batch is within bf16 rounding of its answer alone, not equal (the setting
-// RMX_LAYER_ROWS_MMA says so). x is bf16 as MLX has it: the phases that norm their input stage it
-// normed in shared memory (MLX's rms_norm rounding), the others read it from the scratch rows.
+// RMX_LAYER_ROWS_MMA says so). x is bf16 as MLX has it, staged in shared memory a part of its
+// columns at a time (normed first where the phase norms, with MLX's rms_norm rounding).
 
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
                                          uint32_t b1) {
@@ -69,181 +69,263 @@ __device__ __forceinline__ uint2 load_stream2(const uint32_t* p) {
   return r;
 }
 
-// Shared memory of the mma phases, in floats: the K slices' sums (a block's warps, 32 lanes,
-// MT x 4 x 4 each), the rows' sums of squares (32 rows x the block's warps), then the staged rows.
-template <int NT, int MT>
+// Shared memory of the mma phases, in floats: the K slices' sums (a block's warps, 32 lanes, 16
+// each), the rows' sums of squares (32 rows x the block's warps) and norm scales (32); from PART
+// on, the staged part of the rows: each row's sums of its spans (MmaPart::sums_stride a row,
+// the region rounded up to 16 bytes), then the rows themselves (MmaPart::pitch elements apart).
+// decode_layer/rows.rs sizes the parts (mma_part_spans) so that they fit.
+template <int NT>
 struct MmaShared {
-  static constexpr int RED = (NT / 32) * 32 * MT * 16;
+  static constexpr int RED = (NT / 32) * 32 * 16;
   static constexpr int SUMSQ = 32 * (NT / 32);
-  static constexpr int ROWS = RED + SUMSQ;
+  static constexpr int INV = 32;
+  static constexpr int PART = RED + SUMSQ + INV;
 };
 
-// Row pitch of a staged bf16 row, in elements: 16 bytes more than the row, so lanes g = 0..7
-// reading one column of eight rows meet eight different banks' quads.
-template <int K>
-struct MmaPitch {
-  static constexpr int P = K + 8;
+// Where a part of ps spans of n rows lies in shared memory. The sums' stride is odd so the four
+// rows a warp's lanes read a span's sums of (8j + 2q) fall in four banks; a row's pitch is 8
+// bytes more than its part, so the 8-byte x fragments of a half warp's lanes (rows g = 0..3 or
+// 4..7, columns 16q apart) meet 32 different banks.
+struct MmaPart {
+  int sums_stride, pitch;
+  float* sums;
+  __device__ __forceinline__ MmaPart(float* smem_part, int n, int ps)
+      : sums_stride(ps | 1), pitch(ps * 64 + 4), sums(smem_part) {}
+  template <typename T>
+  __device__ __forceinline__ T* rows(int n) const {
+    return reinterpret_cast<T*>(sums + (n * sums_stride + 3) / 4 * 4);
+  }
 };
 
-// n rows of x (K wide) RMS-normed with nw as MLX's rms_norm rounds them (w * T(x * inv), in T),
-// stored as bf16 rows at smem_rows + i * pitch; the same sum of squares as stage_i8's.
+// Each row's RMS norm scale (stage_inv's, from stage_sumsq's sums) for rows [0, n) of x (K
+// wide), into inv[r]; RB rows' loads are in flight at once.
 template <typename T, int K, int NT>
-__device__ __forceinline__ void stage_rows_bf16(const T* x, int n, const T* nw, float eps,
-                                                float* sumsq, T* rows) {
+__device__ __forceinline__ void rows_inv(const T* x, int n, float eps, float* sumsq, float* inv) {
   constexpr int ITERS = StageWords<K, NT>::ITERS;
-  constexpr int P = MmaPitch<K>::P;
-  uint4 raw[ITERS];
+  constexpr int RB = ITERS == 1 ? 4 : 2;
 #pragma unroll 1
-  for (int i = 0; i < n; ++i) {
-    stage_load<T, K, NT, true>(x + (size_t)i * K, raw);
-    stage_sumsq<T, K, NT>(raw, sumsq + i * (NT / 32));
+  for (int i0 = 0; i0 < n; i0 += RB) {
+    uint4 raw[RB][ITERS];
+#pragma unroll
+    for (int b = 0; b < RB; ++b)
+      if (i0 + b < n) stage_load<T, K, NT, true>(x + (size_t)(i0 + b) * K, raw[b]);
+#pragma unroll
+    for (int b = 0; b < RB; ++b)
+      if (i0 + b < n) stage_sumsq<T, K, NT>(raw[b], sumsq + (i0 + b) * (NT / 32));
   }
   __syncthreads();
-#pragma unroll 1
-  for (int i = 0; i < n; ++i) {
-    stage_load<T, K, NT, true>(x + (size_t)i * K, raw);
-    const float inv = stage_inv<K, NT>(sumsq + i * (NT / 32), eps);
-#pragma unroll
-    for (int it = 0; it < ITERS; ++it) {
-      const int v = threadIdx.x + it * NT;
-      if (v < K / 8) {
-        float f[8], wf[8];
-        Words<4>{{raw[it].x, raw[it].y, raw[it].z, raw[it].w}}.template unpack<T>(f);
-        Vec8<T>::load(nw + 8 * v, wf);
-        __align__(16) T out[8];
-#pragma unroll
-        for (int j = 0; j < 8; ++j) out[j] = static_cast<T>(round_t<T>(wf[j] * round_t<T>(f[j] * inv)));
-        *reinterpret_cast<uint4*>(rows + (size_t)i * P + 8 * v) = *reinterpret_cast<const uint4*>(out);
-      }
-    }
-  }
+  if ((int)threadIdx.x < n) inv[threadIdx.x] = stage_inv<K, NT>(sumsq + threadIdx.x * (NT / 32), eps);
   __syncthreads();
 }
 
-// One weight phase over every row on the tensor cores: x rows src (K wide; NORM: RMS-normed
-// with nw and staged mg at a time, else read from src as they are). The weight rows come in
-// tiles of 16: with other == 1, rows 16i .. 16i + 15 (lane (g, q)'s pair: 16i + g and 16i + g +
-// 8); otherwise rows 8i .. 8i + 7 of [0, n_out) and their partners + other (gate and up). KS
-// warps of a block take a tile's K in slices and the first adds the others' sums in slice order;
-// a warp takes MT tiles at once, so x's fragments are read once for them. out(b, ra, rb, ya, yb)
-// stores row b's two products, unrounded, as rows_phase's does.
-template <typename T, int G, int K, int NT, int MT, bool NORM, typename Out>
+// Columns [c0, c0 + 64 ns) of rows [0, n) of x (row stride K) into a part: each row's values as
+// bf16 (NORM: RMS-normed with inv[r] and nw as MLX's rms_norm rounds them, w * T(x * inv)) and
+// each 64-wide span's sum of them (the quantization biases' share of a span's products). Every
+// thread loads B words before it stores any, so the block's reads of x are in flight together;
+// a span is the words of 8 consecutive lanes, summed by three shuffles.
+template <typename T, int K, int NT, bool NORM>
+__device__ __forceinline__ void stage_part_bf16(const T* x, int n, int c0, int ns, const T* nw,
+                                                const float* inv, const MmaPart& part) {
+  constexpr int B = 8;
+  const int vw = ns * 8, total = n * vw;
+  T* rows = part.template rows<T>(n);
+#pragma unroll 1
+  for (int i0 = 0; i0 < total; i0 += B * NT) {
+    uint4 raw[B];
+#pragma unroll
+    for (int b = 0; b < B; ++b) {
+      const int idx = i0 + b * NT + threadIdx.x;
+      raw[b] = make_uint4(0u, 0u, 0u, 0u);
+      if (idx < total) {
+        const int r = idx / vw, v = idx - r * vw;
+        raw[b] = __ldcg(reinterpret_cast<const uint4*>(x + (size_t)r * K + c0) + v);
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < B; ++b) {
+      const int idx = i0 + b * NT + threadIdx.x;
+      const int r = idx / vw, v = idx - r * vw;
+      float f[8];
+      Words<4>{{raw[b].x, raw[b].y, raw[b].z, raw[b].w}}.template unpack<T>(f);
+      uint4 o = raw[b];
+      if constexpr (NORM) {
+        if (idx < total) {
+          float wf[8];
+          Vec8<T>::load(nw + c0 + 8 * v, wf);
+          const float iv = inv[r];
+          __align__(16) T t8[8];
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            f[j] = round_t<T>(wf[j] * round_t<T>(f[j] * iv));
+            t8[j] = static_cast<T>(f[j]);
+          }
+          o = *reinterpret_cast<const uint4*>(t8);
+        }
+      }
+      float s = 0.f;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) s += f[j];
+      s += __shfl_xor_sync(0xffffffffu, s, 1);
+      s += __shfl_xor_sync(0xffffffffu, s, 2);
+      s += __shfl_xor_sync(0xffffffffu, s, 4);
+      if (idx < total) {
+        uint2* to = reinterpret_cast<uint2*>(rows + (size_t)r * part.pitch + 8 * v);  // 8-byte aligned
+        to[0] = make_uint2(o.x, o.y);
+        to[1] = make_uint2(o.z, o.w);
+        if ((v & 7) == 0) part.sums[r * part.sums_stride + (v >> 3)] = s;
+      }
+    }
+  }
+}
+
+// A span's weights for a lane: words 2q, 2q + 1 of its tile rows ra and rb, and their group's
+// scales and biases.
+struct SpanWeights {
+  uint2 a, b;
+  float sa, ba, sb, bb;
+};
+
+template <typename T, int G, int K>
+__device__ __forceinline__ SpanWeights span_weights(const uint32_t* w, const T* scales,
+                                                    const T* biases, int ra, int rb, int sp,
+                                                    int q) {
+  constexpr int WORDS = K / 8, GROUPS = K / G;
+  const int grp = sp * 64 / G;
+  SpanWeights r;
+  r.a = load_stream2(w + (size_t)ra * WORDS + sp * 8 + 2 * q);
+  r.b = load_stream2(w + (size_t)rb * WORDS + sp * 8 + 2 * q);
+  r.sa = to_float(scales[(size_t)ra * GROUPS + grp]);
+  r.ba = to_float(biases[(size_t)ra * GROUPS + grp]);
+  r.sb = to_float(scales[(size_t)rb * GROUPS + grp]);
+  r.bb = to_float(biases[(size_t)rb * GROUPS + grp]);
+  return r;
+}
+
+// One weight phase over every row on the tensor cores: x rows src (K wide; NORM: RMS-normed with
+// nw). The weight rows come in tiles of 16: with other == 1, rows 16i .. 16i + 15 (lane (g, q)'s
+// pair: 16i + g and 16i + g + 8); otherwise rows 8i .. 8i + 7 of [0, n_out) and their partners
+// + other (gate and up). A tile's K is split over the KS warps of a team, slice s taking the
+// spans s, s + KS, ..., and the first adds the others' sums in slice order (deterministic).
+//
+// The block stages x (normed or not) in parts of ps spans of all its rows (at most 32 at a time),
+// so every weight is loaded once for all the rows, every row is read from L2 once a part (not
+// once a tile and span), and a warp's products read x from shared memory. Each lane loads the
+// spans two ahead of the one it multiplies (SpanWeights), so the weights stream while the
+// tensor cores work. out(b, ra, rb, ya, yb) stores row b's two products, unrounded, as
+// rows_phase's does.
+template <typename T, int G, int K, int NT, bool NORM, typename Out>
 __device__ __forceinline__ void rows_phase_mma(const T* src, const T* nw, float eps, int rows,
-                                               int mg, const uint32_t* w, const T* scales,
+                                               int ps, const uint32_t* w, const T* scales,
                                                const T* biases, int ticket, int n_out,
                                                int other, Out out) {
   static_assert(G % 64 == 0 && K % 64 == 0, "64-wide spans within a group");
   extern __shared__ float smem[];
-  constexpr int WORDS = K / 8, SPANS = K / 64, GROUPS = K / G, WARPS = NT / 32;
-  constexpr int P = NORM ? MmaPitch<K>::P : K;
-  constexpr uint32_t ONES = 0x3f803f80u;  // a bf16 pair of 1.0: the span's sums of x
+  constexpr int SPANS = K / 64, WARPS = NT / 32;
+  using S = MmaShared<NT>;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, q = lane & 3;
   const int tiles = other == 1 ? n_out / 16 : n_out / 8;
-  const int units = (tiles + MT - 1) / MT;
   // Slices a tile's K is split over: the most (up to the block's warps) that still leave every
-  // warp of the grid a unit of MT tiles, so a phase of few tiles keeps the grid's loads in flight.
+  // warp of the grid a tile, so a phase of few tiles keeps the grid's loads in flight.
   int ks = 1;
-  while (ks < WARPS && SPANS % (2 * ks) == 0 && units * 2 * ks <= (int)gridDim.x * WARPS) ks *= 2;
-  const int per = SPANS / ks;
+  while (ks < WARPS && tiles * 2 * ks <= (int)gridDim.x * WARPS) ks *= 2;
   const int team = warp / ks, slice = warp % ks, teams = WARPS / ks;
+  if (ticket * teams >= tiles) return;  // the whole block: no tile of this ticket
+  const int parts = (SPANS + ps - 1) / ps;
   float* red = smem;
-  const T* xs = NORM ? reinterpret_cast<const T*>(smem + MmaShared<NT, MT>::ROWS) : src;
-  for (int b0 = 0; b0 < rows; b0 += NORM ? mg : 32) {
-    const int n = min(NORM ? mg : 32, rows - b0);
-    if constexpr (NORM) {
-      __syncthreads();  // the last group's rows are read by every warp before they go
-      stage_rows_bf16<T, K, NT>(src + (size_t)b0 * K, n, nw, eps, smem + MmaShared<NT, MT>::RED,
-                                const_cast<T*>(xs));
-    }
-    const T* xb = NORM ? xs : src + (size_t)b0 * K;
-    const int nj = (n + 7) / 8;
-    for (int u = ticket * teams + team; u < units; u += gridDim.x * teams) {
-      float tot[MT][4][4];
+  float* inv = smem + S::RED + S::SUMSQ;
+  for (int b0 = 0; b0 < rows; b0 += 32) {
+    const int n = min(32, rows - b0), nj = (n + 7) / 8;
+    const T* xb = src + (size_t)b0 * K;
+    const MmaPart part(smem + S::PART, n, ps);
+    const T* xs = part.template rows<T>(n);
+    __syncthreads();  // the last rows' part and scales are read by every warp before they go
+    if constexpr (NORM) rows_inv<T, K, NT>(xb, n, eps, smem + S::RED, inv);
+    int staged = -1;
+    for (int u0 = ticket * teams; u0 < tiles; u0 += gridDim.x * teams) {
+      const int u = u0 + team;
+      const bool busy = u < tiles;
+      const int tile = min(u, tiles - 1);
+      const int ra = other == 1 ? 16 * tile + g : 8 * tile + g;
+      const int rb = ra + (other == 1 ? 8 : other);
+      float tot[4][4];
 #pragma unroll
-      for (int m = 0; m < MT; ++m)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) tot[m][j][0] = tot[m][j][1] = tot[m][j][2] = tot[m][j][3] = 0.f;
-      int ra[MT], rb[MT];
-#pragma unroll
-      for (int m = 0; m < MT; ++m) {
-        const int tile = min(u * MT + m, tiles - 1);  // a short last unit repeats its last tile
-        ra[m] = other == 1 ? 16 * tile + g : 8 * tile + g;
-        rb[m] = ra[m] + (other == 1 ? 8 : other);
-      }
-#pragma unroll 2
-      for (int sp = slice * per; sp < (slice + 1) * per; ++sp) {
-        const int grp = sp * 64 / G;
-        uint32_t a[MT][4][4];
-        float sa[MT], ba[MT], sb[MT], bb[MT];
-#pragma unroll
-        for (int m = 0; m < MT; ++m) {
-          const uint2 wa = load_stream2(w + (size_t)ra[m] * WORDS + sp * 8 + 2 * q);
-          const uint2 wb = load_stream2(w + (size_t)rb[m] * WORDS + sp * 8 + 2 * q);
-          sa[m] = to_float(scales[(size_t)ra[m] * GROUPS + grp]);
-          ba[m] = to_float(biases[(size_t)ra[m] * GROUPS + grp]);
-          sb[m] = to_float(scales[(size_t)rb[m] * GROUPS + grp]);
-          bb[m] = to_float(biases[(size_t)rb[m] * GROUPS + grp]);
-          span_fragments(wa, wb, a[m]);
+      for (int j = 0; j < 4; ++j) tot[j][0] = tot[j][1] = tot[j][2] = tot[j][3] = 0.f;
+#pragma unroll 1
+      for (int p = 0; p < parts; ++p) {
+        const int s0 = p * ps, np = min(ps, SPANS - s0);
+        if (staged != p) {
+          __syncthreads();
+          stage_part_bf16<T, K, NT, NORM>(xb, n, s0 * 64, np, nw, inv, part);
+          __syncthreads();
+          staged = p;
         }
+        if (!busy || slice >= np) continue;
+        // The spans this slice takes, each lane's weights loaded two spans ahead.
+        SpanWeights cur = span_weights<T, G, K>(w, scales, biases, ra, rb, s0 + slice, q);
+        SpanWeights nx1 = cur, nx2 = cur;
+        if (slice + ks < np) nx1 = span_weights<T, G, K>(w, scales, biases, ra, rb, s0 + slice + ks, q);
+#pragma unroll 1
+        for (int s = slice; s < np; s += ks) {
+          if (s + 2 * ks < np) nx2 = span_weights<T, G, K>(w, scales, biases, ra, rb, s0 + s + 2 * ks, q);
+          uint32_t a[4][4];
+          span_fragments(cur.a, cur.b, a);
+          // The k steps outside and the rows' tiles inside: the tiles' accumulations are
+          // independent, so the tensor cores overlap them instead of waiting out one chain of
+          // dependent mma at a time.
+          float d[4][4];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          if (j < nj) {
-            const int r = 8 * j + g;
-            uint4 xv[2];
+          for (int j = 0; j < 4; ++j) d[j][0] = d[j][1] = d[j][2] = d[j][3] = 0.f;
 #pragma unroll
-            for (int t = 0; t < 2; ++t) {
-              const T* p = xb + (size_t)min(r, n - 1) * P + sp * 64 + (2 * q + t) * 8;
-              xv[t] = NORM ? *reinterpret_cast<const uint4*>(p)
-                           : __ldcg(reinterpret_cast<const uint4*>(p));
-              if (r >= n) xv[t] = make_uint4(0u, 0u, 0u, 0u);
-            }
-            float xsum[4] = {0.f, 0.f, 0.f, 0.f};
-            const uint32_t ones[4][4] = {{ONES, ONES, ONES, ONES}, {ONES, ONES, ONES, ONES},
-                                         {ONES, ONES, ONES, ONES}, {ONES, ONES, ONES, ONES}};
-            mma_span(xsum, ones, xv);
+          for (int k = 0; k < 4; ++k) {
 #pragma unroll
-            for (int m = 0; m < MT; ++m) {
-              float d[4] = {0.f, 0.f, 0.f, 0.f};
-              mma_span(d, a[m], xv);
-              tot[m][j][0] = fmaf(sa[m], d[0], fmaf(ba[m], xsum[0], tot[m][j][0]));
-              tot[m][j][1] = fmaf(sa[m], d[1], fmaf(ba[m], xsum[1], tot[m][j][1]));
-              tot[m][j][2] = fmaf(sb[m], d[2], fmaf(bb[m], xsum[0], tot[m][j][2]));
-              tot[m][j][3] = fmaf(sb[m], d[3], fmaf(bb[m], xsum[1], tot[m][j][3]));
+            for (int j = 0; j < 4; ++j) {
+              if (j < nj) {
+                const int r = min(8 * j + g, n - 1);
+                const uint2 xv = *reinterpret_cast<const uint2*>(
+                    xs + (size_t)r * part.pitch + s * 64 + (2 * q + (k >> 1)) * 8 + 4 * (k & 1));
+                mma_bf16(d[j], a[k], 8 * j + g < n ? xv.x : 0u, 8 * j + g < n ? xv.y : 0u);
+              }
             }
           }
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            if (j < nj) {
+              const int c = 8 * j + 2 * q;
+              const float x0 = part.sums[min(c, n - 1) * part.sums_stride + s];
+              const float x1 = part.sums[min(c + 1, n - 1) * part.sums_stride + s];
+              tot[j][0] = fmaf(cur.sa, d[j][0], fmaf(cur.ba, x0, tot[j][0]));
+              tot[j][1] = fmaf(cur.sa, d[j][1], fmaf(cur.ba, x1, tot[j][1]));
+              tot[j][2] = fmaf(cur.sb, d[j][2], fmaf(cur.bb, x0, tot[j][2]));
+              tot[j][3] = fmaf(cur.sb, d[j][3], fmaf(cur.bb, x1, tot[j][3]));
+            }
+          }
+          cur = nx1;
+          nx1 = nx2;
         }
       }
       // The tile's slices, added in slice order by its first warp.
-      float* mine = red + (warp * 32 + lane) * (MT * 16);
+      float* mine = red + (warp * 32 + lane) * 16;
       if (ks > 1 && slice > 0) {
 #pragma unroll
-        for (int m = 0; m < MT; ++m)
+        for (int j = 0; j < 4; ++j)
 #pragma unroll
-          for (int j = 0; j < 4; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) mine[(m * 4 + j) * 4 + e] = tot[m][j][e];
+          for (int e = 0; e < 4; ++e) mine[j * 4 + e] = tot[j][e];
       }
       if (ks > 1) asm volatile("bar.sync %0, %1;" ::"r"(1 + team), "r"(ks * 32));
-      if (slice == 0) {
+      if (slice == 0 && busy) {
 #pragma unroll
-        for (int m = 0; m < MT; ++m) {
-          if (u * MT + m >= tiles) continue;
+        for (int j = 0; j < 4; ++j) {
+          if (j >= nj) continue;
+          float v[4];
 #pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            if (j >= nj) continue;
-            float v[4];
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              v[e] = tot[m][j][e];
-              for (int k2 = 1; k2 < ks; ++k2) {
-                v[e] += red[((warp + k2) * 32 + lane) * (MT * 16) + (m * 4 + j) * 4 + e];
-              }
-            }
-            const int c = 8 * j + 2 * q;
-            if (c < n) out(b0 + c, ra[m], rb[m], v[0], v[2]);
-            if (c + 1 < n) out(b0 + c + 1, ra[m], rb[m], v[1], v[3]);
+          for (int e = 0; e < 4; ++e) {
+            v[e] = tot[j][e];
+            for (int k2 = 1; k2 < ks; ++k2) v[e] += red[((warp + k2) * 32 + lane) * 16 + j * 4 + e];
           }
+          const int c = 8 * j + 2 * q;
+          if (c < n) out(b0 + c, ra, rb, v[0], v[2]);
+          if (c + 1 < n) out(b0 + c + 1, ra, rb, v[1], v[3]);
         }
       }
       if (ks > 1) asm volatile("bar.sync %0, %1;" ::"r"(1 + team), "r"(ks * 32));
