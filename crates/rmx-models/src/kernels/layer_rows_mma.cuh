@@ -230,7 +230,7 @@ __device__ __forceinline__ void rows_phase_mma(const T* src, const T* nw, float 
   int ks = 1;
   while (ks < WARPS && tiles * 2 * ks <= (int)gridDim.x * WARPS) ks *= 2;
   const int team = warp / ks, slice = warp % ks, teams = WARPS / ks;
-  if (ticket * teams >= tiles) return;  // the whole block: no tile of this ticket
+  if (ticket >= tiles) return;  // the whole block: no tile of this ticket
   const int parts = (SPANS + ps - 1) / ps;
   float* red = smem;
   float* inv = smem + S::RED + S::SUMSQ;
@@ -242,8 +242,10 @@ __device__ __forceinline__ void rows_phase_mma(const T* src, const T* nw, float 
     __syncthreads();  // the last rows' part and scales are read by every warp before they go
     if constexpr (NORM) rows_inv<T, K, NT>(xb, n, eps, smem + S::RED, inv);
     int staged = -1;
-    for (int u0 = ticket * teams; u0 < tiles; u0 += gridDim.x * teams) {
-      const int u = u0 + team;
+    // Round r gives team t of ticket b the tile (r * teams + t) * gridDim.x + b: the grid's teams
+    // take the tiles side by side, so a phase of fewer tiles than teams leaves every SM some.
+    for (int u0 = ticket; u0 < tiles; u0 += gridDim.x * teams) {
+      const int u = u0 + team * gridDim.x;
       const bool busy = u < tiles;
       const int tile = min(u, tiles - 1);
       const int ra = other == 1 ? 16 * tile + g : 8 * tile + g;
