@@ -127,27 +127,29 @@ def part_spans(k, rows, budget=BUDGET):
     return -(-spans // parts)
 
 
-def rows_mma():
+def rows_mma(chunks):
     """rows_phase_mma against the float product of MLX's normed x, on Llama-3-8B's QKV (normed,
     pairs of 16-row tiles), gate/up (normed, gate and up partners), out and down (x as it is) at 1
     to 32 rows; then timed at 4, 16 and 32 rows over COPIES copies of the layer's weights in one
     launch (streamed from memory; each copy staged as a layer's phase stages: µs a phase and GB/s
-    of weights)."""
+    of weights). Once for each of `chunks`, the kernel's RMX_MMA_CHUNK (spans loaded at once)."""
     import mlx.core as mx
 
     kernels = {}
 
-    def kern(k, norm):
-        if (k, norm) not in kernels:  # one shared size a kernel: MLX keeps the first
-            kernels[k, norm] = mx.fast.cuda_kernel(
-                name="rmx_lab_rows_mma", input_names=["x", "nw", "w", "scales", "biases", "dims"],
-                output_names=["y"], source=ROWS_MMA, header=HEADER, shared_memory=BUDGET)
-        return kernels[k, norm]
+    def kern(k, norm, chunk):
+        if (k, norm, chunk) not in kernels:  # one shared size a kernel: MLX keeps the first
+            kernels[k, norm, chunk] = mx.fast.cuda_kernel(
+                name=f"rmx_lab_rows_mma_c{chunk}",
+                input_names=["x", "nw", "w", "scales", "biases", "dims"], output_names=["y"],
+                source=ROWS_MMA, header=f"#define RMX_MMA_CHUNK {chunk}\n" + HEADER,
+                shared_memory=BUDGET)
+        return kernels[k, norm, chunk]
 
-    def run(x, nw, ws, n, k, norm, other, copies=1):
+    def run(x, nw, ws, n, k, norm, other, chunk, copies=1):
         rows = x.shape[0]
         dims = mx.array([n, rows, part_spans(k, rows), other, copies], dtype=mx.int32)
-        return lambda: kern(k, norm)(
+        return lambda: kern(k, norm, chunk)(
             inputs=[x, nw, *ws, dims], template=[("T", mx.bfloat16), ("G", 64), ("K", k),
                                                  ("NT", NT), ("NORM", norm)],
             grid=(132 * NT, 1, 1), threadgroup=(NT, 1, 1), output_shapes=[(rows, n)],
@@ -167,19 +169,22 @@ def rows_mma():
             with mx.stream(mx.cpu):
                 dense = xn.astype(mx.float32) @ dq.T
                 mx.eval(dense)
-            y = run(x, nw, (w, s, b), n, k, norm, other)()
-            rel = (mx.max(mx.abs(y - dense)) / mx.max(mx.abs(dense))).item()
-            worst = max(worst, rel)
+            for chunk in chunks:
+                y = run(x, nw, (w, s, b), n, k, norm, other, chunk)()
+                rel = (mx.max(mx.abs(y - dense)) / mx.max(mx.abs(dense))).item()
+                worst = max(worst, rel)
             print(f"rows_mma {name} {n} x {k}, {rows} rows: vs float {rel:.1e}", flush=True)
         big = stacked((w, s, b), n, k)
         wb = sum(a.nbytes for a in big)
         for rows in (4, 16, 32):
             x = mx.random.normal((rows, k)).astype(mx.bfloat16)
-            t = timed(run(x, nw, big, n, k, norm, other, COPIES)) / COPIES
+            line = []
+            for chunk in chunks:
+                t = timed(run(x, nw, big, n, k, norm, other, chunk, COPIES)) / COPIES
+                line.append(f"chunk {chunk}: {t:.1f} us ({wb / COPIES / t / 1e3:.0f} GB/s)")
             print(f"rows_mma {name} {n} x {k}, {rows} rows ({part_spans(k, rows)} spans a part), "
-                  f"{COPIES} copies: {t:.1f} us a phase ({wb / COPIES / t / 1e3:.0f} GB/s)",
-                  flush=True)
-        print(f"rows_mma {name}: worst vs float {worst:.1e}", flush=True)
+                  f"a phase of {COPIES} copies: " + "; ".join(line), flush=True)
+        print(f"rows_mma {name}: worst vs float {worst:.1e} (every chunk)", flush=True)
 
 
 def gpu():
@@ -295,6 +300,7 @@ if __name__ == "__main__":
     if "--nvrtc" in sys.argv:
         nvrtc()
     elif "--rows-mma" in sys.argv:
-        rows_mma()
+        # --rows-mma [CHUNK ...]: the chunk sizes to compare (default: the kernel's own, 4).
+        rows_mma([int(a) for a in sys.argv[sys.argv.index("--rows-mma") + 1:]] or [4])
     else:
         gpu()

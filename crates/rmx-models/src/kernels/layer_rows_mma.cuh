@@ -114,7 +114,8 @@ __device__ __forceinline__ void rows_inv(const T* x, int n, float eps, float* su
       if (i0 + b < n) stage_sumsq<T, K, NT>(raw[b], sumsq + (i0 + b) * (NT / 32));
   }
   __syncthreads();
-  if ((int)threadIdx.x < n) inv[threadIdx.x] = stage_inv<K, NT>(sumsq + threadIdx.x * (NT / 32), eps);
+  if ((int)threadIdx.x < n)
+    inv[threadIdx.x] = stage_inv<K, NT>(sumsq + threadIdx.x * (NT / 32), eps);
   __syncthreads();
 }
 
@@ -169,7 +170,8 @@ __device__ __forceinline__ void stage_part_bf16(const T* x, int n, int c0, int n
       s += __shfl_xor_sync(0xffffffffu, s, 2);
       s += __shfl_xor_sync(0xffffffffu, s, 4);
       if (idx < total) {
-        uint2* to = reinterpret_cast<uint2*>(rows + (size_t)r * part.pitch + 8 * v);  // 8-byte aligned
+        // 8-byte aligned (the pitch): two stores.
+        uint2* to = reinterpret_cast<uint2*>(rows + (size_t)r * part.pitch + 8 * v);
         to[0] = make_uint2(o.x, o.y);
         to[1] = make_uint2(o.z, o.w);
         if ((v & 7) == 0) part.sums[r * part.sums_stride + (v >> 3)] = s;
@@ -178,28 +180,12 @@ __device__ __forceinline__ void stage_part_bf16(const T* x, int n, int c0, int n
   }
 }
 
-// A span's weights for a lane: words 2q, 2q + 1 of its tile rows ra and rb, and their group's
-// scales and biases.
-struct SpanWeights {
-  uint2 a, b;
-  float sa, ba, sb, bb;
-};
-
-template <typename T, int G, int K>
-__device__ __forceinline__ SpanWeights span_weights(const uint32_t* w, const T* scales,
-                                                    const T* biases, int ra, int rb, int sp,
-                                                    int q) {
-  constexpr int WORDS = K / 8, GROUPS = K / G;
-  const int grp = sp * 64 / G;
-  SpanWeights r;
-  r.a = load_stream2(w + (size_t)ra * WORDS + sp * 8 + 2 * q);
-  r.b = load_stream2(w + (size_t)rb * WORDS + sp * 8 + 2 * q);
-  r.sa = to_float(scales[(size_t)ra * GROUPS + grp]);
-  r.ba = to_float(biases[(size_t)ra * GROUPS + grp]);
-  r.sb = to_float(scales[(size_t)rb * GROUPS + grp]);
-  r.bb = to_float(biases[(size_t)rb * GROUPS + grp]);
-  return r;
-}
+// Spans a warp loads together (a chunk: each of its 16 rows' C x 32 bytes at once), one chunk
+// ahead of the one it multiplies. A lane's 8 bytes of a span alone made the DRAM serve 32-byte
+// pieces of 16 rows at a time (the lab: ~500-800 GB/s at 4 rows, session 33).
+#ifndef RMX_MMA_CHUNK
+#define RMX_MMA_CHUNK 4
+#endif
 
 // One weight phase over every row on the tensor cores: x rows src (K wide; NORM: RMS-normed with
 // nw). The weight rows come in tiles of 16: with other == 1, rows 16i .. 16i + 15 (lane (g, q)'s
@@ -209,9 +195,9 @@ __device__ __forceinline__ SpanWeights span_weights(const uint32_t* w, const T* 
 //
 // The block stages x (normed or not) in parts of ps spans of all its rows (at most 32 at a time),
 // so every weight is loaded once for all the rows, every row is read from L2 once a part (not
-// once a tile and span), and a warp's products read x from shared memory. Each lane loads the
-// spans two ahead of the one it multiplies (SpanWeights), so the weights stream while the
-// tensor cores work. out(b, ra, rb, ya, yb) stores row b's two products, unrounded, as
+// once a tile and span), and a warp's products read x from shared memory. Each lane loads a
+// chunk of spans ahead of the one it multiplies, so the weights stream while the tensor cores
+// work. out(b, ra, rb, ya, yb) stores row b's two products, unrounded, as
 // rows_phase's does.
 template <typename T, int G, int K, int NT, bool NORM, typename Out>
 __device__ __forceinline__ void rows_phase_mma(const T* src, const T* nw, float eps, int rows,
@@ -220,7 +206,7 @@ __device__ __forceinline__ void rows_phase_mma(const T* src, const T* nw, float 
                                                int other, Out out) {
   static_assert(G % 64 == 0 && K % 64 == 0, "64-wide spans within a group");
   extern __shared__ float smem[];
-  constexpr int SPANS = K / 64, WARPS = NT / 32;
+  constexpr int SPANS = K / 64, WARPS = NT / 32, WORDS = K / 8, GROUPS = K / G;
   using S = MmaShared<NT>;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, q = lane & 3;
@@ -262,16 +248,45 @@ __device__ __forceinline__ void rows_phase_mma(const T* src, const T* nw, float 
           __syncthreads();
           staged = p;
         }
-        if (!busy || slice >= np) continue;
-        // The spans this slice takes, each lane's weights loaded two spans ahead.
-        SpanWeights cur = span_weights<T, G, K>(w, scales, biases, ra, rb, s0 + slice, q);
-        SpanWeights nx1 = cur, nx2 = cur;
-        if (slice + ks < np) nx1 = span_weights<T, G, K>(w, scales, biases, ra, rb, s0 + slice + ks, q);
+        // The slice's chunks (chunk i: spans C i .. C i + C - 1 of the part; the slice takes
+        // chunks slice, slice + ks, ...). Scales and biases are read as a span is taken (from
+        // L1 after its row's first: 16 groups share a sector).
+        constexpr int C = RMX_MMA_CHUNK;
+        const int nch = (np + C - 1) / C;
+        if (!busy || slice >= nch) continue;
+        const uint32_t* wa_row = w + (size_t)ra * WORDS + s0 * 8 + 2 * q;
+        const uint32_t* wb_row = w + (size_t)rb * WORDS + s0 * 8 + 2 * q;
+        uint2 ca[C], cb[C], na[C], nb[C];
+#pragma unroll
+        for (int c = 0; c < C; ++c) {
+          const int sp = slice * C + c;
+          ca[c] = sp < np ? load_stream2(wa_row + sp * 8) : make_uint2(0u, 0u);
+          cb[c] = sp < np ? load_stream2(wb_row + sp * 8) : make_uint2(0u, 0u);
+          na[c] = nb[c] = make_uint2(0u, 0u);
+        }
 #pragma unroll 1
-        for (int s = slice; s < np; s += ks) {
-          if (s + 2 * ks < np) nx2 = span_weights<T, G, K>(w, scales, biases, ra, rb, s0 + s + 2 * ks, q);
+        for (int ch = slice; ch < nch; ch += ks) {
+          if (ch + ks < nch) {
+#pragma unroll
+            for (int c = 0; c < C; ++c) {
+              const int sp = (ch + ks) * C + c;
+              if (sp < np) {
+                na[c] = load_stream2(wa_row + sp * 8);
+                nb[c] = load_stream2(wb_row + sp * 8);
+              }
+            }
+          }
+#pragma unroll
+          for (int c = 0; c < C; ++c) {
+          const int s = ch * C + c;
+          if (s >= np) break;
+          const int grp = (s0 + s) * 64 / G;
+          const float sa = to_float(scales[(size_t)ra * GROUPS + grp]);
+          const float ba = to_float(biases[(size_t)ra * GROUPS + grp]);
+          const float sb = to_float(scales[(size_t)rb * GROUPS + grp]);
+          const float bb = to_float(biases[(size_t)rb * GROUPS + grp]);
           uint32_t a[4][4];
-          span_fragments(cur.a, cur.b, a);
+          span_fragments(ca[c], cb[c], a);
           // The k steps outside and the rows' tiles inside: the tiles' accumulations are
           // independent, so the tensor cores overlap them instead of waiting out one chain of
           // dependent mma at a time.
@@ -296,14 +311,18 @@ __device__ __forceinline__ void rows_phase_mma(const T* src, const T* nw, float 
               const int c = 8 * j + 2 * q;
               const float x0 = part.sums[min(c, n - 1) * part.sums_stride + s];
               const float x1 = part.sums[min(c + 1, n - 1) * part.sums_stride + s];
-              tot[j][0] = fmaf(cur.sa, d[j][0], fmaf(cur.ba, x0, tot[j][0]));
-              tot[j][1] = fmaf(cur.sa, d[j][1], fmaf(cur.ba, x1, tot[j][1]));
-              tot[j][2] = fmaf(cur.sb, d[j][2], fmaf(cur.bb, x0, tot[j][2]));
-              tot[j][3] = fmaf(cur.sb, d[j][3], fmaf(cur.bb, x1, tot[j][3]));
+              tot[j][0] = fmaf(sa, d[j][0], fmaf(ba, x0, tot[j][0]));
+              tot[j][1] = fmaf(sa, d[j][1], fmaf(ba, x1, tot[j][1]));
+              tot[j][2] = fmaf(sb, d[j][2], fmaf(bb, x0, tot[j][2]));
+              tot[j][3] = fmaf(sb, d[j][3], fmaf(bb, x1, tot[j][3]));
             }
           }
-          cur = nx1;
-          nx1 = nx2;
+          }
+#pragma unroll
+          for (int c = 0; c < C; ++c) {
+            ca[c] = na[c];
+            cb[c] = nb[c];
+          }
         }
       }
       // The tile's slices, added in slice order by its first warp.
