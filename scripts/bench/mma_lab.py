@@ -123,8 +123,12 @@ def part_spans(k, rows, budget=BUDGET):
     n = max(1, min(rows, 32))
     spans = k // 64
     most = max(1, min(spans, (budget - FIXED - n * 12 - 16) // (n * 132)))
+    if most == spans:
+        return spans
+    unit = 32 if most >= 32 else 4  # rows.rs's MMA_PART_UNIT, MMA_CHUNK
+    most = max(1, most // unit * unit)
     parts = -(-spans // most)
-    return -(-spans // parts)
+    return min(most, -(-(-(-spans // parts)) // unit) * unit)
 
 
 def rows_mma(chunks):

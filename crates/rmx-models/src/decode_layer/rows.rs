@@ -43,17 +43,33 @@ pub(super) fn call(n: usize, rows: Rows) -> String {
 const MMA_FIXED_BYTES: i32 = 4 * ((THREADS / 32) * 32 * 16 + 32 * (THREADS / 32) + 32);
 
 /// Spans (64 columns) of a k-wide phase's x the tensor-core phases stage at once for `rows` rows
-/// (at most 32 at a time) within `bytes` of shared memory: as many as fit, then parts as even as
-/// they go. A span of n rows takes n x 64 bf16 values and n float sums; each row also 8 bytes of
-/// padding and one more sum (MmaPart's strides), and the sums' region up to 12 bytes of rounding.
+/// (at most 32 at a time) within `bytes` of shared memory: the whole row if it fits, else parts
+/// of a whole number of [`MMA_PART_UNIT`] spans where as many fit (else of the kernel's chunks),
+/// as even as they go. A span of n rows takes n x 64 bf16 values and n float sums; each row also
+/// 8 bytes of padding and one more sum (MmaPart's strides), the sums' region up to 12 bytes of
+/// rounding.
 fn mma_part_spans(k: i32, rows: i32, bytes: i32) -> i32 {
     let n = rows.clamp(1, 32);
     let spans = k / 64;
     let room = bytes - MMA_FIXED_BYTES - n * (8 + 4) - 16;
     let most = (room / (n * (128 + 4))).clamp(1, spans);
+    if most == spans {
+        return spans;
+    }
+    let unit = if most >= MMA_PART_UNIT { MMA_PART_UNIT } else { MMA_CHUNK };
+    let most = (most / unit * unit).max(1);
     let parts = (spans + most - 1) / most;
-    (spans + parts - 1) / parts
+    let even = (spans + parts - 1) / parts;
+    ((even + unit - 1) / unit * unit).min(most)
 }
+
+/// Spans a warp loads at once (the kernel's RMX_MMA_CHUNK).
+const MMA_CHUNK: i32 = 4;
+
+/// Spans of a part that give each of 8 K slices (the out and down projections' at Llama-3-8B's
+/// shape on 132 SMs) the same number of chunks: a part of 45 spans of its 14,336 left some
+/// slices two chunks and others one.
+const MMA_PART_UNIT: i32 = 8 * MMA_CHUNK;
 
 /// Bytes the kernel's MmaPart takes for `ps` spans of n rows (as layer_rows_mma.cuh lays it out).
 #[cfg(test)]
@@ -359,13 +375,15 @@ mod tests {
             assert!(starts[i] + sizes[i] <= l[i], "region {i} overflows: {l:?}");
         }
         // The tensor-core phases' parts: at 32 rows in an H100's 227 KB (1 KB kept back)
-        // Llama-3-8B's 4,096 columns in two parts of 32 spans and its 14,336 in five of 45; 16
-        // rows or fewer take a 4,096-wide row whole; every part fits.
+        // Llama-3-8B's 4,096 columns in two parts of 32 spans and its 14,336 in seven of 32 (45
+        // would fit); 16 rows or fewer take a 4,096-wide row whole; every part fits.
         let h100 = 227 * 1024 - 1024;
         assert_eq!(mma_part_spans(4096, 32, h100), 32);
-        assert_eq!(mma_part_spans(14336, 32, h100), 45);
+        assert_eq!(mma_part_spans(14336, 32, h100), 32);
+        assert_eq!(mma_part_spans(14336, 16, h100), 64);
         assert_eq!(mma_part_spans(4096, 16, h100), 64);
         assert_eq!(mma_part_spans(576, 2, h100), 9);
+        assert_eq!(mma_part_spans(4096, 32, 61_000), 4, "room for 6 spans: chunks of 4");
         for budget in [h100, STAGE_BYTES - 1024] {
             for k in [576, 1024, 4096, 5120, 14336, 18944] {
                 for rows in [1, 2, 5, 16, 17, 23, 31, 32, 40] {
