@@ -151,8 +151,9 @@ env_vars! {
     /// `1`: a batch's decode step (not a verify block) takes its 4-bit products on bf16 tensor
     /// cores, each weight read once for up to 32 rows; a row's answer is then within bf16 rounding
     /// of its answer alone, not bit-equal. Needs bf16 activations and groups of 64 or more.
-    /// Default: off (on an H100, Llama-3-8B 4-bit at 32 streams: a step 19.0 ms against 27.2,
-    /// 1,691 decode tok/s against 1,183; fewer rows not yet measured).
+    /// Default: off (its first form, on an H100, Llama-3-8B 4-bit at 32 streams: a step 19.0 ms
+    /// against 27.2, 1,691 decode tok/s against 1,183; the present form, which loads each weight
+    /// once for all rows, and fewer rows are not yet measured).
     RMX_LAYER_ROWS_MMA in FastPath;
     /// `1`: the layer kernel of a batch's step (and of a verify block) reads the GPU's clock at
     /// each phase, and every launch prints a `layer times` line on stderr with the QKV,

@@ -48,8 +48,9 @@ pub struct FastPath {
     pub layer_block_share: bool,
     /// A batch's decode step takes its 4-bit products on bf16 tensor cores
     /// (`RMX_LAYER_ROWS_MMA=1`, kernels/layer_rows_mma.cuh): within bf16 rounding of a row's
-    /// answer alone, not bit-equal. Off by default: 1.43x at 32 rows on the H100 (session 32),
-    /// but batch invariance is exact without it and 4 rows are not yet measured.
+    /// answer alone, not bit-equal. Off by default: its first form gave 1.43x at 32 rows on the
+    /// H100 (session 32), but batch invariance is exact without it, and its present form
+    /// (session 33) and 4 rows are not yet measured.
     pub layer_rows_mma: bool,
     /// The rows kernel reads the GPU's clock at its phases and each launch prints where its time
     /// went (`RMX_LAYER_TIMES=1`; waits for every step: for measuring only).
