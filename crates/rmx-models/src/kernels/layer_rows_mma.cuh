@@ -33,8 +33,9 @@ __device__ __forceinline__ void fields_bf16x2(uint32_t u, uint32_t (&p)[4]) {
 
 // A 64-wide span of two weight words (2q, 2q + 1) of tile rows g and g + 8 as the four k steps'
 // A fragments. Lane (g, q)'s k slots of step s are the span's columns (2q + s / 2) * 8 + 4 (s % 2)
-// + {0, 1} and + {2, 3}: the same columns its B fragments take from x (mma_span), so each k slot
-// meets its own column whatever the order mma sums them in.
+// + {0, 1} and + {2, 3}: the same columns its B fragments take from x (mma_span's two pieces, or
+// rows_phase_mma's 8 bytes a step), so each k slot meets its own column whatever the order mma
+// sums them in.
 __device__ __forceinline__ void span_fragments(uint2 wa, uint2 wb, uint32_t (&a)[4][4]) {
   uint32_t pa[2][4], pb[2][4];
   fields_bf16x2(wa.x, pa[0]);
