@@ -56,7 +56,11 @@ fn mma_part_spans(k: i32, rows: i32, bytes: i32) -> i32 {
     if most == spans {
         return spans;
     }
-    let unit = if most >= MMA_PART_UNIT { MMA_PART_UNIT } else { MMA_CHUNK };
+    let unit = if most >= MMA_PART_UNIT {
+        MMA_PART_UNIT
+    } else {
+        MMA_CHUNK
+    };
     let most = (most / unit * unit).max(1);
     let parts = (spans + most - 1) / most;
     let even = (spans + parts - 1) / parts;
@@ -383,7 +387,11 @@ mod tests {
         assert_eq!(mma_part_spans(14336, 16, h100), 64);
         assert_eq!(mma_part_spans(4096, 16, h100), 64);
         assert_eq!(mma_part_spans(576, 2, h100), 9);
-        assert_eq!(mma_part_spans(4096, 32, 61_000), 4, "room for 6 spans: chunks of 4");
+        assert_eq!(
+            mma_part_spans(4096, 32, 61_000),
+            4,
+            "room for 6 spans: chunks of 4"
+        );
         for budget in [h100, STAGE_BYTES - 1024] {
             for k in [576, 1024, 4096, 5120, 14336, 18944] {
                 for rows in [1, 2, 5, 16, 17, 23, 31, 32, 40] {
