@@ -276,7 +276,20 @@ __device__ void lab_mma2(const T* x, const uint32_t* w, const T* scales, const T
 // float answer (within float rounding), and a solo step that took the same product would keep
 // batch invariance exact: an mma's element (m, n) depends on A's row m and B's column n alone.
 
-// mma_bf16, span_fragments and mma_span: kernels/layer_rows_mma.cuh (the rows kernel's own).
+// mma_bf16 and span_fragments: kernels/layer_rows_mma.cuh (the rows kernel's own).
+
+// A span's four k steps into d: A fragments a[s] (span_fragments) against the x row's two
+// 16-byte pieces at columns (2q + t) * 8 of the span, t = 0, 1 (its B fragments, step s taking
+// piece s / 2's words 0, 1 or 2, 3).
+__device__ __forceinline__ void mma_span(float (&d)[4], const uint32_t (&a)[4][4],
+                                         const uint4 (&xv)[2]) {
+#pragma unroll
+  for (int s = 0; s < 4; ++s) {
+    const uint4& v = xv[s >> 1];
+    mma_bf16(d, a[s], (s & 1) ? v.z : v.x, (s & 1) ? v.w : v.y);
+  }
+}
+
 
 // y[n * N + r] = sum_k x[n][k] * (s * f + b) for NR <= 32 rows of x (bf16, K wide, read through
 // L1) against 4-bit weights (groups G, a multiple of 64): a warp takes MT 16-row tiles over a

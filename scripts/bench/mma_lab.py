@@ -79,19 +79,14 @@ def nvrtc():
     sys.exit(0 if ok else 1)
 
 
-def stacked(ws, n, k, halves=False):
+def stacked(ws, n, k):
     """(w, scales, biases) of COPIES layers: ws and COPIES - 1 random ones stacked, each n x k,
-    4-bit in groups of 64 (past L2, so a launch streams them from memory as a step does). halves:
-    rows are gate then up (each n / 2); the stack keeps every copy's gates before any up."""
+    4-bit in groups of 64 (past L2, so a launch streams them from memory as a step does)."""
     import mlx.core as mx
 
     parts = [ws] + [mx.quantize((mx.random.normal((n, k)) * 0.02).astype(mx.bfloat16),
                                 group_size=64, bits=4) for _ in range(COPIES - 1)]
-    if halves:
-        big = [mx.concatenate([p[i][: n // 2] for p in parts] + [p[i][n // 2:] for p in parts])
-               for i in range(3)]
-    else:
-        big = [mx.concatenate([p[i] for p in parts]) for i in range(3)]
+    big = [mx.concatenate([p[i] for p in parts]) for i in range(3)]
     mx.eval(big)
     return big
 
@@ -127,8 +122,12 @@ def part_spans(k, rows, budget=BUDGET):
         return spans
     unit = 32 if most >= 32 else 4  # rows.rs's MMA_PART_UNIT, MMA_CHUNK
     most = max(1, most // unit * unit)
-    parts = -(-spans // most)
-    return min(most, -(-(-(-spans // parts)) // unit) * unit)
+    even = ceil_div(spans, ceil_div(spans, most))
+    return min(most, ceil_div(even, unit) * unit)
+
+
+def ceil_div(a, b):
+    return -(-a // b)
 
 
 def rows_mma(chunks):
@@ -173,11 +172,13 @@ def rows_mma(chunks):
             with mx.stream(mx.cpu):
                 dense = xn.astype(mx.float32) @ dq.T
                 mx.eval(dense)
+            rels = []
             for chunk in chunks:
                 y = run(x, nw, (w, s, b), n, k, norm, other, chunk)()
-                rel = (mx.max(mx.abs(y - dense)) / mx.max(mx.abs(dense))).item()
-                worst = max(worst, rel)
-            print(f"rows_mma {name} {n} x {k}, {rows} rows: vs float {rel:.1e}", flush=True)
+                rels.append((mx.max(mx.abs(y - dense)) / mx.max(mx.abs(dense))).item())
+            worst = max(worst, *rels)
+            print(f"rows_mma {name} {n} x {k}, {rows} rows: vs float {max(rels):.1e} (the worst "
+                  f"chunk)", flush=True)
         big = stacked((w, s, b), n, k)
         wb = sum(a.nbytes for a in big)
         for rows in (4, 16, 32):

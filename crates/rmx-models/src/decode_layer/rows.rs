@@ -281,22 +281,23 @@ fn run(
     } else {
         kind
     };
-    let mut groups = [hid, h * d, f].map(|k| group(rows, k, bits));
     let lay = scratch_layout(rows, sb, hid, h, kvh, d, f);
-    // As much as the most rows would take, whatever the batch: one compiled kernel for every
-    // batch size (the launch's shared memory is part of the kernel's key).
-    let shared = if kind == Rows::BatchMma {
+    // What a phase of each width stages at once (rows, or with tensor cores x's spans), and the
+    // launch's shared memory: as much as the most rows would take, whatever the batch, so one
+    // compiled kernel serves every batch size (the shared memory is part of the kernel's key).
+    let widths = [hid, h * d, f];
+    let (groups, shared) = if kind == Rows::BatchMma {
         // 1 KB below the device's limit for the kernel's own (static) shared variables; the
         // parts of x staged at once are as wide as this batch's rows leave room for.
         let budget = rmx_mlx::cuda_shared_memory_optin().unwrap_or(STAGE_BYTES) - 1024;
-        groups = [hid, h * d, f].map(|k| mma_part_spans(k, rows, budget));
-        budget
+        (widths.map(|k| mma_part_spans(k, rows, budget)), budget)
     } else {
-        [hid, h * d, f]
+        let most = widths
             .iter()
             .map(|&k| 4 * group(i32::MAX, k, bits) * stage_floats(k, bits))
             .max()
-            .unwrap_or(0)
+            .unwrap_or(0);
+        (widths.map(|k| group(rows, k, bits)), most)
     };
     let pos = fastpath::on_device(Array::from_slice(
         &[

@@ -31,12 +31,14 @@ namespace rmx {
 // writes %globaltimer as it starts and as it leaves each phase's wait (u64 slots 0 .. 5 nl - 1
 // at the last offset) and every block its finish (slot 5 nl + its index).
 #ifdef RMX_ROWS_TIMES
-#define RMX_ROWS_TIME(i)                                                                  \
-  if (blockIdx.x == 0 && threadIdx.x == 0) {                                              \
-    unsigned long long t_;                                                                \
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));                                \
-    reinterpret_cast<unsigned long long*>(scratch + __ldg(pos + 13))[i] = t_;             \
-  }
+// Clock slot i (u64, pos[13] floats into scratch) gets %globaltimer.
+__device__ __forceinline__ void rows_clock(float* scratch, const int32_t* pos, int i) {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  reinterpret_cast<unsigned long long*>(scratch + __ldg(pos + 13))[i] = t;
+}
+#define RMX_ROWS_TIME(i) \
+  if (blockIdx.x == 0 && threadIdx.x == 0) rows_clock(scratch, pos, i)
 #else
 #define RMX_ROWS_TIME(i)
 #endif
@@ -469,11 +471,7 @@ __device__ __forceinline__ void decode_layers_rows(
     });
   }
 #ifdef RMX_ROWS_TIMES
-  if (threadIdx.x == 0) {
-    unsigned long long t_;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_));
-    reinterpret_cast<unsigned long long*>(scratch + __ldg(pos + 13))[LAYER_PHASES * nl + blockIdx.x] = t_;
-  }
+  if (threadIdx.x == 0) rows_clock(scratch, pos, LAYER_PHASES * nl + blockIdx.x);
 #endif
   tk.leave();
 }

@@ -33,9 +33,9 @@ __device__ __forceinline__ void fields_bf16x2(uint32_t u, uint32_t (&p)[4]) {
 
 // A 64-wide span of two weight words (2q, 2q + 1) of tile rows g and g + 8 as the four k steps'
 // A fragments. Lane (g, q)'s k slots of step s are the span's columns (2q + s / 2) * 8 + 4 (s % 2)
-// + {0, 1} and + {2, 3}: the same columns its B fragments take from x (mma_span's two pieces, or
-// rows_phase_mma's 8 bytes a step), so each k slot meets its own column whatever the order mma
-// sums them in.
+// + {0, 1} and + {2, 3}: the same columns its B fragments take from x (rows_phase_mma's 8 bytes a
+// step; the lab's mma_span), so each k slot meets its own column whatever the order mma sums them
+// in.
 __device__ __forceinline__ void span_fragments(uint2 wa, uint2 wb, uint32_t (&a)[4][4]) {
   uint32_t pa[2][4], pb[2][4];
   fields_bf16x2(wa.x, pa[0]);
@@ -49,18 +49,6 @@ __device__ __forceinline__ void span_fragments(uint2 wa, uint2 wb, uint32_t (&a)
     a[s][1] = pb[t][o];
     a[s][2] = pa[t][o + 1];
     a[s][3] = pb[t][o + 1];
-  }
-}
-
-// A span's four k steps into d: A fragments a[s] (span_fragments) against the x row's two
-// 16-byte pieces at columns (2q + t) * 8 of the span, t = 0, 1 (its B fragments, step s taking
-// piece s / 2's words 0, 1 or 2, 3).
-__device__ __forceinline__ void mma_span(float (&d)[4], const uint32_t (&a)[4][4],
-                                         const uint4 (&xv)[2]) {
-#pragma unroll
-  for (int s = 0; s < 4; ++s) {
-    const uint4& v = xv[s >> 1];
-    mma_bf16(d, a[s], (s & 1) ? v.z : v.x, (s & 1) ? v.w : v.y);
   }
 }
 
@@ -191,15 +179,15 @@ __device__ __forceinline__ void stage_part_bf16(const T* x, int n, int c0, int n
 // One weight phase over every row on the tensor cores: x rows src (K wide; NORM: RMS-normed with
 // nw). The weight rows come in tiles of 16: with other == 1, rows 16i .. 16i + 15 (lane (g, q)'s
 // pair: 16i + g and 16i + g + 8); otherwise rows 8i .. 8i + 7 of [0, n_out) and their partners
-// + other (gate and up). A tile's K is split over the KS warps of a team, slice s taking the
-// spans s, s + KS, ..., and the first adds the others' sums in slice order (deterministic).
+// + other (gate and up). A tile's K is split over the KS warps of a team, slice s taking a part's
+// chunks of spans s, s + KS, ..., and the first adds the others' sums in slice order
+// (deterministic).
 //
 // The block stages x (normed or not) in parts of ps spans of all its rows (at most 32 at a time),
 // so every weight is loaded once for all the rows, every row is read from L2 once a part (not
 // once a tile and span), and a warp's products read x from shared memory. Each lane loads a
 // chunk of spans ahead of the one it multiplies, so the weights stream while the tensor cores
-// work. out(b, ra, rb, ya, yb) stores row b's two products, unrounded, as
-// rows_phase's does.
+// work. out(b, ra, rb, ya, yb) stores row b's two products, unrounded, as rows_phase's does.
 template <typename T, int G, int K, int NT, bool NORM, typename Out>
 __device__ __forceinline__ void rows_phase_mma(const T* src, const T* nw, float eps, int rows,
                                                int ps, const uint32_t* w, const T* scales,
@@ -257,67 +245,61 @@ __device__ __forceinline__ void rows_phase_mma(const T* src, const T* nw, float 
         if (!busy || slice >= nch) continue;
         const uint32_t* wa_row = w + (size_t)ra * WORDS + s0 * 8 + 2 * q;
         const uint32_t* wb_row = w + (size_t)rb * WORDS + s0 * 8 + 2 * q;
-        uint2 ca[C], cb[C], na[C], nb[C];
-#pragma unroll
-        for (int c = 0; c < C; ++c) {
-          const int sp = slice * C + c;
-          ca[c] = sp < np ? load_stream2(wa_row + sp * 8) : make_uint2(0u, 0u);
-          cb[c] = sp < np ? load_stream2(wb_row + sp * 8) : make_uint2(0u, 0u);
-          na[c] = nb[c] = make_uint2(0u, 0u);
-        }
-#pragma unroll 1
-        for (int ch = slice; ch < nch; ch += ks) {
-          if (ch + ks < nch) {
-#pragma unroll
-            for (int c = 0; c < C; ++c) {
-              const int sp = (ch + ks) * C + c;
-              if (sp < np) {
-                na[c] = load_stream2(wa_row + sp * 8);
-                nb[c] = load_stream2(wb_row + sp * 8);
-              }
-            }
-          }
+        // Chunk ch's words of the lane's two rows (zeros past the part's end).
+        auto load_chunk = [&](int ch, uint2 (&ca)[C], uint2 (&cb)[C]) {
 #pragma unroll
           for (int c = 0; c < C; ++c) {
-          const int s = ch * C + c;
-          if (s >= np) break;
-          const int grp = (s0 + s) * 64 / G;
-          const float sa = to_float(scales[(size_t)ra * GROUPS + grp]);
-          const float ba = to_float(biases[(size_t)ra * GROUPS + grp]);
-          const float sb = to_float(scales[(size_t)rb * GROUPS + grp]);
-          const float bb = to_float(biases[(size_t)rb * GROUPS + grp]);
-          uint32_t a[4][4];
-          span_fragments(ca[c], cb[c], a);
-          // The k steps outside and the rows' tiles inside: the tiles' accumulations are
-          // independent, so the tensor cores overlap them instead of waiting out one chain of
-          // dependent mma at a time.
-          float d[4][4];
+            const int sp = ch * C + c;
+            ca[c] = sp < np ? load_stream2(wa_row + sp * 8) : make_uint2(0u, 0u);
+            cb[c] = sp < np ? load_stream2(wb_row + sp * 8) : make_uint2(0u, 0u);
+          }
+        };
+        uint2 ca[C], cb[C], na[C], nb[C];
+        load_chunk(slice, ca, cb);
+#pragma unroll 1
+        for (int ch = slice; ch < nch; ch += ks) {
+          if (ch + ks < nch) load_chunk(ch + ks, na, nb);
 #pragma unroll
-          for (int j = 0; j < 4; ++j) d[j][0] = d[j][1] = d[j][2] = d[j][3] = 0.f;
+          for (int c = 0; c < C; ++c) {
+            const int s = ch * C + c;
+            if (s >= np) break;
+            const int grp = (s0 + s) * 64 / G;
+            const float sa = to_float(scales[(size_t)ra * GROUPS + grp]);
+            const float ba = to_float(biases[(size_t)ra * GROUPS + grp]);
+            const float sb = to_float(scales[(size_t)rb * GROUPS + grp]);
+            const float bb = to_float(biases[(size_t)rb * GROUPS + grp]);
+            uint32_t a[4][4];
+            span_fragments(ca[c], cb[c], a);
+            // The k steps outside and the rows' tiles inside: the tiles' accumulations are
+            // independent, so the tensor cores overlap them instead of waiting out one chain of
+            // dependent mma at a time.
+            float d[4][4];
 #pragma unroll
-          for (int k = 0; k < 4; ++k) {
+            for (int j = 0; j < 4; ++j) d[j][0] = d[j][1] = d[j][2] = d[j][3] = 0.f;
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+#pragma unroll
+              for (int j = 0; j < 4; ++j) {
+                if (j < nj) {
+                  const int r = min(8 * j + g, n - 1);
+                  const uint2 xv = *reinterpret_cast<const uint2*>(
+                      xs + (size_t)r * part.pitch + s * 64 + (2 * q + (k >> 1)) * 8 + 4 * (k & 1));
+                  mma_bf16(d[j], a[k], 8 * j + g < n ? xv.x : 0u, 8 * j + g < n ? xv.y : 0u);
+                }
+              }
+            }
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
               if (j < nj) {
-                const int r = min(8 * j + g, n - 1);
-                const uint2 xv = *reinterpret_cast<const uint2*>(
-                    xs + (size_t)r * part.pitch + s * 64 + (2 * q + (k >> 1)) * 8 + 4 * (k & 1));
-                mma_bf16(d[j], a[k], 8 * j + g < n ? xv.x : 0u, 8 * j + g < n ? xv.y : 0u);
+                const int col = 8 * j + 2 * q;  // the D fragment's batch rows: col, col + 1
+                const float x0 = part.sums[min(col, n - 1) * part.sums_stride + s];
+                const float x1 = part.sums[min(col + 1, n - 1) * part.sums_stride + s];
+                tot[j][0] = fmaf(sa, d[j][0], fmaf(ba, x0, tot[j][0]));
+                tot[j][1] = fmaf(sa, d[j][1], fmaf(ba, x1, tot[j][1]));
+                tot[j][2] = fmaf(sb, d[j][2], fmaf(bb, x0, tot[j][2]));
+                tot[j][3] = fmaf(sb, d[j][3], fmaf(bb, x1, tot[j][3]));
               }
             }
-          }
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            if (j < nj) {
-              const int c = 8 * j + 2 * q;
-              const float x0 = part.sums[min(c, n - 1) * part.sums_stride + s];
-              const float x1 = part.sums[min(c + 1, n - 1) * part.sums_stride + s];
-              tot[j][0] = fmaf(sa, d[j][0], fmaf(ba, x0, tot[j][0]));
-              tot[j][1] = fmaf(sa, d[j][1], fmaf(ba, x1, tot[j][1]));
-              tot[j][2] = fmaf(sb, d[j][2], fmaf(bb, x0, tot[j][2]));
-              tot[j][3] = fmaf(sb, d[j][3], fmaf(bb, x1, tot[j][3]));
-            }
-          }
           }
 #pragma unroll
           for (int c = 0; c < C; ++c) {
